@@ -2,6 +2,29 @@
 
 import aotgrad
 
+PUBLIC = {
+    "AotCallable",
+    "AotConfig",
+    "AotGradError",
+    "AotModule",
+    "FunctionalGraph",
+    "JointGraph",
+    "SavedBytesReport",
+    "TracingError",
+    "UnsupportedOperatorError",
+    "__version__",
+    "aot_eager",
+    "aot_function",
+    "aot_graph",
+    "aot_module",
+    "default_decompositions",
+    "eager_compiler",
+    "min_cut",
+    "partition",
+    "save_all",
+    "saved_bytes_report",
+}
+
 
 def test_version_is_single_sourced() -> None:
     from aotgrad._version import __version__
@@ -12,3 +35,11 @@ def test_version_is_single_sourced() -> None:
 def test_all_names_exist() -> None:
     for name in aotgrad.__all__:
         assert hasattr(aotgrad, name), name
+
+
+def test_public_names_are_pinned() -> None:
+    assert set(aotgrad.__all__) == PUBLIC
+
+
+def test_partition_module_api() -> None:
+    assert set(aotgrad.partition.__all__) == {"is_recomputable", "min_cut", "min_cut_saved_values", "save_all"}

@@ -12,3 +12,23 @@ def test_version_is_single_sourced() -> None:
 def test_all_names_exist() -> None:
     for name in capture.__all__:
         assert hasattr(capture, name), name
+
+
+PUBLIC_NAMES = {
+    "BackendCompilerError", "BreakReason", "CaptureConfig", "CaptureError", "CaptureHooks", "CapturedFunction",
+    "CompilerFn", "ExplainOutput", "ExportResult", "GraphBreakError", "GraphBroken", "GraphCompiled", "Guard",
+    "InternalCaptureError", "OptimizedModule", "RecompileLimitWarning", "Recompiled", "UserLocation",
+    "__version__", "allow_in_graph", "config", "disable", "disallow_in_graph", "explain", "export",
+    "graph_break", "mark_dynamic", "optimize", "reset", "run",
+}
+
+
+def test_public_names_are_pinned() -> None:
+    assert set(capture.__all__) == PUBLIC_NAMES
+
+
+def test_config_is_a_typed_dataclass_with_patch() -> None:
+    assert capture.config.cache_size_limit == 8
+    with capture.config.patch(cache_size_limit=3):
+        assert capture.config.cache_size_limit == 3
+    assert capture.config.cache_size_limit == 8

@@ -1,6 +1,19 @@
 """Pins the public symbols of `inductor_ir`: a change here is an API change."""
 
+import types
+
 import inductor_ir
+
+PUBLIC = {
+    "Buffer", "BufferRecord", "CompileTimings", "CompiledGraph", "ComputedBuffer", "ExternKernel", "ExternStep",
+    "FallbackKernel", "FloorDiv", "IRNode", "IndexView", "InductorIRConfig", "InputBuffer", "KernelBackend",
+    "KernelGroup", "KernelNode", "KernelSource", "KernelStep", "LOWERINGS", "Layout", "LoweringContext",
+    "MemoryDep", "MissingBackendError", "ModularIndexing", "MultiOutput", "NodeBody", "NotLowerable",
+    "OP_NAMES", "OpsHandler", "Pointwise", "Program", "REDUCTION_TYPES", "Reduction", "ReinterpretView",
+    "Schedule", "TorchOpsHandler", "TracingHandler", "UnknownOpError", "__version__", "compile_graph",
+    "current_ops_handler", "decompositions", "describe_group", "eval_index", "interpret", "lower", "lowering",
+    "ops", "schedule", "set_ops_handler", "simplify_index", "verify_ops_handler", "wrapper_source",
+}  # fmt: skip
 
 
 def test_version_is_single_sourced() -> None:
@@ -12,3 +25,33 @@ def test_version_is_single_sourced() -> None:
 def test_all_names_exist() -> None:
     for name in inductor_ir.__all__:
         assert hasattr(inductor_ir, name), name
+
+
+def test_public_names_are_pinned() -> None:
+    assert set(inductor_ir.__all__) == PUBLIC
+
+
+def test_public_callables_are_documented() -> None:
+    for name in inductor_ir.__all__:
+        value = getattr(inductor_ir, name)
+        if isinstance(value, (type, types.FunctionType)):
+            assert (value.__doc__ or "").strip(), name
+
+
+def test_kernel_backend_protocol_is_runtime_checkable() -> None:
+    class Minimal:
+        device_type = "cpu"
+
+        def can_fuse_vertical(self, producer, consumer):  # type: ignore[no-untyped-def]
+            return True
+
+        def can_fuse_horizontal(self, first, second):  # type: ignore[no-untyped-def]
+            return True
+
+        def generate(self, group):  # type: ignore[no-untyped-def]
+            raise NotImplementedError
+
+        def compile(self, sources):  # type: ignore[no-untyped-def]
+            return []
+
+    assert isinstance(Minimal(), inductor_ir.KernelBackend)

@@ -1,5 +1,108 @@
-"""Define-by-run loop-level IR with SymPy shapes: lowerings, scheduling and fusion, memory planning, wrapper code."""
+"""Define-by-run loop-level IR with SymPy shapes: lowerings, scheduling and fusion, memory planning, wrapper code.
+
+Pipeline: :func:`lower` (ATen FX graph -> :class:`Program`), :func:`schedule` (fusion, order, memory
+plan), :func:`wrapper_source`, all composed by :func:`compile_graph`. Code generators implement
+:class:`KernelBackend` (see docs/kernel-backend.md) and reach the current op handler through
+:data:`ops`.
+"""
 
 from inductor_ir._version import __version__
+from inductor_ir.backend import BufferRecord, KernelBackend, KernelGroup, KernelNode, KernelSource, NodeBody
+from inductor_ir.compile import (
+    CompiledGraph,
+    CompileTimings,
+    InductorIRConfig,
+    MissingBackendError,
+    compile_graph,
+)
+from inductor_ir.debug import describe_group
+from inductor_ir.decompositions import decompositions
+from inductor_ir.interpreter import TorchOpsHandler, eval_index, interpret
+from inductor_ir.ir import (
+    Buffer,
+    ComputedBuffer,
+    ExternKernel,
+    FallbackKernel,
+    IndexView,
+    InputBuffer,
+    IRNode,
+    Layout,
+    MemoryDep,
+    MultiOutput,
+    Pointwise,
+    Program,
+    Reduction,
+    ReinterpretView,
+    TracingHandler,
+)
+from inductor_ir.lower import lower
+from inductor_ir.lowering import LOWERINGS, LoweringContext, NotLowerable, lowering
+from inductor_ir.ops_handler import (
+    OP_NAMES,
+    REDUCTION_TYPES,
+    OpsHandler,
+    UnknownOpError,
+    current_ops_handler,
+    ops,
+    set_ops_handler,
+    verify_ops_handler,
+)
+from inductor_ir.scheduler import ExternStep, KernelStep, Schedule, schedule
+from inductor_ir.symbolic import FloorDiv, ModularIndexing, simplify_index
+from inductor_ir.wrapper import wrapper_source
 
-__all__ = ["__version__"]
+__all__ = [
+    "LOWERINGS",
+    "OP_NAMES",
+    "REDUCTION_TYPES",
+    "Buffer",
+    "BufferRecord",
+    "CompileTimings",
+    "CompiledGraph",
+    "ComputedBuffer",
+    "ExternKernel",
+    "ExternStep",
+    "FallbackKernel",
+    "FloorDiv",
+    "IRNode",
+    "IndexView",
+    "InductorIRConfig",
+    "InputBuffer",
+    "KernelBackend",
+    "KernelGroup",
+    "KernelNode",
+    "KernelSource",
+    "KernelStep",
+    "Layout",
+    "LoweringContext",
+    "MemoryDep",
+    "MissingBackendError",
+    "ModularIndexing",
+    "MultiOutput",
+    "NodeBody",
+    "NotLowerable",
+    "OpsHandler",
+    "Pointwise",
+    "Program",
+    "Reduction",
+    "ReinterpretView",
+    "Schedule",
+    "TorchOpsHandler",
+    "TracingHandler",
+    "UnknownOpError",
+    "__version__",
+    "compile_graph",
+    "current_ops_handler",
+    "decompositions",
+    "describe_group",
+    "eval_index",
+    "interpret",
+    "lower",
+    "lowering",
+    "ops",
+    "schedule",
+    "set_ops_handler",
+    "simplify_index",
+    "verify_ops_handler",
+    "wrapper_source",
+]

@@ -1,0 +1,256 @@
+"""The entry points: `aot_graph`, `aot_function`, `aot_module`, and the `aot_eager` backend."""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+import torch.fx
+from torch.utils import _pytree as pytree
+
+from aotgrad.compile import Compilers, Partitioner, compile_region
+from aotgrad.config import AotConfig
+from aotgrad.decompositions import DecompositionTable
+from aotgrad.partition import min_cut
+from aotgrad.runtime import Region
+from aotgrad.tracing.locate import LocatingModule
+
+log = logging.getLogger("aotgrad")
+
+CompilerFn = Callable[[torch.fx.GraphModule, list[Any]], Callable[..., Any]]
+
+
+def _region_key(flat_inputs: Sequence[Any]) -> tuple[Any, ...]:
+    """What a compiled region is specialized on: the gradient pattern, each tensor's metadata, and
+    the value of each non-tensor input (make_fx bakes those into the graph as constants)."""
+    return (_gradient_key(flat_inputs), *(_signature(x, with_grad=False) for x in flat_inputs))
+
+
+def _gradient_key(flat_inputs: Sequence[Any]) -> tuple[bool, ...] | None:
+    """None when no gradient is needed (grad mode off, or nothing requires grad), else the mask."""
+    mask = tuple(
+        isinstance(x, torch.Tensor) and x.requires_grad and (x.is_floating_point() or x.is_complex())
+        for x in flat_inputs
+    )
+    return mask if torch.is_grad_enabled() and any(mask) else None
+
+
+class AotCallable:
+    """A compiled callable over the user's flat positional inputs (what `aot_graph` returns).
+
+    It lifts the module's parameters and buffers into graph inputs, compiles one region per
+    gradient pattern (inference, or which inputs require grad) and input signature (shapes,
+    strides, dtypes, non-tensor values) on first use, and runs it.
+    """
+
+    def __init__(
+        self,
+        module: torch.nn.Module | None,
+        fn: Callable[..., Any],
+        compilers: Compilers,
+        partition: Partitioner,
+        decompositions: DecompositionTable | None,
+        config: AotConfig,
+    ) -> None:
+        self._module = module
+        self._fn = fn
+        self._compilers = compilers
+        self._partition = partition
+        self._decompositions = decompositions
+        self._config = config
+        self._regions: dict[tuple[Any, ...], Region | None] = {}
+        self._locator = LocatingModule(module) if isinstance(module, torch.fx.GraphModule) else None
+        self._state_names: list[str] = []
+        if module is not None:
+            self._state_names = [name for name, _ in module.named_parameters()]
+            self._state_names += [name for name, _ in module.named_buffers()]
+
+    def state_tensors(self) -> list[torch.Tensor]:
+        """The module's parameters then buffers: the first graph inputs, read afresh on each call."""
+        if self._module is None:
+            return []
+        return [*self._module.parameters(), *self._module.buffers()]
+
+    def _traceable(self) -> Callable[..., Any]:
+        """The user's computation as a function of (*state, *inputs), for tracing."""
+        count = len(self._state_names)
+        if self._locator is not None:
+            locator = self._locator
+            names = ["graph." + n for n in self._state_names]
+            return lambda *flat: torch.func.functional_call(locator, dict(zip(names, flat[:count])), flat[count:])
+        if self._module is not None:
+            module, names = self._module, self._state_names
+            return lambda *flat: torch.func.functional_call(module, dict(zip(names, flat[:count])), flat[count:])
+        return self._fn
+
+    def _current_node(self) -> torch.fx.Node | None:
+        return self._locator.current if self._locator is not None else None
+
+    def region_for(self, flat_inputs: Sequence[Any]) -> Region | None:
+        """The compiled region for these inputs' gradient pattern (None: run eagerly)."""
+        key = _region_key(flat_inputs)
+        if key not in self._regions:
+            self._regions[key] = compile_region(
+                self._traceable(),
+                flat_inputs,
+                key[0],
+                compilers=self._compilers,
+                partition=self._partition,
+                decompositions=self._decompositions,
+                config=self._config,
+                current_node=self._current_node,
+            )
+        return self._regions[key]
+
+    def __call__(self, *args: Any) -> Any:
+        """Run the compiled graph (or eager, for a graph that could not be traced)."""
+        flat_inputs = [*self.state_tensors(), *args]
+        region = self.region_for(flat_inputs)
+        if region is None:
+            return self._fn(*args)
+        return pytree.tree_unflatten(region(flat_inputs), region.graph.out_spec)
+
+
+def aot_graph(
+    gm: torch.nn.Module | Callable[..., Any],
+    example_inputs: Sequence[Any],
+    *,
+    fw_compiler: CompilerFn,
+    bw_compiler: CompilerFn | None = None,
+    partition: Partitioner = min_cut,
+    decompositions: DecompositionTable | None = None,
+    config: AotConfig | None = None,
+) -> Callable[..., Any]:
+    """Compile an FX graph (or any module/callable over flat tensors) into forward/backward ATen graphs.
+
+    With the compilers bound (`functools.partial(aot_graph, fw_compiler=...)`) this is a
+    `CompilerFn`, the shape of a capture backend.
+
+    Args:
+        gm: a `torch.fx.GraphModule` (any `nn.Module` or callable also works); its parameters and
+            buffers become graph inputs.
+        example_inputs: the positional inputs it is compiled for (real or fake tensors).
+        fw_compiler: `(aten_gm, fake_inputs) -> callable` for the forward graph.
+        bw_compiler: the same for the backward graph; `fw_compiler` when None.
+        partition: `save_all` or `min_cut` (default), or any `(JointGraph) -> (fw_gm, bw_gm)`.
+        decompositions: the ATen decomposition table; `default_decompositions()` when None.
+        config: `AotConfig()` when None.
+
+    Returns:
+        A callable taking the same positional inputs as `gm` and returning what it returns.
+    """
+    module = gm if isinstance(gm, torch.nn.Module) else None
+    compilers = Compilers(fw_compiler, bw_compiler or fw_compiler)
+    compiled = AotCallable(module, gm, compilers, partition, decompositions, config or AotConfig())
+    compiled.region_for([*compiled.state_tensors(), *example_inputs])
+    return compiled
+
+
+class _AotFunction:
+    """`aot_function`'s result: compiles per input signature (pytree structure, shapes, dtypes)."""
+
+    def __init__(self, fn: Callable[..., Any], options: dict[str, Any]) -> None:
+        self._fn = fn
+        self._options = options
+        self._compiled: dict[Any, tuple[AotCallable, pytree.TreeSpec]] = {}
+        functools.update_wrapper(self, fn)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        leaves, spec = pytree.tree_flatten((args, kwargs))
+        key = (spec, tuple(_signature(x) for x in leaves))
+        if key not in self._compiled:
+            fn = self._fn
+
+            def flat_fn(*flat: Any, _spec: pytree.TreeSpec = spec) -> Any:
+                call_args, call_kwargs = pytree.tree_unflatten(list(flat), _spec)
+                return fn(*call_args, **call_kwargs)
+
+            self._compiled[key] = (AotCallable(None, flat_fn, **self._options), spec)
+        return self._compiled[key][0](*leaves)
+
+
+def _signature(value: Any, with_grad: bool = True) -> Any:
+    if isinstance(value, torch.Tensor):
+        grad = value.requires_grad if with_grad else None
+        return (tuple(value.shape), tuple(value.stride()), value.dtype, value.device, grad)
+    return (type(value), value) if isinstance(value, (int, float, bool, str, type(None))) else type(value)
+
+
+def aot_function(
+    fn: Callable[..., Any],
+    *,
+    fw_compiler: CompilerFn,
+    bw_compiler: CompilerFn | None = None,
+    partition: Partitioner = min_cut,
+    decompositions: DecompositionTable | None = None,
+    config: AotConfig | None = None,
+) -> Callable[..., Any]:
+    """Compile `fn` (any function of pytrees of tensors) through aotgrad, lazily on each new input
+    signature (shapes, strides, dtypes, devices, requires_grad); arguments as for `aot_graph`.
+
+    Example:
+        >>> f = aot_function(lambda x: x.sin().sum(), fw_compiler=eager_compiler)
+        >>> f(torch.randn(3, requires_grad=True)).backward()
+    """
+    options = {
+        "compilers": Compilers(fw_compiler, bw_compiler or fw_compiler),
+        "partition": partition,
+        "decompositions": decompositions,
+        "config": config or AotConfig(),
+    }
+    return _AotFunction(fn, options)
+
+
+class AotModule(torch.nn.Module):
+    """`aot_module`'s result: a module whose forward runs the compiled graphs of `module`.
+
+    It shares `module`'s parameters and buffers (optimizers and state dicts see the same tensors).
+    """
+
+    def __init__(self, module: torch.nn.Module, options: dict[str, Any]) -> None:
+        super().__init__()
+        self.module = module
+        self._options = options
+        self._compiled: dict[Any, AotCallable] = {}
+
+    def forward(self, *args: Any) -> Any:
+        """Run the compiled module on positional tensor arguments."""
+        key = (tuple(_signature(x) for x in args), self.module.training)
+        if key not in self._compiled:
+            self._compiled[key] = AotCallable(self.module, self.module, **self._options)
+        return self._compiled[key](*args)
+
+
+def aot_module(
+    module: torch.nn.Module,
+    *,
+    fw_compiler: CompilerFn,
+    bw_compiler: CompilerFn | None = None,
+    partition: Partitioner = min_cut,
+    decompositions: DecompositionTable | None = None,
+    config: AotConfig | None = None,
+) -> AotModule:
+    """Compile `module` through aotgrad; its parameters and buffers become graph inputs.
+
+    Arguments as for `aot_graph`; the module is compiled per input signature and train/eval mode.
+    """
+    options = {
+        "compilers": Compilers(fw_compiler, bw_compiler or fw_compiler),
+        "partition": partition,
+        "decompositions": decompositions,
+        "config": config or AotConfig(),
+    }
+    return AotModule(module, options)
+
+
+def eager_compiler(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Callable[..., Any]:
+    """The "compiler" that runs a graph as it is, with torch.fx (used by `aot_eager`)."""
+    return gm
+
+
+def aot_eager(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Callable[..., Any]:
+    """The `aot_eager` backend: aotgrad with eager forward and backward (the FAQ's triage tool)."""
+    return aot_graph(gm, example_inputs, fw_compiler=eager_compiler)

@@ -1,0 +1,166 @@
+"""The driver: one region of user code ─► traced, partitioned, compiled, wrapped."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+import torch.fx
+from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
+
+from aotgrad.config import AotConfig
+from aotgrad.decompositions import DecompositionTable, default_decompositions
+from aotgrad.errors import (
+    AotGradError,
+    TracingError,
+    UnsupportedOperatorError,
+    location_from_stack_trace,
+    location_from_traceback,
+    unsupported_op_name,
+)
+from aotgrad.runtime import CompiledInference, CompiledTraining, Region
+from aotgrad.tracing import FunctionalGraph, JointGraph, trace_functional, trace_joint
+from aotgrad.tracing.graph_passes import placeholders
+
+log = logging.getLogger("aotgrad")
+
+CompilerFn = Callable[[torch.fx.GraphModule, list[Any]], Callable[..., Any]]
+Partitioner = Callable[[JointGraph], tuple[torch.fx.GraphModule, torch.fx.GraphModule]]
+
+
+@dataclasses.dataclass(frozen=True)
+class Compilers:
+    """The forward and backward compilers, each `(aten_gm, fake_example_inputs) -> callable`."""
+
+    forward: CompilerFn
+    backward: CompilerFn
+
+
+@dataclasses.dataclass
+class TracedRegion:
+    """What tracing produced for one region: the forward, and for training the joint graph."""
+
+    forward: FunctionalGraph
+    joint: JointGraph | None
+
+
+def fake_inputs_for(flat_inputs: Sequence[Any]) -> tuple[FakeTensorMode, list[Any]]:
+    """A fake mode and fake copies of the tensors among `flat_inputs` (real or already fake)."""
+    for value in flat_inputs:
+        if isinstance(value, FakeTensor):
+            return value.fake_mode, list(flat_inputs)
+    # Tensors a function closes over (not inputs) are constants of the graph: allow them.
+    mode = FakeTensorMode(allow_non_fake_inputs=True)
+    return mode, [mode.from_tensor(x, static_shapes=True) if isinstance(x, torch.Tensor) else x for x in flat_inputs]
+
+
+def _check_constants(gm: torch.fx.GraphModule, training: bool) -> None:
+    """Refuse tensors closed over (graph constants) that require grad: their gradient would be lost."""
+    for node in gm.graph.nodes:
+        if node.op != "get_attr":
+            continue
+        value = getattr(gm, str(node.target), None)
+        if training and isinstance(value, torch.Tensor) and value.requires_grad:
+            raise TracingError(
+                f"the function uses a tensor that requires grad but is not an input (shape "
+                f"{tuple(value.shape)}, e.g. a parameter captured from a closure); aotgrad would not compute its "
+                "gradient. Pass it as an argument, or compile the module with aot_module / aot_graph.",
+                None,
+            )
+
+
+def trace_region(
+    fn: Callable[..., Any],
+    flat_inputs: Sequence[Any],
+    grad_mask: Sequence[bool] | None,
+    decompositions: DecompositionTable,
+) -> TracedRegion:
+    """Trace `fn` to its functional forward and, when `grad_mask` is given, its joint graph."""
+    fake_mode, fakes = fake_inputs_for(flat_inputs)
+    with fake_mode:
+        forward = trace_functional(fn, fakes, decompositions, training=grad_mask is not None)
+        _check_constants(forward.gm, training=torch.is_grad_enabled())
+        if grad_mask is None:
+            return TracedRegion(forward, None)
+        for index in forward.mutated_inputs:
+            if grad_mask[index]:
+                raise TracingError(
+                    f"input {index} requires grad and is mutated in place; aotgrad does not support "
+                    "in-place updates of inputs that require grad (do them under torch.no_grad())",
+                    None,
+                )
+        return TracedRegion(forward, trace_joint(forward, fakes, grad_mask, decompositions))
+
+
+def _example_inputs(gm: torch.fx.GraphModule) -> list[Any]:
+    return [node.meta.get("val") for node in placeholders(gm.graph)]
+
+
+def _explain_failure(error: BaseException, node: torch.fx.Node | None) -> AotGradError:
+    location = location_from_stack_trace(node.meta.get("stack_trace")) if node is not None else None
+    location = location or location_from_traceback(error.__traceback__)
+    if node is not None and location is None:
+        location = f"graph node `{node.name}` ({node.format_node()})"
+    op = unsupported_op_name(error)
+    if op is not None:
+        return UnsupportedOperatorError(op, location, f"{type(error).__name__}: {error}")
+    if isinstance(error, TracingError):
+        return TracingError(error.reason, error.user_location or location)
+    return TracingError(f"{type(error).__name__}: {error}", location)
+
+
+def compile_region(
+    fn: Callable[..., Any],
+    flat_inputs: Sequence[Any],
+    grad_mask: Sequence[bool] | None,
+    *,
+    compilers: Compilers,
+    partition: Partitioner,
+    decompositions: DecompositionTable | None,
+    config: AotConfig,
+    current_node: Callable[[], torch.fx.Node | None] | None = None,
+) -> Region | None:
+    """Trace, partition and compile one region; None means "run it eagerly" (reason logged).
+
+    Args:
+        fn: the computation over flat inputs (module state first, then the user's inputs).
+        flat_inputs: example values for them.
+        grad_mask: per input whether its gradient is wanted; None for the inference path.
+        compilers: the forward and backward compilers.
+        partition: the partitioner for the joint graph.
+        decompositions: the ATen decomposition table (None: the default).
+        config: options; `config.fallback_to_eager` decides between logging and raising.
+        current_node: tells which FX node was running when tracing failed, for the error.
+    """
+    table = default_decompositions() if decompositions is None else decompositions
+    try:
+        # 1. trace: functional forward, and the joint forward+backward when training
+        traced = trace_region(fn, flat_inputs, grad_mask, table)
+        # 2. partition the joint graph into forward and backward
+        split = partition(traced.joint) if traced.joint is not None else None
+    except Exception as error:
+        failure = _explain_failure(error, current_node() if current_node else None)
+        if not config.fallback_to_eager:
+            raise failure from error
+        log.warning("aotgrad: running this graph eagerly: %s", failure)
+        return None
+    # 3. compile each side and wrap them for eager autograd
+    if split is None:
+        gm = traced.forward.gm
+        return Region(traced.forward, CompiledInference(compilers.forward(gm, _example_inputs(gm))))
+    assert traced.joint is not None
+    forward_gm, backward_gm = split
+    return Region(
+        traced.forward,
+        CompiledTraining(
+            forward=compilers.forward(forward_gm, _example_inputs(forward_gm)),
+            backward=compilers.backward(backward_gm, _example_inputs(backward_gm)),
+            num_fwd_outputs=traced.joint.num_fwd_outputs,
+            differentiable_outputs=traced.joint.differentiable_outputs,
+            grad_inputs=traced.joint.grad_inputs,
+            mutated_inputs=traced.forward.mutated_inputs,
+        ),
+    )

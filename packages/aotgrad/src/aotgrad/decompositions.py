@@ -1,0 +1,74 @@
+"""The one place that says which ATen ops aotgrad decomposes and which it keeps whole.
+
+Graphs that aotgrad hands to a compiler use torch's Core ATen opset
+(`torch._decomp.core_aten_decompositions()` is the substrate), with these choices on top:
+
+* **Decomposed further** (`EXTRA_DECOMPOSED`): batch norm (`native_batch_norm` and the
+  `_native_batch_norm_legit*` family). Its in-place update of the running statistics must be visible
+  to functionalization, so it becomes `var_mean` + pointwise ops + explicit copies of the new
+  running statistics; the runtime wrapper writes those back into the real buffers.
+* **Kept whole** (`KEPT_WHOLE`): random ops (`bernoulli`, `rand`, `randn`, ...). They stay single
+  ATen calls so that, under the same seed, a compiled graph draws exactly the numbers eager draws
+  (dropout masks are bit-identical to eager), and the partitioner never recomputes them.
+
+Everything else in the Core ATen table is decomposed; ops outside it (e.g. `convolution`,
+`addmm`, `native_layer_norm`, `_softmax`) are Core ATen already and stay as they are. A code
+generator that wants a different set passes its own table through `decompositions=`; it then
+replaces this default entirely (`default_decompositions()` is a good base to edit).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch._decomp import core_aten_decompositions, get_decompositions
+
+aten = torch.ops.aten
+
+DecompositionTable = dict[torch._ops.OpOverload, Callable[..., Any]]
+
+EXTRA_DECOMPOSED: tuple[Any, ...] = (
+    aten.native_batch_norm,
+    aten._native_batch_norm_legit,
+    aten._native_batch_norm_legit_functional,
+    aten._native_batch_norm_legit_no_training,
+)
+
+KEPT_WHOLE: tuple[Any, ...] = (
+    aten.bernoulli,
+    aten.bernoulli_,
+    aten.rand,
+    aten.rand_like,
+    aten.randn,
+    aten.randn_like,
+    aten.randint,
+    aten.randint_like,
+    aten.randperm,
+    aten.normal,
+    aten.uniform,
+    aten.native_dropout,
+)
+
+
+def _overloads(packets: tuple[Any, ...]) -> set[Any]:
+    found: set[Any] = set()
+    for packet in packets:
+        for name in packet.overloads():
+            found.add(getattr(packet, name))
+    return found
+
+
+def default_decompositions() -> DecompositionTable:
+    """The decomposition table aotgrad uses when the caller passes none.
+
+    Returns:
+        A fresh dict (safe to edit) from ATen overloads to Python decompositions: Core ATen, plus
+        `EXTRA_DECOMPOSED`, minus `KEPT_WHOLE`.
+    """
+    table: DecompositionTable = dict(core_aten_decompositions())  # type: ignore[arg-type]
+    table.update(get_decompositions(list(EXTRA_DECOMPOSED)))  # type: ignore[arg-type]
+    for op in _overloads(KEPT_WHOLE):
+        table.pop(op, None)
+    return table

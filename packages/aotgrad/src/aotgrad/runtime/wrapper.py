@@ -1,0 +1,125 @@
+"""Runs compiled graphs with eager's semantics.
+
+`CompiledTraining` wraps a compiled forward/backward pair in a `torch.autograd.Function`, so
+`.backward()` runs the compiled backward as one op; `CompiledInference` runs a compiled forward
+alone. `Region` puts either behind the user's calling convention: it writes the new values of
+mutated inputs back into the real inputs and rebuilds outputs that alias inputs or each other.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+from torch.autograd.function import once_differentiable
+
+from aotgrad.tracing.functional import FunctionalGraph
+
+
+@dataclasses.dataclass
+class CompiledInference:
+    """A compiled forward, run as it is: `(*inputs) -> (*mutated values, *graph outputs, ...)`."""
+
+    forward: Callable[..., Any]
+
+    def run(self, inputs: Sequence[Any]) -> Sequence[Any]:
+        """Call the compiled forward on the flat inputs."""
+        with torch.no_grad():
+            return list(self.forward(*inputs))
+
+
+@dataclasses.dataclass
+class CompiledTraining:
+    """A compiled forward/backward pair and the bookkeeping to run them under eager autograd.
+
+    Attributes:
+        forward: `(*inputs) -> (*forward outputs, *saved)`.
+        backward: `(*saved, *tangents) -> (*gradients of grad_inputs)`.
+        num_fwd_outputs: forward outputs before the saved values.
+        differentiable_outputs: forward outputs that get a tangent, in the backward's order.
+        grad_inputs: inputs whose gradient the backward returns, in its order.
+        mutated_inputs: inputs the wrapper overwrites after the forward; saved values that share
+            their memory are copied first, so the backward sees the values from before.
+    """
+
+    forward: Callable[..., Any]
+    backward: Callable[..., Any]
+    num_fwd_outputs: int
+    differentiable_outputs: tuple[int, ...]
+    grad_inputs: tuple[int, ...]
+    mutated_inputs: tuple[int, ...] = ()
+    _function: type[torch.autograd.Function] | None = None
+
+    def run(self, inputs: Sequence[Any]) -> Sequence[Any]:
+        """Run the forward through the autograd.Function (or alone when grad mode is off)."""
+        if not torch.is_grad_enabled():
+            with torch.no_grad():
+                return list(self.forward(*inputs))[: self.num_fwd_outputs]
+        if self._function is None:
+            self._function = _autograd_function_for(self, len(inputs))
+        return list(self._function.apply(*inputs))
+
+
+def _protect_from_mutation(saved: list[Any], slots: list[int], mutated: list[torch.Tensor]) -> None:
+    """Clone saved tensors that share memory with an input about to be overwritten."""
+    pointers = {t.untyped_storage().data_ptr() for t in mutated}
+    for slot in slots:
+        if saved[slot].untyped_storage().data_ptr() in pointers:
+            saved[slot] = saved[slot].clone()
+
+
+def _autograd_function_for(plan: CompiledTraining, num_inputs: int) -> type[torch.autograd.Function]:
+    """A fresh autograd.Function class bound to `plan` (one per compiled graph)."""
+    differentiable = set(plan.differentiable_outputs)
+
+    class CompiledFunction(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx: Any, *inputs: Any) -> tuple[Any, ...]:  # type: ignore[override]
+            results = list(plan.forward(*inputs))
+            outputs, saved = results[: plan.num_fwd_outputs], results[plan.num_fwd_outputs :]
+            tensor_slots = [i for i, value in enumerate(saved) if isinstance(value, torch.Tensor)]
+            if plan.mutated_inputs:
+                _protect_from_mutation(saved, tensor_slots, [inputs[i] for i in plan.mutated_inputs])
+            ctx.save_for_backward(*(saved[i] for i in tensor_slots))
+            ctx.saved_layout = (len(saved), tensor_slots, {i: v for i, v in enumerate(saved) if i not in tensor_slots})
+            ctx.mark_non_differentiable(
+                *(out for i, out in enumerate(outputs) if i not in differentiable and isinstance(out, torch.Tensor))
+            )
+            return tuple(outputs)
+
+        @staticmethod
+        @once_differentiable
+        def backward(ctx: Any, *grad_outputs: Any) -> tuple[Any, ...]:  # type: ignore[override]
+            count, tensor_slots, others = ctx.saved_layout
+            saved: list[Any] = [others.get(i) for i in range(count)]
+            for slot, value in zip(tensor_slots, ctx.saved_tensors):
+                saved[slot] = value
+            tangents = [grad_outputs[i].contiguous() for i in plan.differentiable_outputs]
+            grads = list(plan.backward(*saved, *tangents))
+            result: list[Any] = [None] * num_inputs
+            for index, grad in zip(plan.grad_inputs, grads):
+                result[index] = grad
+            return tuple(result)
+
+    return CompiledFunction
+
+
+@dataclasses.dataclass
+class Region:
+    """One compiled graph behind the user's calling convention (flat inputs, flat outputs)."""
+
+    graph: FunctionalGraph
+    compiled: CompiledTraining | CompiledInference
+
+    def __call__(self, inputs: Sequence[Any]) -> list[Any]:
+        """Run on the flat inputs; mutate inputs as eager would; return the flat user outputs."""
+        results = self.compiled.run(inputs)
+        num_mutations = len(self.graph.mutated_inputs)
+        if num_mutations:
+            with torch.no_grad():
+                for index, value in zip(self.graph.mutated_inputs, results[:num_mutations]):
+                    inputs[index].copy_(value)
+        graph_outputs = results[num_mutations : num_mutations + self.graph.num_graph_outputs]
+        return [spec.build(inputs, graph_outputs) for spec in self.graph.outputs]

@@ -1,0 +1,244 @@
+"""Stage 1: any callable over flat tensors ─► one functional ATen graph of its forward.
+
+The result computes `(*new values of mutated inputs, *graph outputs)` with no in-place op and no
+input mutation left; `OutputSpec`s say how the runtime wrapper rebuilds each user output, so that
+outputs aliasing an input or each other keep eager's aliasing (a returned view is a view).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+from collections.abc import Callable, Sequence
+from typing import Any, Literal
+
+import torch
+import torch.fx
+import torch.fx.traceback as fx_traceback
+from torch.fx.experimental.proxy_tensor import make_fx
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils import _pytree as pytree
+
+from aotgrad.decompositions import DecompositionTable
+from aotgrad.errors import TracingError
+from aotgrad.tracing.graph_passes import clean, output_node, output_values, placeholders
+
+aten = torch.ops.aten
+
+# In-place ops that change an input's shape or strides rather than its data: not supported.
+_METADATA_MUTATIONS = frozenset(
+    {"t_", "transpose_", "squeeze_", "unsqueeze_", "as_strided_", "resize_", "resize_as_", "set_",
+     "swapdims_", "swapaxes_", "detach_"}
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class ViewStep:
+    """One view op to replay on a real tensor: `op(tensor, *args, **kwargs)`."""
+
+    op: torch._ops.OpOverload
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+
+    def apply(self, tensor: torch.Tensor) -> torch.Tensor:
+        """Replay this view on `tensor`."""
+        return self.op(tensor, *self.args, **self.kwargs)
+
+
+@dataclasses.dataclass(frozen=True)
+class OutputSpec:
+    """How the runtime wrapper produces one flat user output.
+
+    kind:
+        ``"graph"``: graph output `index`, then `views` replayed on it (several user outputs may
+        share one graph output: they alias each other, as in eager);
+        ``"input"``: flat input `index` (after mutations are applied), then `views`: the output is
+        a real view of the real input;
+        ``"constant"``: `constant`, a non-tensor value.
+    """
+
+    kind: Literal["graph", "input", "constant"]
+    index: int = -1
+    views: tuple[ViewStep, ...] = ()
+    constant: Any = None
+
+    def build(self, inputs: Sequence[Any], graph_outputs: Sequence[Any]) -> Any:
+        """The user output from the real inputs and the graph's outputs."""
+        if self.kind == "constant":
+            return self.constant
+        value = inputs[self.index] if self.kind == "input" else graph_outputs[self.index]
+        for step in self.views:
+            value = step.apply(value)
+        return value
+
+
+@dataclasses.dataclass
+class FunctionalGraph:
+    """A functional ATen forward graph and what the wrapper needs to honour eager semantics.
+
+    Attributes:
+        gm: `(*flat inputs) -> (*new values of mutated inputs, *graph outputs)`.
+        mutated_inputs: flat input indices whose data the function mutates, in output order.
+        num_graph_outputs: outputs after the mutated-input values.
+        outputs: one `OutputSpec` per flat user output.
+        out_spec: the pytree structure of the user's output.
+    """
+
+    gm: torch.fx.GraphModule
+    mutated_inputs: tuple[int, ...]
+    num_graph_outputs: int
+    outputs: tuple[OutputSpec, ...]
+    out_spec: pytree.TreeSpec
+
+
+def _check_no_metadata_mutation(gm: torch.fx.GraphModule) -> None:
+    inputs = set(placeholders(gm.graph))
+    for node in gm.graph.nodes:
+        target = node.target
+        if node.op != "call_function" or not isinstance(target, torch._ops.OpOverload):
+            continue
+        name = target._schema.name.split("::")[-1]
+        if name in _METADATA_MUTATIONS and node.args and node.args[0] in inputs:
+            raise TracingError(
+                f"`{name}` changes the shape or strides of an input in place; aotgrad only supports "
+                "in-place changes of an input's data. Use the out-of-place op (e.g. `x = x.t()`).",
+                None,
+            )
+
+
+def _view_chain(node: Any) -> tuple[Any, tuple[ViewStep, ...]]:
+    """Walk back through view ops whose other arguments are constants: (root, steps root→node)."""
+    steps: list[ViewStep] = []
+    while (
+        isinstance(node, torch.fx.Node)
+        and node.op == "call_function"
+        and isinstance(node.target, torch._ops.OpOverload)
+        and node.target.is_view
+        and node.args
+        and isinstance(node.args[0], torch.fx.Node)
+        and not any(isinstance(a, torch.fx.Node) for a in pytree.tree_leaves((node.args[1:], node.kwargs)))
+    ):
+        steps.append(ViewStep(node.target, tuple(node.args[1:]), dict(node.kwargs)))
+        node = node.args[0]
+    return node, tuple(reversed(steps))
+
+
+def _rewrite_outputs(gm: torch.fx.GraphModule, flat_outputs_spec: pytree.TreeSpec) -> FunctionalGraph:
+    graph = gm.graph
+    inputs = placeholders(graph)
+    input_index = {node: i for i, node in enumerate(inputs)}
+    # Input mutations: functionalization ends the graph with `copy_(input, new_value)`.
+    new_value_of: dict[int, torch.fx.Node] = {}
+    for node in list(graph.nodes):
+        if node.op == "call_function" and node.target is aten.copy_.default and node.args[0] in input_index:
+            new_value_of[input_index[node.args[0]]] = node.args[1]
+            graph.erase_node(node)
+    for node in graph.nodes:
+        target = node.target
+        if node.op == "call_function" and isinstance(target, torch._ops.OpOverload) and target._schema.is_mutable:
+            if torch.Tag.nondeterministic_seeded not in target.tags:
+                raise TracingError(f"in-place op `{target}` survived functionalization", None)
+    mutated_value_index = {value: i for i, value in new_value_of.items()}
+
+    out_node = output_node(graph)
+    user_outputs = output_values(graph)
+    roots = [_view_chain(out) for out in user_outputs]
+    sharing: dict[torch.fx.Node, int] = {}
+    for root, _ in roots:
+        if isinstance(root, torch.fx.Node):
+            sharing[root] = sharing.get(root, 0) + 1
+
+    graph_outputs: list[torch.fx.Node] = []
+    position: dict[torch.fx.Node, int] = {}
+
+    def graph_output(node: torch.fx.Node) -> int:
+        if node not in position:
+            position[node] = len(graph_outputs)
+            graph_outputs.append(node)
+        return position[node]
+
+    specs: list[OutputSpec] = []
+    for out, (root, steps) in zip(user_outputs, roots):
+        if not isinstance(out, torch.fx.Node):
+            specs.append(OutputSpec("constant", constant=out))
+        elif root in input_index:
+            specs.append(OutputSpec("input", input_index[root], steps))
+        elif root in mutated_value_index:
+            specs.append(OutputSpec("input", mutated_value_index[root], steps))
+        elif sharing.get(root, 0) > 1:
+            specs.append(OutputSpec("graph", graph_output(root), steps))
+        else:
+            specs.append(OutputSpec("graph", graph_output(out)))
+
+    mutated = tuple(sorted(new_value_of))
+    out_node.args = ((*[new_value_of[i] for i in mutated], *graph_outputs),)
+    clean(gm)
+    return FunctionalGraph(gm, mutated, len(graph_outputs), tuple(specs), flat_outputs_spec)
+
+
+class _GradientBarriers(TorchDispatchMode):
+    """Detaches the results of ops the user runs with grad mode off (`torch.no_grad()` blocks).
+
+    The forward is traced below autograd, so grad mode is not in the graph; an explicit
+    `aten.detach` keeps the backward from flowing where eager's would not.
+    """
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        out = func(*args, **(kwargs or {}))
+        if torch.is_grad_enabled() or func in _DETACH:
+            return out
+        return pytree.tree_map_only(torch.Tensor, aten.detach.default, out)
+
+
+_DETACH = frozenset({aten.detach.default})
+
+
+def _drop_detaches(gm: torch.fx.GraphModule) -> None:
+    for node in list(gm.graph.nodes):
+        if node.op == "call_function" and node.target in _DETACH:
+            node.replace_all_uses_with(node.args[0])
+            gm.graph.erase_node(node)
+
+
+def trace_functional(
+    fn: Callable[..., Any],
+    fake_inputs: Sequence[Any],
+    decompositions: DecompositionTable,
+    *,
+    training: bool = False,
+) -> FunctionalGraph:
+    """Trace `fn(*fake_inputs)` into a `FunctionalGraph` of decomposed, functional ATen ops.
+
+    Args:
+        fn: any callable over the flat inputs; its result may be any pytree of tensors and constants.
+        fake_inputs: fake tensors (and constants), made under the fake mode that is active while
+            this runs.
+        decompositions: the table make_fx applies (see `aotgrad.decompositions`).
+        training: the graph will be differentiated (`trace_joint`): keep `aten.detach` and the
+            user's `torch.no_grad()` blocks as explicit gradient barriers. Otherwise they are dropped.
+    """
+    spec_box: list[pytree.TreeSpec] = []
+    # Gradient barriers must survive until the joint graph is traced: do not decompose detach.
+    table = {op: fn for op, fn in decompositions.items() if op not in _DETACH}
+
+    def flat_fn(*args: Any) -> list[Any]:
+        with _GradientBarriers() if training else contextlib.nullcontext():
+            leaves, spec = pytree.tree_flatten(fn(*args))
+        spec_box.append(spec)
+        return leaves
+
+    # Nodes keep the user's `stack_trace` through every trace (FX interpreters pass it on).
+    with fx_traceback.preserve_node_meta():
+        # Decompose first, with mutations still visible (batch norm's running statistics)...
+        with torch.enable_grad() if training else torch.no_grad():
+            decomposed = make_fx(flat_fn, decomposition_table=table)(*fake_inputs)
+        _check_no_metadata_mutation(decomposed)
+        # ...then functionalize: in-place ops become out-of-place, input mutations trailing copies.
+        with torch.no_grad():
+            functional = make_fx(
+                torch.func.functionalize(torch.fx.Interpreter(decomposed).run, remove="mutations"),
+                decomposition_table=table,
+            )(*fake_inputs)
+    if not training:
+        _drop_detaches(functional)
+    return _rewrite_outputs(functional, spec_box[0])

@@ -1,0 +1,113 @@
+"""Bad input: clear errors naming the op and the user's line; untraceable graphs fall back to eager."""
+
+from __future__ import annotations
+
+import logging
+
+import aotgrad
+import pytest
+import torch
+import torch.fx
+from aotgrad_helpers import strict
+
+
+@torch.library.custom_op("aotgrad_test::opaque", mutates_args=())
+def opaque(x: torch.Tensor) -> torch.Tensor:
+    """A custom op with a CPU kernel and a gradient, but no fake kernel."""
+    return x * 2 + 1
+
+
+torch.library.register_autograd("aotgrad_test::opaque", lambda ctx, grad: grad * 2)
+
+
+def _uses_opaque(x: torch.Tensor) -> torch.Tensor:
+    y = x.sin()
+    return torch.ops.aotgrad_test.opaque(y) + 1  # the line the error must point at
+
+
+class UsesOpaque(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return _uses_opaque(x)
+
+
+def test_op_without_meta_kernel_raises_naming_op_and_user_line() -> None:
+    compiled = aotgrad.aot_function(_uses_opaque, fw_compiler=aotgrad.eager_compiler, config=strict())
+    with pytest.raises(aotgrad.UnsupportedOperatorError) as info:
+        compiled(torch.randn(4))
+    message = str(info.value)
+    assert "aotgrad_test::opaque" in message
+    assert f"{__file__}:" in message and "register_fake" in message
+
+
+def test_op_without_meta_kernel_falls_back_to_eager_with_logged_reason(caplog: pytest.LogCaptureFixture) -> None:
+    gm = torch.fx.symbolic_trace(UsesOpaque())
+    x = torch.randn(5, requires_grad=True)
+    with caplog.at_level(logging.WARNING, logger="aotgrad"):
+        compiled = aotgrad.aot_graph(gm, [x], fw_compiler=aotgrad.eager_compiler)
+    assert "aotgrad_test::opaque" in caplog.text and "eagerly" in caplog.text
+    out = compiled(x)
+    torch.testing.assert_close(out, _uses_opaque(x))
+    (grad,) = torch.autograd.grad(out.sum(), [x])
+    torch.testing.assert_close(grad, 2 * x.cos())
+
+
+def test_data_dependent_shape_falls_back() -> None:
+    def fn(x: torch.Tensor) -> torch.Tensor:
+        return x[x > 0].sum()
+
+    compiled = aotgrad.aot_function(fn, fw_compiler=aotgrad.eager_compiler)
+    x = torch.randn(20)
+    torch.testing.assert_close(compiled(x), fn(x))
+
+
+def test_metadata_mutation_of_input_is_refused_clearly() -> None:
+    def fn(x: torch.Tensor) -> torch.Tensor:
+        x.t_()
+        return x + 1
+
+    with pytest.raises(aotgrad.TracingError, match="shape or strides"):
+        aotgrad.aot_function(fn, fw_compiler=aotgrad.eager_compiler, config=strict())(torch.randn(2, 3))
+    x = torch.randn(2, 3)
+    x_eager = x.clone()
+    out = aotgrad.aot_function(fn, fw_compiler=aotgrad.eager_compiler)(x)
+    torch.testing.assert_close(out, fn(x_eager))
+    assert x.shape == x_eager.shape
+
+
+def test_mutating_an_input_that_requires_grad_falls_back_without_wrong_gradients() -> None:
+    def fn(x: torch.Tensor) -> torch.Tensor:
+        y = x * 1
+        y.mul_(3)
+        return y
+
+    compiled = aotgrad.aot_function(fn, fw_compiler=aotgrad.eager_compiler)
+    x = torch.randn(4, requires_grad=True)
+    (grad,) = torch.autograd.grad(compiled(x).sum(), [x])
+    torch.testing.assert_close(grad, torch.full((4,), 3.0))
+
+
+def test_closed_over_parameter_is_never_a_silently_missing_gradient() -> None:
+    linear = torch.nn.Linear(3, 3)
+
+    def fn(x: torch.Tensor) -> torch.Tensor:
+        return linear(x).relu()
+
+    with pytest.raises(aotgrad.TracingError, match="not an input"):
+        aotgrad.aot_function(fn, fw_compiler=aotgrad.eager_compiler, config=strict())(torch.randn(2, 3))
+    out = aotgrad.aot_function(fn, fw_compiler=aotgrad.eager_compiler)(torch.randn(2, 3))  # falls back
+    (grad,) = torch.autograd.grad(out.sum(), [linear.weight])
+    assert torch.count_nonzero(grad) > 0
+    with torch.no_grad():  # no gradient wanted: the closed-over tensors are plain constants
+        x = torch.randn(2, 3)
+        torch.testing.assert_close(aotgrad.aot_function(fn, fw_compiler=aotgrad.eager_compiler)(x), fn(x))
+
+
+def test_error_points_at_the_line_recorded_in_the_fx_node() -> None:
+    gm = torch.fx.symbolic_trace(UsesOpaque())
+    for node in gm.graph.nodes:
+        if node.op == "call_function" and "opaque" in str(node.target):
+            node.meta["stack_trace"] = '  File "/home/user/model.py", line 42, in forward\n    y = opaque(x)\n'
+    with pytest.raises(aotgrad.UnsupportedOperatorError) as info:
+        aotgrad.aot_graph(gm, [torch.randn(3)], fw_compiler=aotgrad.eager_compiler, config=strict())
+    assert info.value.user_location == "/home/user/model.py:42"
+    assert "/home/user/model.py:42" in str(info.value)

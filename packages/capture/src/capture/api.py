@@ -1,0 +1,253 @@
+"""The public entry points: optimize, disable, run, reset, graph_break and friends."""
+
+from __future__ import annotations
+
+import functools
+import types
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import torch
+
+from capture.cache import DEFAULT_CACHE, FROZEN, CaptureContext, CompilerFn
+from capture.config import CaptureConfig, config
+from capture.errors import CaptureError
+from capture.events import CaptureHooks
+from capture.registry import MARKS
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class CapturedFunction:
+    """A Python function whose calls go through capture's code cache."""
+
+    def __init__(self, fn: types.FunctionType, ctx: CaptureContext) -> None:
+        self._kiln_original = fn
+        self._ctx = ctx
+        functools.update_wrapper(self, fn)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self._ctx.call(self._kiln_original, args, kwargs)
+
+    def __get__(self, instance: Any, owner: type | None = None) -> Any:
+        if instance is None:
+            return self
+        return types.MethodType(self, instance)
+
+    def __repr__(self) -> str:
+        return f"<captured {self._kiln_original.__qualname__}>"
+
+
+class OptimizedModule:
+    """Behaves like the wrapped nn.Module; calling it runs the captured forward.
+
+    Attribute reads and writes, `state_dict()`, `parameters()`, `to()` ... go to the original
+    module (`_orig_mod`); `train()`/`eval()` switch the original and return this wrapper.
+    """
+
+    def __init__(self, module: torch.nn.Module, ctx: CaptureContext) -> None:
+        forward = module.__dict__.get("forward")
+        if forward is not None:
+            captured: Any = wrap_for_capture(forward, ctx)
+        else:
+            captured = functools.partial(ctx.wrap_function(type(module).forward), module)
+        object.__setattr__(self, "_orig_mod", module)
+        object.__setattr__(self, "_kiln_original", module)
+        object.__setattr__(self, "_ctx", ctx)
+        object.__setattr__(self, "forward", captured)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        module: torch.nn.Module = self._orig_mod
+        if not (module._forward_hooks or module._forward_pre_hooks):
+            return self.forward(*args, **kwargs)
+        for hook in list(module._forward_pre_hooks.values()):
+            result = hook(module, args)
+            if result is not None:
+                args = result if isinstance(result, tuple) else (result,)
+        output = self.forward(*args, **kwargs)
+        for hook in list(module._forward_hooks.values()):
+            result = hook(module, args, output)
+            if result is not None:
+                output = result
+        return output
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(object.__getattribute__(self, "_orig_mod"), name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        setattr(self._orig_mod, name, value)
+
+    def __dir__(self) -> list[str]:
+        return dir(self._orig_mod)
+
+    def train(self, mode: bool = True) -> OptimizedModule:
+        """Set training mode on the original module."""
+        self._orig_mod.train(mode)
+        return self
+
+    def eval(self) -> OptimizedModule:
+        """Set eval mode on the original module."""
+        self._orig_mod.eval()
+        return self
+
+    def __repr__(self) -> str:
+        return f"OptimizedModule({self._orig_mod!r})"
+
+
+def wrap_for_capture(target: Any, ctx: CaptureContext) -> Any:
+    """The capturing wrapper for a function, bound method, nn.Module or callable object."""
+    if isinstance(target, OptimizedModule):
+        target = target._orig_mod
+    elif isinstance(target, CapturedFunction):
+        target = target._kiln_original
+    if isinstance(target, torch.nn.Module):
+        return OptimizedModule(target, ctx)
+    if isinstance(target, types.MethodType):
+        return types.MethodType(wrap_for_capture(target.__func__, ctx), target.__self__)
+    if isinstance(target, types.FunctionType):
+        return ctx.wrap_function(target)
+    call_method = type(target).__dict__.get("__call__")
+    if isinstance(call_method, types.FunctionType):
+        return types.MethodType(ctx.wrap_function(call_method), target)
+    raise CaptureError(f"capture.optimize expects a function or an nn.Module, got {type(target).__name__}")
+
+
+class _Optimizer:
+    """What `optimize(...)` returns: a decorator."""
+
+    def __init__(self, ctx: CaptureContext) -> None:
+        self.ctx = ctx
+
+    def __call__(self, target: F) -> F:
+        result: F = wrap_for_capture(target, self.ctx)
+        return result
+
+    def __enter__(self) -> None:
+        raise CaptureError("capture.optimize(...) cannot be used as a context manager: pure-Python capture has no "
+                           "frame hook. Decorate the function instead: optimize(backend)(fn).")
+
+    def __exit__(self, *exc: Any) -> None:
+        return None
+
+
+def _eager_backend(gm: torch.fx.GraphModule, example_inputs: list[torch.Tensor]) -> Callable[..., Any]:
+    return gm.forward
+
+
+def optimize(backend: CompilerFn | str, *, nopython: bool = False, dynamic: bool | None = None,
+             hooks: CaptureHooks | None = None, config: CaptureConfig | None = None) -> _Optimizer:
+    """Decorator that captures functions and nn.Modules into FX graphs compiled by `backend`.
+
+    Args:
+        backend: ``backend(gm, example_inputs) -> callable``; the string "eager" runs graphs as they are.
+        nopython: raise `GraphBreakError` (with the user's file:line) instead of splitting graphs.
+        dynamic: accepted for compatibility; shapes are specialized (a new shape recompiles).
+        hooks: observers of compiled graphs, graph breaks and recompilations.
+        config: settings (defaults to `capture.config`).
+
+    Example::
+
+        @capture.optimize(my_backend)
+        def f(x, y):
+            return torch.sin(x) + torch.cos(y)
+    """
+    if isinstance(backend, str):
+        if backend != "eager":
+            raise CaptureError(f"capture.optimize knows only the 'eager' backend by name, not {backend!r}; "
+                               "pass a callable backend(gm, example_inputs), or use frontend.compile")
+        backend = _eager_backend
+    del dynamic
+    return _Optimizer(CaptureContext(backend, nopython=nopython, config=config or _default_config(), hooks=hooks))
+
+
+def _default_config() -> CaptureConfig:
+    return config
+
+
+def disable(fn: F | None = None, *, recursive: bool = True) -> Any:
+    """Run `fn` without capture; inside captured code a call to it is a graph break.
+
+    Usable as ``@disable``, ``@disable(recursive=False)`` or ``disable(fn)``. Pure-Python capture
+    cannot hook the frames `fn` calls, so `recursive=False` behaves like `recursive=True`.
+    """
+    if fn is None:
+        return functools.partial(disable, recursive=recursive)
+    original = getattr(fn, "_kiln_original", fn)
+    if isinstance(original, torch.nn.Module):
+        return original
+
+    @functools.wraps(original)
+    def disabled(*args: Any, **kwargs: Any) -> Any:
+        return original(*args, **kwargs)
+
+    disabled._kiln_disabled = True  # type: ignore[attr-defined]
+    return disabled
+
+
+def graph_break() -> None:
+    """Inside captured code: end the graph here (a no-op when running eagerly)."""
+
+
+graph_break._kiln_graph_break = True  # type: ignore[attr-defined]
+
+
+def allow_in_graph(fn: F) -> F:
+    """Put calls to `fn` into the graph as one node (it must be traceable with fake tensors)."""
+    MARKS.allow(fn)
+    return fn
+
+
+def disallow_in_graph(fn: F) -> F:
+    """Make calls to `fn` graph breaks (they run in plain Python)."""
+    MARKS.disallow(fn)
+    return fn
+
+
+def mark_dynamic(tensor: torch.Tensor, dim: int) -> None:
+    """Record that `tensor`'s dimension `dim` varies. Capture specializes shapes for now (recompiles)."""
+    dims = getattr(tensor, "_kiln_dynamic_dims", set())
+    dims.add(dim)
+    tensor._kiln_dynamic_dims = dims  # type: ignore[attr-defined]
+
+
+def reset() -> None:
+    """Forget every compiled entry (use after changing backends, as the seeds do)."""
+    DEFAULT_CACHE.clear()
+
+
+def run(fn: F) -> F:
+    """Run `fn` with the entries already compiled for it, never compiling (eager on a miss)."""
+    target = getattr(fn, "_kiln_original", fn)
+    if isinstance(target, torch.nn.Module):
+        module = target
+        code = type(module).forward.__code__
+        states = DEFAULT_CACHE.states_for(code)
+        if not states or states[0].ctx is None:
+            return fn
+        ctx = states[0].ctx
+        wrapped_module = OptimizedModule(module, ctx)
+
+        def run_module(*args: Any, **kwargs: Any) -> Any:
+            token = FROZEN.set(True)
+            try:
+                return wrapped_module(*args, **kwargs)
+            finally:
+                FROZEN.reset(token)
+
+        return run_module  # type: ignore[return-value]
+    if not isinstance(target, types.FunctionType):
+        return fn
+    states = DEFAULT_CACHE.states_for(target.__code__)
+    ctx_found = states[0].ctx if states else None
+
+    @functools.wraps(target)
+    def frozen(*args: Any, **kwargs: Any) -> Any:
+        if ctx_found is None:
+            return target(*args, **kwargs)
+        token = FROZEN.set(True)
+        try:
+            return ctx_found.call(target, args, kwargs)
+        finally:
+            FROZEN.reset(token)
+
+    return frozen  # type: ignore[return-value]

@@ -1,0 +1,166 @@
+"""Generated code objects: resume functions and break stubs (assembled with the `bytecode` library).
+
+A *resume function* for instruction `t` of a code object takes the value stack and the live
+locals as arguments, pushes the stack back and jumps to `t`: the rest of the original function.
+
+A *break stub* runs the one instruction capture could not trace (a call into numpy, a branch on a
+tensor's value, ...) in plain Python, then calls the resume function of the instruction that runs
+next (both successors for a conditional jump) and returns its result.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import sys
+import types
+from dataclasses import dataclass
+from typing import Any
+
+from bytecode import Bytecode, Instr, Label
+
+from capture.symbolic.code_info import code_info
+
+STACK_PREFIX = "__kiln_stack"
+_PY311 = sys.version_info[:2] == (3, 11)
+
+
+@dataclass(frozen=True)
+class ResumeOrigin:
+    """Maps instruction indices of a generated resume code object back to the original code."""
+
+    original: types.CodeType
+    resume_position: int
+    prologue_length: int
+
+    def original_index(self, index: int) -> int:
+        """Original instruction index of instruction `index` of the resume code."""
+        if index <= self.resume_position:
+            return index
+        return index - self.prologue_length
+
+
+ORIGINS: dict[types.CodeType, ResumeOrigin] = {}
+"""Resume code object -> where it came from (so breaks in resume functions map back)."""
+
+
+def invoke(fn: Any, *args: Any, **kwargs: Any) -> Any:
+    """Stands in for the NULL of CALL's calling convention when a stack is rebuilt."""
+    return fn(*args, **kwargs)
+
+
+def call_resume(resume: Any, stack: tuple[Any, ...], local_values: tuple[Any, ...]) -> Any:
+    """Called by break stubs: continue in the resume function."""
+    return resume(*stack, *local_values)
+
+
+def _stack_names(depth: int) -> list[str]:
+    return [f"{STACK_PREFIX}{i}" for i in range(depth)]
+
+
+@functools.lru_cache(maxsize=1024)
+def resume_code(original: types.CodeType, target: int, stack_depth: int, local_names: tuple[str, ...]) -> types.CodeType:
+    """The code object of the resume function at instruction `target` of `original`."""
+    bytecode = Bytecode.from_code(original)
+    label = Label()
+    real = -1
+    resume_at = None
+    for position, item in enumerate(bytecode):
+        if isinstance(item, Instr):
+            real += 1
+            if real == target:
+                bytecode.insert(position, label)
+                break
+    else:
+        raise ValueError(f"no instruction {target} in {original.co_name}")
+    real = -1
+    for position, item in enumerate(bytecode):
+        if isinstance(item, Instr):
+            real += 1
+            if item.name == "RESUME":
+                resume_at = (position, real)
+                break
+    assert resume_at is not None
+    prologue: list[Any] = [Instr("LOAD_FAST", name) for name in _stack_names(stack_depth)]
+    prologue.append(Instr("JUMP_FORWARD", label))
+    bytecode[resume_at[0] + 1:resume_at[0] + 1] = prologue
+    bytecode.argnames = [*_stack_names(stack_depth), *local_names]
+    bytecode.argcount = len(bytecode.argnames)
+    bytecode.posonlyargcount = 0
+    bytecode.kwonlyargcount = 0
+    bytecode.flags = bytecode.flags & ~(inspect.CO_VARARGS | inspect.CO_VARKEYWORDS)
+    bytecode.name = f"resume_in_{original.co_name}_at_{target}"
+    bytecode.qualname = bytecode.name
+    code = bytecode.to_code()
+    ORIGINS[code] = ResumeOrigin(_root(original), resume_at[1], len(prologue))
+    return code
+
+
+def _root(code: types.CodeType) -> types.CodeType:
+    origin = ORIGINS.get(code)
+    return origin.original if origin is not None else code
+
+
+def _forward_name(name: str) -> str:
+    return name.replace("BACKWARD", "FORWARD")
+
+
+def stub_code(original: types.CodeType, index: int, stack_depth: int, local_names: tuple[str, ...],
+              kw_names: tuple[str, ...], resumes: dict[str, tuple[Any, int, tuple[str, ...]]]) -> types.CodeType:
+    """The code object of the break stub for instruction `index` of `original`.
+
+    `resumes` maps "next" (fall-through) and "jump" to (resume callable, stack depth, local names).
+    """
+    info = code_info(original)
+    instr = info.instructions[index]
+    body: list[Any] = [Instr("RESUME", 0, location=instr.location)]
+    body += [Instr("LOAD_FAST", name, location=instr.location) for name in _stack_names(stack_depth)]
+    if instr.name == "CALL":
+        if kw_names:
+            body.append(Instr("KW_NAMES", kw_names, location=instr.location))
+        if _PY311:
+            body.append(Instr("PRECALL", instr.arg, location=instr.location))
+    jump_label = Label()
+    if isinstance(instr.arg, Label):
+        body.append(Instr(_forward_name(instr.name), jump_label, location=instr.location))
+    else:
+        body.append(Instr(instr.name, instr.arg, location=instr.location))
+    if "next" in resumes:
+        body += _epilogue(resumes["next"], instr)
+    if "jump" in resumes:
+        body.append(jump_label)
+        body += _epilogue(resumes["jump"], instr)
+    bytecode = Bytecode(body)
+    bytecode.argnames = [*_stack_names(stack_depth), *local_names]
+    bytecode.argcount = len(bytecode.argnames)
+    bytecode.name = f"break_in_{original.co_name}_at_{index}"
+    bytecode.qualname = bytecode.name
+    bytecode.filename = original.co_filename
+    bytecode.first_lineno = original.co_firstlineno
+    return bytecode.to_code()
+
+
+def _epilogue(resume: tuple[Any, int, tuple[str, ...]], instr: Instr) -> list[Any]:
+    fn, depth, names = resume
+    where = instr.location
+    code: list[Any] = [
+        Instr("BUILD_TUPLE", depth, location=where),
+        Instr("STORE_FAST", "__kiln_stack", location=where),
+        Instr("PUSH_NULL", location=where),
+        Instr("LOAD_CONST", call_resume, location=where),
+        Instr("LOAD_CONST", fn, location=where),
+        Instr("LOAD_FAST", "__kiln_stack", location=where),
+    ]
+    code += [Instr("LOAD_FAST", name, location=where) for name in names]
+    code.append(Instr("BUILD_TUPLE", len(names), location=where))
+    if _PY311:
+        code.append(Instr("PRECALL", 3, location=where))
+    code += [Instr("CALL", 3, location=where), Instr("RETURN_VALUE", location=where)]
+    return code
+
+
+def stack_effect(instr: Instr, jump: bool) -> int:
+    """Net stack effect of executing `instr` (CALL counted together with its PRECALL)."""
+    if instr.name == "CALL":
+        return -int(instr.arg) - 1
+    return int(instr.stack_effect(jump=jump))

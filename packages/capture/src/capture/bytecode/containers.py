@@ -1,0 +1,144 @@
+"""Building and unpacking tuples, lists and dicts."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from capture.bytecode.registry import opcode
+from capture.variables.base import ConstantVariable, Unsupported
+from capture.variables.containers import DictVariable, ListVariable, TupleVariable
+
+if TYPE_CHECKING:
+    from bytecode import Instr
+
+    from capture.symbolic.translator import InstructionTranslator
+
+
+@opcode("BUILD_TUPLE")
+def build_tuple(tx: InstructionTranslator, instr: Instr) -> None:
+    tx.push(TupleVariable(tx.popn(instr.arg)))
+
+
+@opcode("BUILD_LIST")
+def build_list(tx: InstructionTranslator, instr: Instr) -> None:
+    tx.push(ListVariable(tx.popn(instr.arg)))
+
+
+@opcode("BUILD_MAP")
+def build_map(tx: InstructionTranslator, instr: Instr) -> None:
+    flat = tx.popn(2 * instr.arg)
+    tx.push(DictVariable({flat[i].as_constant(): flat[i + 1] for i in range(0, len(flat), 2)}))
+
+
+@opcode("BUILD_CONST_KEY_MAP")
+def build_const_key_map(tx: InstructionTranslator, instr: Instr) -> None:
+    keys = tx.pop().as_constant()
+    values = tx.popn(instr.arg)
+    tx.push(DictVariable(dict(zip(keys, values))))
+
+
+@opcode("LIST_APPEND")
+def list_append(tx: InstructionTranslator, instr: Instr) -> None:
+    value = tx.pop()
+    target = tx.stack[-instr.arg]
+    if not isinstance(target, ListVariable):
+        raise Unsupported("LIST_APPEND on a non-list")
+    target.items.append(value)
+
+
+@opcode("LIST_EXTEND")
+def list_extend(tx: InstructionTranslator, instr: Instr) -> None:
+    value = tx.pop()
+    target = tx.stack[-instr.arg]
+    if not isinstance(target, ListVariable):
+        raise Unsupported("LIST_EXTEND on a non-list")
+    target.items.extend(value.iterate(tx))
+
+
+@opcode("LIST_TO_TUPLE", max_version=(3, 11))
+def list_to_tuple(tx: InstructionTranslator, instr: Instr) -> None:
+    tx.push(TupleVariable(tx.pop().iterate(tx)))
+
+
+@opcode("CALL_INTRINSIC_1", min_version=(3, 12))
+def call_intrinsic_1(tx: InstructionTranslator, instr: Instr) -> None:
+    kind = getattr(instr.arg, "name", str(instr.arg))
+    if kind == "INTRINSIC_LIST_TO_TUPLE":
+        tx.push(TupleVariable(tx.pop().iterate(tx)))
+    elif kind == "INTRINSIC_UNARY_POSITIVE":
+        import operator
+
+        from capture.symbolic.operators import apply_operator
+
+        tx.push(apply_operator(tx, operator.pos, [tx.pop()]))
+    else:
+        raise Unsupported(f"CALL_INTRINSIC_1 {kind}")
+
+
+@opcode("MAP_ADD")
+def map_add(tx: InstructionTranslator, instr: Instr) -> None:
+    value = tx.pop()
+    key = tx.pop()
+    target = tx.stack[-instr.arg]
+    if not isinstance(target, DictVariable):
+        raise Unsupported("MAP_ADD on a non-dict")
+    target.items[key.as_constant()] = value
+
+
+@opcode("DICT_UPDATE", "DICT_MERGE")
+def dict_update(tx: InstructionTranslator, instr: Instr) -> None:
+    value = tx.pop()
+    target = tx.stack[-instr.arg]
+    if not isinstance(target, DictVariable) or not isinstance(value, DictVariable):
+        raise Unsupported("dict update with a non-dict")
+    target.items.update(value.items)
+
+
+@opcode("UNPACK_SEQUENCE")
+def unpack_sequence(tx: InstructionTranslator, instr: Instr) -> None:
+    items = tx.pop().iterate(tx)
+    if len(items) != instr.arg:
+        raise Unsupported(f"cannot unpack {len(items)} values into {instr.arg}", user_error=True)
+    for item in reversed(items):
+        tx.push(item)
+
+
+@opcode("UNPACK_EX")
+def unpack_ex(tx: InstructionTranslator, instr: Instr) -> None:
+    before, after = instr.arg if isinstance(instr.arg, tuple) else (instr.arg & 0xFF, instr.arg >> 8)
+    items = tx.pop().iterate(tx)
+    if len(items) < before + after:
+        raise Unsupported("not enough values to unpack", user_error=True)
+    middle = ListVariable(items[before:len(items) - after])
+    values = items[:before] + [middle] + items[len(items) - after:]
+    for item in reversed(values):
+        tx.push(item)
+
+
+@opcode("GET_ITER")
+def get_iter(tx: InstructionTranslator, instr: Instr) -> None:
+    from capture.variables.containers import IteratorVariable
+
+    value = tx.pop()
+    if isinstance(value, IteratorVariable):
+        tx.push(value)
+        return
+    tx.push(IteratorVariable(value.iterate(tx)))
+
+
+@opcode("FORMAT_VALUE", min_version=(3, 11))
+def format_value(tx: InstructionTranslator, instr: Instr) -> None:
+    spec = tx.pop().as_constant() if (int(instr.arg) & 0x04) else ""
+    value = tx.pop()
+    if not value.is_constant():
+        raise Unsupported("f-string of a traced value")
+    conversion = int(instr.arg) & 0x03
+    raw = value.as_constant()
+    raw = {0: raw, 1: str(raw), 2: repr(raw), 3: ascii(raw)}[conversion]
+    tx.push(ConstantVariable(format(raw, spec)))
+
+
+@opcode("BUILD_STRING")
+def build_string(tx: InstructionTranslator, instr: Instr) -> None:
+    parts = tx.popn(instr.arg)
+    tx.push(ConstantVariable("".join(p.as_constant() for p in parts)))

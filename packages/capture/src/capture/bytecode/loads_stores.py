@@ -1,0 +1,314 @@
+"""Loads and stores: locals, constants, globals, closure cells and attributes."""
+
+from __future__ import annotations
+
+import builtins
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from capture.bytecode.registry import opcode
+from capture.sources import GlobalSource
+from capture.variables.base import ConstantVariable, NullVariable, Unsupported, VariableTracker
+from capture.variables.containers import TupleVariable
+from capture.variables.functions import CellVariable, RealCellVariable
+from capture.variables.objects import NNModuleVariable, PythonObjectVariable
+from capture.variables.tensor import TensorVariable
+
+if TYPE_CHECKING:
+    from bytecode import Instr
+
+    from capture.symbolic.translator import InstructionTranslator
+
+
+def _name(arg: Any) -> str:
+    return arg if isinstance(arg, str) else arg.name
+
+
+@opcode("LOAD_FAST", "LOAD_FAST_CHECK")
+def load_fast(tx: InstructionTranslator, instr: Instr) -> None:
+    name = _name(instr.arg)
+    if name not in tx.locals:
+        raise Unsupported(f"local variable '{name}' referenced before assignment", user_error=True)
+    tx.push(tx.locals[name])
+
+
+@opcode("LOAD_FAST_AND_CLEAR", min_version=(3, 12))
+def load_fast_and_clear(tx: InstructionTranslator, instr: Instr) -> None:
+    name = _name(instr.arg)
+    tx.push(tx.locals.pop(name, NullVariable()))
+
+
+@opcode("STORE_FAST")
+def store_fast(tx: InstructionTranslator, instr: Instr) -> None:
+    value = tx.pop()
+    name = _name(instr.arg)
+    if isinstance(value, NullVariable):
+        tx.locals.pop(name, None)
+    else:
+        tx.locals[name] = value
+
+
+@opcode("DELETE_FAST")
+def delete_fast(tx: InstructionTranslator, instr: Instr) -> None:
+    tx.locals.pop(_name(instr.arg), None)
+
+
+@opcode("LOAD_CONST")
+def load_const(tx: InstructionTranslator, instr: Instr) -> None:
+    tx.push(_wrap_const(instr.arg))
+
+
+def _wrap_const(value: Any) -> VariableTracker:
+    if type(value) is tuple:
+        return TupleVariable([_wrap_const(v) for v in value])
+    return ConstantVariable(value)
+
+
+@opcode("RETURN_CONST", min_version=(3, 12))
+def return_const(tx: InstructionTranslator, instr: Instr) -> None:
+    from capture.symbolic.translator import ReturnSignal
+
+    raise ReturnSignal(_wrap_const(instr.arg))
+
+
+@opcode("LOAD_GLOBAL")
+def load_global(tx: InstructionTranslator, instr: Instr) -> None:
+    push_null, name = instr.arg if isinstance(instr.arg, tuple) else (False, instr.arg)
+    if push_null:
+        tx.push(NullVariable())
+    tx.push(load_global_value(tx, name))
+
+
+def load_global_value(tx: InstructionTranslator, name: str) -> VariableTracker:
+    """A global (or builtin) by name, guarded when it is a module global of the root frame."""
+    if tx.f_globals is tx.output.f_globals and name in tx.output.side_effects.global_stores:
+        return tx.output.side_effects.global_stores[name]
+    if name in tx.f_globals:
+        source = GlobalSource(name) if tx.f_globals is tx.output.f_globals else None
+        key = (id(tx.f_globals), name)
+        cached = tx.output._wrapped.get(key)
+        if cached is not None:
+            return cached
+        value = tx.f_globals[name]
+        if source is None:
+            # A global of another module (an inlined callee's): guarded through a private source.
+            tx.output.keepalive.append(tx.f_globals)
+            from capture.sources import ItemSource
+
+            holder = f"__kiln_globals_{id(tx.f_globals)}"
+            tx.output.guards.constants[holder] = tx.f_globals
+            source = ItemSource(_NamedSource(holder), name)
+        tracker = tx.output.wrap_value(value, source)
+        tx.output._wrapped[key] = tracker
+        return tracker
+    builtins_dict = tx.f_globals.get("__builtins__", builtins.__dict__)
+    if not isinstance(builtins_dict, dict):
+        builtins_dict = builtins_dict.__dict__
+    if name not in builtins_dict:
+        raise Unsupported(f"name '{name}' is not defined", user_error=True)
+    return tx.output.wrap_value(builtins_dict[name], None)
+
+
+class _NamedSource(GlobalSource):
+    """A value bound under `name` in the generated functions' namespace (not in the user's globals)."""
+
+    def expr(self) -> str:
+        return self.name
+
+
+@opcode("STORE_GLOBAL")
+def store_global(tx: InstructionTranslator, instr: Instr) -> None:
+    if tx.f_globals is not tx.output.f_globals:
+        raise Unsupported("storing a global of another module")
+    name = _name(instr.arg)
+    value = tx.pop()
+    tx.output.side_effects.global_stores[name] = value
+    tx.output._wrapped.pop((id(tx.f_globals), name), None)
+
+
+@opcode("LOAD_DEREF")
+def load_deref(tx: InstructionTranslator, instr: Instr) -> None:
+    cell = tx.cells.get(_name(instr.arg))
+    if isinstance(cell, CellVariable):
+        if cell.contents is None:
+            raise Unsupported(f"free variable '{_name(instr.arg)}' referenced before assignment", user_error=True)
+        tx.push(cell.contents)
+    elif isinstance(cell, RealCellVariable):
+        if cell.pending is not None:
+            tx.push(cell.pending)
+            return
+        try:
+            contents = cell.cell.cell_contents
+        except ValueError as error:
+            raise Unsupported(str(error), user_error=True) from error
+        from capture.sources import AttrSource
+
+        source = cell.source
+        if source is not None and not source.expr().endswith("cell_contents"):
+            source = AttrSource(source, "cell_contents")
+        tx.push(tx.output.wrap_value(contents, source))
+    else:
+        raise Unsupported(f"closure variable {_name(instr.arg)}")
+
+
+@opcode("STORE_DEREF")
+def store_deref(tx: InstructionTranslator, instr: Instr) -> None:
+    cell = tx.cells.get(_name(instr.arg))
+    value = tx.pop()
+    if isinstance(cell, CellVariable):
+        cell.contents = value
+    elif isinstance(cell, RealCellVariable):
+        cell.pending = value
+        if all(c is not cell for c in tx.output.side_effects.cells):
+            tx.output.side_effects.cells.append(cell)
+    else:
+        raise Unsupported(f"closure variable {_name(instr.arg)}")
+
+
+@opcode("LOAD_CLOSURE")
+def load_closure(tx: InstructionTranslator, instr: Instr) -> None:
+    cell = tx.cells.get(_name(instr.arg))
+    if cell is None:
+        raise Unsupported(f"closure cell {_name(instr.arg)}")
+    tx.push(cell)
+
+
+@opcode("MAKE_CELL")
+def make_cell(tx: InstructionTranslator, instr: Instr) -> None:
+    name = _name(instr.arg)
+    tx.cells[name] = CellVariable(tx.locals.get(name))
+
+
+@opcode("COPY_FREE_VARS")
+def copy_free_vars(tx: InstructionTranslator, instr: Instr) -> None:
+    """Closure cells are set up by the translator."""
+
+
+@opcode("LOAD_ATTR")
+def load_attr(tx: InstructionTranslator, instr: Instr) -> None:
+    is_method, name = instr.arg if isinstance(instr.arg, tuple) else (False, instr.arg)
+    owner = tx.pop()
+    value = get_attribute(tx, owner, name)
+    if is_method:
+        tx.push(NullVariable())
+    tx.push(value)
+
+
+@opcode("LOAD_METHOD", max_version=(3, 11))
+def load_method(tx: InstructionTranslator, instr: Instr) -> None:
+    owner = tx.pop()
+    value = get_attribute(tx, owner, _name(instr.arg))
+    tx.push(NullVariable())
+    tx.push(value)
+
+
+def get_attribute(tx: InstructionTranslator, owner: VariableTracker, name: str) -> VariableTracker:
+    """`owner.name`, seeing attribute stores made earlier in the region."""
+    pending = tx.output.side_effects.pending_attribute(owner, name)
+    if pending is not None:
+        return pending
+    try:
+        return owner.getattr(tx, name)
+    except Unsupported as error:
+        if owner.source is None and not _rebuildable(owner):
+            raise
+        # Break where the attribute is used (a call, usually), which can be resumed.
+        return DeferredAttributeVariable(owner, name, error)
+
+
+def _rebuildable(owner: VariableTracker) -> bool:
+    from capture.variables.containers import DictVariable, ListVariable
+
+    return isinstance(owner, (TensorVariable, ListVariable, DictVariable, TupleVariable)) or owner.is_constant()
+
+
+class DeferredAttributeVariable(VariableTracker):
+    """An attribute capture cannot model: any use of it is a graph break (at the use, not the read)."""
+
+    def __init__(self, owner: VariableTracker, name: str, error: Unsupported) -> None:
+        self.owner = owner
+        self.name = name
+        self.error = error
+
+    def _fail(self) -> Unsupported:
+        return Unsupported(self.error.reason, user_error=self.error.user_error, resumable=self.error.resumable)
+
+    def call(self, tx: InstructionTranslator, args: list[VariableTracker],
+             kwargs: dict[str, VariableTracker]) -> VariableTracker:
+        raise self._fail()
+
+    def getattr(self, tx: InstructionTranslator, name: str) -> VariableTracker:
+        raise self._fail()
+
+    def truth(self, tx: InstructionTranslator) -> bool:
+        raise self._fail()
+
+    def iterate(self, tx: InstructionTranslator) -> list[VariableTracker]:
+        raise self._fail()
+
+    def __repr__(self) -> str:
+        return f"DeferredAttributeVariable({self.owner}.{self.name})"
+
+
+@opcode("STORE_ATTR")
+def store_attr(tx: InstructionTranslator, instr: Instr) -> None:
+    owner = tx.pop()
+    value = tx.pop()
+    name = _name(instr.arg)
+    from capture.variables.user_objects import NewObjectVariable
+
+    if isinstance(owner, NewObjectVariable):
+        owner.setattr(tx, name, value)
+        return
+    if not isinstance(owner, (NNModuleVariable, PythonObjectVariable)) or owner.source is None:
+        raise Unsupported(f"storing attribute {name!r} on {owner}")
+    if isinstance(owner, NNModuleVariable) and (name in owner.module._parameters or name in owner.module._modules
+                                                or name in owner.module._buffers):
+        raise Unsupported(f"replacing parameter, buffer or submodule {name!r} of a module")
+    target = owner.module if isinstance(owner, NNModuleVariable) else owner.value
+    descriptor = getattr(type(target), name, None)
+    if descriptor is not None and hasattr(type(descriptor), "__set__"):
+        raise Unsupported(f"attribute {name!r} is set through a descriptor (property or slot)")
+    if isinstance(value, TensorVariable) and isinstance(owner, NNModuleVariable) and \
+            isinstance(getattr(owner.module, name, None), torch.nn.Parameter):
+        raise Unsupported(f"storing a tensor on parameter attribute {name!r}")
+    tx.output.side_effects.store_attribute(owner, name, value)
+
+
+@opcode("IMPORT_NAME")
+def import_name(tx: InstructionTranslator, instr: Instr) -> None:
+    fromlist = tx.pop().as_constant()
+    level = tx.pop().as_constant()
+    module = __import__(_name(instr.arg), tx.f_globals, None, fromlist, level)
+    tx.push(tx.output.wrap_value(module, None))
+
+
+@opcode("IMPORT_FROM")
+def import_from(tx: InstructionTranslator, instr: Instr) -> None:
+    module = tx.stack[-1]
+    tx.push(module.getattr(tx, _name(instr.arg)))
+
+
+@opcode("LOAD_ASSERTION_ERROR")
+def load_assertion_error(tx: InstructionTranslator, instr: Instr) -> None:
+    tx.push(tx.output.wrap_value(AssertionError, None))
+
+
+@opcode("LOAD_SUPER_ATTR", min_version=(3, 12))
+def load_super_attr(tx: InstructionTranslator, instr: Instr) -> None:
+    from capture.variables.builtins import SuperVariable
+
+    arg = instr.arg
+    name = next(a for a in arg if isinstance(a, str)) if isinstance(arg, tuple) else str(arg)
+    flags = [a for a in arg if isinstance(a, bool)] if isinstance(arg, tuple) else []
+    receiver = tx.pop()
+    cls = tx.pop()
+    tx.pop()  # the global `super`
+    cls_value = cls.as_constant() if cls.is_constant() else getattr(cls, "value", None)
+    if not isinstance(cls_value, type):
+        raise Unsupported("super() with an unknown class", resumable=False)
+    value = SuperVariable(cls_value, receiver).getattr(tx, name)
+    if flags and flags[0]:
+        tx.push(NullVariable())
+    tx.push(value)

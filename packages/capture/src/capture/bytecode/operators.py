@@ -1,0 +1,149 @@
+"""Unary, binary, comparison, identity and membership operators, subscripts and slices."""
+
+from __future__ import annotations
+
+import operator
+from typing import TYPE_CHECKING
+
+from capture.bytecode.registry import opcode
+from capture.symbolic.operators import BINARY_OPERATORS, COMPARE_OPERATORS, INPLACE_OPERATORS, apply_operator
+from capture.variables.base import ConstantVariable, Unsupported, VariableTracker
+from capture.variables.containers import DictVariable, ListVariable
+from capture.variables.tensor import TensorVariable
+
+if TYPE_CHECKING:
+    from bytecode import Instr
+
+    from capture.symbolic.translator import InstructionTranslator
+
+
+@opcode("BINARY_OP")
+def binary_op(tx: InstructionTranslator, instr: Instr) -> None:
+    index = int(instr.arg)
+    fn = BINARY_OPERATORS[index] if index < 13 else INPLACE_OPERATORS[index - 13]
+    right = tx.pop()
+    left = tx.pop()
+    tx.push(apply_operator(tx, fn, [left, right]))
+
+
+@opcode("COMPARE_OP")
+def compare_op(tx: InstructionTranslator, instr: Instr) -> None:
+    fn = COMPARE_OPERATORS[int(instr.arg) & 0xF]
+    right = tx.pop()
+    left = tx.pop()
+    tx.push(apply_operator(tx, fn, [left, right]))
+
+
+@opcode("UNARY_NEGATIVE")
+def unary_negative(tx: InstructionTranslator, instr: Instr) -> None:
+    tx.push(apply_operator(tx, operator.neg, [tx.pop()]))
+
+
+@opcode("UNARY_POSITIVE", max_version=(3, 11))
+def unary_positive(tx: InstructionTranslator, instr: Instr) -> None:
+    tx.push(apply_operator(tx, operator.pos, [tx.pop()]))
+
+
+@opcode("UNARY_INVERT")
+def unary_invert(tx: InstructionTranslator, instr: Instr) -> None:
+    tx.push(apply_operator(tx, operator.invert, [tx.pop()]))
+
+
+@opcode("UNARY_NOT")
+def unary_not(tx: InstructionTranslator, instr: Instr) -> None:
+    tx.push(ConstantVariable(not tx.pop().truth(tx)))
+
+
+@opcode("IS_OP")
+def is_op(tx: InstructionTranslator, instr: Instr) -> None:
+    right = tx.pop()
+    left = tx.pop()
+    tx.push(ConstantVariable(identical(left, right) != bool(instr.arg)))
+
+
+def identical(left: VariableTracker, right: VariableTracker) -> bool:
+    """`left is right` for trackers, decided at trace time."""
+    if left is right:
+        return True
+    if left.is_constant() and right.is_constant():
+        return left.as_constant() is right.as_constant()
+    if isinstance(left, TensorVariable) and isinstance(right, TensorVariable):
+        return left.node is right.node
+    for side in (left, right):
+        if side.is_constant() and side.as_constant() is None:
+            return False
+    values = [getattr(v, "module", getattr(v, "value", getattr(v, "fn", None))) for v in (left, right)]
+    if values[0] is not None and values[1] is not None:
+        return values[0] is values[1]
+    raise Unsupported(f"`is` between {left} and {right}")
+
+
+@opcode("CONTAINS_OP")
+def contains_op(tx: InstructionTranslator, instr: Instr) -> None:
+    container = tx.pop()
+    item = tx.pop()
+    result = apply_operator(tx, operator.contains, [container, item])
+    tx.push(ConstantVariable(result.as_constant() != bool(instr.arg)))
+
+
+@opcode("BINARY_SUBSCR")
+def binary_subscr(tx: InstructionTranslator, instr: Instr) -> None:
+    index = tx.pop()
+    container = tx.pop()
+    tx.push(apply_operator(tx, operator.getitem, [container, index]))
+
+
+@opcode("BINARY_SLICE", min_version=(3, 12))
+def binary_slice(tx: InstructionTranslator, instr: Instr) -> None:
+    end = tx.pop()
+    start = tx.pop()
+    container = tx.pop()
+    index = _make_slice([start, end])
+    tx.push(apply_operator(tx, operator.getitem, [container, index]))
+
+
+def _make_slice(parts: list[VariableTracker]) -> VariableTracker:
+    if not all(p.is_constant() for p in parts):
+        raise Unsupported("slice with non-constant bounds")
+    return ConstantVariable(slice(*[p.as_constant() for p in parts]))
+
+
+@opcode("BUILD_SLICE")
+def build_slice(tx: InstructionTranslator, instr: Instr) -> None:
+    tx.push(_make_slice(tx.popn(instr.arg)))
+
+
+@opcode("STORE_SUBSCR")
+def store_subscr(tx: InstructionTranslator, instr: Instr) -> None:
+    index = tx.pop()
+    container = tx.pop()
+    value = tx.pop()
+    if isinstance(container, TensorVariable):
+        tx.output.call_graph("call_function", operator.setitem, [container, index, value], {})
+        return
+    if isinstance(container, ListVariable) and index.is_constant():
+        try:
+            container.items[index.as_constant()] = value
+        except (IndexError, TypeError) as error:
+            raise Unsupported(f"{type(error).__name__}: {error}", user_error=True) from error
+        container.mark_mutated(tx)
+        return
+    if isinstance(container, DictVariable) and index.is_constant():
+        container.items[index.as_constant()] = value
+        container.mark_mutated(tx)
+        return
+    raise Unsupported(f"item assignment on {container}")
+
+
+@opcode("DELETE_SUBSCR")
+def delete_subscr(tx: InstructionTranslator, instr: Instr) -> None:
+    index = tx.pop()
+    container = tx.pop()
+    if isinstance(container, (ListVariable, DictVariable)) and index.is_constant():
+        try:
+            del container.items[index.as_constant()]
+        except (IndexError, KeyError, TypeError) as error:
+            raise Unsupported(f"{type(error).__name__}: {error}", user_error=True) from error
+        container.mark_mutated(tx)
+        return
+    raise Unsupported(f"deleting an item of {container}")

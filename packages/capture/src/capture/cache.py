@@ -1,0 +1,194 @@
+"""The code cache and the call path: look up guarded entries, else compile.
+
+`CodeCache` holds, per code object and backend, the compiled entries (first passing guard wins).
+`CaptureContext` bundles what one `optimize(...)` call configured: backend, nopython, config,
+hooks and the cache it uses; every wrapper it makes (including resume functions) shares it.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import inspect
+import logging
+import types
+import warnings
+import weakref
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from capture.config import CaptureConfig
+from capture.errors import BackendCompilerError, GraphBreakError, InternalCaptureError, RecompileLimitWarning
+from capture.events import CaptureHooks, Recompiled
+from capture.guards import first_failure
+
+log = logging.getLogger("capture")
+CompilerFn = Callable[[torch.fx.GraphModule, list[torch.Tensor]], Callable[..., Any]]
+FROZEN: contextvars.ContextVar[bool] = contextvars.ContextVar("capture_frozen", default=False)
+"""True while `capture.run(fn)` runs: use cached entries only, never compile."""
+
+
+@dataclass
+class CodeState:
+    """Cache entries of one code object for one backend."""
+
+    entries: list[Any] = field(default_factory=list)
+    eager_reason: str | None = None
+    warned: bool = False
+    ctx: CaptureContext | None = None
+
+
+@dataclass
+class CodeCache:
+    """All compiled entries, keyed by code object and backend."""
+
+    states: dict[tuple[types.CodeType, int], CodeState] = field(default_factory=dict)
+    resume_wrappers: dict[tuple[Any, ...], Any] = field(default_factory=dict)
+
+    def state(self, code: types.CodeType, ctx: CaptureContext) -> CodeState:
+        """The state for `code` under `ctx`'s backend (created on first use)."""
+        key = (code, ctx.backend_key)
+        state = self.states.get(key)
+        if state is None:
+            state = self.states[key] = CodeState(ctx=ctx)
+        return state
+
+    def states_for(self, code: types.CodeType) -> list[CodeState]:
+        """Every backend's state for `code`."""
+        return [state for (c, _), state in self.states.items() if c is code]
+
+    def clear(self) -> None:
+        """Forget everything (what `capture.reset()` does)."""
+        self.states.clear()
+        self.resume_wrappers.clear()
+
+
+DEFAULT_CACHE = CodeCache()
+"""The process-wide code cache (the role CPython's per-code `co_extra` plays for TorchDynamo)."""
+
+
+def bind_frame_arguments(fn: types.FunctionType, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Any]:
+    """Argument values in `co_varnames` order, as the frame would see them."""
+    code = fn.__code__
+    bound = inspect.signature(fn, follow_wrapped=False).bind(*args, **kwargs)
+    bound.apply_defaults()
+    nargs = code.co_argcount + code.co_kwonlyargcount + bool(code.co_flags & 0x04) + bool(code.co_flags & 0x08)
+    return [bound.arguments[name] for name in code.co_varnames[:nargs]]
+
+
+class CaptureContext:
+    """What one `optimize(...)` configured; creates wrappers and compiles frames."""
+
+    def __init__(self, backend: CompilerFn, *, nopython: bool = False, config: CaptureConfig,
+                 hooks: CaptureHooks | None = None, cache: CodeCache | None = None, export: bool = False) -> None:
+        self.backend = backend
+        self.backend_key = id(backend)
+        self.nopython = nopython
+        self.config = config
+        self.hooks = hooks or CaptureHooks()
+        self.cache = cache if cache is not None else DEFAULT_CACHE
+        self.export = export
+        self._function_wrappers: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
+
+    # -- wrappers ------------------------------------------------------------------------------
+    def wrap_function(self, fn: types.FunctionType) -> Any:
+        """The capturing wrapper of a Python function (one per function)."""
+        from capture.api import CapturedFunction
+
+        wrapper = self._function_wrappers.get(fn)
+        if wrapper is None:
+            wrapper = CapturedFunction(fn, self)
+            self._function_wrappers[fn] = wrapper
+        return wrapper
+
+    def wrap_callee(self, value: Any) -> Any:
+        """The callee of a call that broke the graph: captured on its own when it runs."""
+        from capture.api import wrap_for_capture
+
+        if getattr(value, "_kiln_original", None) is not None or getattr(value, "_kiln_disabled", False):
+            return value
+        if isinstance(value, (types.FunctionType, types.MethodType, torch.nn.Module)):
+            return wrap_for_capture(value, self)
+        return value
+
+    def resume_function(self, code: types.CodeType, target: int, depth: int, names: tuple[str, ...],
+                        f_globals: dict[str, Any], closure: tuple[Any, ...] | None) -> Any:
+        """The captured resume function at instruction `target` of `code`."""
+        from capture.bytecode.codegen import resume_code
+
+        key = (code, target, depth, names, id(f_globals), id(closure), self.backend_key)
+        wrapper = self.cache.resume_wrappers.get(key)
+        if wrapper is None:
+            rcode = resume_code(code, target, depth, names)
+            fn = types.FunctionType(rcode, f_globals, rcode.co_name, None, closure)
+            wrapper = self.wrap_function(fn)
+            wrapper._kiln_keepalive = (f_globals, closure, fn)
+            self.cache.resume_wrappers[key] = wrapper
+        return wrapper
+
+    # -- the call path -------------------------------------------------------------------------
+    def call(self, fn: types.FunctionType, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """Run `fn` through the cache: a passing entry, else compile (or run eagerly)."""
+        code = fn.__code__
+        state = self.cache.state(code, self)
+        try:
+            L: Any = bind_frame_arguments(fn, args, kwargs) if kwargs or len(args) != code.co_argcount \
+                or code.co_flags & 0x0C or code.co_kwonlyargcount else args
+        except TypeError:
+            return fn(*args, **kwargs)
+        G, C = fn.__globals__, fn.__closure__
+        for entry in state.entries:
+            if entry.check(L, G, C):
+                return entry.run(L, G, C)
+        if state.eager_reason is not None or FROZEN.get():
+            return fn(*args, **kwargs)
+        return self.compile_and_run(fn, state, L, args, kwargs)
+
+    def compile_and_run(self, fn: types.FunctionType, state: CodeState, L: Any, args: tuple[Any, ...],
+                        kwargs: dict[str, Any]) -> Any:
+        """Compile a new entry for this call (after a cache miss) and run it."""
+        from capture.convert_frame import CannotResume, Frame, UserCodeError, compile_frame
+
+        code = fn.__code__
+        G, C = fn.__globals__, fn.__closure__
+        if code.co_flags & 0x3A0:  # generator, coroutine, async generator, iterable coroutine
+            state.eager_reason = "generators and coroutines run eagerly"
+            return fn(*args, **kwargs)
+        if state.entries:
+            failed = first_failure(state.entries[-1].guard_set, L, G, C)
+            failed_text = str(failed) if failed is not None else "unknown guard"
+            self.hooks.recompile(Recompiled(code.co_name, code.co_filename, code.co_firstlineno, failed_text,
+                                            len(state.entries)))
+            if len(state.entries) >= self.config.cache_size_limit:
+                state.eager_reason = f"cache_size_limit ({self.config.cache_size_limit}) reached"
+                if not state.warned:
+                    state.warned = True
+                    warnings.warn(RecompileLimitWarning(
+                        f"capture: {code.co_name} ({code.co_filename}:{code.co_firstlineno}) was recompiled "
+                        f"{len(state.entries)} times, hitting config.cache_size_limit="
+                        f"{self.config.cache_size_limit}; it now runs eagerly. Last failing guard: {failed_text}. "
+                        "Make this input's type/shape/value stable, or raise cache_size_limit."), stacklevel=3)
+                return fn(*args, **kwargs)
+        try:
+            entry = compile_frame(Frame(fn, L, G, C), self)
+        except (GraphBreakError, BackendCompilerError):
+            raise
+        except UserCodeError:
+            return fn(*args, **kwargs)
+        except CannotResume as error:
+            if self.nopython:
+                raise InternalCaptureError(str(error)) from None
+            state.eager_reason = str(error)
+            log.info("capture: %s", error)
+            return fn(*args, **kwargs)
+        except Exception as error:
+            if not self.config.fallback_on_internal_error:
+                raise InternalCaptureError(f"capture failed on {code.co_name}: {error}") from error
+            state.eager_reason = f"internal error: {type(error).__name__}: {error}"
+            log.warning("capture: falling back to eager for %s (%s:%s): %s: %s", code.co_name,
+                        code.co_filename, code.co_firstlineno, type(error).__name__, error)
+            return fn(*args, **kwargs)
+        state.entries.append(entry)
+        return entry.run(L, G, C)

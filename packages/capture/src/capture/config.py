@@ -1,0 +1,52 @@
+"""Typed configuration of `capture`, overridable in a scope with `config.patch(...)`."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass
+class CaptureConfig:
+    """Knobs of the capture stage.
+
+    Attributes:
+        cache_size_limit: compiled entries kept per code object; past it the function runs eagerly
+            (with one warning naming the guard that failed).
+        fallback_on_internal_error: when the capture machinery itself fails, run the original code
+            eagerly (and log why) instead of raising.
+        max_inline_depth: how deep calls to user functions are inlined into one graph.
+        verbose: log every compiled graph, graph break and recompilation through `logging`.
+    """
+
+    cache_size_limit: int = 8
+    fallback_on_internal_error: bool = True
+    max_inline_depth: int = 32
+    verbose: bool = bool(os.environ.get("KILN_CAPTURE_VERBOSE"))
+
+    @contextlib.contextmanager
+    def patch(self, **changes: Any) -> Iterator[CaptureConfig]:
+        """Temporarily set fields, restoring them on exit.
+
+        Example: ``with config.patch(cache_size_limit=2): ...``
+        """
+        names = {field.name for field in dataclasses.fields(self)}
+        unknown = set(changes) - names
+        if unknown:
+            raise AttributeError(f"capture config has no field(s) {sorted(unknown)}; known: {sorted(names)}")
+        saved = {name: getattr(self, name) for name in changes}
+        for name, value in changes.items():
+            setattr(self, name, value)
+        try:
+            yield self
+        finally:
+            for name, value in saved.items():
+                setattr(self, name, value)
+
+
+config = CaptureConfig()
+"""The default configuration used when `optimize` is given none."""

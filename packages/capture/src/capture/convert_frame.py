@@ -1,0 +1,289 @@
+"""Compiling one frame: trace its bytecode, hand the graph to the backend, build the cache entry.
+
+`compile_frame` is the driver: a first pass traces until the function returns or a graph break;
+on a break, a second pass stops just before the breaking instruction, and the entry runs the
+graph, rebuilds Python state, and runs a break stub that continues in a resume function.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import types
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import torch
+import torch.fx
+
+from capture.bytecode.codegen import ORIGINS, stack_effect, stub_code
+from capture.errors import BackendCompilerError, BreakReason, GraphBreakError
+from capture.events import GraphBroken, GraphCompiled
+from capture.guards import GuardSet, compile_guards
+from capture.sources import ClosureSource, LocalSource
+from capture.symbolic.code_info import code_info
+from capture.symbolic.output_graph import OutputGraph
+from capture.symbolic.reconstruct import CannotReconstruct, Reconstructor
+from capture.symbolic.translator import BreakPoint, FirstBreak, InstructionTranslator, StoppedAt
+from capture.variables.base import VariableTracker
+from capture.variables.functions import NestedFunctionVariable, RealCellVariable
+
+if TYPE_CHECKING:
+    from capture.cache import CaptureContext
+
+log = logging.getLogger("capture")
+EntryFn = Callable[[Any, Any, Any], Any]
+
+
+@dataclass
+class Frame:
+    """A call about to run: the function, its code, argument values (L), globals (G), closure (C)."""
+
+    fn: types.FunctionType
+    L: tuple[Any, ...] | list[Any]
+    G: dict[str, Any]
+    C: tuple[Any, ...] | None
+
+    @property
+    def code(self) -> types.CodeType:
+        """The function's code object."""
+        return self.fn.__code__
+
+
+@dataclass
+class CompiledFrame:
+    """What a compile produced: guards and entry, plus what explain/export report."""
+
+    guard_set: GuardSet
+    check: Callable[[Any, Any, Any], bool]
+    run: EntryFn
+    graphs: list[torch.fx.GraphModule] = field(default_factory=list)
+    break_reason: BreakReason | None = None
+
+
+class UserCodeError(Exception):
+    """nopython found code that raises in eager too: run eagerly to raise the user's own error."""
+
+
+def compile_frame(frame: Frame, ctx: CaptureContext) -> CompiledFrame:
+    """Trace `frame` and build its cache entry (raises GraphBreakError under nopython)."""
+    started = time.perf_counter()
+    try:
+        output, result, _ = trace_frame(frame, ctx, None)
+    except FirstBreak as first:
+        reason = BreakReason(first.reason, tuple(first.user_stack))
+        if ctx.nopython:
+            if first.user_error:
+                raise UserCodeError(first.reason) from None
+            raise GraphBreakError(reason) from None
+        ctx.hooks.graph_break(GraphBroken(frame.code.co_name, reason))
+        if ctx.config.verbose:
+            log.info("graph break in %s: %s", frame.code.co_name, reason)
+        why_not = _cannot_resume(frame.code, first.index) if first.resumable else first.reason
+        if why_not is not None:
+            raise CannotResume(f"{why_not}; running {frame.code.co_name} eagerly") from None
+        output, result, tx = trace_frame(frame, ctx, BreakPoint(first.index, first.visit))
+        assert isinstance(result, StoppedAt)
+        compiled = build_entry(frame, ctx, output, result, tx, started)
+        compiled.break_reason = reason
+        return compiled
+    assert not isinstance(result, StoppedAt)
+    return build_entry(frame, ctx, output, result, None, started)
+
+
+class CannotResume(Exception):
+    """The frame broke where no resume function can be made: it runs eagerly."""
+
+
+def _original_index(code: types.CodeType, index: int) -> tuple[types.CodeType, int]:
+    origin = ORIGINS.get(code)
+    if origin is None:
+        return code, index
+    return origin.original, origin.original_index(index)
+
+
+def _cannot_resume(code: types.CodeType, index: int) -> str | None:
+    original, original_index = _original_index(code, index)
+    info = code_info(original)
+    instr = info.instructions[original_index]
+    if code.co_cellvars:
+        return "graph break in a function that defines closures"
+    if original_index in info.in_try:
+        return "graph break inside a try or with block"
+    if instr.name in ("FOR_ITER", "LOAD_ATTR", "LOAD_METHOD", "LOAD_GLOBAL", "LOAD_DEREF", "STORE_DEREF",
+                      "LOAD_CLOSURE", "MAKE_CELL", "BEFORE_WITH", "LOAD_FAST_AND_CLEAR", "END_FOR"):
+        return f"graph break at {instr.name}"
+    return None
+
+
+def trace_frame(frame: Frame, ctx: CaptureContext,
+                break_point: BreakPoint | None) -> tuple[OutputGraph, VariableTracker | StoppedAt, InstructionTranslator]:
+    """One symbolic pass over the frame's bytecode."""
+    code = frame.code
+    output = OutputGraph(ctx.config, frame.G, export=ctx.export)
+    nargs = _total_args(code)
+    local_values: dict[str, VariableTracker] = {}
+    for index, name in enumerate(code.co_varnames[:nargs]):
+        value = frame.L[index]
+        if ctx.export and not isinstance(value, torch.Tensor):
+            output.graph.placeholder(name)
+        local_values[name] = output.wrap_value(value, LocalSource(index, name))
+    cells: dict[str, VariableTracker] = {}
+    for index, name in enumerate(code.co_freevars):
+        cell = (frame.C or ())[index]
+        cells[name] = RealCellVariable(cell, ClosureSource(index, name))
+    tx = InstructionTranslator(output, code, frame.G, local_values, cells, break_point=break_point)
+    return output, tx.run_root(), tx
+
+
+def _total_args(code: types.CodeType) -> int:
+    n = code.co_argcount + code.co_kwonlyargcount
+    if code.co_flags & 0x04:
+        n += 1
+    if code.co_flags & 0x08:
+        n += 1
+    return n
+
+
+def build_entry(frame: Frame, ctx: CaptureContext, output: OutputGraph, result: VariableTracker | StoppedAt,
+                tx: InstructionTranslator | None, started: float) -> CompiledFrame:
+    """Finish the graph, compile it with the backend, and generate the entry function."""
+    namespace: dict[str, Any] = dict(output.guards.constants)
+    graph_inputs = {graph_input.node for graph_input in output.inputs}
+    rebuild = Reconstructor(namespace, graph_inputs)
+    body: list[str] = []
+    try:
+        tail = _tail(frame, ctx, result, rebuild)
+        body += _side_effect_lines(output, rebuild)
+    except CannotReconstruct as error:
+        raise CannotResume(str(error)) from None
+    graphs: list[torch.fx.GraphModule] = []
+    call_line = ""
+    if rebuild.outputs or output.has_ops():
+        gm, call_line = _compile_graph(frame, ctx, output, rebuild, namespace, started)
+        if gm is not None:
+            graphs.append(gm)
+    source = "def __entry(L, G, C):\n"
+    if call_line:
+        source += f"    {call_line}\n"
+    for line in rebuild.prelude + body:
+        source += f"    {line}\n"
+    source += f"    return {tail}\n"
+    exec(compile(source, f"<capture entry for {frame.code.co_name}>", "exec"), namespace)
+    entry: EntryFn = namespace["__entry"]
+    return CompiledFrame(output.guards, compile_guards(output.guards), entry, graphs)
+
+
+def _tail(frame: Frame, ctx: CaptureContext, result: VariableTracker | StoppedAt, rebuild: Reconstructor) -> str:
+    if not isinstance(result, StoppedAt):
+        return rebuild.expr(result)
+    code, index = _original_index(frame.code, result.index)
+    info = code_info(code)
+    instr = info.instructions[index]
+    live = info.live_in[index]
+    local_names = tuple(name for name in result.locals if name in live)
+    stack = result.stack
+    wrap_at = len(stack) - int(instr.arg) - 2 if instr.name == "CALL" else -1
+    wrap_name = rebuild.constant(ctx.wrap_callee)
+    local_exprs = [rebuild.expr(result.locals[name]) for name in local_names]
+    stack_exprs = [rebuild.expr(value, wrap_callee=wrap_name if i in (wrap_at, wrap_at + 1) else None)
+                   for i, value in enumerate(stack)]
+    kw_names = _pending_kw_names(info, index)
+    resumes: dict[str, tuple[Any, int, tuple[str, ...]]] = {}
+    depth = len(stack)
+    successors = [("next", index + 1, False)]
+    if hasattr(instr.arg, "__class__") and type(instr.arg).__name__ == "Label":
+        successors.append(("jump", info.target(instr), True))
+    if instr.name in ("RETURN_VALUE", "RETURN_CONST", "RAISE_VARARGS", "JUMP_FORWARD", "JUMP_BACKWARD"):
+        successors = [s for s in successors if s[0] == "jump"]
+    for kind, target, jumped in successors:
+        after = depth + stack_effect(instr, jumped)
+        names = tuple(name for name in local_names if name in info.live_in[target]) \
+            if target < len(info.instructions) else ()
+        resumes[kind] = (ctx.resume_function(code, target, after, names, frame.G, frame.C), after, names)
+    stub = types.FunctionType(stub_code(code, index, depth, local_names, kw_names, resumes), frame.G,
+                              f"break_in_{code.co_name}")
+    args = ", ".join([*stack_exprs, *local_exprs])
+    return f"{rebuild.constant(stub)}({args})"
+
+
+def _pending_kw_names(info: Any, index: int) -> tuple[str, ...]:
+    for back in range(index - 1, max(index - 3, -1), -1):
+        instr = info.instructions[back]
+        if instr.name == "KW_NAMES":
+            names = instr.arg
+            return tuple(info.code.co_consts[names]) if isinstance(names, int) else tuple(names)
+        if instr.name not in ("PRECALL",):
+            break
+    return ()
+
+
+def _side_effect_lines(output: OutputGraph, rebuild: Reconstructor) -> list[str]:
+    """Replay lines: every new value is computed first, then the mutations are applied."""
+    effects = output.side_effects
+    values: list[str] = []
+    applies: list[str] = []
+
+    def value(expr: str) -> str:
+        name = f"__s{len(values)}"
+        values.append(f"{name} = {expr}")
+        return name
+
+    for container in effects.containers:
+        assert container.source is not None
+        target = container.source.expr()
+        items = container.items
+        if isinstance(items, dict):
+            rendered = value("{" + ", ".join(f"{rebuild.constant(k)}: {rebuild.expr(v)}" for k, v in items.items()) + "}")
+            applies.append(f"__d = {target}; __d.clear(); __d.update({rendered})")
+        else:
+            rendered = value("[" + ", ".join(rebuild.expr(v) for v in items) + "]")
+            applies.append(f"{target}[:] = {rendered}")
+    for owner, name, stored in effects.attribute_stores:
+        applies.append(f"setattr({rebuild.expr(owner)}, {name!r}, {value(rebuild.expr(stored))})")
+    for name, stored in effects.global_stores.items():
+        if isinstance(stored, NestedFunctionVariable):
+            raise CannotReconstruct("storing a closure made in the region to a global")
+        applies.append(f"G[{name!r}] = {value(rebuild.expr(stored))}")
+    for cell in effects.cells:
+        assert isinstance(cell, RealCellVariable) and cell.pending is not None and cell.source is not None
+        target = cell.source.expr()
+        if not target.endswith("cell_contents"):
+            target += ".cell_contents"
+        applies.append(f"{target} = {value(rebuild.expr(cell.pending))}")
+    return values + applies
+
+
+def _compile_graph(frame: Frame, ctx: CaptureContext, output: OutputGraph, rebuild: Reconstructor,
+                   namespace: dict[str, Any], started: float) -> tuple[torch.fx.GraphModule | None, str]:
+    graph = output.graph
+    graph.output(tuple(rebuild.outputs))
+    if not ctx.export:
+        for graph_input in list(output.inputs):
+            if not graph_input.node.users:
+                graph.erase_node(graph_input.node)
+                output.inputs.remove(graph_input)
+    gm = torch.fx.GraphModule(output.root, graph, class_name="GraphModule")
+    inputs = ", ".join(graph_input.source.expr() for graph_input in output.inputs)
+    example_inputs = [graph_input.value for graph_input in output.inputs]
+    if not output.has_ops():
+        namespace["__graph"] = gm.forward
+        return None, f"__o = __graph({inputs})"
+    capture_seconds = time.perf_counter() - started
+    backend_started = time.perf_counter()
+    try:
+        compiled = ctx.backend(gm, example_inputs)
+    except Exception as error:
+        raise BackendCompilerError(
+            f"the backend {getattr(ctx.backend, '__name__', ctx.backend)!r} failed on the graph of "
+            f"{frame.code.co_name} ({frame.code.co_filename}:{frame.code.co_firstlineno}): "
+            f"{type(error).__name__}: {error}") from error
+    backend_seconds = time.perf_counter() - backend_started
+    namespace["__graph"] = compiled
+    ctx.hooks.graph(GraphCompiled(frame.code.co_name, frame.code.co_filename, frame.code.co_firstlineno, gm,
+                                  example_inputs, tuple(str(g) for g in output.guards.guards),
+                                  capture_seconds, backend_seconds))
+    if ctx.config.verbose:
+        log.info("captured graph for %s:\n%s", frame.code.co_name, gm.code)
+    return gm, f"__o = __graph({inputs})"

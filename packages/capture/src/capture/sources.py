@@ -1,0 +1,103 @@
+"""Sources: where a value the trace read lives, as a Python expression over the frame.
+
+Generated guard and entry functions take three arguments: `L` (the frame's argument values, in
+`co_varnames` order), `G` (the function's globals) and `C` (its closure cells). A source renders
+itself as an expression over those names, e.g. ``L[0].lin.weight``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+class Source:
+    """Base class: a path from the frame's inputs to a value."""
+
+    def expr(self) -> str:
+        """The Python expression (over L, G, C) that evaluates to the value."""
+        raise NotImplementedError
+
+    def name_hint(self) -> str:
+        """A short identifier-like name, used for graph placeholders."""
+        raise NotImplementedError
+
+    @property
+    def guard_free(self) -> bool:
+        """True when values read through this source need no guard (attributes of Python modules)."""
+        return False
+
+
+@dataclass(frozen=True)
+class LocalSource(Source):
+    """The frame's argument number `index`, named `name`."""
+
+    index: int
+    name: str
+
+    def expr(self) -> str:
+        return f"L[{self.index}]"
+
+    def name_hint(self) -> str:
+        return self.name
+
+
+@dataclass(frozen=True)
+class GlobalSource(Source):
+    """A name in the function's globals."""
+
+    name: str
+
+    def expr(self) -> str:
+        return f"G[{self.name!r}]"
+
+    def name_hint(self) -> str:
+        return self.name
+
+
+@dataclass(frozen=True)
+class ClosureSource(Source):
+    """The contents of closure cell number `index` (free variable `name`)."""
+
+    index: int
+    name: str
+
+    def expr(self) -> str:
+        return f"C[{self.index}].cell_contents"
+
+    def name_hint(self) -> str:
+        return self.name
+
+
+@dataclass(frozen=True)
+class AttrSource(Source):
+    """`base.attr`."""
+
+    base: Source
+    attr: str
+    of_python_module: bool = False
+
+    def expr(self) -> str:
+        if self.attr.isidentifier() and not self.attr.startswith("__"):
+            return f"{self.base.expr()}.{self.attr}"
+        return f"getattr({self.base.expr()}, {self.attr!r})"
+
+    def name_hint(self) -> str:
+        return f"{self.base.name_hint()}_{self.attr}"
+
+    @property
+    def guard_free(self) -> bool:
+        return self.of_python_module
+
+
+@dataclass(frozen=True)
+class ItemSource(Source):
+    """`base[key]` for a constant key."""
+
+    base: Source
+    key: object
+
+    def expr(self) -> str:
+        return f"{self.base.expr()}[{self.key!r}]"
+
+    def name_hint(self) -> str:
+        return f"{self.base.name_hint()}_{self.key}"

@@ -1,0 +1,1 @@
+"""The symbolic interpreter: bytecode in, FX graph plus Python state out."""

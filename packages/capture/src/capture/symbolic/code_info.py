@@ -1,0 +1,93 @@
+"""Decoded instructions of a code object, jump targets, try regions and local liveness."""
+
+from __future__ import annotations
+
+import functools
+import types
+from dataclasses import dataclass
+
+from bytecode import Bytecode, Instr, Label, TryBegin, TryEnd
+
+_READS = {"LOAD_FAST", "LOAD_FAST_CHECK", "LOAD_FAST_AND_CLEAR", "DELETE_FAST", "MAKE_CELL", "LOAD_CLOSURE"}
+_WRITES = {"STORE_FAST"}
+_TERMINATORS = {"RETURN_VALUE", "RETURN_CONST", "RAISE_VARARGS", "RERAISE", "JUMP_FORWARD", "JUMP_BACKWARD",
+                "JUMP_BACKWARD_NO_INTERRUPT"}
+
+
+@dataclass(frozen=True)
+class CodeInfo:
+    """The real instructions of a code object, in order, with their jump targets resolved.
+
+    `instructions[i]` corresponds to the i-th instruction `dis` shows (minus EXTENDED_ARG/CACHE).
+    """
+
+    code: types.CodeType
+    instructions: tuple[Instr, ...]
+    label_index: dict[Label, int]
+    in_try: frozenset[int]
+    handlers: dict[int, tuple[Label, ...]]
+
+    def target(self, instr: Instr) -> int:
+        """Index of the jump target of `instr`."""
+        return self.label_index[instr.arg]
+
+    @functools.cached_property
+    def live_in(self) -> tuple[frozenset[str], ...]:
+        """For each instruction, the local names that may be read before being written from there on."""
+        n = len(self.instructions)
+        live: list[frozenset[str]] = [frozenset()] * (n + 1)
+        changed = True
+        while changed:
+            changed = False
+            for i in range(n - 1, -1, -1):
+                instr = self.instructions[i]
+                out: set[str] = set()
+                if instr.name not in _TERMINATORS and i + 1 < n:
+                    out |= live[i + 1]
+                if isinstance(instr.arg, Label):
+                    out |= live[self.label_index[instr.arg]]
+                for handler in self.handlers.get(i, ()):
+                    out |= live[self.label_index[handler]]
+                name = _local_name(instr)
+                if instr.name in _WRITES and name is not None:
+                    out.discard(name)
+                if instr.name in _READS and name is not None:
+                    out.add(name)
+                new = frozenset(out)
+                if new != live[i]:
+                    live[i] = new
+                    changed = True
+        return tuple(live[:n])
+
+
+def _local_name(instr: Instr) -> str | None:
+    arg = instr.arg
+    if isinstance(arg, str):
+        return arg
+    name = getattr(arg, "name", None)
+    return name if isinstance(name, str) else None
+
+
+@functools.lru_cache(maxsize=512)
+def code_info(code: types.CodeType) -> CodeInfo:
+    """Decode `code` once (cached per code object)."""
+    bytecode = Bytecode.from_code(code)
+    instructions: list[Instr] = []
+    label_index: dict[Label, int] = {}
+    in_try: set[int] = set()
+    handlers: dict[int, tuple[Label, ...]] = {}
+    active: list[TryBegin] = []
+    for item in bytecode:
+        if isinstance(item, Label):
+            label_index[item] = len(instructions)
+        elif isinstance(item, TryBegin):
+            active.append(item)
+        elif isinstance(item, TryEnd):
+            if item.entry in active:
+                active.remove(item.entry)
+        elif isinstance(item, Instr):
+            if active:
+                in_try.add(len(instructions))
+                handlers[len(instructions)] = tuple(t.target for t in active if isinstance(t.target, Label))
+            instructions.append(item)
+    return CodeInfo(code, tuple(instructions), label_index, frozenset(in_try), handlers)

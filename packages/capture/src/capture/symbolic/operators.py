@@ -1,0 +1,138 @@
+"""Python operators (`+`, `<`, `x[i]`, `-x`, ...) applied to variable trackers."""
+
+from __future__ import annotations
+
+import operator
+from typing import TYPE_CHECKING, Any
+
+from capture.variables.base import ConstantVariable, Unsupported, VariableTracker
+from capture.variables.containers import DictVariable, ListVariable, TupleVariable
+from capture.variables.objects import NNModuleVariable
+from capture.variables.tensor import TensorVariable
+
+if TYPE_CHECKING:
+    from capture.symbolic.translator import InstructionTranslator
+
+BINARY_OPERATORS = [operator.add, operator.and_, operator.floordiv, operator.lshift, operator.matmul,
+                    operator.mul, operator.mod, operator.or_, operator.pow, operator.rshift, operator.sub,
+                    operator.truediv, operator.xor]
+INPLACE_OPERATORS = [operator.iadd, operator.iand, operator.ifloordiv, operator.ilshift, operator.imatmul,
+                     operator.imul, operator.imod, operator.ior, operator.ipow, operator.irshift, operator.isub,
+                     operator.itruediv, operator.ixor]
+COMPARE_OPERATORS = [operator.lt, operator.le, operator.eq, operator.ne, operator.gt, operator.ge]
+UNARY_OPERATORS = [operator.neg, operator.pos, operator.invert, operator.not_]
+OPERATOR_FUNCTIONS = set(BINARY_OPERATORS + INPLACE_OPERATORS + COMPARE_OPERATORS + UNARY_OPERATORS
+                         + [operator.getitem, operator.contains, operator.abs, operator.truth])
+_INPLACE_TO_BINARY = dict(zip(INPLACE_OPERATORS, BINARY_OPERATORS))
+
+
+def _contains_tensor(value: VariableTracker) -> bool:
+    if isinstance(value, TensorVariable):
+        return True
+    if isinstance(value, (TupleVariable, ListVariable)):
+        return any(_contains_tensor(item) for item in value.items)
+    return False
+
+
+def apply_operator(tx: InstructionTranslator, fn: Any, args: list[VariableTracker]) -> VariableTracker:
+    """Apply `fn` (an operator.* function) to trackers: fold constants, record tensor work."""
+    if fn is operator.not_:
+        return ConstantVariable(not args[0].truth(tx))
+    if fn is operator.truth:
+        return ConstantVariable(args[0].truth(tx))
+    if all(a.is_constant() for a in args):
+        try:
+            return ConstantVariable(fn(*[a.as_constant() for a in args]))
+        except Exception as error:
+            raise Unsupported(f"{type(error).__name__}: {error}", user_error=True) from error
+    if fn is operator.getitem:
+        from capture.variables.user_objects import NewObjectVariable, dunder_call
+
+        if isinstance(args[0], NewObjectVariable):
+            result = dunder_call(tx, "getitem", args)
+            if result is not None:
+                return result
+        return _getitem(tx, args[0], args[1])
+    if fn is operator.contains:
+        return _contains(tx, args[0], args[1])
+    if any(isinstance(a, TensorVariable) for a in args) or any(_contains_tensor(a) for a in args[1:2]):
+        return tx.output.call_graph("call_function", fn, args, {})
+    return _sequence_operator(tx, fn, args)
+
+
+def _sequence_operator(tx: InstructionTranslator, fn: Any, args: list[VariableTracker]) -> VariableTracker:
+    from capture.variables.objects import PythonObjectVariable
+    from capture.variables.user_objects import NewObjectVariable, dunder_call
+
+    binary = _INPLACE_TO_BINARY.get(fn, fn)
+    if any(isinstance(a, (NewObjectVariable, PythonObjectVariable)) for a in args):
+        result = dunder_call(tx, binary.__name__, args)
+        if result is not None:
+            return result
+    if len(args) == 2:
+        left, right = args
+        if binary is operator.add and isinstance(left, (TupleVariable, ListVariable)) and \
+                type(left) is type(right):
+            if fn is operator.iadd and isinstance(left, ListVariable):
+                left.items.extend(right.items)  # type: ignore[union-attr]
+                left.mark_mutated(tx)
+                return left
+            return type(left)(left.items + right.items)  # type: ignore[union-attr]
+        if binary is operator.mul and isinstance(left, (TupleVariable, ListVariable)) and right.is_constant():
+            return type(left)(left.items * int(right.as_constant()))
+        if fn in (operator.eq, operator.ne):
+            same = _structurally_equal(left, right)
+            return ConstantVariable(same if fn is operator.eq else not same)
+    raise Unsupported(f"operator {fn.__name__} on {', '.join(type(a).__name__ for a in args)}")
+
+
+def _structurally_equal(left: VariableTracker, right: VariableTracker) -> bool:
+    sequences = (TupleVariable, ListVariable)
+    if isinstance(left, sequences) and isinstance(right, sequences):
+        if type(left) is not type(right) or len(left.items) != len(right.items):
+            return False
+        return all(_structurally_equal(a, b) for a, b in zip(left.items, right.items))
+    if left.is_constant() and right.is_constant():
+        return bool(left.as_constant() == right.as_constant())
+    if isinstance(left, sequences) != isinstance(right, sequences) and (left.is_constant() or right.is_constant()):
+        return False
+    raise Unsupported(f"== between {left} and {right}")
+
+
+def _getitem(tx: InstructionTranslator, container: VariableTracker, index: VariableTracker) -> VariableTracker:
+    if isinstance(container, TensorVariable):
+        return tx.output.call_graph("call_function", operator.getitem, [container, index], {})
+    if not index.is_constant():
+        raise Unsupported(f"indexing {type(container).__name__} with a non-constant index")
+    key = index.as_constant()
+    if isinstance(container, (TupleVariable, ListVariable)):
+        try:
+            selected = container.items[key]
+        except (IndexError, TypeError) as error:
+            raise Unsupported(f"{type(error).__name__}: {error}", user_error=True) from error
+        if isinstance(key, slice):
+            return type(container)(selected) if isinstance(container, ListVariable) else TupleVariable(selected)
+        return selected
+    if isinstance(container, DictVariable):
+        if key not in container.items:
+            raise Unsupported(f"KeyError: {key!r}", user_error=True)
+        return container.items[key]
+    if isinstance(container, NNModuleVariable):
+        from capture.sources import ItemSource
+
+        try:
+            selected = container.module[key]
+        except (IndexError, KeyError, TypeError) as error:
+            raise Unsupported(f"{type(error).__name__}: {error}", user_error=True) from error
+        source = ItemSource(container.source, key) if container.source is not None else None
+        return tx.output.wrap_value(selected, source)
+    raise Unsupported(f"indexing {container}")
+
+
+def _contains(tx: InstructionTranslator, container: VariableTracker, item: VariableTracker) -> VariableTracker:
+    if isinstance(container, DictVariable) and item.is_constant():
+        return ConstantVariable(item.as_constant() in container.items)
+    if isinstance(container, (TupleVariable, ListVariable)) and item.is_constant() and \
+            all(i.is_constant() for i in container.items):
+        return ConstantVariable(item.as_constant() in [i.as_constant() for i in container.items])
+    raise Unsupported("`in` over traced values")

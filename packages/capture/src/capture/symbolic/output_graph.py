@@ -1,0 +1,327 @@
+"""The graph under construction: FX nodes, fake-tensor propagation, graph inputs, guards, side effects."""
+
+from __future__ import annotations
+
+import re
+import sys
+import types
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+import torch.fx
+from torch._subclasses.fake_tensor import FakeTensorMode
+
+from capture.config import CaptureConfig
+from capture.guards import GuardSet
+from capture.sources import Source
+from capture.variables.base import ConstantVariable, Unsupported, VariableTracker, is_constant_value
+from capture.variables.containers import DictVariable, ListVariable, TupleVariable
+from capture.variables.tensor import TensorVariable
+
+_DATA_DEPENDENT_ERRORS: tuple[type[BaseException], ...] = ()
+try:
+    from torch._subclasses.fake_tensor import (
+        DataDependentOutputException,
+        DynamicOutputShapeException,
+        UnsupportedOperatorException,
+    )
+
+    _DATA_DEPENDENT_ERRORS = (DataDependentOutputException, DynamicOutputShapeException, UnsupportedOperatorException)
+except ImportError:  # pragma: no cover - older torch
+    pass
+
+
+@dataclass
+class GraphInput:
+    """A placeholder of the graph and the source its value is read from on every call."""
+
+    node: torch.fx.Node
+    source: Source
+    value: torch.Tensor
+
+
+@dataclass
+class SideEffects:
+    """Python-visible mutations made by the traced region, replayed after the graph runs."""
+
+    attribute_stores: list[tuple[VariableTracker, str, VariableTracker]] = field(default_factory=list)
+    global_stores: dict[str, VariableTracker] = field(default_factory=dict)
+    containers: list[VariableTracker] = field(default_factory=list)
+    cells: list[VariableTracker] = field(default_factory=list)
+
+    def track_container(self, container: VariableTracker) -> None:
+        """Remember a mutated list/dict that existed before the region."""
+        if all(c is not container for c in self.containers):
+            self.containers.append(container)
+
+    def store_attribute(self, owner: VariableTracker, name: str, value: VariableTracker) -> None:
+        """Record `owner.name = value`."""
+        self.attribute_stores.append((owner, name, value))
+
+    def pending_attribute(self, owner: VariableTracker, name: str) -> VariableTracker | None:
+        """The value last stored to `owner.name` in the region, if any."""
+        for stored_owner, stored_name, value in reversed(self.attribute_stores):
+            if stored_name == name and _same_object(stored_owner, owner):
+                return value
+        return None
+
+
+def _same_object(a: VariableTracker, b: VariableTracker) -> bool:
+    if a is b:
+        return True
+    va, vb = getattr(a, "module", getattr(a, "value", None)), getattr(b, "module", getattr(b, "value", None))
+    return va is not None and va is vb
+
+
+def _sanitize(name: str) -> str:
+    name = re.sub(r"[^0-9a-zA-Z_]+", "_", name).strip("_") or "x"
+    if name[0].isdigit():
+        name = "_" + name
+    return name
+
+
+class OutputGraph:
+    """Owns the FX graph of one capture pass and everything the entry needs to rebuild state."""
+
+    def __init__(self, config: CaptureConfig, f_globals: dict[str, Any], export: bool = False) -> None:
+        self.config = config
+        self.f_globals = f_globals
+        self.export = export
+        self.graph = torch.fx.Graph()
+        self.root = torch.nn.Module()
+        self.fake_mode = FakeTensorMode(allow_non_fake_inputs=True)
+        self.guards = GuardSet()
+        self.inputs: list[GraphInput] = []
+        self.side_effects = SideEffects()
+        self.grad_enabled = torch.is_grad_enabled()
+        self.guards.grad_mode(self.grad_enabled)
+        self._tensors: dict[int, TensorVariable] = {}
+        self._modules: dict[int, str] = {}
+        self._wrapped: dict[tuple[int, str], VariableTracker] = {}
+        self._by_id: dict[int, VariableTracker] = {}
+        self.current_location: Any = None
+        self.keepalive: list[Any] = []
+
+    # -- graph inputs and attributes ----------------------------------------------------------
+    def _unique_attr(self, hint: str) -> str:
+        base = _sanitize(hint)
+        name, n = base, 0
+        while hasattr(self.root, name):
+            n += 1
+            name = f"{base}_{n}"
+        return name
+
+    def add_input(self, value: torch.Tensor, source: Source) -> TensorVariable:
+        """A tensor read through `source`: a placeholder plus a tensor guard."""
+        known = self._tensors.get(id(value))
+        if known is not None:
+            return known
+        first = next((n for n in self.graph.nodes if n.op != "placeholder"), None)
+        name = _sanitize(source.name_hint())
+        if first is None:
+            node = self.graph.placeholder(name)
+        else:
+            with self.graph.inserting_before(first):
+                node = self.graph.placeholder(name)
+        fake = self.fake_mode.from_tensor(value)
+        node.meta["example_value"] = fake
+        variable = TensorVariable(node, fake, source)
+        self._tensors[id(value)] = variable
+        self.inputs.append(GraphInput(node, source, value))
+        if not source.guard_free:
+            self.guards.tensor(source, value)
+        return variable
+
+    def module_tensor(self, value: torch.Tensor, source: Source | None, hint: str) -> TensorVariable:
+        """A parameter, buffer or constant tensor: a `get_attr` node on the graph's root."""
+        known = self._tensors.get(id(value))
+        if known is not None:
+            return known
+        name = self._unique_attr(source.name_hint() if source is not None else hint)
+        if isinstance(value, torch.nn.Parameter):
+            self.root.register_parameter(name, value)
+        else:
+            self.root.register_buffer(name, value)
+        node = self.graph.get_attr(name)
+        fake = self.fake_mode.from_tensor(value)
+        node.meta["example_value"] = fake
+        variable = TensorVariable(node, fake, source)
+        self._tensors[id(value)] = variable
+        return variable
+
+    def register_module(self, module: torch.nn.Module, source: Source | None) -> str:
+        """Qualified name of `module` on the graph's root (registered once)."""
+        known = self._modules.get(id(module))
+        if known is not None:
+            return known
+        name = self._unique_attr(source.name_hint() if source is not None else type(module).__name__.lower())
+        self.root.add_module(name, module)
+        self._modules[id(module)] = name
+        return name
+
+    # -- wrapping real values -----------------------------------------------------------------
+    def wrap_value(self, value: Any, source: Source | None) -> VariableTracker:
+        """A tracker for an existing Python value, adding the guards its use needs."""
+        from capture.variables.builder import wrap_existing
+        from capture.variables.objects import NNModuleVariable, PythonObjectVariable
+
+        # One tracker per mutable object, so a mutation made through one path is seen through all.
+        memoizable = isinstance(value, (list, dict, torch.nn.Module)) or (
+            not is_constant_value(value) and not isinstance(value, (tuple, torch.Tensor, types.FunctionType))
+            and not callable(value))
+        if memoizable:
+            known = self._by_id.get(id(value))
+            if known is not None:
+                return known
+        tracker = wrap_existing(self, value, source)
+        if memoizable and isinstance(tracker, (ListVariable, DictVariable, NNModuleVariable, PythonObjectVariable)):
+            self._by_id[id(value)] = tracker
+            self.keepalive.append(value)
+        return tracker
+
+    # -- recording calls ----------------------------------------------------------------------
+    def call_graph(self, kind: str, target: Any, args: list[VariableTracker],
+                   kwargs: dict[str, VariableTracker]) -> VariableTracker:
+        """Record a call into the graph, propagating fake tensors to learn the result's metadata."""
+        node_args, fake_args = _unpack(list(args))
+        node_kwargs, fake_kwargs = _unpack(dict(kwargs))
+        try:
+            with torch.set_grad_enabled(self.grad_enabled), self.fake_mode:
+                if kind == "call_function":
+                    result = target(*fake_args, **fake_kwargs)
+                elif kind == "call_method":
+                    result = getattr(fake_args[0], target)(*fake_args[1:], **fake_kwargs)
+                else:
+                    result = self._fake_module_call(self.root.get_submodule(target), fake_args, fake_kwargs)
+        except Unsupported:
+            raise
+        except _DATA_DEPENDENT_ERRORS as error:
+            raise Unsupported(f"{_target_name(target)} depends on run-time data ({type(error).__name__})") from error
+        except Exception as error:
+            raise Unsupported(f"{type(error).__name__}: {error}", user_error=True) from error
+        node = self.graph.create_node(kind, target, tuple(node_args), node_kwargs)
+        if self.current_location is not None:
+            node.meta["stack_trace"] = self.current_location
+        return self._wrap_result(node, result)
+
+    def _fake_module_call(self, module: torch.nn.Module, args: Any, kwargs: Any) -> Any:
+        """Run `module.forward` on fakes, with its parameters and buffers swapped for fakes too.
+
+        Running it on its real state would mutate that state (BatchNorm's running statistics).
+        """
+        from torch.nn.utils.stateless import _reparametrize_module
+
+        state = {name: self.fake_mode.from_tensor(t) for name, t in
+                 [*module.named_parameters(), *module.named_buffers()]}
+        with _reparametrize_module(module, state):
+            return type(module).forward(module, *args, **kwargs)
+
+    def call_module_without_hooks(self, module: torch.nn.Module, target: str, args: list[VariableTracker],
+                                  kwargs: dict[str, VariableTracker]) -> VariableTracker:
+        """A module call whose hooks were inlined around it: the node must not run them again."""
+        node_args, fake_args = _unpack(list(args))
+        node_kwargs, fake_kwargs = _unpack(dict(kwargs))
+        try:
+            with torch.set_grad_enabled(self.grad_enabled), self.fake_mode:
+                result = self._fake_module_call(module, fake_args, fake_kwargs)
+        except _DATA_DEPENDENT_ERRORS as error:
+            raise Unsupported(f"{type(module).__name__} depends on run-time data ({type(error).__name__})") from error
+        except Exception as error:
+            raise Unsupported(f"{type(error).__name__}: {error}", user_error=True) from error
+        module_node = self.graph.get_attr(target)
+        node = self.graph.call_function(forward_without_hooks, (module_node, *node_args), node_kwargs)
+        return self._wrap_result(node, result)
+
+    def _wrap_result(self, node: torch.fx.Node, result: Any) -> VariableTracker:
+        import operator
+
+        node.meta["example_value"] = result
+        if isinstance(result, torch.Tensor):
+            return TensorVariable(node, result)
+        if result is None:
+            return ConstantVariable(None)
+        if isinstance(result, (tuple, list)):
+            items: list[VariableTracker] = []
+            for index, item in enumerate(result):
+                if isinstance(item, torch.Tensor):
+                    child = self.graph.call_function(operator.getitem, (node, index))
+                    child.meta["example_value"] = item
+                    items.append(TensorVariable(child, item))
+                elif is_constant_value(item):
+                    items.append(ConstantVariable(item))
+                else:
+                    raise Unsupported(f"{_target_name(node.target)} returned a {type(item).__name__}")
+            if isinstance(result, list):
+                return ListVariable(items)
+            cls = type(result) if type(result) is not tuple else None
+            return TupleVariable(items, cls=cls)
+        if is_constant_value(result):
+            # Fake tensors raise for data-dependent scalars, so a plain value here is static metadata.
+            self.graph.erase_node(node)
+            return ConstantVariable(result)
+        self.graph.erase_node(node)
+        raise Unsupported(f"{_target_name(node.target)} returned a Python {type(result).__name__} "
+                          "computed from tensor data")
+
+    def set_grad_enabled(self, enabled: bool) -> None:
+        """Switch grad mode: recorded as a graph node so the compiled graph does the same."""
+        if enabled == self.grad_enabled:
+            return
+        self.graph.call_function(torch._C._set_grad_enabled, (enabled,))
+        self.grad_enabled = enabled
+
+    def has_ops(self) -> bool:
+        """True when the graph does any work."""
+        return any(n.op in ("call_function", "call_method", "call_module") for n in self.graph.nodes)
+
+
+def forward_without_hooks(module: torch.nn.Module, *args: Any, **kwargs: Any) -> Any:
+    """Graph target for a module call whose hooks were captured around it."""
+    return type(module).forward(module, *args, **kwargs)
+
+
+def _target_name(target: Any) -> str:
+    if isinstance(target, str):
+        return target
+    module = getattr(target, "__module__", None) or ""
+    name = getattr(target, "__qualname__", None) or getattr(target, "__name__", None) or repr(target)
+    return f"{module}.{name}" if module and module not in ("builtins", "_operator") else str(name)
+
+
+def _unpack(value: Any) -> tuple[Any, Any]:
+    """Trackers -> (FX argument, fake argument), recursively."""
+    if isinstance(value, TensorVariable):
+        return value.node, value.example
+    if isinstance(value, ConstantVariable):
+        return value.value, value.value
+    if isinstance(value, (TupleVariable, ListVariable)):
+        pairs = [_unpack(v) for v in value.items]
+        kind = list if isinstance(value, ListVariable) else tuple
+        return kind(p[0] for p in pairs), kind(p[1] for p in pairs)
+    if isinstance(value, DictVariable):
+        pairs_d = {k: _unpack(v) for k, v in value.items.items()}
+        return {k: p[0] for k, p in pairs_d.items()}, {k: p[1] for k, p in pairs_d.items()}
+    if isinstance(value, list):
+        pairs = [_unpack(v) for v in value]
+        return [p[0] for p in pairs], [p[1] for p in pairs]
+    if isinstance(value, dict):
+        pairs_d = {k: _unpack(v) for k, v in value.items()}
+        return {k: p[0] for k, p in pairs_d.items()}, {k: p[1] for k, p in pairs_d.items()}
+    if isinstance(value, VariableTracker):
+        from capture.variables.objects import TorchFunctionVariable
+
+        if isinstance(value, TorchFunctionVariable) and value.fn in (torch.float32,):
+            return value.fn, value.fn
+        raise Unsupported(f"passing {value} to a torch function")
+    return value, value
+
+
+def is_stdlib_or_skipped(fn: types.FunctionType) -> bool:
+    """True for functions capture does not trace into (stdlib and known non-PyTorch libraries)."""
+    module = (getattr(fn, "__module__", None) or "").split(".")[0]
+    return module in sys.stdlib_module_names or module in SKIPPED_LIBRARIES
+
+
+SKIPPED_LIBRARIES = frozenset({"numpy", "scipy", "pandas", "sklearn", "matplotlib", "PIL", "cv2", "tqdm", "einops",
+                               "pytest", "_pytest", "IPython", "jax", "tensorflow", "capture"})

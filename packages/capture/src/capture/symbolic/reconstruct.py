@@ -1,0 +1,159 @@
+"""Turning trackers back into Python: expressions of the generated entry function."""
+
+from __future__ import annotations
+
+import types
+from typing import Any
+
+import torch.fx
+
+from capture.bytecode.codegen import invoke
+from capture.variables.base import ConstantVariable, NullVariable, VariableTracker
+from capture.variables.builtins import BuiltinVariable, ContainerMethodVariable
+from capture.variables.containers import DictVariable, IteratorVariable, ListVariable, TupleVariable
+from capture.variables.functions import BoundMethodVariable, UserFunctionVariable
+from capture.variables.objects import (
+    ConstantMethodVariable,
+    NNModuleVariable,
+    PythonObjectVariable,
+    SkippedFunctionVariable,
+    TorchFunctionVariable,
+)
+from capture.variables.tensor import TensorMethodVariable, TensorVariable
+
+_LITERAL_TYPES = (bool, int, str, type(None))
+
+
+def new_object(cls: type, attrs: dict[str, Any]) -> Any:
+    """Rebuild an object made in the traced region (attributes set directly, as its __init__ did)."""
+    instance = object.__new__(cls)
+    instance.__dict__.update(attrs)
+    return instance
+
+
+def make_function(code: types.CodeType, f_globals: dict[str, Any], defaults: tuple[Any, ...],
+                  kwdefaults: dict[str, Any]) -> types.FunctionType:
+    """Rebuild a closure-free function made in the traced region (a lambda, a comprehension)."""
+    fn = types.FunctionType(code, f_globals, code.co_name, defaults or None)
+    fn.__kwdefaults__ = kwdefaults or None
+    fn.__qualname__ = code.co_qualname
+    return fn
+
+
+class CannotReconstruct(Exception):
+    """A live value has no Python form (e.g. a closure made in the region): resume is impossible."""
+
+
+class Reconstructor:
+    """Renders trackers as Python expressions; tensors made by the graph become `__o[i]`."""
+
+    def __init__(self, namespace: dict[str, Any], graph_inputs: set[torch.fx.Node]) -> None:
+        self.namespace = namespace
+        self.graph_inputs = graph_inputs
+        self.outputs: list[torch.fx.Node] = []
+        self.prelude: list[str] = []
+        self._constants: dict[int, str] = {}
+        self._built: dict[int, str] = {}
+
+    def _once(self, value: VariableTracker, build: str) -> str:
+        """Mutable containers are built once, so every reference shares the same object."""
+        name = f"__t{len(self._built)}"
+        self._built[id(value)] = name
+        self.prelude.append(f"{name} = {build}")
+        return name
+
+    def constant(self, value: Any) -> str:
+        """A name bound to `value` in the entry's namespace."""
+        if isinstance(value, _LITERAL_TYPES) and type(value) in _LITERAL_TYPES:
+            return repr(value)
+        key = id(value)
+        name = self._constants.get(key)
+        if name is None:
+            name = f"_c{len(self.namespace)}"
+            self.namespace[name] = value
+            self._constants[key] = name
+        return name
+
+    def output_index(self, node: torch.fx.Node) -> int:
+        """Index of `node` among the graph outputs (appended on first use)."""
+        for index, known in enumerate(self.outputs):
+            if known is node:
+                return index
+        self.outputs.append(node)
+        return len(self.outputs) - 1
+
+    def expr(self, value: VariableTracker, *, wrap_callee: str | None = None) -> str:
+        """The expression that rebuilds `value` at run time."""
+        if isinstance(value, TensorVariable):
+            if value.source is not None and (value.node in self.graph_inputs or value.node.op == "get_attr"):
+                return value.source.expr()
+            return f"__o[{self.output_index(value.node)}]"
+        if isinstance(value, ConstantVariable):
+            return self.constant(value.value)
+        if isinstance(value, NullVariable):
+            return self.constant(invoke)
+        if isinstance(value, TupleVariable):
+            if value.source is not None and value.cls is None and _unmodified(value):
+                return value.source.expr()
+            inner = "".join(f"{self.expr(item)}, " for item in value.items)
+            if value.cls is not None:
+                if hasattr(value.cls, "_make"):
+                    return f"{self.constant(value.cls)}._make(({inner}))"
+                return f"{self.constant(value.cls)}(({inner}))"
+            return f"({inner})"
+        if id(value) in self._built:
+            return self._built[id(value)]
+        from capture.variables.user_objects import NewObjectVariable
+
+        from capture.variables.functions import NestedFunctionVariable
+
+        if isinstance(value, NestedFunctionVariable) and not value.closure:
+            defaults = "(" + "".join(f"{self.expr(d)}, " for d in value.defaults) + ")"
+            kwdefaults = "{" + ", ".join(f"{k!r}: {self.expr(v)}" for k, v in value.kwdefaults.items()) + "}"
+            built = (f"{self.constant(make_function)}({self.constant(value.code)}, {self.constant(value.f_globals)}, "
+                     f"{defaults}, {kwdefaults})")
+            return f"{wrap_callee}({built})" if wrap_callee else built
+        if isinstance(value, NewObjectVariable):
+            attrs = "{" + ", ".join(f"{k!r}: {self.expr(v)}" for k, v in value.attrs.items()) + "}"
+            return self._once(value, f"{self.constant(new_object)}({self.constant(value.cls)}, {attrs})")
+        if isinstance(value, ListVariable):
+            if value.source is not None:
+                return value.source.expr()
+            return self._once(value, "[" + ", ".join(self.expr(item) for item in value.items) + "]")
+        if isinstance(value, DictVariable):
+            if value.source is not None:
+                return value.source.expr()
+            return self._once(value, "{" + ", ".join(f"{self.constant(k)}: {self.expr(v)}"
+                                                     for k, v in value.items.items()) + "}")
+        if isinstance(value, IteratorVariable):
+            return self._once(value, "iter([" + ", ".join(self.expr(item) for item in value.remaining()) + "])")
+        if isinstance(value, UserFunctionVariable):
+            text = value.source.expr() if value.source is not None else self.constant(value.fn)
+            return f"{wrap_callee}({text})" if wrap_callee else text
+        if isinstance(value, BoundMethodVariable):
+            function = self.expr(value.function, wrap_callee=wrap_callee)
+            return f"{self.constant(types.MethodType)}({function}, {self.expr(value.receiver)})"
+        if isinstance(value, NNModuleVariable):
+            text = value.source.expr() if value.source is not None else self.constant(value.module)
+            return f"{wrap_callee}({text})" if wrap_callee else text
+        if isinstance(value, (PythonObjectVariable,)):
+            return value.source.expr() if value.source is not None else self.constant(value.value)
+        if isinstance(value, (TorchFunctionVariable, SkippedFunctionVariable)):
+            return value.source.expr() if value.source is not None else self.constant(value.fn)
+        if isinstance(value, BuiltinVariable):
+            return self.constant(value.fn)
+        if isinstance(value, ConstantMethodVariable):
+            return self.constant(value.method)
+        if isinstance(value, TensorMethodVariable):
+            return f"{self.expr(value.tensor)}.{value.name}"
+        if isinstance(value, ContainerMethodVariable):
+            return f"{self.expr(value.container)}.{value.name}"
+        from capture.bytecode.loads_stores import DeferredAttributeVariable
+
+        if isinstance(value, DeferredAttributeVariable):
+            return f"getattr({self.expr(value.owner)}, {value.name!r})"
+        raise CannotReconstruct(f"cannot rebuild {value} after a graph break")
+
+
+def _unmodified(value: TupleVariable) -> bool:
+    return True

@@ -1,0 +1,123 @@
+"""The base of variable trackers: symbolic stand-ins for the values on the interpreted stack."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from capture.sources import Source
+
+if TYPE_CHECKING:
+    from capture.symbolic.translator import InstructionTranslator
+
+
+class Unsupported(Exception):
+    """Raised by a handler or variable when the trace cannot continue: a graph break.
+
+    `user_error` marks breaks caused by code that raises in eager too (the error is then
+    reproduced by running the instruction in plain Python).
+    """
+
+    def __init__(self, reason: str, *, user_error: bool = False, resumable: bool = True) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.user_error = user_error
+        self.resumable = resumable
+
+
+class VariableTracker:
+    """A value seen by the symbolic interpreter.
+
+    `source` says where an existing Python object came from (None for values made in the
+    traced region); reconstruction uses it to hand the same object back to Python.
+    """
+
+    source: Source | None = None
+
+    def python_type(self) -> type:
+        """The Python type the value has at run time."""
+        raise Unsupported(f"type of {self} is unknown")
+
+    def is_constant(self) -> bool:
+        """True when the value is a known Python constant."""
+        return False
+
+    def as_constant(self) -> Any:
+        """The Python constant (raises Unsupported for non-constants)."""
+        raise Unsupported(f"{self} is not a Python constant")
+
+    def truth(self, tx: InstructionTranslator) -> bool:
+        """`bool(value)` at trace time, or a graph break when it depends on data."""
+        raise Unsupported(f"truth value of {self} depends on run-time data")
+
+    def getattr(self, tx: InstructionTranslator, name: str) -> VariableTracker:
+        """`value.name`."""
+        raise Unsupported(f"attribute {name!r} of {self}")
+
+    def call(self, tx: InstructionTranslator, args: list[VariableTracker],
+             kwargs: dict[str, VariableTracker]) -> VariableTracker:
+        """`value(*args, **kwargs)`."""
+        raise Unsupported(f"call to {self}")
+
+    def iterate(self, tx: InstructionTranslator) -> list[VariableTracker]:
+        """The items `iter(value)` yields, when known at trace time."""
+        raise Unsupported(f"iteration over {self}")
+
+    def __repr__(self) -> str:
+        return type(self).__name__ + "()"
+
+
+class ConstantVariable(VariableTracker):
+    """A Python constant: None, bool, int, float, str, dtype, device, range, slice, ..."""
+
+    def __init__(self, value: Any, source: Source | None = None) -> None:
+        self.value = value
+        self.source = source
+
+    def python_type(self) -> type:
+        return type(self.value)
+
+    def is_constant(self) -> bool:
+        return True
+
+    def as_constant(self) -> Any:
+        return self.value
+
+    def truth(self, tx: InstructionTranslator) -> bool:
+        return bool(self.value)
+
+    def getattr(self, tx: InstructionTranslator, name: str) -> VariableTracker:
+        try:
+            attribute = getattr(self.value, name)
+        except AttributeError as error:
+            raise Unsupported(str(error), user_error=True) from error
+        from capture.variables.objects import wrap_constant_attribute
+
+        return wrap_constant_attribute(attribute)
+
+    def iterate(self, tx: InstructionTranslator) -> list[VariableTracker]:
+        if isinstance(self.value, (range, tuple, list, str, bytes)):
+            return [ConstantVariable(item) for item in self.value]
+        raise Unsupported(f"iteration over constant {self.value!r}")
+
+    def __repr__(self) -> str:
+        return f"ConstantVariable({self.value!r})"
+
+
+class NullVariable(VariableTracker):
+    """The NULL that CALL's calling convention puts below a plain callable."""
+
+    def __repr__(self) -> str:
+        return "NULL"
+
+
+def is_constant_value(value: object) -> bool:
+    """True for values tracked as `ConstantVariable`."""
+    import torch
+
+    simple = (type(None), bool, int, float, complex, str, bytes, torch.dtype, torch.device, torch.layout,
+              torch.memory_format, range, slice, type(Ellipsis), type(NotImplemented), torch.Size)
+    if isinstance(value, simple):
+        return True
+    if type(value) in (tuple, frozenset) and all(is_constant_value(v) for v in value):
+        return True
+    return False

@@ -1,0 +1,189 @@
+"""Wrapping existing Python values (arguments, globals, attributes) into trackers, with guards."""
+
+from __future__ import annotations
+
+import builtins
+import types
+from typing import TYPE_CHECKING, Any
+
+import torch
+from capture.registry import MARKS
+from capture.sources import AttrSource, ItemSource, Source
+from capture.variables.base import ConstantVariable, VariableTracker, is_constant_value
+from capture.variables.builtins import BREAKING_BUILTINS, BUILTIN_HANDLERS, BuiltinVariable
+from capture.variables.containers import DictVariable, ListVariable, TupleVariable
+from capture.variables.functions import UserFunctionVariable
+from capture.variables.objects import (
+    NNModuleVariable,
+    PythonObjectVariable,
+    SkippedFunctionVariable,
+    TorchFunctionVariable,
+)
+
+if TYPE_CHECKING:
+    from capture.symbolic.output_graph import OutputGraph
+
+_TORCH_CLASSES_CALLABLE = {torch.no_grad, torch.enable_grad, torch.set_grad_enabled, torch.device, torch.Size,
+                           torch.finfo, torch.iinfo, torch.inference_mode}
+
+
+def wrap_existing(output: OutputGraph, value: Any, source: Source | None) -> VariableTracker:
+    """The tracker for `value`, read through `source` (None: a value made at trace time)."""
+    guards = output.guards if source is not None and not source.guard_free else None
+    if isinstance(value, torch.Tensor):
+        if source is None:
+            return output.module_tensor(value, None, "constant")
+        if isinstance(value, torch.nn.Parameter):
+            return output.module_tensor(value, source, "param")
+        return output.add_input(value, source)
+    if isinstance(value, torch.nn.Module):
+        if guards is not None and source is not None:
+            guards.identity(source, value)
+            guards.add("MODULE_TRAINING", source, f"{source.expr()}.training is {value.training}",
+                       f"{source.expr()}.training is {value.training}")
+        output.keepalive.append(value)
+        return NNModuleVariable(value, source)
+    if is_constant_value(value) and not isinstance(value, (tuple, frozenset)):
+        if guards is not None and source is not None:
+            guards.equals(source, value)
+        return ConstantVariable(value, source)
+    if type(value) in (tuple, list) or (isinstance(value, tuple) and hasattr(value, "_fields")):
+        if guards is not None and source is not None:
+            guards.type_is(source, value)
+            guards.add("LENGTH", source, f"len({source.expr()}) == {len(value)}", f"len({source.expr()}) == {len(value)}")
+        items = [wrap_existing(output, item, ItemSource(source, i) if source is not None else None)
+                 for i, item in enumerate(value)]
+        if isinstance(value, list):
+            return ListVariable(items, source)
+        return TupleVariable(items, source, cls=type(value) if type(value) is not tuple else None)
+    if type(value) is dict and all(is_constant_value(k) and isinstance(k, (str, int)) for k in value):
+        if guards is not None and source is not None:
+            guards.type_is(source, value)
+            keys = list(value.keys())
+            guards.add("DICT_KEYS", source, f"list({source.expr()}.keys()) == {keys!r}",
+                       f"keys of {source.expr()} are {keys!r}")
+        items = {k: wrap_existing(output, v, ItemSource(source, k) if source is not None else None)
+                 for k, v in value.items()}
+        return DictVariable(items, source)
+    return wrap_callable_or_object(output, value, source)
+
+
+def wrap_callable_or_object(output: OutputGraph, value: Any, source: Source | None) -> VariableTracker:
+    """Functions, builtins, torch callables, modules and plain objects."""
+    guards = output.guards if source is not None and not source.guard_free else None
+    if isinstance(value, types.MethodType) and not getattr(value, "_kiln_disabled", False):
+        from capture.variables.functions import BoundMethodVariable
+
+        inner = classify(value.__func__, None)
+        if isinstance(inner, UserFunctionVariable):
+            if guards is not None and source is not None:
+                guards.identity(AttrSource(source, "__func__"), value.__func__)
+            receiver_source = AttrSource(source, "__self__") if source is not None else None
+            return BoundMethodVariable(inner, output.wrap_value(value.__self__, receiver_source))
+    tracker = classify(value, source)
+    if guards is not None and source is not None:
+        if isinstance(tracker, PythonObjectVariable) and not isinstance(value, (types.ModuleType, type)):
+            guards.type_is(source, value)
+        else:
+            guards.identity(source, value)
+    return tracker
+
+
+def classify(value: Any, source: Source | None) -> VariableTracker:
+    """The tracker kind for a callable or object (no guards)."""
+    if getattr(value, "_kiln_graph_break", False):
+        return SkippedFunctionVariable(value, "capture.graph_break() called", source)
+    original = getattr(value, "_kiln_original", None)
+    if getattr(value, "_kiln_disabled", False):
+        return SkippedFunctionVariable(value, "call to a function marked with capture.disable", source)
+    if original is not None:
+        return classify(original, source)
+    if MARKS.is_disallowed(value):
+        return SkippedFunctionVariable(value, f"call to {_name(value)}, marked with disallow_in_graph", source)
+    if MARKS.is_allowed(value):
+        return TorchFunctionVariable(value, source)
+    try:
+        is_builtin = value in BUILTIN_HANDLERS or value in BREAKING_BUILTINS
+    except TypeError:
+        is_builtin = False
+    if is_builtin:
+        return BuiltinVariable(value)
+    from capture.symbolic.operators import OPERATOR_FUNCTIONS
+
+    try:
+        if value in OPERATOR_FUNCTIONS:
+            return BuiltinVariable(value)
+    except TypeError:
+        pass
+    if isinstance(value, types.BuiltinFunctionType) and getattr(value, "__module__", None) == "builtins" \
+            and getattr(builtins, value.__name__, None) is value:
+        return BuiltinVariable(value)
+    special = _special_callable(value)
+    if special is not None:
+        return special
+    if isinstance(value, type):
+        if value in _TORCH_CLASSES_CALLABLE or issubclass(value, torch.nn.Module):
+            return TorchFunctionVariable(value, source)
+        if value.__module__ == "builtins" and getattr(builtins, value.__name__, None) is value:
+            return BuiltinVariable(value)
+        return PythonObjectVariable(value, source)
+    if isinstance(value, types.ModuleType):
+        return PythonObjectVariable(value, source)
+    if isinstance(value, types.FunctionType):
+        from capture.symbolic.output_graph import is_stdlib_or_skipped
+
+        module = getattr(value, "__module__", "") or ""
+        if module == "torch" or module.startswith("torch."):
+            return TorchFunctionVariable(value, source)
+        if is_stdlib_or_skipped(value):
+            return SkippedFunctionVariable(value, f"call to non-PyTorch function {module}.{value.__qualname__}",
+                                           source)
+        return UserFunctionVariable(value, source)
+    if isinstance(value, types.MethodType):
+        from capture.variables.functions import BoundMethodVariable
+
+        receiver = value.__self__
+        if isinstance(receiver, torch.nn.Module):
+            return BoundMethodVariable(classify(value.__func__, None), NNModuleVariable(receiver, None))
+        inner = classify(value.__func__, None)
+        if isinstance(inner, UserFunctionVariable):
+            return BoundMethodVariable(inner, PythonObjectVariable(receiver, None))
+        return SkippedFunctionVariable(value, f"call to method {_name(value)}", source)
+    call_method = getattr(type(value), "__call__", None)
+    if isinstance(call_method, types.FunctionType) and not isinstance(value, type):
+        from capture.symbolic.output_graph import is_stdlib_or_skipped
+
+        if not is_stdlib_or_skipped(call_method) and not (type(value).__module__ or "").startswith("torch"):
+            return PythonObjectVariable(value, source)
+    if callable(value):
+        module = getattr(value, "__module__", None) or getattr(type(value), "__module__", "") or ""
+        if module == "torch" or module.startswith("torch.") or _is_torch_builtin(value):
+            return TorchFunctionVariable(value, source)
+        return SkippedFunctionVariable(value, f"call to non-PyTorch function {_name(value)}", source)
+    return PythonObjectVariable(value, source)
+
+
+def _special_callable(value: Any) -> VariableTracker | None:
+    import functools
+    import itertools
+
+    from capture.variables.builtins import FunctionalVariable
+
+    try:
+        if value in (functools.partial, functools.reduce, itertools.chain, map, filter):
+            return FunctionalVariable(value)
+    except TypeError:
+        return None
+    return None
+
+
+def _is_torch_builtin(value: Any) -> bool:
+    owner = getattr(value, "__self__", None)
+    return owner is torch or owner is torch._C._VariableFunctions or owner is torch.Tensor or \
+        isinstance(value, torch._ops.OpOverload) or isinstance(value, torch._ops.OpOverloadPacket)
+
+
+def _name(value: Any) -> str:
+    module = getattr(value, "__module__", None)
+    name = getattr(value, "__qualname__", None) or getattr(value, "__name__", None) or type(value).__name__
+    return f"{module}.{name}" if module else str(name)

@@ -1,0 +1,506 @@
+"""Python builtins (len, isinstance, range, zip, ...) and methods of lists, tuples and dicts."""
+
+from __future__ import annotations
+
+import builtins
+import operator
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from capture.variables.base import ConstantVariable, Unsupported, VariableTracker, is_constant_value
+from capture.variables.containers import DictVariable, IteratorVariable, ListVariable, TupleVariable
+
+if TYPE_CHECKING:
+    from capture.symbolic.translator import InstructionTranslator
+
+Args = list[VariableTracker]
+Kwargs = dict[str, VariableTracker]
+BuiltinHandler = Callable[["InstructionTranslator", Args, Kwargs], VariableTracker]
+BUILTIN_HANDLERS: dict[Any, BuiltinHandler] = {}
+
+# Builtins that always end the graph: their effect is outside the tensor world.
+FRAME_BUILTINS = {builtins.locals, builtins.globals, builtins.vars, builtins.dir, builtins.eval, builtins.exec,
+                  builtins.breakpoint}
+BREAKING_BUILTINS = {
+    builtins.print: "print() writes to the console",
+    builtins.input: "input() reads from the console",
+    builtins.open: "open() touches the file system",
+    builtins.id: "id() of a traced value",
+}
+
+
+def builtin(*fns: Any) -> Callable[[BuiltinHandler], BuiltinHandler]:
+    """Register a handler for one or more builtins."""
+
+    def register(handler: BuiltinHandler) -> BuiltinHandler:
+        for fn in fns:
+            BUILTIN_HANDLERS[fn] = handler
+        return handler
+
+    return register
+
+
+class BuiltinVariable(VariableTracker):
+    """A builtin function such as `len` or `isinstance`, or an `operator.*` function."""
+
+    def __init__(self, fn: Any) -> None:
+        self.fn = fn
+
+    def python_type(self) -> type:
+        return type(self.fn)
+
+    def call(self, tx: InstructionTranslator, args: Args, kwargs: Kwargs) -> VariableTracker:
+        if self.fn in BREAKING_BUILTINS:
+            raise Unsupported(BREAKING_BUILTINS[self.fn])
+        if self.fn in FRAME_BUILTINS:
+            raise Unsupported(f"{self.fn.__name__}() inspects the calling frame", resumable=False)
+        handler = BUILTIN_HANDLERS.get(self.fn)
+        if handler is not None:
+            return handler(tx, args, kwargs)
+        if all(a.is_constant() for a in [*args, *kwargs.values()]):
+            return _fold(self.fn, args, kwargs)
+        from capture.symbolic.operators import OPERATOR_FUNCTIONS, apply_operator
+
+        if self.fn in OPERATOR_FUNCTIONS and not kwargs:
+            return apply_operator(tx, self.fn, args)
+        if self.fn is builtins.pow and len(args) == 2 and not kwargs:
+            return apply_operator(tx, operator.pow, args)
+        raise Unsupported(f"builtin {getattr(self.fn, '__name__', self.fn)}() on traced values")
+
+    def getattr(self, tx: InstructionTranslator, name: str) -> VariableTracker:
+        try:
+            value = getattr(self.fn, name)
+        except AttributeError as error:
+            raise Unsupported(str(error), user_error=True) from error
+        if value is object.__setattr__:
+            return BuiltinVariable(object.__setattr__)
+        return tx.output.wrap_value(value, None)
+
+    def __repr__(self) -> str:
+        return f"BuiltinVariable({getattr(self.fn, '__name__', self.fn)})"
+
+
+def _fold(fn: Any, args: Args, kwargs: Kwargs) -> VariableTracker:
+    try:
+        value = fn(*[a.as_constant() for a in args], **{k: v.as_constant() for k, v in kwargs.items()})
+    except Exception as error:
+        raise Unsupported(f"{type(error).__name__}: {error}", user_error=True) from error
+    return _wrap_result(value)
+
+
+def _wrap_result(value: Any) -> VariableTracker:
+    if is_constant_value(value):
+        return ConstantVariable(value)
+    if isinstance(value, list):
+        return ListVariable([_wrap_result(v) for v in value])
+    if isinstance(value, tuple):
+        return TupleVariable([_wrap_result(v) for v in value])
+    if isinstance(value, dict):
+        return DictVariable({k: _wrap_result(v) for k, v in value.items()})
+    raise Unsupported(f"builtin returned {type(value).__name__}")
+
+
+def _items(tx: InstructionTranslator, value: VariableTracker) -> list[VariableTracker]:
+    return value.iterate(tx)
+
+
+@builtin(len)
+def _len(tx: InstructionTranslator, args: Args, kwargs: Kwargs) -> VariableTracker:
+    (value,) = args
+    from capture.variables.tensor import TensorVariable
+
+    if isinstance(value, TensorVariable):
+        if value.example.dim() == 0:
+            raise Unsupported("len() of a 0-d tensor", user_error=True)
+        return ConstantVariable(int(value.example.shape[0]))
+    if isinstance(value, (TupleVariable, ListVariable, DictVariable)):
+        return ConstantVariable(len(value.items))
+    if value.is_constant():
+        return ConstantVariable(len(value.as_constant()))
+    return ConstantVariable(len(value.iterate(tx)))
+
+
+@builtin(isinstance)
+def _isinstance(tx: InstructionTranslator, args: Args, kwargs: Kwargs) -> VariableTracker:
+    value, classes = args
+    cls = classes.as_constant() if classes.is_constant() else _class_of(classes)
+    return ConstantVariable(issubclass(value.python_type(), cls))
+
+
+def _class_of(value: VariableTracker) -> Any:
+    from capture.variables.objects import PythonObjectVariable, TorchFunctionVariable
+
+    if isinstance(value, (PythonObjectVariable, TorchFunctionVariable)) and isinstance(
+            getattr(value, "value", getattr(value, "fn", None)), type):
+        return getattr(value, "value", getattr(value, "fn", None))
+    if isinstance(value, TupleVariable):
+        return tuple(_class_of(item) for item in value.items)
+    if isinstance(value, BuiltinVariable) and isinstance(value.fn, type):
+        return value.fn
+    raise Unsupported(f"isinstance() with class {value}")
+
+
+@builtin(type)
+def _type(tx: InstructionTranslator, args: Args, kwargs: Kwargs) -> VariableTracker:
+    if len(args) != 1:
+        raise Unsupported("type() with three arguments")
+    return tx.output.wrap_value(args[0].python_type(), None)
+
+
+@builtin(getattr)
+def _getattr(tx: InstructionTranslator, args: Args, kwargs: Kwargs) -> VariableTracker:
+    obj, name = args[0], args[1].as_constant()
+    try:
+        return obj.getattr(tx, name)
+    except Unsupported:
+        if len(args) == 3:
+            return args[2]
+        raise
+
+
+@builtin(hasattr)
+def _hasattr(tx: InstructionTranslator, args: Args, kwargs: Kwargs) -> VariableTracker:
+    obj, name = args[0], args[1].as_constant()
+    try:
+        obj.getattr(tx, name)
+    except Unsupported:
+        return ConstantVariable(False)
+    return ConstantVariable(True)
+
+
+@builtin(range)
+def _range(tx: InstructionTranslator, args: Args, kwargs: Kwargs) -> VariableTracker:
+    return ConstantVariable(range(*[a.as_constant() for a in args]))
+
+
+@builtin(enumerate)
+def _enumerate(tx: InstructionTranslator, args: Args, kwargs: Kwargs) -> VariableTracker:
+    start = args[1].as_constant() if len(args) > 1 else kwargs["start"].as_constant() if "start" in kwargs else 0
+    return IteratorVariable([TupleVariable([ConstantVariable(i + start), item])
+                             for i, item in enumerate(_items(tx, args[0]))])
+
+
+@builtin(zip)
+def _zip(tx: InstructionTranslator, args: Args, kwargs: Kwargs) -> VariableTracker:
+    columns = [_items(tx, a) for a in args]
+    return IteratorVariable([TupleVariable(list(row)) for row in zip(*columns)])
+
+
+@builtin(reversed)
+def _reversed(tx: InstructionTranslator, args: Args, kwargs: Kwargs) -> VariableTracker:
+    return IteratorVariable(list(reversed(_items(tx, args[0]))))
+
+
+@builtin(iter)
+def _iter(tx: InstructionTranslator, args: Args, kwargs: Kwargs) -> VariableTracker:
+    if isinstance(args[0], IteratorVariable):
+        return args[0]
+    return IteratorVariable(_items(tx, args[0]))
+
+
+@builtin(next)
+def _next(tx: InstructionTranslator, args: Args, kwargs: Kwargs) -> VariableTracker:
+    iterator = args[0]
+    if not isinstance(iterator, IteratorVariable):
+        raise Unsupported("next() on an unknown iterator")
+    item = iterator.next_item()
+    if item is None:
+        if len(args) > 1:
+            return args[1]
+        raise Unsupported("StopIteration", user_error=True)
+    return item
+
+
+@builtin(tuple)
+def _tuple(tx: InstructionTranslator, args: Args, kwargs: Kwargs) -> VariableTracker:
+    return TupleVariable(_items(tx, args[0]) if args else [])
+
+
+@builtin(list)
+def _list(tx: InstructionTranslator, args: Args, kwargs: Kwargs) -> VariableTracker:
+    return ListVariable(_items(tx, args[0]) if args else [])
+
+
+@builtin(dict)
+def _dict(tx: InstructionTranslator, args: Args, kwargs: Kwargs) -> VariableTracker:
+    items: dict[Any, VariableTracker] = {}
+    if args:
+        source = args[0]
+        if isinstance(source, DictVariable):
+            items.update(source.items)
+        else:
+            for pair in _items(tx, source):
+                key, value = pair.iterate(tx)
+                items[key.as_constant()] = value
+    items.update(kwargs)
+    return DictVariable(items)
+
+
+@builtin(bool)
+def _bool(tx: InstructionTranslator, args: Args, kwargs: Kwargs) -> VariableTracker:
+    return ConstantVariable(args[0].truth(tx)) if args else ConstantVariable(False)
+
+
+def _numeric_builtin(fn: Any) -> BuiltinHandler:
+    def handler(tx: InstructionTranslator, args: Args, kwargs: Kwargs) -> VariableTracker:
+        from capture.variables.tensor import TensorVariable
+
+        if all(a.is_constant() for a in [*args, *kwargs.values()]):
+            return _fold(fn, args, kwargs)
+        if fn is abs and len(args) == 1 and isinstance(args[0], TensorVariable):
+            return tx.output.call_graph("call_function", operator.abs, args, {})
+        raise Unsupported(f"{fn.__name__}() of a tensor converts run-time data to a Python value")
+
+    return handler
+
+
+for _fn in (int, float, str, abs, round, complex):
+    BUILTIN_HANDLERS[_fn] = _numeric_builtin(_fn)
+
+
+def _reduce_builtin(fn: Any) -> BuiltinHandler:
+    def handler(tx: InstructionTranslator, args: Args, kwargs: Kwargs) -> VariableTracker:
+        if fn is sorted:
+            return _sorted(tx, args, kwargs)
+        if all(a.is_constant() for a in [*args, *kwargs.values()]):
+            return _fold(fn, args, kwargs)
+        if kwargs:
+            raise Unsupported(f"{fn.__name__}() with keyword arguments over traced values")
+        if fn is sum:
+            items = _items(tx, args[0])
+            from capture.symbolic.operators import apply_operator
+
+            total: VariableTracker = args[1] if len(args) > 1 else ConstantVariable(0)
+            for item in items:
+                total = apply_operator(tx, operator.add, [total, item])
+            return total
+        values = _items(tx, args[0]) if len(args) == 1 else list(args)
+        if all(v.is_constant() for v in values):
+            return ConstantVariable(fn(v.as_constant() for v in values))
+        raise Unsupported(f"{fn.__name__}() over tensors depends on run-time data")
+
+    return handler
+
+
+for _fn in (sum, min, max, any, all, sorted):
+    BUILTIN_HANDLERS[_fn] = _reduce_builtin(_fn)
+
+
+def _sorted(tx: InstructionTranslator, args: Args, kwargs: Kwargs) -> VariableTracker:
+    """sorted(iterable, key=..., reverse=...): keys must be constants at trace time."""
+    items = _items(tx, args[0])
+    key = kwargs.get("key")
+    reverse = bool(kwargs["reverse"].as_constant()) if "reverse" in kwargs else False
+    if key is None or (key.is_constant() and key.as_constant() is None):
+        keys = [item.as_constant() for item in items]
+    else:
+        keys = [key.call(tx, [item], {}).as_constant() for item in items]
+    order = sorted(range(len(items)), key=lambda i: keys[i], reverse=reverse)
+    return ListVariable([items[i] for i in order])
+
+
+class ContainerMethodVariable(VariableTracker):
+    """A method of a traced list, tuple or dict, e.g. `results.append`."""
+
+    def __init__(self, container: VariableTracker, name: str) -> None:
+        self.container = container
+        self.name = name
+
+    def call(self, tx: InstructionTranslator, args: Args, kwargs: Kwargs) -> VariableTracker:
+        container, name = self.container, self.name
+        if isinstance(container, ListVariable):
+            return _list_method(tx, container, name, args, kwargs)
+        if isinstance(container, DictVariable):
+            return _dict_method(tx, container, name, args, kwargs)
+        if isinstance(container, TupleVariable):
+            items = [i.as_constant() for i in container.items]
+            return ConstantVariable(getattr(items, name)(*[a.as_constant() for a in args]))
+        raise Unsupported(f"method {name} of {container}")
+
+
+def _list_method(tx: InstructionTranslator, lst: ListVariable, name: str, args: Args,
+                 kwargs: Kwargs) -> VariableTracker:
+    if name == "append":
+        lst.items.append(args[0])
+    elif name == "extend":
+        lst.items.extend(_items(tx, args[0]))
+    elif name == "insert":
+        lst.items.insert(args[0].as_constant(), args[1])
+    elif name == "pop":
+        item = lst.items.pop(args[0].as_constant() if args else -1)
+        lst.mark_mutated(tx)
+        return item
+    elif name == "clear":
+        lst.items.clear()
+    elif name == "reverse":
+        lst.items.reverse()
+    elif name == "copy":
+        return ListVariable(list(lst.items))
+    elif name == "sort":
+        lst.items = _sorted(tx, [ListVariable(lst.items)], kwargs).items  # type: ignore[attr-defined]
+    elif name in ("index", "count", "remove"):
+        if not all(i.is_constant() for i in lst.items):
+            raise Unsupported(f"list.{name} over tensors")
+        values = [i.as_constant() for i in lst.items]
+        result = getattr(values, name)(args[0].as_constant())
+        if name == "remove":
+            lst.items = [ConstantVariable(v) for v in values]
+            lst.mark_mutated(tx)
+            return ConstantVariable(None)
+        return ConstantVariable(result)
+    else:
+        raise Unsupported(f"list.{name}")
+    lst.mark_mutated(tx)
+    return ConstantVariable(None)
+
+
+def _dict_method(tx: InstructionTranslator, d: DictVariable, name: str, args: Args, kwargs: Kwargs) -> VariableTracker:
+    if name == "items":
+        return ListVariable([TupleVariable([ConstantVariable(k), v]) for k, v in d.items.items()])
+    if name == "keys":
+        return ListVariable([ConstantVariable(k) for k in d.items])
+    if name == "values":
+        return ListVariable(list(d.items.values()))
+    if name == "get":
+        key = args[0].as_constant()
+        return d.items.get(key, args[1] if len(args) > 1 else ConstantVariable(None))
+    if name == "copy":
+        return DictVariable(dict(d.items))
+    if name == "update":
+        if args:
+            other = args[0]
+            if not isinstance(other, DictVariable):
+                raise Unsupported("dict.update with a non-dict")
+            d.items.update(other.items)
+        d.items.update(kwargs)
+    elif name == "pop":
+        key = args[0].as_constant()
+        if key not in d.items and len(args) > 1:
+            return args[1]
+        if key not in d.items:
+            raise Unsupported(f"KeyError: {key!r}", user_error=True)
+        value = d.items.pop(key)
+        d.mark_mutated(tx)
+        return value
+    elif name == "setdefault":
+        key = args[0].as_constant()
+        if key not in d.items:
+            d.items[key] = args[1] if len(args) > 1 else ConstantVariable(None)
+            d.mark_mutated(tx)
+        return d.items[key]
+    elif name == "clear":
+        d.items.clear()
+    else:
+        raise Unsupported(f"dict.{name}")
+    d.mark_mutated(tx)
+    return ConstantVariable(None)
+
+
+@builtin(super)
+def _super(tx: InstructionTranslator, args: Args, kwargs: Kwargs) -> VariableTracker:
+    if args:
+        if len(args) != 2 or (not args[0].is_constant() and not hasattr(args[0], "value")):
+            raise Unsupported("super() with unusual arguments", resumable=False)
+        cls = args[0].as_constant() if args[0].is_constant() else args[0].value
+        return SuperVariable(cls, args[1])
+    cell = tx.cells.get("__class__")
+    if cell is None or not tx.code.co_argcount:
+        raise Unsupported("super() outside a method", resumable=False)
+    from capture.variables.functions import CellVariable, RealCellVariable
+
+    if isinstance(cell, RealCellVariable):
+        cls = cell.cell.cell_contents
+    elif isinstance(cell, CellVariable) and cell.contents is not None and hasattr(cell.contents, "value"):
+        cls = cell.contents.value
+    else:
+        raise Unsupported("super(): __class__ cell not found", resumable=False)
+    receiver = tx.locals.get(tx.code.co_varnames[0])
+    if receiver is None:
+        raise Unsupported("super(): no receiver", resumable=False)
+    return SuperVariable(cls, receiver)
+
+
+class SuperVariable(VariableTracker):
+    """`super()` inside an inlined method: attribute lookups start after `cls` in the MRO."""
+
+    def __init__(self, cls: type, receiver: VariableTracker) -> None:
+        self.cls = cls
+        self.receiver = receiver
+
+    def getattr(self, tx: InstructionTranslator, name: str) -> VariableTracker:
+        import types
+
+        from capture.variables.functions import BoundMethodVariable, UserFunctionVariable
+
+        mro = self.receiver.python_type().__mro__
+        start = mro.index(self.cls) + 1 if self.cls in mro else len(mro)
+        for klass in mro[start:]:
+            if name in klass.__dict__:
+                attribute = klass.__dict__[name]
+                if isinstance(attribute, types.FunctionType):
+                    return BoundMethodVariable(UserFunctionVariable(attribute), self.receiver)
+                if isinstance(attribute, (classmethod, staticmethod)):
+                    break
+                return tx.output.wrap_value(attribute, None)
+        raise Unsupported(f"super().{name}", resumable=False)
+
+
+class FunctionalVariable(VariableTracker):
+    """functools.partial / functools.reduce / itertools.chain / map / filter."""
+
+    def __init__(self, fn: Any) -> None:
+        self.fn = fn
+
+    def call(self, tx: InstructionTranslator, args: Args, kwargs: Kwargs) -> VariableTracker:
+        import functools
+        import itertools
+
+        if self.fn is functools.partial:
+            return PartialVariable(args[0], list(args[1:]), dict(kwargs))
+        if self.fn is functools.reduce:
+            items = _items(tx, args[1])
+            if len(args) > 2:
+                total = args[2]
+            elif items:
+                total, items = items[0], items[1:]
+            else:
+                raise Unsupported("reduce() of empty iterable with no initial value", user_error=True)
+            for item in items:
+                total = args[0].call(tx, [total, item], {})
+            return total
+        if self.fn is itertools.chain:
+            return IteratorVariable([item for a in args for item in _items(tx, a)])
+        if self.fn is map:
+            columns = [_items(tx, a) for a in args[1:]]
+            return IteratorVariable([args[0].call(tx, list(row), {}) for row in zip(*columns)])
+        if self.fn is filter:
+            kept = []
+            for item in _items(tx, args[1]):
+                test = item if args[0].is_constant() and args[0].as_constant() is None else args[0].call(tx, [item], {})
+                if test.truth(tx):
+                    kept.append(item)
+            return IteratorVariable(kept)
+        raise Unsupported(f"{self.fn}")
+
+
+class PartialVariable(VariableTracker):
+    """functools.partial(fn, *args, **kwargs) made in the traced region."""
+
+    def __init__(self, fn: VariableTracker, args: Args, kwargs: Kwargs) -> None:
+        self.fn = fn
+        self.args = args
+        self.kwargs = kwargs
+
+    def call(self, tx: InstructionTranslator, args: Args, kwargs: Kwargs) -> VariableTracker:
+        return self.fn.call(tx, [*self.args, *args], {**self.kwargs, **kwargs})
+
+
+@builtin(object.__setattr__)
+def _object_setattr(tx: InstructionTranslator, args: Args, kwargs: Kwargs) -> VariableTracker:
+    from capture.variables.user_objects import NewObjectVariable
+
+    target, name, value = args
+    if not isinstance(target, NewObjectVariable):
+        raise Unsupported("object.__setattr__ on an existing object")
+    target.attrs[name.as_constant()] = value
+    return ConstantVariable(None)

@@ -1,0 +1,161 @@
+"""Tuples, lists, dicts and iterators whose items are variable trackers."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from capture.sources import Source
+from capture.variables.base import ConstantVariable, Unsupported, VariableTracker
+
+if TYPE_CHECKING:
+    from capture.symbolic.translator import InstructionTranslator
+
+
+class TupleVariable(VariableTracker):
+    """A tuple (or a named tuple such as torch.return_types.max when `cls` is set)."""
+
+    def __init__(self, items: list[VariableTracker], source: Source | None = None, cls: type | None = None) -> None:
+        self.items = list(items)
+        self.source = source
+        self.cls = cls
+
+    def python_type(self) -> type:
+        return self.cls or tuple
+
+    def is_constant(self) -> bool:
+        return self.cls is None and all(item.is_constant() for item in self.items)
+
+    def as_constant(self) -> Any:
+        return tuple(item.as_constant() for item in self.items)
+
+    def truth(self, tx: InstructionTranslator) -> bool:
+        return bool(self.items)
+
+    def iterate(self, tx: InstructionTranslator) -> list[VariableTracker]:
+        return list(self.items)
+
+    def getattr(self, tx: InstructionTranslator, name: str) -> VariableTracker:
+        fields = _fields_of(self.cls) if self.cls is not None else None
+        if fields and name in fields:
+            return self.items[list(fields).index(name)]
+        from capture.variables.builtins import ContainerMethodVariable
+
+        if name in ("index", "count"):
+            return ContainerMethodVariable(self, name)
+        raise Unsupported(f"attribute {name!r} of a tuple")
+
+    def __repr__(self) -> str:
+        return f"TupleVariable({self.items})"
+
+
+def _fields_of(cls: type) -> list[str] | None:
+    fields = getattr(cls, "_fields", None)
+    if fields is not None:
+        return list(fields)
+    if hasattr(cls, "n_fields"):
+        # torch.return_types are structseqs: field i is a member descriptor whose repr names it.
+        import types as _types
+
+        members = [(name, value) for name, value in vars(cls).items() if isinstance(value, _types.MemberDescriptorType)]
+        try:
+            probe = cls(tuple(range(cls.n_fields)))  # type: ignore[call-arg,attr-defined]
+            return sorted((name for name, _ in members), key=lambda n: getattr(probe, n))
+        except Exception:
+            return None
+    return None
+
+
+class ListVariable(VariableTracker):
+    """A list; when `source` is set it is an existing list whose mutations are replayed."""
+
+    def __init__(self, items: list[VariableTracker], source: Source | None = None) -> None:
+        self.items = list(items)
+        self.source = source
+        self.mutated = False
+
+    def python_type(self) -> type:
+        return list
+
+    def truth(self, tx: InstructionTranslator) -> bool:
+        return bool(self.items)
+
+    def iterate(self, tx: InstructionTranslator) -> list[VariableTracker]:
+        return list(self.items)
+
+    def mark_mutated(self, tx: InstructionTranslator) -> None:
+        """Record that the list changed, so the change is replayed on the real list."""
+        self.mutated = True
+        if self.source is not None:
+            tx.output.side_effects.track_container(self)
+
+    def getattr(self, tx: InstructionTranslator, name: str) -> VariableTracker:
+        from capture.variables.builtins import ContainerMethodVariable
+
+        if name in ("append", "extend", "pop", "insert", "index", "count", "clear", "reverse", "copy", "remove", "sort"):
+            return ContainerMethodVariable(self, name)
+        raise Unsupported(f"list method {name!r}")
+
+    def __repr__(self) -> str:
+        return f"ListVariable({self.items})"
+
+
+class DictVariable(VariableTracker):
+    """A dict with constant keys."""
+
+    def __init__(self, items: dict[Any, VariableTracker], source: Source | None = None) -> None:
+        self.items = dict(items)
+        self.source = source
+        self.mutated = False
+
+    def python_type(self) -> type:
+        return dict
+
+    def truth(self, tx: InstructionTranslator) -> bool:
+        return bool(self.items)
+
+    def iterate(self, tx: InstructionTranslator) -> list[VariableTracker]:
+        return [ConstantVariable(key) for key in self.items]
+
+    def mark_mutated(self, tx: InstructionTranslator) -> None:
+        """Record that the dict changed, so the change is replayed on the real dict."""
+        self.mutated = True
+        if self.source is not None:
+            tx.output.side_effects.track_container(self)
+
+    def getattr(self, tx: InstructionTranslator, name: str) -> VariableTracker:
+        from capture.variables.builtins import ContainerMethodVariable
+
+        if name in ("items", "keys", "values", "get", "update", "pop", "setdefault", "clear", "copy"):
+            return ContainerMethodVariable(self, name)
+        raise Unsupported(f"dict method {name!r}")
+
+    def __repr__(self) -> str:
+        return f"DictVariable({self.items})"
+
+
+class IteratorVariable(VariableTracker):
+    """An iterator over items known at trace time (from GET_ITER on a list, range, module list...)."""
+
+    def __init__(self, items: list[VariableTracker]) -> None:
+        self.items = list(items)
+        self.position = 0
+
+    def next_item(self) -> VariableTracker | None:
+        """The next item, or None when exhausted."""
+        if self.position >= len(self.items):
+            return None
+        item = self.items[self.position]
+        self.position += 1
+        return item
+
+    def iterate(self, tx: InstructionTranslator) -> list[VariableTracker]:
+        rest = self.items[self.position:]
+        self.position = len(self.items)
+        return rest
+
+    def remaining(self) -> list[VariableTracker]:
+        """Items not consumed yet (what a reconstructed iterator must yield)."""
+        return self.items[self.position:]
+
+    def __repr__(self) -> str:
+        return f"IteratorVariable({self.remaining()})"

@@ -1,0 +1,280 @@
+"""Torch functions, nn.Modules, grad-mode contexts and other Python objects seen by the trace."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import torch
+from capture.sources import AttrSource, ItemSource, Source
+from capture.variables.base import ConstantVariable, Unsupported, VariableTracker, is_constant_value
+
+if TYPE_CHECKING:
+    from capture.symbolic.translator import InstructionTranslator
+
+# Torch callables that answer from trace-time state instead of becoming graph nodes.
+_FOLDABLE_TORCH = {torch.is_tensor, torch.is_floating_point, torch.get_default_dtype, torch.is_grad_enabled,
+                   torch.cuda.is_available, torch.device, torch.Size, torch.finfo, torch.iinfo}
+
+
+class TorchFunctionVariable(VariableTracker):
+    """A callable recorded as one `call_function` node (torch.* and allow_in_graph functions)."""
+
+    def __init__(self, fn: Any, source: Source | None = None) -> None:
+        self.fn = fn
+        self.source = source
+
+    def python_type(self) -> type:
+        return type(self.fn)
+
+    def call(self, tx: InstructionTranslator, args: list[VariableTracker],
+             kwargs: dict[str, VariableTracker]) -> VariableTracker:
+        fn = self.fn
+        if fn is torch.is_grad_enabled:
+            return ConstantVariable(tx.grad_enabled)
+        if fn in (torch.is_tensor,) and len(args) == 1:
+            from capture.variables.tensor import TensorVariable
+
+            return ConstantVariable(isinstance(args[0], TensorVariable))
+        if fn is torch.set_grad_enabled and len(args) == 1 and not kwargs:
+            enabled = bool(args[0].as_constant())
+            previous = tx.grad_enabled
+            tx.set_grad_enabled(enabled)
+            return GradModeVariable(enabled, already_entered_from=previous)
+        if fn in (torch.no_grad, torch.enable_grad) and not args and not kwargs:
+            return GradModeVariable(fn is torch.enable_grad)
+        if fn in (torch.inference_mode,):
+            raise Unsupported("torch.inference_mode inside a captured function")
+        if fn in _FOLDABLE_TORCH and all(a.is_constant() for a in [*args, *kwargs.values()]):
+            value = fn(*[a.as_constant() for a in args], **{k: v.as_constant() for k, v in kwargs.items()})
+            return ConstantVariable(value)
+        if isinstance(fn, type) and issubclass(fn, torch.nn.Module):
+            return construct_module(tx, fn, args, kwargs)
+        return tx.output.call_graph("call_function", fn, args, kwargs)
+
+    def getattr(self, tx: InstructionTranslator, name: str) -> VariableTracker:
+        value = getattr(self.fn, name)
+        return tx.output.wrap_value(value, None)
+
+    def __repr__(self) -> str:
+        return f"TorchFunctionVariable({getattr(self.fn, '__qualname__', self.fn)})"
+
+
+def construct_module(tx: InstructionTranslator, cls: type, args: list[VariableTracker],
+                     kwargs: dict[str, VariableTracker]) -> VariableTracker:
+    """`nn.SomeModule(consts...)` inside the region: built once at trace time, then traced."""
+    if not all(a.is_constant() for a in [*args, *kwargs.values()]):
+        raise Unsupported(f"constructing {cls.__name__} with non-constant arguments")
+    module = cls(*[a.as_constant() for a in args], **{k: v.as_constant() for k, v in kwargs.items()})
+    return NNModuleVariable(module, None)
+
+
+class SkippedFunctionVariable(VariableTracker):
+    """A callable capture does not trace into (numpy, scipy, the stdlib, disabled functions)."""
+
+    def __init__(self, fn: Any, reason: str, source: Source | None = None) -> None:
+        self.fn = fn
+        self.reason = reason
+        self.source = source
+
+    def python_type(self) -> type:
+        return type(self.fn)
+
+    def call(self, tx: InstructionTranslator, args: list[VariableTracker],
+             kwargs: dict[str, VariableTracker]) -> VariableTracker:
+        constant_foldable = getattr(self.fn, "__module__", None) in ("math", "operator", "_operator")
+        if constant_foldable and all(a.is_constant() for a in [*args, *kwargs.values()]):
+            try:
+                value = self.fn(*[a.as_constant() for a in args], **{k: v.as_constant() for k, v in kwargs.items()})
+            except Exception as error:
+                raise Unsupported(f"{type(error).__name__}: {error}", user_error=True) from error
+            return ConstantVariable(value)
+        raise Unsupported(self.reason)
+
+    def getattr(self, tx: InstructionTranslator, name: str) -> VariableTracker:
+        source = AttrSource(self.source, name) if self.source is not None else None
+        return tx.output.wrap_value(getattr(self.fn, name), source)
+
+    def __repr__(self) -> str:
+        return f"SkippedFunctionVariable({getattr(self.fn, '__qualname__', self.fn)})"
+
+
+class NNModuleVariable(VariableTracker):
+    """An nn.Module instance: torch.nn leaf modules become `call_module` nodes, others are inlined."""
+
+    def __init__(self, module: torch.nn.Module, source: Source | None) -> None:
+        self.module = module
+        self.source = source
+
+    def python_type(self) -> type:
+        return type(self.module)
+
+    def getattr(self, tx: InstructionTranslator, name: str) -> VariableTracker:
+        module = self.module
+        source = AttrSource(self.source, name) if self.source is not None else None
+        if name == "training":
+            return ConstantVariable(module.training)
+        if name in module.__dict__.get("_parameters", {}) or name in module.__dict__.get("_buffers", {}):
+            value = getattr(module, name)
+            if value is None:
+                return ConstantVariable(None)
+            return tx.output.module_tensor(value, source, name)
+        if name in module.__dict__.get("_modules", {}):
+            sub = module._modules[name]
+            return tx.output.wrap_value(sub, source)
+        try:
+            static = type(module).__dict__.get(name) if name not in module.__dict__ else None
+            if static is None:
+                for klass in type(module).__mro__:
+                    if name in klass.__dict__:
+                        static = klass.__dict__[name]
+                        break
+        except Exception:  # pragma: no cover - defensive
+            static = None
+        if name not in module.__dict__ and callable(static) and hasattr(static, "__code__"):
+            from capture.variables.functions import BoundMethodVariable, UserFunctionVariable
+
+            return BoundMethodVariable(UserFunctionVariable(static), self)
+        try:
+            value = getattr(module, name)
+        except AttributeError as error:
+            raise Unsupported(str(error), user_error=True) from error
+        return tx.output.wrap_value(value, source)
+
+    def iterate(self, tx: InstructionTranslator) -> list[VariableTracker]:
+        module = self.module
+        if isinstance(module, (torch.nn.ModuleList, torch.nn.Sequential)):
+            items = []
+            for index, sub in enumerate(module._modules.values()):
+                source = ItemSource(self.source, index) if self.source is not None else None
+                items.append(tx.output.wrap_value(sub, source))
+            return items
+        if isinstance(module, torch.nn.ModuleDict):
+            return [ConstantVariable(key) for key in module._modules]
+        if isinstance(module, (torch.nn.ParameterList,)):
+            return [tx.output.module_tensor(p, ItemSource(self.source, i) if self.source else None, f"p{i}")
+                    for i, p in enumerate(module)]
+        raise Unsupported(f"iteration over module {type(module).__name__}")
+
+    def call(self, tx: InstructionTranslator, args: list[VariableTracker],
+             kwargs: dict[str, VariableTracker]) -> VariableTracker:
+        return tx.call_module(self, args, kwargs)
+
+    def __repr__(self) -> str:
+        return f"NNModuleVariable({type(self.module).__name__})"
+
+
+class PythonObjectVariable(VariableTracker):
+    """Any other Python object reached through a source: attributes are read for real, and guarded."""
+
+    def __init__(self, value: Any, source: Source | None) -> None:
+        self.value = value
+        self.source = source
+
+    def python_type(self) -> type:
+        return type(self.value)
+
+    def truth(self, tx: InstructionTranslator) -> bool:
+        return bool(self.value)
+
+    def getattr(self, tx: InstructionTranslator, name: str) -> VariableTracker:
+        import types
+
+        try:
+            value = getattr(self.value, name)
+        except AttributeError as error:
+            raise Unsupported(str(error), user_error=True) from error
+        of_module = isinstance(self.value, types.ModuleType)
+        source = AttrSource(self.source, name, of_python_module=of_module) if self.source is not None else None
+        if isinstance(value, types.MethodType) and value.__self__ is self.value and \
+                isinstance(value.__func__, types.FunctionType):
+            from capture.variables.functions import BoundMethodVariable
+
+            return BoundMethodVariable(tx.output.wrap_value(value.__func__, None), self)
+        return tx.output.wrap_value(value, source)
+
+    def call(self, tx: InstructionTranslator, args: list[VariableTracker],
+             kwargs: dict[str, VariableTracker]) -> VariableTracker:
+        import types
+
+        call_method = getattr(type(self.value), "__call__", None)
+        if isinstance(call_method, types.FunctionType) and not isinstance(self.value, type):
+            from capture.variables.functions import UserFunctionVariable
+
+            return UserFunctionVariable(call_method).call(tx, [self, *args], kwargs)
+        if isinstance(self.value, type):
+            from capture.variables.user_objects import construct_user_object
+
+            return construct_user_object(tx, self, args, kwargs)
+        raise Unsupported(f"call to {type(self.value).__name__} object {_describe(self.value)}")
+
+    def __repr__(self) -> str:
+        return f"PythonObjectVariable({_describe(self.value)})"
+
+
+def _describe(value: Any) -> str:
+    name = getattr(value, "__qualname__", None) or getattr(value, "__name__", None)
+    module = getattr(value, "__module__", None)
+    if name:
+        return f"{module}.{name}" if module else str(name)
+    return type(value).__name__
+
+
+class GradModeVariable(VariableTracker):
+    """`torch.no_grad()`, `torch.enable_grad()` or `torch.set_grad_enabled(b)` used as a context."""
+
+    def __init__(self, enabled: bool, already_entered_from: bool | None = None) -> None:
+        self.enabled = enabled
+        self.already_entered_from = already_entered_from
+
+    def enter(self, tx: InstructionTranslator) -> VariableTracker:
+        """BEFORE_WITH: switch grad mode; returns the exit callable to push."""
+        previous = self.already_entered_from if self.already_entered_from is not None else tx.grad_enabled
+        tx.set_grad_enabled(self.enabled)
+        return WithExitVariable(previous)
+
+    def __repr__(self) -> str:
+        return f"GradModeVariable(enabled={self.enabled})"
+
+
+class WithExitVariable(VariableTracker):
+    """The `__exit__` of a grad-mode context: restores the previous mode."""
+
+    def __init__(self, previous: bool) -> None:
+        self.previous = previous
+
+    def call(self, tx: InstructionTranslator, args: list[VariableTracker],
+             kwargs: dict[str, VariableTracker]) -> VariableTracker:
+        tx.set_grad_enabled(self.previous)
+        return ConstantVariable(None)
+
+
+def wrap_constant_attribute(value: Any) -> VariableTracker:
+    """Attribute of a constant (e.g. `torch.float32.is_floating_point`): constant or bound builtin."""
+    if is_constant_value(value):
+        return ConstantVariable(value)
+    if callable(value):
+        return ConstantMethodVariable(value)
+    raise Unsupported(f"attribute value {value!r}")
+
+
+class ConstantMethodVariable(VariableTracker):
+    """A bound method of a constant (e.g. `"a,b".split`): folded when its arguments are constants."""
+
+    def __init__(self, method: Any) -> None:
+        self.method = method
+
+    def call(self, tx: InstructionTranslator, args: list[VariableTracker],
+             kwargs: dict[str, VariableTracker]) -> VariableTracker:
+        if not all(a.is_constant() for a in [*args, *kwargs.values()]):
+            raise Unsupported(f"{self.method!r} with non-constant arguments")
+        try:
+            value = self.method(*[a.as_constant() for a in args], **{k: v.as_constant() for k, v in kwargs.items()})
+        except Exception as error:
+            raise Unsupported(f"{type(error).__name__}: {error}", user_error=True) from error
+        if not is_constant_value(value) and not isinstance(value, list):
+            raise Unsupported(f"{self.method!r} returned {type(value).__name__}")
+        if isinstance(value, list):
+            from capture.variables.containers import ListVariable
+
+            return ListVariable([ConstantVariable(v) for v in value])
+        return ConstantVariable(value)

@@ -1,0 +1,108 @@
+"""Tensors in the graph, and the methods and attributes read from them."""
+
+from __future__ import annotations
+
+import operator
+from typing import TYPE_CHECKING, Any
+
+import torch
+import torch.fx
+from capture.sources import Source
+from capture.variables.base import ConstantVariable, Unsupported, VariableTracker
+from capture.variables.containers import TupleVariable
+
+if TYPE_CHECKING:
+    from capture.symbolic.translator import InstructionTranslator
+
+# Methods that turn tensor data into Python values, or leave the torch world: always a graph break.
+BREAKING_METHODS = {
+    "item": "Tensor.item() converts a tensor to a Python number",
+    "tolist": "Tensor.tolist() converts a tensor to Python values",
+    "numpy": "Tensor.numpy() leaves PyTorch (a call into numpy)",
+    "backward": "Tensor.backward() runs autograd outside the graph",
+    "data_ptr": "Tensor.data_ptr() reads a memory address",
+    "__bool__": "bool(tensor) depends on run-time data",
+    "__int__": "int(tensor) depends on run-time data",
+    "__float__": "float(tensor) depends on run-time data",
+    "register_hook": "Tensor.register_hook() is not captured",
+    "storage": "Tensor.storage() is not captured",
+    "untyped_storage": "Tensor.untyped_storage() is not captured",
+}
+# Methods answered from static metadata (no graph node).
+METADATA_METHODS = {"size", "dim", "ndimension", "numel", "nelement", "stride", "is_contiguous",
+                    "element_size", "is_floating_point", "is_complex", "get_device", "type_as_string"}
+METADATA_ATTRIBUTES = {"shape", "dtype", "device", "ndim", "requires_grad", "is_cuda", "is_leaf", "layout",
+                       "is_sparse", "is_quantized", "is_meta", "itemsize", "is_mps", "is_cpu"}
+GRAPH_ATTRIBUTES = {"T", "mT", "H", "mH", "real", "imag", "data"}
+
+
+class TensorVariable(VariableTracker):
+    """A tensor produced in (or fed into) the FX graph: its node and a fake example value."""
+
+    def __init__(self, node: torch.fx.Node, example: torch.Tensor, source: Source | None = None) -> None:
+        self.node = node
+        self.example = example
+        self.source = source
+
+    def python_type(self) -> type:
+        return torch.nn.Parameter if isinstance(self.example, torch.nn.Parameter) else torch.Tensor
+
+    def truth(self, tx: InstructionTranslator) -> bool:
+        raise Unsupported("data-dependent control flow: the branch depends on a tensor's value")
+
+    def getattr(self, tx: InstructionTranslator, name: str) -> VariableTracker:
+        example = self.example
+        if name in METADATA_ATTRIBUTES:
+            value = getattr(example, name)
+            if name == "shape":
+                return TupleVariable([ConstantVariable(int(s)) for s in value], cls=None)
+            if name == "is_leaf":
+                raise Unsupported("Tensor.is_leaf depends on autograd history")
+            return ConstantVariable(value)
+        if name in GRAPH_ATTRIBUTES:
+            if name == "data":
+                return tx.output.call_graph("call_method", "detach", [self], {})
+            return tx.output.call_graph("call_function", getattr, [self, ConstantVariable(name)], {})
+        if name == "grad":
+            raise Unsupported("reading Tensor.grad is not captured")
+        if name in BREAKING_METHODS and not name.startswith("__"):
+            return TensorMethodVariable(self, name)  # the call (not the attribute read) breaks the graph
+        if hasattr(torch.Tensor, name) and callable(getattr(torch.Tensor, name)):
+            return TensorMethodVariable(self, name)
+        raise Unsupported(f"tensor attribute {name!r}")
+
+    def iterate(self, tx: InstructionTranslator) -> list[VariableTracker]:
+        if self.example.dim() == 0:
+            raise Unsupported("iteration over a 0-d tensor", user_error=True)
+        return [tx.output.call_graph("call_function", operator.getitem, [self, ConstantVariable(i)], {})
+                for i in range(int(self.example.shape[0]))]
+
+    def __repr__(self) -> str:
+        return f"TensorVariable({self.node.name})"
+
+
+class TensorMethodVariable(VariableTracker):
+    """A bound method of a traced tensor, e.g. `x.sum`."""
+
+    def __init__(self, tensor: TensorVariable, name: str) -> None:
+        self.tensor = tensor
+        self.name = name
+
+    def call(self, tx: InstructionTranslator, args: list[VariableTracker],
+             kwargs: dict[str, VariableTracker]) -> VariableTracker:
+        if self.name in BREAKING_METHODS:
+            raise Unsupported(BREAKING_METHODS[self.name])
+        if self.name in METADATA_METHODS:
+            const_args = [a.as_constant() for a in args]
+            const_kwargs = {k: v.as_constant() for k, v in kwargs.items()}
+            value: Any = getattr(self.tensor.example, self.name)(*const_args, **const_kwargs)
+            if isinstance(value, torch.Size):
+                value = tuple(int(v) for v in value)
+            return ConstantVariable(value) if not isinstance(value, tuple) else TupleVariable(
+                [ConstantVariable(v) for v in value])
+        if self.name in ("type",) and not args and not kwargs:
+            return ConstantVariable(self.tensor.example.type())
+        return tx.output.call_graph("call_method", self.name, [self.tensor, *args], kwargs)
+
+    def __repr__(self) -> str:
+        return f"TensorMethodVariable({self.tensor.node.name}.{self.name})"

@@ -1,0 +1,177 @@
+"""Instances of user classes created inside the traced region (plain classes, dataclasses, namedtuples)."""
+
+from __future__ import annotations
+
+import inspect
+import types
+from typing import TYPE_CHECKING, Any
+
+from capture.variables.base import ConstantVariable, Unsupported, VariableTracker, is_constant_value
+from capture.variables.containers import TupleVariable
+
+if TYPE_CHECKING:
+    from capture.symbolic.translator import InstructionTranslator
+    from capture.variables.objects import PythonObjectVariable
+
+DUNDERS = {"add": "__add__", "sub": "__sub__", "mul": "__mul__", "truediv": "__truediv__",
+           "matmul": "__matmul__", "neg": "__neg__", "getitem": "__getitem__", "eq": "__eq__", "lt": "__lt__",
+           "le": "__le__", "gt": "__gt__", "ge": "__ge__", "ne": "__ne__", "pow": "__pow__",
+           "floordiv": "__floordiv__", "mod": "__mod__"}
+REVERSED = {"__add__": "__radd__", "__sub__": "__rsub__", "__mul__": "__rmul__", "__truediv__": "__rtruediv__",
+            "__matmul__": "__rmatmul__", "__pow__": "__rpow__"}
+
+
+def _is_plain_user_class(cls: type) -> bool:
+    from capture.symbolic.output_graph import SKIPPED_LIBRARIES
+
+    module = (cls.__module__ or "").split(".")[0]
+    if module in ("builtins", "torch") or module in SKIPPED_LIBRARIES or type(cls) is not type:
+        return False
+    for klass in cls.__mro__[:-1]:
+        if "__slots__" in klass.__dict__ or klass.__module__ == "builtins":
+            return False
+    return cls.__new__ is object.__new__
+
+
+def construct_user_object(tx: InstructionTranslator, cls_var: PythonObjectVariable, args: list[VariableTracker],
+                          kwargs: dict[str, VariableTracker]) -> VariableTracker:
+    """`cls(*args, **kwargs)` for a user class: a new object whose `__init__` is inlined."""
+    cls = cls_var.value
+    if isinstance(cls, type) and issubclass(cls, tuple) and hasattr(cls, "_fields"):
+        return _construct_namedtuple(cls, args, kwargs)
+    if not isinstance(cls, type) or not _is_plain_user_class(cls):
+        raise Unsupported(f"call to type object {getattr(cls, '__module__', '')}.{getattr(cls, '__qualname__', cls)}")
+    instance = NewObjectVariable(cls)
+    init = cls.__init__
+    if init is object.__init__:
+        if args or kwargs:
+            raise Unsupported(f"{cls.__name__}() takes no arguments", user_error=True)
+        return instance
+    if not isinstance(init, types.FunctionType):
+        raise Unsupported(f"{cls.__name__}.__init__ is not a Python function")
+    from capture.variables.functions import UserFunctionVariable
+
+    UserFunctionVariable(init).call(tx, [instance, *args], kwargs)
+    return instance
+
+
+def _construct_namedtuple(cls: type, args: list[VariableTracker], kwargs: dict[str, VariableTracker]) -> VariableTracker:
+    fields = list(cls._fields)  # type: ignore[attr-defined]
+    defaults = getattr(cls, "_field_defaults", {})
+    values: dict[str, VariableTracker] = dict(zip(fields, args))
+    values.update(kwargs)
+    for name in fields:
+        if name not in values:
+            if name not in defaults:
+                raise Unsupported(f"{cls.__name__}() missing argument '{name}'", user_error=True)
+            values[name] = ConstantVariable(defaults[name])
+    return TupleVariable([values[name] for name in fields], cls=cls)
+
+
+class NewObjectVariable(VariableTracker):
+    """An object of a user class made in the region: its attributes are tracked symbolically."""
+
+    def __init__(self, cls: type) -> None:
+        self.cls = cls
+        self.attrs: dict[str, VariableTracker] = {}
+
+    def python_type(self) -> type:
+        return self.cls
+
+    def truth(self, tx: InstructionTranslator) -> bool:
+        if hasattr(self.cls, "__bool__") or hasattr(self.cls, "__len__"):
+            raise Unsupported(f"truth value of a {self.cls.__name__} with __bool__/__len__")
+        return True
+
+    def getattr(self, tx: InstructionTranslator, name: str) -> VariableTracker:
+        if name in self.attrs:
+            return self.attrs[name]
+        if name == "__class__":
+            return tx.output.wrap_value(self.cls, None)
+        if name == "__dict__":
+            from capture.variables.containers import DictVariable
+
+            return DictVariable(dict(self.attrs))
+        try:
+            static = inspect.getattr_static(self.cls, name)
+        except AttributeError:
+            raise Unsupported(f"'{self.cls.__name__}' object has no attribute '{name}'", user_error=True) from None
+        return bind_class_attribute(tx, self, self.cls, static, name)
+
+    def call(self, tx: InstructionTranslator, args: list[VariableTracker],
+             kwargs: dict[str, VariableTracker]) -> VariableTracker:
+        method = getattr(self.cls, "__call__", None)
+        if not isinstance(method, types.FunctionType):
+            raise Unsupported(f"'{self.cls.__name__}' object is not callable", user_error=True)
+        from capture.variables.functions import UserFunctionVariable
+
+        return UserFunctionVariable(method).call(tx, [self, *args], kwargs)
+
+    def setattr(self, tx: InstructionTranslator, name: str, value: VariableTracker) -> None:
+        """`obj.name = value` (through a property's setter when the class defines one)."""
+        try:
+            static = inspect.getattr_static(self.cls, name)
+        except AttributeError:
+            static = None
+        if isinstance(static, property):
+            if static.fset is None:
+                raise Unsupported(f"property '{name}' of '{self.cls.__name__}' has no setter", user_error=True)
+            from capture.variables.functions import UserFunctionVariable
+
+            UserFunctionVariable(static.fset).call(tx, [self, value], {})  # type: ignore[arg-type]
+            return
+        if static is not None and hasattr(type(static), "__set__"):
+            raise Unsupported(f"attribute '{name}' is set through a descriptor")
+        self.attrs[name] = value
+
+    def __repr__(self) -> str:
+        return f"NewObjectVariable({self.cls.__name__})"
+
+
+def bind_class_attribute(tx: InstructionTranslator, receiver: VariableTracker, cls: type, static: Any,
+                         name: str) -> VariableTracker:
+    """A class attribute seen through an instance: methods bind, properties run, constants fold."""
+    from capture.variables.functions import BoundMethodVariable, UserFunctionVariable
+
+    if isinstance(static, types.FunctionType):
+        return BoundMethodVariable(UserFunctionVariable(static), receiver)
+    if isinstance(static, staticmethod):
+        return tx.output.wrap_value(static.__func__, None)
+    if isinstance(static, classmethod):
+        return BoundMethodVariable(tx.output.wrap_value(static.__func__, None), tx.output.wrap_value(cls, None))
+    if isinstance(static, property) and isinstance(static.fget, types.FunctionType):
+        return UserFunctionVariable(static.fget).call(tx, [receiver], {})
+    if is_constant_value(static):
+        return ConstantVariable(static)
+    if hasattr(type(static), "__get__"):
+        raise Unsupported(f"descriptor {name!r} of {cls.__name__}")
+    return tx.output.wrap_value(static, None)
+
+
+def dunder_call(tx: InstructionTranslator, op_name: str, args: list[VariableTracker]) -> VariableTracker | None:
+    """Python-level operator overloading on user objects (`__add__`, `__radd__`, ...), or None."""
+    from capture.variables.functions import UserFunctionVariable
+
+    dunder = DUNDERS.get(op_name.strip("_").replace("i", "", 1) if op_name.startswith("i") and
+                         op_name not in DUNDERS else op_name)
+    if dunder is None:
+        return None
+    left = args[0]
+    try:
+        left_type = left.python_type()
+    except Unsupported:
+        left_type = None
+    method = getattr(left_type, dunder, None) if left_type is not None else None
+    if isinstance(method, types.FunctionType):
+        result = UserFunctionVariable(method).call(tx, list(args), {})
+        if not (result.is_constant() and result.as_constant() is NotImplemented):
+            return result
+    if len(args) == 2 and dunder in REVERSED:
+        try:
+            right_type = args[1].python_type()
+        except Unsupported:
+            return None
+        reflected = getattr(right_type, REVERSED[dunder], None)
+        if isinstance(reflected, types.FunctionType):
+            return UserFunctionVariable(reflected).call(tx, [args[1], args[0]], {})
+    return None

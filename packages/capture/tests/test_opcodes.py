@@ -1,0 +1,76 @@
+"""Every opcode of this Python is handled or listed as unsupported with a reason; breaks never crash."""
+
+from __future__ import annotations
+
+import dis
+import sys
+
+import capture
+import pytest
+import torch
+from capture.bytecode.registry import HANDLERS, UNSUPPORTED, registrations, unsupported_reason
+
+
+def test_every_opcode_is_handled_or_explained() -> None:
+    missing = [name for name in dis.opmap if name not in HANDLERS and name not in UNSUPPORTED
+               and not name.startswith("INSTRUMENTED_")]
+    assert not missing, f"Python {sys.version_info[:2]}: opcodes with neither handler nor reason: {missing}"
+    for name in dis.opmap:
+        if name not in HANDLERS:
+            reason = unsupported_reason(name)
+            assert reason and "not supported by capture" not in reason, name
+
+
+def test_registrations_cover_both_versions() -> None:
+    covered = {(r.opname, v) for r in registrations() for v in ((3, 11), (3, 12))
+               if r.min_version <= v <= r.max_version}
+    assert ("LOAD_METHOD", (3, 11)) in covered and ("LOAD_METHOD", (3, 12)) not in covered
+    assert ("BINARY_SLICE", (3, 12)) in covered and ("RETURN_CONST", (3, 12)) in covered
+    assert ("POP_JUMP_FORWARD_IF_FALSE", (3, 11)) in covered
+
+
+def uses_unsupported_opcodes(x):
+    values = {1, 2, 3}  # BUILD_SET: unsupported, a graph break
+    y = x * len(values)
+    try:
+        z = y + 1
+    except RuntimeError:
+        z = y
+    return z
+
+
+def test_unsupported_opcode_is_a_break_not_a_crash() -> None:
+    x = torch.randn(4)
+    opt = capture.optimize("eager")(uses_unsupported_opcodes)
+    torch.testing.assert_close(opt(x), uses_unsupported_opcodes(x))
+
+
+def comprehension_and_slices(xs, x):
+    squares = [v * v for v in xs]
+    head = squares[1:]
+    total = {k: v for k, v in zip("ab", head)}
+    return x[1:3] + total["a"] + sum(head)
+
+
+def test_comprehensions_and_slices() -> None:
+    x = torch.randn(5)
+    xs = [1, 2, 3]
+    backend_graphs: list[torch.fx.GraphModule] = []
+
+    def backend(gm, inputs):
+        backend_graphs.append(gm)
+        return gm.forward
+
+    torch.testing.assert_close(capture.optimize(backend)(comprehension_and_slices)(xs, x),
+                               comprehension_and_slices(xs, x))
+    assert len(backend_graphs) == 1
+
+
+@pytest.mark.parametrize("value", [0.5, -0.5])
+def test_conditional_expression_branches(value: float) -> None:
+    def f(x, flag=True):
+        y = x if flag else -x
+        return y * 2 if y.sum() > 0 else y - 1
+
+    x = torch.full((3,), value) + torch.rand(3) * 0.1 * value
+    torch.testing.assert_close(capture.optimize("eager")(f)(x), f(x))

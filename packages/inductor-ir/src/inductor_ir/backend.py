@@ -1,0 +1,180 @@
+"""The `KernelBackend` protocol and the records a backend receives for one fused group.
+
+A code generator (Triton, C++, yours) implements :class:`KernelBackend`. The scheduler asks it
+which fusions it supports, hands it one :class:`KernelGroup` per fused kernel and asks for source
+text (:meth:`KernelBackend.generate`), then compiles all kernels of one graph at once
+(:meth:`KernelBackend.compile`). The wrapper calls each compiled kernel as
+``kernel(*input_tensors, *output_tensors, *size_ints)`` in the order of ``KernelGroup.inputs``,
+``KernelGroup.outputs`` and ``KernelGroup.size_symbols``. See docs/kernel-backend.md.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol, runtime_checkable
+
+import sympy
+import torch
+
+__all__ = [
+    "BufferRecord",
+    "KernelBackend",
+    "KernelGroup",
+    "KernelNode",
+    "KernelSource",
+    "NodeBody",
+]
+
+_ZERO = sympy.Integer(0)
+
+NodeBody = Callable[[Sequence[sympy.Expr], Sequence[sympy.Expr]], None]
+"""``body(index_vars, reduction_vars)``: calls ``ops.*`` and ends in ``ops.store`` or ``ops.store_reduction``."""
+
+
+@dataclass(frozen=True)
+class BufferRecord:
+    """A buffer a kernel touches: its name, dtype and SymPy layout (in elements).
+
+    Element ``(i0, i1, ...)`` lives at ``offset + sum(i_k * stride_k)`` from the data pointer of the
+    tensor the wrapper passes; ``ops.load``/``ops.store`` indices already include this arithmetic.
+    """
+
+    name: str
+    dtype: torch.dtype
+    size: tuple[sympy.Expr, ...]
+    stride: tuple[sympy.Expr, ...]
+    offset: sympy.Expr = _ZERO
+    device: str = "cpu"
+
+    def numel(self) -> sympy.Expr:
+        """Number of elements, ``prod(size)``."""
+        return sympy.Mul(*self.size) if self.size else sympy.Integer(1)
+
+
+@dataclass(frozen=True)
+class KernelNode:
+    """One IR node of a fused group: it computes buffer ``buffer.name`` by running ``body``.
+
+    kind: ``"pointwise"`` (body ends in ``ops.store``) or ``"reduction"`` (``ops.reduction`` then
+        ``ops.store_reduction``; only in reduction groups, always ``in_reduction_loop``).
+    loop: which reduction loop of the group this node belongs to (0, 1, ...; always 0 in a
+        pointwise group).
+    in_reduction_loop: True: the node runs inside reduction loop ``loop``, once per (pointwise,
+        reduction) index, as ``body(index_vars, reduction_vars)``. False: it runs once per pointwise
+        index after loop ``loop`` has finished (or directly, in a pointwise group), as
+        ``body(index_vars, ())``.
+    origins: the ATen op names it was lowered from (for kernel names such as ``fused_sin_cos``).
+    """
+
+    buffer: BufferRecord
+    body: NodeBody
+    kind: Literal["pointwise", "reduction"]
+    loop: int = 0
+    in_reduction_loop: bool = False
+    reduction_type: str | None = None
+    origins: tuple[str, ...] = ()
+
+    @property
+    def name(self) -> str:
+        """The name of the buffer this node writes."""
+        return self.buffer.name
+
+    @property
+    def dtype(self) -> torch.dtype:
+        """The dtype of the buffer this node writes."""
+        return self.buffer.dtype
+
+
+@dataclass(frozen=True)
+class KernelGroup:
+    """Everything a backend needs to generate one kernel for a fused group of IR nodes.
+
+    name: unique within the graph, e.g. ``fused_sin_cos_0``; a backend prefixes it
+        (``triton_poi_fused_sin_cos_0``, ``cpp_fused_sin_cos_0``).
+    device: the torch device string of every buffer (``"cpu"``, ``"cuda:0"``).
+    pointwise_size / reduction_size: the iteration space; ``reduction_size`` is ``()`` for a
+        pointwise group. Index variables passed to bodies range over these.
+    nodes: in execution order (sorted by ``(loop, not in_reduction_loop)``); see KernelNode.
+    inputs: buffers read and not written by the group (kernel arguments, in this order).
+    outputs: buffers written by the group that are needed after it (arguments, after the inputs);
+        the wrapper allocates them.
+    internal: buffers written and read only inside the group, always at the index where they are
+        stored: the backend keeps them in registers and the wrapper never allocates them.
+    size_symbols: free symbols of all sizes/strides/indices (``s0``, ``s1``, ...), passed as ints
+        after the buffers.
+    """
+
+    name: str
+    device: str
+    pointwise_size: tuple[sympy.Expr, ...]
+    reduction_size: tuple[sympy.Expr, ...]
+    nodes: tuple[KernelNode, ...]
+    inputs: tuple[BufferRecord, ...]
+    outputs: tuple[BufferRecord, ...]
+    internal: tuple[BufferRecord, ...] = ()
+    size_symbols: tuple[sympy.Symbol, ...] = ()
+
+    @property
+    def device_type(self) -> str:
+        """``"cpu"`` or ``"cuda"``: the device without its index."""
+        return self.device.split(":")[0]
+
+    @property
+    def is_reduction(self) -> bool:
+        """Whether the group has a reduction loop."""
+        return len(self.reduction_size) > 0
+
+    @property
+    def num_loops(self) -> int:
+        """How many reduction loops the group runs (0 for a pointwise group)."""
+        if not self.is_reduction:
+            return 0
+        return 1 + max((node.loop for node in self.nodes), default=0)
+
+    def buffers(self) -> dict[str, BufferRecord]:
+        """Every buffer of the group (inputs, outputs, internal) by name."""
+        return {record.name: record for record in (*self.inputs, *self.outputs, *self.internal)}
+
+    def make_index_vars(self) -> tuple[tuple[sympy.Symbol, ...], tuple[sympy.Symbol, ...]]:
+        """Default index symbols ``x0, x1, ...`` and ``r0, r1, ...`` (integer, nonnegative)."""
+        xs = tuple(sympy.Symbol(f"x{i}", integer=True, nonnegative=True) for i in range(len(self.pointwise_size)))
+        rs = tuple(sympy.Symbol(f"r{i}", integer=True, nonnegative=True) for i in range(len(self.reduction_size)))
+        return xs, rs
+
+
+@dataclass(frozen=True)
+class KernelSource:
+    """Generated source of one kernel: its name (a valid identifier), text, and the group it came from."""
+
+    name: str
+    source: str
+    group: KernelGroup
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+
+
+@runtime_checkable
+class KernelBackend(Protocol):
+    """A code generator for one device type, found by `compile_graph(..., backends={"cpu": ...})`."""
+
+    device_type: str
+
+    def can_fuse_vertical(self, producer: KernelGroup, consumer: KernelGroup) -> bool:
+        """Whether a consumer may be fused after a producer it reads (already legal for the IR)."""
+        ...
+
+    def can_fuse_horizontal(self, first: KernelGroup, second: KernelGroup) -> bool:
+        """Whether two independent groups may share one kernel (already legal for the IR)."""
+        ...
+
+    def generate(self, group: KernelGroup) -> KernelSource:
+        """Source text of one kernel computing ``group``."""
+        ...
+
+    def compile(self, sources: Sequence[KernelSource]) -> Sequence[Callable[..., None]]:
+        """Compile all kernels of one graph; the i-th callable runs ``sources[i]``.
+
+        Each callable takes ``(*input_tensors, *output_tensors, *size_ints)`` in the group's
+        order and writes its outputs in place.
+        """
+        ...

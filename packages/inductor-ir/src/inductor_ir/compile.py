@@ -1,0 +1,148 @@
+"""`compile_graph(gm, example_inputs, *, backends) -> CompiledGraph`: lower, schedule, generate, compile, wrap."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.utils._pytree as pytree
+
+from inductor_ir.backend import KernelBackend, KernelSource
+from inductor_ir.debug import describe_group, dump_artifacts
+from inductor_ir.ir.program import Program
+from inductor_ir.lower import lower
+from inductor_ir.scheduler import Schedule, schedule
+from inductor_ir.wrapper import load_wrapper
+
+__all__ = ["CompileTimings", "CompiledGraph", "InductorIRConfig", "MissingBackendError", "compile_graph"]
+
+
+@dataclass(frozen=True)
+class InductorIRConfig:
+    """Options of ``compile_graph``.
+
+    fuse: fuse kernels (False: one kernel per computed buffer).
+    debug_dir: when set, every artifact (IR, groups, kernels, wrapper) is written there.
+    """
+
+    fuse: bool = True
+    debug_dir: str | None = None
+
+
+@dataclass
+class CompileTimings:
+    """Seconds spent in each stage of one ``compile_graph`` call."""
+
+    lowering: float = 0.0
+    scheduling: float = 0.0
+    codegen: float = 0.0
+    compile: float = 0.0
+
+    @contextmanager
+    def measure(self, stage: str) -> Iterator[None]:
+        """Add the time of the ``with`` body to ``stage``."""
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            setattr(self, stage, getattr(self, stage) + time.perf_counter() - start)
+
+
+class MissingBackendError(LookupError):
+    """A kernel needs a device type for which no backend was given."""
+
+
+@dataclass
+class CompiledGraph:
+    """A compiled graph: call it with the flat inputs of ``gm``; it returns outputs like ``gm`` (same structure).
+
+    ``program``, ``schedule``, ``sources`` and ``wrapper`` are kept for inspection;
+    ``artifacts()`` gives them all as text and ``dump(folder)`` writes them.
+    """
+
+    program: Program
+    schedule: Schedule
+    sources: list[KernelSource]
+    wrapper: str
+    timings: CompileTimings
+    call: Callable[[list[Any]], Any]
+    kernel_names: dict[str, str] = field(default_factory=dict)
+
+    def __call__(self, *args: Any) -> Any:
+        """Run the wrapper on the flat inputs."""
+        if len(args) == 1 and isinstance(args[0], list) and len(self.program.graph_inputs) != 1:
+            args = tuple(args[0])
+        outputs = self.call(list(args))
+        if self.program.output_spec is not None:
+            return pytree.tree_unflatten(list(outputs), self.program.output_spec)
+        return tuple(outputs)
+
+    def artifacts(self) -> dict[str, str]:
+        """Every stage's text: ``ir.txt``, ``groups.txt``, one file per kernel, ``wrapper.py``."""
+        texts = {"ir.txt": str(self.program)}
+        texts["groups.txt"] = "\n\n".join(describe_group(g) for g in self.schedule.kernel_groups)
+        for source in self.sources:
+            texts[f"kernel_{source.name}.txt"] = source.source
+        texts["wrapper.py"] = self.wrapper
+        return texts
+
+    def dump(self, folder: str | Path) -> list[Path]:
+        """Write :meth:`artifacts` into ``folder``."""
+        return dump_artifacts(folder, self.artifacts())
+
+
+def compile_graph(
+    gm: torch.fx.GraphModule,
+    example_inputs: Sequence[Any],
+    *,
+    backends: Mapping[str, KernelBackend],
+    config: InductorIRConfig | None = None,
+) -> CompiledGraph:
+    """Compile an ATen FX graph with the given kernel backends.
+
+    Args:
+        gm: an ATen-level graph (``aotgrad`` or ``make_fx`` output).
+        example_inputs: one value per placeholder.
+        backends: device type (``"cpu"``, ``"cuda"``) -> :class:`KernelBackend`.
+        config: options; see :class:`InductorIRConfig`.
+
+    Returns:
+        A :class:`CompiledGraph` callable with the same flat inputs as ``gm``.
+    """
+    config = config or InductorIRConfig()
+    timings = CompileTimings()
+    with timings.measure("lowering"):
+        program = lower(gm, example_inputs)
+    with timings.measure("scheduling"):
+        sched = schedule(program, backends, fuse=config.fuse)
+    sources: list[KernelSource] = []
+    by_backend: dict[str, list[int]] = {}
+    with timings.measure("codegen"):
+        for group in sched.kernel_groups:
+            backend = backends.get(group.device_type)
+            if backend is None:
+                raise MissingBackendError(
+                    f"kernel {group.name} runs on {group.device!r} but no backend handles {group.device_type!r}; "
+                    f"pass backends={{{group.device_type!r}: ...}} to compile_graph (given: {sorted(backends)})"
+                )
+            by_backend.setdefault(group.device_type, []).append(len(sources))
+            sources.append(backend.generate(group))
+    kernels: dict[str, Callable[..., None]] = {}
+    with timings.measure("compile"):
+        for device_type, positions in by_backend.items():
+            batch = [sources[k] for k in positions]
+            for source, fn in zip(batch, backends[device_type].compile(batch)):
+                if source.name in kernels:
+                    raise ValueError(f"two kernels are both named {source.name!r}; kernel names must be unique")
+                kernels[source.name] = fn
+        names = {s.group.name: s.name for s in sources}
+        call, wrapper = load_wrapper(sched, kernels, names)
+    compiled = CompiledGraph(program, sched, sources, wrapper, timings, call, names)
+    if config.debug_dir:
+        compiled.dump(config.debug_dir)
+    return compiled

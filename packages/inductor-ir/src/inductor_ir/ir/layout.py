@@ -1,0 +1,64 @@
+"""`Layout`: where the elements of a buffer live, with every size, stride and offset a SymPy expression."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import sympy
+import torch
+
+__all__ = ["Layout", "contiguous_strides"]
+
+
+def contiguous_strides(size: Sequence[sympy.Expr]) -> tuple[sympy.Expr, ...]:
+    """Row-major strides for ``size`` (size-1 dims get the stride of the next dim, as torch does)."""
+    strides: list[sympy.Expr] = []
+    running: sympy.Expr = sympy.Integer(1)
+    for dim in reversed(size):
+        strides.append(running)
+        running = running * dim
+    return tuple(reversed(strides))
+
+
+@dataclass(frozen=True, slots=True)
+class Layout:
+    """Device, dtype, size, stride and offset (in elements) of a buffer or a strided view of one."""
+
+    device: str
+    dtype: torch.dtype
+    size: tuple[sympy.Expr, ...]
+    stride: tuple[sympy.Expr, ...]
+    offset: sympy.Expr = sympy.Integer(0)  # noqa: RUF009 - an immutable SymPy integer
+
+    @staticmethod
+    def contiguous(device: str, dtype: torch.dtype, size: Sequence[sympy.Expr]) -> Layout:
+        """A row-major layout of ``size``."""
+        return Layout(device, dtype, tuple(size), contiguous_strides(size))
+
+    def index(self, index: Sequence[sympy.Expr]) -> sympy.Expr:
+        """The element offset of ``index`` (one expression per dim)."""
+        assert len(index) == len(self.size), (index, self.size)
+        return self.offset + sum((i * s for i, s in zip(index, self.stride) if s != 0), sympy.Integer(0))
+
+    def numel(self) -> sympy.Expr:
+        """Number of elements."""
+        return sympy.Mul(*self.size) if self.size else sympy.Integer(1)
+
+    def storage_size(self) -> sympy.Expr:
+        """Elements of storage needed from the data pointer: offset + max index + 1."""
+        return self.offset + sum(((n - 1) * s for n, s in zip(self.size, self.stride)), sympy.Integer(0)) + 1
+
+    def is_contiguous(self) -> bool:
+        """Whether the layout is row-major with offset 0 (ignoring strides of size-1 dims)."""
+        expected = contiguous_strides(self.size)
+        return self.offset == 0 and all(
+            n == 1 or sympy.simplify(s - e) == 0 for n, s, e in zip(self.size, self.stride, expected)
+        )
+
+    def __str__(self) -> str:
+        size = ", ".join(str(s) for s in self.size)
+        stride = ", ".join(str(s) for s in self.stride)
+        dtype = str(self.dtype).removeprefix("torch.")
+        offset = "" if self.offset == 0 else f", offset={self.offset}"
+        return f"Layout('{self.device}', {dtype}, size=[{size}], stride=[{stride}]{offset})"

@@ -1,0 +1,258 @@
+"""`lower(gm, example_inputs) -> Program`: walk an ATen FX graph and build IR, node by node.
+
+Each ``call_function`` node runs its lowering from ``LOWERINGS``; a miss (or a lowering raising
+``NotLowerable``) makes a ``FallbackKernel`` that runs the ATen op as itself. Pointwise values stay
+unrealized (inlined into their users) unless they are graph outputs, are used several times and
+are expensive, or feed an extern/fallback call.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Sequence
+from typing import Any
+
+import sympy
+import torch
+import torch.fx
+import torch.utils._pytree as pytree
+
+from inductor_ir.ir.layout import Layout
+from inductor_ir.ir.nodes import (
+    Buffer,
+    FallbackKernel,
+    InputBuffer,
+    IRNode,
+    MultiOutput,
+    Pointwise,
+    Reduction,
+    ReinterpretView,
+)
+from inductor_ir.ir.program import Program, SizeSource
+from inductor_ir.lowering import LOWERINGS, LoweringContext, NotLowerable
+from inductor_ir.symbolic import sympify_int
+
+__all__ = ["layout_of", "lower"]
+
+
+def layout_of(value: torch.Tensor) -> Layout:
+    """The :class:`Layout` of a (real, fake or meta) tensor, symbolic sizes kept symbolic; offset 0."""
+    size = tuple(sympify_int(s) for s in value.shape)
+    stride = tuple(sympify_int(s) for s in value.stride())
+    return Layout(str(value.device), value.dtype, size, stride)
+
+
+def lower(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Program:
+    """Lower an ATen-level FX graph (``make_fx`` / ``aotgrad`` output) to a :class:`Program`.
+
+    Args:
+        gm: a graph of ``torch.ops.aten.*`` (and ``prims``) calls.
+        example_inputs: one value per placeholder (real or fake tensors, ints), used for sizes.
+
+    Returns:
+        The program: inputs, buffers in execution order, outputs.
+    """
+    program = Program()
+    ctx = LoweringContext(program)
+    env: dict[torch.fx.Node, Any] = {}
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    _lower_inputs(program, placeholders, example_inputs, env)
+    output_nodes = _output_nodes(gm)
+    for node in gm.graph.nodes:
+        ctx.node = node
+        if node.op == "get_attr":
+            tensor = _get_attr(gm, node.target)
+            buf = InputBuffer(f"const_{node.name}", layout_of(tensor), kind="constant")
+            program.constants[buf.name] = tensor
+            program.buffers.append(buf)
+            env[node] = buf
+        elif node.op == "call_function":
+            env[node] = _lower_call(ctx, node, env, output_nodes)
+        elif node.op == "output":
+            flat, program.output_spec = pytree.tree_flatten(node.args[0])
+            program.outputs = [_lower_output(ctx, o, env) for o in flat]
+    ctx.node = None
+    return program
+
+
+def _lower_inputs(program: Program, placeholders: list[torch.fx.Node], example_inputs: Sequence[Any], env: dict[torch.fx.Node, Any]) -> None:
+    for position, node in enumerate(placeholders):
+        val = node.meta.get("val", example_inputs[position] if position < len(example_inputs) else None)
+        real = example_inputs[position] if position < len(example_inputs) else None
+        if isinstance(val, torch.Tensor):
+            buf = InputBuffer(node.name, layout_of(val))
+            program.graph_inputs.append(buf)
+            env[node] = buf
+            for dim, (size, stride) in enumerate(zip(buf.layout.size, buf.layout.stride)):
+                for kind, expr in (("size", size), ("stride", stride)):
+                    if isinstance(expr, sympy.Symbol) and expr not in program.size_sources:
+                        program.size_sources[expr] = SizeSource(position, kind, dim)
+                        if isinstance(real, torch.Tensor):
+                            program.size_hints[expr] = int(real.shape[dim] if kind == "size" else real.stride()[dim])
+        elif hasattr(val, "node") or isinstance(val, sympy.Expr):
+            expr = sympify_int(val)
+            program.graph_inputs.append(expr)
+            env[node] = expr
+            if isinstance(expr, sympy.Symbol):
+                program.size_sources.setdefault(expr, SizeSource(position, "scalar"))
+                if isinstance(real, int):
+                    program.size_hints[expr] = real
+        else:
+            program.graph_inputs.append(None)
+            env[node] = val
+    # Hints for symbols we could not see in real inputs: the fake tensors' own hints.
+    for node in placeholders:
+        val = node.meta.get("val")
+        if isinstance(val, torch.Tensor):
+            for s in val.shape:
+                _hint_from_symint(program, s)
+
+
+def _hint_from_symint(program: Program, value: Any) -> None:
+    node = getattr(value, "node", None)
+    if node is None or not hasattr(node, "expr"):
+        return
+    expr = sympify_int(value)
+    if isinstance(expr, sympy.Symbol) and expr not in program.size_hints:
+        hint = getattr(node, "hint", None)
+        if hint is not None:
+            program.size_hints[expr] = int(hint)
+
+
+def _output_nodes(gm: torch.fx.GraphModule) -> set[torch.fx.Node]:
+    result: set[torch.fx.Node] = set()
+    for node in gm.graph.nodes:
+        if node.op == "output":
+            torch.fx.map_arg(node.args, result.add)
+    return result
+
+
+def _get_attr(gm: torch.fx.GraphModule, target: str) -> torch.Tensor:
+    value: Any = gm
+    for part in target.split("."):
+        value = getattr(value, part)
+    return value  # type: ignore[no-any-return]
+
+
+def _lower_call(ctx: LoweringContext, node: torch.fx.Node, env: dict[torch.fx.Node, Any], outputs: set[torch.fx.Node]) -> Any:
+    val = node.meta.get("val")
+    if node.target is operator.getitem:
+        container, item = torch.fx.map_arg(node.args, lambda n: env[n])
+        return container[item]
+    if val is not None and not isinstance(val, (torch.Tensor, list, tuple)) and hasattr(val, "node"):
+        return sympify_int(val)  # SymInt arithmetic: FX already knows the expression.
+    args = torch.fx.map_arg(node.args, lambda n: env[n])
+    kwargs = torch.fx.map_arg(node.kwargs, lambda n: env[n])
+    if not callable(node.target) or not isinstance(node.target, torch._ops.OpOverload):
+        if node.target in (operator.add, operator.mul, operator.sub, operator.floordiv, operator.neg):
+            return node.target(*args)
+    result: Any = None
+    fn = LOWERINGS.get(node.target)
+    if fn is not None:
+        try:
+            result = fn(ctx, *args, **kwargs)
+        except NotLowerable:
+            result = None
+        except Exception as error:  # a lowering bug must not break the user's program: run ATen
+            where = _user_location(node)
+            ctx.program.lowering_errors.append(
+                f"lowering {node.target} failed ({type(error).__name__}: {error}){where}; it runs as a FallbackKernel"
+            )
+            result = None
+    if result is None:
+        return fallback(ctx, node.target, args, kwargs, val)
+    if isinstance(result, Reduction):
+        result = ctx.realize(result)
+    if isinstance(result, IRNode) and not isinstance(result, (Buffer, ReinterpretView)):
+        if node in outputs:
+            result = ctx.realize(result, _output_stride(ctx.program, val))
+        elif len(node.users) > 1 and not ctx.should_inline(result):
+            result = ctx.realize(result)
+    return result
+
+
+def _user_location(node: torch.fx.Node) -> str:
+    """`` at file:line`` of the user's code that produced ``node``, when FX recorded it."""
+    trace = node.meta.get("stack_trace") or ""
+    lines = [line.strip() for line in trace.strip().splitlines() if line.strip().startswith("File ")]
+    return f" at {lines[-1]}" if lines else ""
+
+
+def _output_stride(program: Program, val: Any) -> tuple[sympy.Expr, ...] | None:
+    """The strides FX recorded for an output, when they are dense (checked on size hints, no guards)."""
+    if not isinstance(val, torch.Tensor):
+        return None
+    size = [sympify_int(s) for s in val.shape]
+    stride = [sympify_int(s) for s in val.stride()]
+    try:
+        pairs = sorted((program.hint(st), program.hint(sz)) for st, sz in zip(stride, size) if program.hint(sz) != 1)
+    except (TypeError, ValueError):
+        return None
+    expected = 1
+    for st, sz in pairs:
+        if st != expected:
+            return None
+        expected *= sz
+    return tuple(stride)
+
+
+def _lower_output(ctx: LoweringContext, value: Any, env: dict[torch.fx.Node, Any]) -> Any:
+    if isinstance(value, torch.fx.Node):
+        value = env[value]
+    if isinstance(value, IRNode):
+        return ctx.realize(value)
+    return value
+
+
+def _as_arg(ctx: LoweringContext, value: Any) -> Any:
+    if isinstance(value, IRNode):
+        return ctx.realize(value)
+    if isinstance(value, (list, tuple)):
+        return type(value)(_as_arg(ctx, v) for v in value)
+    return value
+
+
+def fallback(ctx: LoweringContext, op: Any, args: Any, kwargs: dict[str, Any], val: Any) -> Any:
+    """A ``FallbackKernel`` running ``op`` as itself; returns its output value(s)."""
+    args = _as_arg(ctx, tuple(args))
+    kwargs = {k: _as_arg(ctx, v) for k, v in kwargs.items()}
+    if isinstance(val, torch.Tensor):
+        kernel = FallbackKernel(ctx.new_name(), layout_of(val), op, args, kwargs)
+        ctx.register(kernel)
+        return kernel
+    device = _first_device(args) or "cpu"
+    kernel = FallbackKernel(ctx.new_name(), Layout(device, torch.uint8, (), ()), op, args, kwargs, output_is_tuple=True)
+    ctx.register(kernel)
+    if isinstance(val, (list, tuple)):
+        return _multi_outputs(ctx, kernel, val, ())
+    return None
+
+
+def _multi_outputs(ctx: LoweringContext, kernel: FallbackKernel, val: Any, path: tuple[int, ...]) -> Any:
+    outs: list[Any] = []
+    for k, item in enumerate(val):
+        if isinstance(item, torch.Tensor):
+            out = MultiOutput(ctx.new_name(), layout_of(item), kernel.name, (*path, k))
+            ctx.register(out)
+            outs.append(out)
+        elif isinstance(item, (list, tuple)):
+            outs.append(_multi_outputs(ctx, kernel, item, (*path, k)))
+        else:
+            outs.append(item)
+    return tuple(outs)
+
+
+def _first_device(args: Any) -> str | None:
+    for value in args:
+        if isinstance(value, (Buffer, ReinterpretView)):
+            return value.device
+        if isinstance(value, (list, tuple)):
+            found = _first_device(value)
+            if found:
+                return found
+    return None
+
+
+def pointwise_of(value: IRNode) -> Pointwise:
+    """A ``Pointwise`` reading ``value`` (used to copy views)."""
+    return Pointwise(value.make_loader(), value.get_size(), value.dtype, value.device)

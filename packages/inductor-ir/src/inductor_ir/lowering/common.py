@@ -1,0 +1,155 @@
+"""Helpers shared by the lowerings: broadcasting, type promotion, building ``Pointwise`` values."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import sympy
+import torch
+
+from inductor_ir.ir.nodes import IRNode, Pointwise
+from inductor_ir.lowering.registry import LoweringContext, NotLowerable
+from inductor_ir.ops_handler import ops
+from inductor_ir.symbolic import sympify_int
+
+__all__ = [
+    "Scalar",
+    "broadcast_shapes",
+    "compute_dtype_for",
+    "const",
+    "convert",
+    "expand_loader",
+    "is_float",
+    "make_pointwise",
+    "promote_dtypes",
+]
+
+Scalar = bool | int | float
+Index = Sequence[sympy.Expr]
+
+
+def is_float(dtype: torch.dtype) -> bool:
+    """Whether ``dtype`` is a floating dtype."""
+    return dtype.is_floating_point
+
+
+def compute_dtype_for(dtype: torch.dtype) -> torch.dtype:
+    """The dtype arithmetic is done in: float16/bfloat16 compute in float32, as eager kernels do."""
+    return torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
+
+
+def broadcast_shapes(*sizes: Sequence[sympy.Expr]) -> tuple[sympy.Expr, ...]:
+    """The broadcast shape of several shapes (right-aligned; a dim of 1 stretches)."""
+    ndim = max((len(s) for s in sizes), default=0)
+    out: list[sympy.Expr] = []
+    for k in range(ndim):
+        dim: sympy.Expr = sympy.Integer(1)
+        for size in sizes:
+            j = k - (ndim - len(size))
+            if j >= 0 and size[j] != 1:
+                dim = size[j]
+        out.append(dim)
+    return tuple(out)
+
+
+def _dummy(value: Any) -> Any:
+    if isinstance(value, IRNode):
+        return torch.empty((1,) if value.get_size() else (), dtype=value.dtype, device="meta")
+    if isinstance(value, sympy.Expr):
+        return 1
+    return value
+
+
+def promote_dtypes(*values: Any) -> torch.dtype:
+    """torch's result dtype for an op on these values (IR values and Python scalars)."""
+    dummies = [_dummy(v) for v in values if v is not None]
+    if not dummies:
+        raise NotLowerable("no operands")
+    result = dummies[0]
+    if len(dummies) == 1:
+        return result.dtype if isinstance(result, torch.Tensor) else torch.tensor(result).dtype
+    dtype = torch.result_type(dummies[0], dummies[1])
+    for extra in dummies[2:]:
+        dtype = torch.result_type(torch.empty((1,), dtype=dtype, device="meta"), extra)
+    return dtype
+
+
+def const(value: Any, dtype: torch.dtype) -> Any:
+    """``ops.constant`` for a Python scalar, ``ops.index_expr`` (then a cast) for a SymPy expression."""
+    if isinstance(value, sympy.Expr) or hasattr(value, "node"):
+        expr = sympify_int(value)
+        if expr.is_number:
+            return ops.constant(_as_python(expr, dtype), dtype)
+        result = ops.index_expr(expr, torch.int64)
+        return result if dtype == torch.int64 else ops.to_dtype(result, dtype, torch.int64)
+    return ops.constant(_as_python(value, dtype), dtype)
+
+
+def _as_python(value: Any, dtype: torch.dtype) -> Scalar:
+    if dtype == torch.bool:
+        return bool(value)
+    if dtype.is_floating_point:
+        return float(value)
+    return int(value)
+
+
+def convert(x: Any, dtype: torch.dtype, src_dtype: torch.dtype) -> Any:
+    """``ops.to_dtype`` when the dtypes differ."""
+    return x if dtype == src_dtype else ops.to_dtype(x, dtype, src_dtype)
+
+
+def expand_loader(value: IRNode, out_size: Sequence[sympy.Expr]) -> Callable[[Index], Any]:
+    """A loader of ``value`` broadcast to ``out_size`` (right-aligned; dims of 1 read index 0)."""
+    size = value.get_size()
+    offset = len(out_size) - len(size)
+    if offset < 0:
+        raise NotLowerable(f"cannot broadcast {size} to {out_size}")
+    inner = value.make_loader()
+    pinned = [size[k] == 1 and out_size[offset + k] != 1 for k in range(len(size))]
+
+    def load(index: Index) -> Any:
+        return inner([sympy.Integer(0) if pinned[k] else index[offset + k] for k in range(len(size))])
+
+    return load
+
+
+def make_pointwise(
+    ctx: LoweringContext,
+    fn: Callable[..., Any],
+    inputs: Sequence[Any],
+    *,
+    compute_dtype: torch.dtype,
+    result_dtype: torch.dtype | None = None,
+    out_dtype: torch.dtype | None = None,
+    size: Sequence[sympy.Expr] | None = None,
+) -> Pointwise:
+    """A ``Pointwise`` computing ``fn(*operands)`` elementwise over the broadcast of ``inputs``.
+
+    Each input (an IR value or a Python/SymPy scalar) is loaded and converted to
+    ``compute_dtype``; ``fn`` returns a value of ``result_dtype`` (default ``compute_dtype``),
+    converted to ``out_dtype`` (default ``result_dtype``).
+    """
+    result_dtype = result_dtype or compute_dtype
+    out_dtype = out_dtype or result_dtype
+    tensors = [v for v in inputs if isinstance(v, IRNode)]
+    if not tensors:
+        raise NotLowerable("no tensor operand")
+    device = tensors[0].device
+    if any(t.device != device for t in tensors if t.get_size()):
+        raise NotLowerable("operands on several devices")
+    out_size = tuple(size) if size is not None else broadcast_shapes(*(t.get_size() for t in tensors))
+    loaders: list[Callable[[Index], Any]] = []
+    for value in inputs:
+        if isinstance(value, IRNode):
+            load = expand_loader(value, out_size)
+            src = value.dtype
+            loaders.append(lambda index, load=load, src=src: convert(load(index), compute_dtype, src))
+        else:
+            loaders.append(lambda index, value=value: const(value, compute_dtype))
+
+    def inner_fn(index: Index) -> Any:
+        result = fn(*[load(index) for load in loaders])
+        return convert(result, out_dtype, result_dtype)
+
+    return Pointwise(inner_fn, out_size, out_dtype, device, (ctx.origin,))

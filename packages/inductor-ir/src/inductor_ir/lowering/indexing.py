@@ -1,0 +1,192 @@
+"""Lowerings that read by computed or data-dependent indices: cat, pad, index, gather, embedding, index_select."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import sympy
+import torch
+
+from inductor_ir.ir.nodes import IRNode, Pointwise
+from inductor_ir.lowering.common import broadcast_shapes, convert, expand_loader, promote_dtypes
+from inductor_ir.lowering.registry import LoweringContext, NotLowerable, lowering
+from inductor_ir.ops_handler import ops
+
+aten = torch.ops.aten
+Index = Sequence[sympy.Expr]
+
+
+@lowering(aten.cat.default)
+def cat(ctx: LoweringContext, tensors: Sequence[IRNode], dim: int = 0) -> Pointwise:
+    """Concatenation along ``dim``: each input is read under a mask of its range."""
+    # Legacy rule: 1-d empty tensors are skipped.
+    parts = [t for t in tensors if not (len(t.get_size()) == 1 and t.get_size()[0] == 0)]
+    if not parts:
+        raise NotLowerable("cat of empty tensors")
+    ndim = len(parts[0].get_size())
+    dim = dim % ndim
+    dtype = ctx.out_dtype(promote_dtypes(*parts))
+    offsets, start = [], sympy.Integer(0)
+    for t in parts:
+        offsets.append(start)
+        start = start + t.get_size()[dim]
+    size = list(parts[0].get_size())
+    size[dim] = start
+    loaders = [(t.make_loader(), t.dtype) for t in parts]
+
+    def inner(index: Index) -> Any:
+        i = ops.index_expr(index[dim], torch.int64)
+        result = None
+        for k in reversed(range(len(parts))):
+            load, src = loaders[k]
+            shifted = list(index)
+            shifted[dim] = index[dim] - offsets[k]
+            if len(parts) == 1:
+                return convert(load(shifted), dtype, src)
+            end = offsets[k] + parts[k].get_size()[dim]
+            mask = None
+            if k > 0:
+                mask = ops.ge(i, ops.index_expr(offsets[k], torch.int64))
+            if k < len(parts) - 1:
+                below = ops.lt(i, ops.index_expr(end, torch.int64))
+                mask = below if mask is None else ops.logical_and(mask, below)
+            value = ops.masked(mask, lambda load=load, src=src, shifted=shifted: convert(load(shifted), dtype, src), _zero(dtype))
+            result = value if result is None else ops.where(mask, value, result)
+        return result
+
+    return Pointwise(inner, tuple(size), dtype, parts[0].device, (ctx.origin,))
+
+
+def _zero(dtype: torch.dtype) -> bool | int | float:
+    if dtype == torch.bool:
+        return False
+    return 0.0 if dtype.is_floating_point else 0
+
+
+@lowering(aten.constant_pad_nd.default)
+def constant_pad_nd(ctx: LoweringContext, x: IRNode, pad: Sequence[Any], value: Any = 0) -> Pointwise:
+    """Pad (or crop, with negative pads) the last dims with a constant."""
+    size = list(x.get_size())
+    out = list(size)
+    lows: dict[int, sympy.Expr] = {}
+    for k in range(len(pad) // 2):
+        d = len(size) - 1 - k
+        lo, hi = sympy.Integer(int(pad[2 * k])), sympy.Integer(int(pad[2 * k + 1]))
+        lows[d] = lo
+        out[d] = size[d] + lo + hi
+    load, dtype = x.make_loader(), x.dtype
+    fill = bool(value) if dtype == torch.bool else (float(value) if dtype.is_floating_point else int(value))
+
+    def inner(index: Index) -> Any:
+        shifted = [index[d] - lows.get(d, 0) for d in range(len(size))]
+        mask = None
+        for d in lows:
+            j = ops.index_expr(shifted[d], torch.int64)
+            ok = ops.logical_and(ops.ge(j, ops.constant(0, torch.int64)), ops.lt(j, ops.index_expr(size[d], torch.int64)))
+            mask = ok if mask is None else ops.logical_and(mask, ok)
+        if mask is None:
+            return load(shifted)
+        return ops.masked(mask, lambda: load(shifted), fill)
+
+    return Pointwise(inner, tuple(out), dtype, x.device, (ctx.origin,))
+
+
+def _indirect(value: Any, dtype: torch.dtype, size: sympy.Expr) -> sympy.Symbol:
+    return ops.indirect_indexing(convert(value, torch.int64, dtype), size)
+
+
+@lowering(aten.embedding.default)
+def embedding(ctx: LoweringContext, weight: IRNode, indices: IRNode, padding_idx: int = -1,
+              scale_grad_by_freq: bool = False, sparse: bool = False) -> Pointwise:  # fmt: skip
+    """``weight[indices]``: rows picked by data."""
+    wsize = weight.get_size()
+    isize = indices.get_size()
+    wload, iload, idtype = weight.make_loader(), indices.make_loader(), indices.dtype
+
+    def inner(index: Index) -> Any:
+        row = _indirect(iload(index[: len(isize)]), idtype, wsize[0])
+        return wload([row, *index[len(isize) :]])
+
+    return Pointwise(inner, (*isize, *wsize[1:]), weight.dtype, weight.device, (ctx.origin,))
+
+
+@lowering(aten.index_select.default)
+def index_select(ctx: LoweringContext, x: IRNode, dim: int, index: IRNode) -> Pointwise:
+    """Slices of ``x`` along ``dim`` at the positions in ``index``."""
+    size = list(x.get_size())
+    if not size:
+        raise NotLowerable("index_select of a scalar")
+    dim = dim % len(size)
+    xload, iload, idtype = x.make_loader(), index.make_loader(), index.dtype
+    idx_scalar = len(index.get_size()) == 0
+    out = list(size)
+    out[dim] = sympy.Integer(1) if idx_scalar else index.get_size()[0]
+
+    def inner(idx: Index) -> Any:
+        pos = _indirect(iload([] if idx_scalar else [idx[dim]]), idtype, size[dim])
+        full = list(idx)
+        full[dim] = pos
+        return xload(full)
+
+    return Pointwise(inner, tuple(out), x.dtype, x.device, (ctx.origin,))
+
+
+@lowering(aten.gather.default)
+def gather(ctx: LoweringContext, x: IRNode, dim: int, index: IRNode, *, sparse_grad: bool = False) -> Pointwise:
+    """``out[i][j] = x[index[i][j]][j]`` (for ``dim=0``), any rank."""
+    size = list(x.get_size())
+    if not size:
+        raise NotLowerable("gather of a scalar")
+    dim = dim % len(size)
+    xload, iload, idtype = x.make_loader(), index.make_loader(), index.dtype
+
+    def inner(idx: Index) -> Any:
+        pos = _indirect(iload(idx), idtype, size[dim])
+        full = list(idx)
+        full[dim] = pos
+        return xload(full)
+
+    return Pointwise(inner, tuple(index.get_size()), x.dtype, x.device, (ctx.origin,))
+
+
+@lowering(aten.index.Tensor)
+def index(ctx: LoweringContext, x: IRNode, indices: Sequence[IRNode | None]) -> Pointwise:
+    """Advanced indexing ``x[i0, :, i2]`` with integer index tensors (bool masks fall back)."""
+    size = list(x.get_size())
+    indices = list(indices) + [None] * (len(size) - len(indices))
+    present = [k for k, t in enumerate(indices) if t is not None]
+    if not present or any(t.dtype == torch.bool for t in indices if t is not None):  # type: ignore[union-attr]
+        raise NotLowerable("boolean or empty index")
+    tensors = [indices[k] for k in present]
+    bshape = list(broadcast_shapes(*(t.get_size() for t in tensors)))  # type: ignore[union-attr]
+    adjacent = present == list(range(present[0], present[-1] + 1))
+    before = present[0] if adjacent else 0
+    rest = [k for k in range(len(size)) if k not in present]
+    out: list[sympy.Expr] = []
+    if adjacent:
+        out = size[:before] + bshape + size[present[-1] + 1 :]
+    else:
+        out = bshape + [size[k] for k in rest]
+    loaders = {k: (expand_loader(indices[k], bshape), indices[k].dtype) for k in present}  # type: ignore[arg-type,union-attr]
+    xload = x.make_loader()
+    nb = len(bshape)
+
+    def inner(idx: Index) -> Any:
+        if adjacent:
+            bidx = list(idx[before : before + nb])
+            outer = list(idx[:before]) + list(idx[before + nb :])
+        else:
+            bidx = list(idx[:nb])
+            outer = list(idx[nb:])
+        full: list[Any] = [None] * len(size)
+        for k in present:
+            load, dtype = loaders[k]
+            full[k] = _indirect(load(bidx), dtype, size[k])
+        it = iter(outer)
+        for k in range(len(size)):
+            if full[k] is None:
+                full[k] = next(it)
+        return xload(full)
+
+    return Pointwise(inner, tuple(out), x.dtype, x.device, (ctx.origin,))

@@ -1,0 +1,269 @@
+"""Lowerings of reductions: sum, prod, amax/amin, argmax/argmin, any/all, mean, var, softmax pieces.
+
+Each reduction is a ``Reduction`` over the reduced dims (realized into a buffer by the graph
+lowering); float16/bfloat16 inputs reduce in float32 and are cast back by a pointwise epilogue.
+Variance is two-pass (mean, then the sum of squared deviations): two reductions a backend can run
+as two loops of one kernel.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import sympy
+import torch
+
+from inductor_ir.ir.nodes import IRNode, Pointwise, Reduction
+from inductor_ir.lowering.common import compute_dtype_for, convert, expand_loader
+from inductor_ir.lowering.registry import LoweringContext, NotLowerable, lowering
+from inductor_ir.ops_handler import ops
+
+aten = torch.ops.aten
+Index = Sequence[sympy.Expr]
+
+
+def _dims(x: IRNode, dims: Any) -> list[int]:
+    ndim = len(x.get_size())
+    if dims is None or (isinstance(dims, (list, tuple)) and len(dims) == 0):
+        return list(range(ndim))
+    if isinstance(dims, int):
+        dims = [dims]
+    return sorted({d % ndim if ndim else 0 for d in dims})
+
+
+def make_reduction(
+    ctx: LoweringContext,
+    x: IRNode,
+    dims: Any,
+    keepdim: bool,
+    reduction_type: str,
+    *,
+    src_dtype: torch.dtype,
+    dtype: torch.dtype,
+    transform: Any = None,
+) -> Reduction:
+    """A ``Reduction`` of ``transform(x)`` (default: ``x`` converted to ``src_dtype``) over ``dims``."""
+    size = x.get_size()
+    reduced = _dims(x, dims)
+    if not size:
+        reduced = []
+    ranges: list[sympy.Expr] = []
+    for k, n in enumerate(size):
+        if k not in reduced:
+            ranges.append(n)
+        elif keepdim:
+            ranges.append(sympy.Integer(1))
+    rranges = [size[k] for k in reduced]
+    load, x_dtype = x.make_loader(), x.dtype
+
+    def full_index(index: Index, rindex: Index) -> list[sympy.Expr]:
+        out: list[sympy.Expr] = []
+        pos, rpos = 0, 0
+        for k in range(len(size)):
+            if k in reduced:
+                out.append(rindex[rpos])
+                rpos += 1
+                if keepdim:
+                    pos += 1
+            else:
+                out.append(index[pos])
+                pos += 1
+        return out
+
+    def inner(index: Index, rindex: Index) -> Any:
+        value = convert(load(full_index(index, rindex)), src_dtype, x_dtype)
+        return transform(value, index) if transform is not None else value
+
+    if not rranges:
+        # Nothing to reduce (a 0-d input): the element itself, or index 0 for argmax/argmin.
+        def identity(index: Index) -> Any:
+            if reduction_type in ("argmax", "argmin"):
+                return ops.constant(0, torch.int64)
+            return convert(inner(index, []), dtype, src_dtype)
+
+        return Pointwise(identity, tuple(ranges), dtype, x.device, (ctx.origin,))  # type: ignore[return-value]
+    return Reduction(inner, tuple(ranges), tuple(rranges), reduction_type, dtype, src_dtype, x.device, (ctx.origin,))
+
+
+def _cast(ctx: LoweringContext, value: IRNode, dtype: torch.dtype) -> IRNode:
+    if value.dtype == dtype:
+        return value
+    buf = ctx.realize(value)
+    load, src = buf.make_loader(), buf.dtype
+    return Pointwise(lambda index: convert(load(index), dtype, src), buf.get_size(), dtype, buf.device, (ctx.origin,))
+
+
+def _simple(reduction_type: str) -> Any:
+    def lower(ctx: LoweringContext, x: IRNode, dim: Any = None, keepdim: bool = False, *, dtype: torch.dtype | None = None) -> IRNode:
+        out = ctx.out_dtype(dtype or x.dtype)
+        if reduction_type in ("sum", "prod"):
+            acc = compute_dtype_for(out)
+        else:
+            acc = compute_dtype_for(x.dtype)
+        if x.dtype == torch.bool and reduction_type in ("max", "min"):
+            raise NotLowerable("bool max/min")
+        red = make_reduction(ctx, x, dim, keepdim, reduction_type, src_dtype=acc, dtype=acc)
+        return _cast(ctx, red, out)
+
+    return lower
+
+
+lowering(aten.sum.dim_IntList)(_simple("sum"))
+lowering(aten.amax.default)(_simple("max"))
+lowering(aten.amin.default)(_simple("min"))
+
+
+@lowering(aten.sum.default)
+def sum_all(ctx: LoweringContext, x: IRNode, *, dtype: torch.dtype | None = None) -> IRNode:
+    """Sum of every element."""
+    return _simple("sum")(ctx, x, None, False, dtype=dtype)
+
+
+@lowering(aten.prod.dim_int, aten.prod.default)
+def prod(ctx: LoweringContext, x: IRNode, dim: Any = None, keepdim: bool = False, *, dtype: torch.dtype | None = None) -> IRNode:
+    """Product over ``dim`` (all dims by default)."""
+    return _simple("prod")(ctx, x, dim, keepdim, dtype=dtype)
+
+
+@lowering(aten.argmax.default, aten.argmin.default)
+def argmax(ctx: LoweringContext, x: IRNode, dim: int | None = None, keepdim: bool = False) -> IRNode:
+    """Index of the first max/min (flattened when ``dim`` is None)."""
+    if dim is None and keepdim:
+        raise NotLowerable("argmax keepdim without dim")
+    kind = ctx.origin
+    if x.dtype == torch.bool:
+        raise NotLowerable("argmax of bool")
+    return make_reduction(ctx, x, dim, keepdim, kind, src_dtype=compute_dtype_for(x.dtype), dtype=torch.int64)
+
+
+@lowering(aten.max.dim, aten.min.dim)
+def max_dim(ctx: LoweringContext, x: IRNode, dim: int, keepdim: bool = False) -> tuple[IRNode, IRNode]:
+    """(values, indices) of the max/min along ``dim``."""
+    kind = ctx.origin
+    if x.dtype == torch.bool:
+        raise NotLowerable("max of bool")
+    acc = compute_dtype_for(x.dtype)
+    values = make_reduction(ctx, x, dim, keepdim, kind, src_dtype=acc, dtype=acc)
+    indices = make_reduction(ctx, x, dim, keepdim, "arg" + kind, src_dtype=acc, dtype=torch.int64)
+    return _cast(ctx, ctx.realize(values), x.dtype), ctx.realize(indices)
+
+
+@lowering(aten.max.default, aten.min.default)
+def max_all(ctx: LoweringContext, x: IRNode) -> IRNode:
+    """Max/min of every element."""
+    return _simple("max" if ctx.origin == "max" else "min")(ctx, x, None, False)
+
+
+@lowering(aten.any.default, aten.any.dim, aten.any.dims, aten.all.default, aten.all.dim, aten.all.dims)
+def any_all(ctx: LoweringContext, x: IRNode, dim: Any = None, keepdim: bool = False) -> IRNode:
+    """Logical or (``any``) / and (``all``) over ``dim``."""
+    if ctx.origin == "any":
+        return make_reduction(ctx, x, dim, keepdim, "any", src_dtype=torch.bool, dtype=torch.bool)
+    red = make_reduction(ctx, x, dim, keepdim, "any", src_dtype=torch.bool, dtype=torch.bool, transform=lambda v, _: ops.logical_not(v))
+    buf = ctx.realize(red)
+    load = buf.make_loader()
+    return Pointwise(lambda index: ops.logical_not(load(index)), buf.get_size(), torch.bool, buf.device, (ctx.origin,))
+
+
+def _numel(x: IRNode, dims: Any) -> sympy.Expr:
+    size = x.get_size()
+    return sympy.Mul(*[size[k] for k in _dims(x, dims)]) if size else sympy.Integer(1)
+
+
+def _scale(ctx: LoweringContext, value: IRNode, divisor: sympy.Expr, dtype: torch.dtype) -> Pointwise:
+    """``value / divisor`` (divisor a size expression), computed in float and stored as ``dtype``."""
+    buf = ctx.realize(value)
+    load, src = buf.make_loader(), buf.dtype
+
+    def inner(index: Index) -> Any:
+        d = ops.to_dtype(ops.index_expr(divisor, torch.int64), src, torch.int64) if not divisor.is_number else ops.constant(float(divisor), src)
+        return convert(ops.truediv(load(index), d), dtype, src)
+
+    return Pointwise(inner, buf.get_size(), dtype, buf.device, (ctx.origin,))
+
+
+@lowering(aten.mean.dim, aten.mean.default)
+def mean(ctx: LoweringContext, x: IRNode, dim: Any = None, keepdim: bool = False, *, dtype: torch.dtype | None = None) -> IRNode:
+    """Sum over ``dim`` divided by the count."""
+    out = ctx.out_dtype(dtype or x.dtype)
+    if not out.is_floating_point:
+        raise NotLowerable("integer mean")
+    acc = compute_dtype_for(out)
+    total = make_reduction(ctx, x, dim, keepdim, "sum", src_dtype=acc, dtype=acc)
+    return _scale(ctx, total, _numel(x, dim), out)
+
+
+def _variance(ctx: LoweringContext, x: IRNode, dim: Any, correction: Any, keepdim: bool) -> tuple[IRNode, IRNode]:
+    """(var, mean) by two passes, in the accumulation dtype, both with ``keepdim`` shapes."""
+    if not x.dtype.is_floating_point:
+        raise NotLowerable("integer var")
+    acc = compute_dtype_for(x.dtype)
+    n = _numel(x, dim)
+    mean_keep = ctx.realize(_scale(ctx, make_reduction(ctx, x, dim, True, "sum", src_dtype=acc, dtype=acc), n, acc))
+    mean_load = expand_loader(mean_keep, x.get_size())
+
+    size = x.get_size()
+    reduced = _dims(x, dim)
+    x_load, x_dtype = x.make_loader(), x.dtype
+
+    def deviation(index: Index) -> Any:
+        d = ops.sub(convert(x_load(index), acc, x_dtype), mean_load(index))
+        return ops.mul(d, d)
+
+    dev = Pointwise(deviation, size, acc, x.device, (ctx.origin,))
+    total = make_reduction(ctx, dev, reduced, keepdim, "sum", src_dtype=acc, dtype=acc)
+    corr = 1 if correction is None else correction
+    var = _scale(ctx, total, sympy.Max(n - corr, 0) if not (n - corr).is_number else sympy.Integer(max(int(n - corr), 0)), acc)
+    if keepdim:
+        return var, mean_keep
+    squeezed = [k for k in range(len(size)) if k not in reduced]
+    mean_load_keep = mean_keep.make_loader()
+
+    def mean_inner(index: Index) -> Any:
+        full = [sympy.Integer(0)] * len(size)
+        for pos, k in enumerate(squeezed):
+            full[k] = index[pos]
+        return mean_load_keep(full)
+
+    return var, Pointwise(mean_inner, tuple(size[k] for k in squeezed), acc, x.device, (ctx.origin,))
+
+
+@lowering(aten.var.correction, aten.var_mean.correction)
+def var(ctx: LoweringContext, x: IRNode, dim: Any = None, *, correction: Any = None, keepdim: bool = False) -> Any:
+    """Variance (and mean for ``var_mean``) with Bessel-style ``correction``."""
+    variance, mean_value = _variance(ctx, x, dim, correction, keepdim)
+    variance = _cast(ctx, variance, x.dtype)
+    if ctx.origin == "var_mean":
+        return variance, _cast(ctx, mean_value, x.dtype)
+    return variance
+
+
+@lowering(aten._softmax.default, aten._log_softmax.default)
+def softmax(ctx: LoweringContext, x: IRNode, dim: int, half_to_float: bool) -> IRNode:
+    """exp(x - max) / sum(exp(x - max)) (log_softmax: x - max - log(sum)) as two reductions + pointwise."""
+    out = torch.float32 if half_to_float else x.dtype
+    if not x.dtype.is_floating_point:
+        raise NotLowerable("integer softmax")
+    acc = compute_dtype_for(x.dtype)
+    size = x.get_size()
+    x_load, x_dtype = x.make_loader(), x.dtype
+    amax = ctx.realize(make_reduction(ctx, x, dim, True, "max", src_dtype=acc, dtype=acc))
+    max_load = expand_loader(amax, size)
+
+    def shifted(index: Index) -> Any:
+        return ops.sub(convert(x_load(index), acc, x_dtype), max_load(index))
+
+    exp = Pointwise(lambda index: ops.exp(shifted(index)), size, acc, x.device, (ctx.origin,))
+    total = ctx.realize(make_reduction(ctx, exp, dim, True, "sum", src_dtype=acc, dtype=acc))
+    sum_load = expand_loader(total, size)
+    log = ctx.origin == "_log_softmax"
+
+    def inner(index: Index) -> Any:
+        if log:
+            value = ops.sub(shifted(index), ops.log(sum_load(index)))
+        else:
+            value = ops.truediv(ops.exp(shifted(index)), sum_load(index))
+        return convert(value, out, acc)
+
+    return Pointwise(inner, size, out, x.device, (ctx.origin,))

@@ -1,0 +1,168 @@
+"""The lowering registry and the context every lowering receives.
+
+A lowering turns one ATen op applied to IR values into an IR value. It is registered beside its
+definition::
+
+    @lowering(aten.sin)
+    def sin(ctx: LoweringContext, x: IRNode) -> IRNode: ...
+
+A lowering may raise :class:`NotLowerable` for an argument combination it does not handle; the op
+then runs as a ``FallbackKernel``, exactly like an op with no lowering at all.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import sympy
+import torch
+
+from inductor_ir.ir.layout import Layout, contiguous_strides
+from inductor_ir.ir.nodes import (
+    Buffer,
+    ComputedBuffer,
+    IndexView,
+    IRNode,
+    Pointwise,
+    Reduction,
+    ReinterpretView,
+)
+from inductor_ir.ir.program import Program
+from inductor_ir.ir.tracing import trace_body
+from inductor_ir.symbolic import index_symbol
+
+__all__ = [
+    "LOWERINGS",
+    "Lowering",
+    "LoweringContext",
+    "NotLowerable",
+    "lowering",
+]
+
+Lowering = Callable[..., Any]
+
+LOWERINGS: dict[Any, Lowering] = {}
+"""ATen ``OpOverload`` -> lowering function."""
+
+
+class NotLowerable(Exception):
+    """Raised by a lowering for arguments it does not handle: the op falls back to ATen."""
+
+
+def lowering(*targets: Any) -> Callable[[Lowering], Lowering]:
+    """Register the decorated function as the lowering of each target.
+
+    A target is an ``OpOverload`` (``aten.add.Tensor``) or an ``OpOverloadPacket`` (``aten.add``:
+    every overload of it).
+    """
+
+    def register(fn: Lowering) -> Lowering:
+        for target in targets:
+            if isinstance(target, torch._ops.OpOverloadPacket):
+                for overload_name in target.overloads():
+                    LOWERINGS[getattr(target, overload_name)] = fn
+            else:
+                LOWERINGS[target] = fn
+        return fn
+
+    return register
+
+
+@dataclass
+class LoweringContext:
+    """What a lowering may use: the program being built and the FX node being lowered."""
+
+    program: Program
+    node: torch.fx.Node | None = None
+    inline_op_limit: int = 24
+    _counter: itertools.count[int] = field(default_factory=itertools.count)
+    _realized: dict[int, Buffer] = field(default_factory=dict)
+
+    # -- names and buffers ---------------------------------------------------------------------
+    def new_name(self) -> str:
+        """A fresh buffer name ``bufN``."""
+        return f"buf{next(self._counter)}"
+
+    def register(self, buffer: Buffer) -> Buffer:
+        """Append a buffer to the program (in execution order)."""
+        self.program.buffers.append(buffer)
+        return buffer
+
+    @property
+    def origin(self) -> str:
+        """The short name of the ATen op being lowered (``sin``), for kernel names."""
+        if self.node is None:
+            return "op"
+        target = self.node.target
+        name = getattr(target, "__name__", str(target))
+        return name.split(".")[0]
+
+    def meta(self) -> Any:
+        """``node.meta['val']`` of the node being lowered (a fake tensor, a tuple, a SymInt) or None."""
+        return None if self.node is None else self.node.meta.get("val")
+
+    def out_dtype(self, default: torch.dtype) -> torch.dtype:
+        """The dtype FX recorded for the node's result, else ``default``."""
+        val = self.meta()
+        return val.dtype if isinstance(val, torch.Tensor) else default
+
+    # -- realization ---------------------------------------------------------------------------
+    def realize(self, value: IRNode, stride: Sequence[sympy.Expr] | None = None) -> Buffer | ReinterpretView:
+        """Store ``value`` in a buffer unless it already is one (memoized per value)."""
+        if isinstance(value, (Buffer, ReinterpretView)):
+            return value
+        key = id(value)
+        if key in self._realized:
+            return self._realized[key]
+        size = value.get_size()
+        strides = tuple(stride) if stride is not None else contiguous_strides(size)
+        layout = Layout(value.device, value.dtype, tuple(size), strides)
+        data: Pointwise | Reduction
+        if isinstance(value, (Pointwise, Reduction)):
+            data = value
+        else:
+            data = Pointwise(value.make_loader(), tuple(size), value.dtype, value.device, (self.origin,))
+        buffer = ComputedBuffer(self.new_name(), layout, data)
+        buffer.reads = _read_names(buffer)
+        self.register(buffer)
+        self._realized[key] = buffer
+        # Keep the value alive so its id is not reused by another object.
+        self._keepalive.append(value)
+        return buffer
+
+    def realize_buffer(self, value: IRNode) -> Buffer:
+        """Like :meth:`realize` but always a plain buffer (views are copied)."""
+        result = self.realize(value)
+        if isinstance(result, ReinterpretView):
+            return self.realize(Pointwise(result.make_loader(), result.get_size(), result.dtype, result.device))  # type: ignore[return-value]
+        return result
+
+    def should_inline(self, value: IRNode) -> bool:
+        """Whether a pointwise value with several users is cheap enough to recompute in each."""
+        if not isinstance(value, Pointwise):
+            return True
+        index = [index_symbol("i", k) for k in range(len(value.ranges))]
+        handler = trace_body(value.inner_fn, index, text=False)
+        return handler.deps.op_count <= self.inline_op_limit
+
+    def __post_init__(self) -> None:
+        self._keepalive: list[IRNode] = []
+
+
+def _read_names(buffer: ComputedBuffer) -> tuple[str, ...]:
+    data = buffer.data
+    index = [index_symbol("i", k) for k in range(len(data.ranges))]
+    if isinstance(data, Reduction):
+        rindex = [index_symbol("r", k) for k in range(len(data.reduction_ranges))]
+        handler = trace_body(data.inner_fn, index, rindex, text=False)
+    else:
+        handler = trace_body(data.inner_fn, index, text=False)
+    return handler.deps.read_names()
+
+
+def view_of(value: IRNode, size: Sequence[sympy.Expr], reindex: Callable[[Sequence[sympy.Expr]], Sequence[sympy.Expr]]) -> IndexView:
+    """An ``IndexView`` of ``value``: element ``index`` is ``value[reindex(index)]``."""
+    return IndexView(value, tuple(size), reindex)

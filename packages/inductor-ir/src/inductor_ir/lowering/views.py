@@ -1,0 +1,282 @@
+"""Lowerings of view ops as index arithmetic: reshape, permute, expand, slice, select, squeeze, as_strided.
+
+A view of a buffer (or of a strided view of one) that can be described by strides becomes a
+``ReinterpretView`` (a new ``Layout`` over the same memory: no copy, and extern calls can take it).
+Anything else becomes an ``IndexView`` whose ``reindex`` maps the view's index to the base's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import sympy
+import torch
+
+from inductor_ir.ir.layout import Layout, contiguous_strides
+from inductor_ir.ir.nodes import Buffer, IndexView, IRNode, ReinterpretView
+from inductor_ir.lowering.registry import LoweringContext, NotLowerable, lowering
+from inductor_ir.symbolic import FloorDiv, ModularIndexing, simplify_index, sympify_int
+
+aten = torch.ops.aten
+Index = Sequence[sympy.Expr]
+
+
+def _strided(x: IRNode) -> tuple[Buffer, Layout] | None:
+    """(base buffer, layout) when ``x`` is a buffer or a strided view of one."""
+    if isinstance(x, ReinterpretView):
+        return x.data, x.layout
+    if isinstance(x, Buffer) and not getattr(x, "output_is_tuple", False):
+        return x, x.layout
+    return None
+
+
+def _reinterpret(base: Buffer, layout: Layout) -> ReinterpretView:
+    return ReinterpretView(base, layout)
+
+
+def _sizes(values: Sequence[Any]) -> list[sympy.Expr]:
+    return [sympify_int(v) for v in values]
+
+
+@lowering(aten.permute.default)
+def permute(ctx: LoweringContext, x: IRNode, dims: Sequence[int]) -> IRNode:
+    """Reorder dims."""
+    ndim = len(x.get_size())
+    dims = [d % ndim for d in dims] if ndim else []
+    size = tuple(x.get_size()[d] for d in dims)
+    strided = _strided(x)
+    if strided is not None:
+        base, layout = strided
+        return _reinterpret(base, Layout(layout.device, layout.dtype, size, tuple(layout.stride[d] for d in dims), layout.offset))
+    inverse = [0] * ndim
+    for k, d in enumerate(dims):
+        inverse[d] = k
+    return IndexView(x, size, lambda index: [index[inverse[j]] for j in range(ndim)])
+
+
+@lowering(aten.t.default, aten.transpose.int)
+def transpose(ctx: LoweringContext, x: IRNode, dim0: int = 0, dim1: int = 1) -> IRNode:
+    """Swap two dims (``t`` of a 0/1-d tensor is the identity)."""
+    ndim = len(x.get_size())
+    if ndim < 2:
+        return x
+    dims = list(range(ndim))
+    dims[dim0 % ndim], dims[dim1 % ndim] = dims[dim1 % ndim], dims[dim0 % ndim]
+    return permute(ctx, x, dims)
+
+
+@lowering(aten.expand.default)
+def expand(ctx: LoweringContext, x: IRNode, sizes: Sequence[Any], *, implicit: bool = False) -> IRNode:
+    """Broadcast to ``sizes`` (-1 keeps a dim)."""
+    old = x.get_size()
+    new = _sizes(sizes)
+    lead = len(new) - len(old)
+    out = [old[k - lead] if (k >= lead and new[k] == -1) else new[k] for k in range(len(new))]
+    strided = _strided(x)
+    if strided is not None:
+        base, layout = strided
+        stride = [sympy.Integer(0)] * lead + [
+            layout.stride[j] if old[j] == out[lead + j] else sympy.Integer(0) for j in range(len(old))
+        ]
+        return _reinterpret(base, Layout(layout.device, layout.dtype, tuple(out), tuple(stride), layout.offset))
+    pinned = [old[j] != out[lead + j] for j in range(len(old))]
+    return IndexView(x, tuple(out), lambda index: [sympy.Integer(0) if pinned[j] else index[lead + j] for j in range(len(old))])
+
+
+@lowering(aten.unsqueeze.default)
+def unsqueeze(ctx: LoweringContext, x: IRNode, dim: int) -> IRNode:
+    """Insert a dim of size 1."""
+    size = list(x.get_size())
+    dim = dim % (len(size) + 1)
+    strided = _strided(x)
+    if strided is not None:
+        base, layout = strided
+        stride = list(layout.stride)
+        inner = stride[dim] * size[dim] if dim < len(size) else sympy.Integer(1)
+        stride.insert(dim, inner)
+        size.insert(dim, sympy.Integer(1))
+        return _reinterpret(base, Layout(layout.device, layout.dtype, tuple(size), tuple(stride), layout.offset))
+    out = size[:dim] + [sympy.Integer(1)] + size[dim:]
+    return IndexView(x, tuple(out), lambda index: list(index[:dim]) + list(index[dim + 1 :]))
+
+
+@lowering(aten.squeeze.default, aten.squeeze.dim, aten.squeeze.dims)
+def squeeze(ctx: LoweringContext, x: IRNode, dim: Any = None) -> IRNode:
+    """Drop dims of size 1 (all, or those in ``dim``)."""
+    size = list(x.get_size())
+    if dim is None:
+        drop = {k for k, n in enumerate(size) if n == 1}
+    else:
+        dims = [dim] if isinstance(dim, int) else list(dim)
+        drop = {d % len(size) for d in dims if size and size[d % len(size)] == 1}
+    keep = [k for k in range(len(size)) if k not in drop]
+    strided = _strided(x)
+    if strided is not None:
+        base, layout = strided
+        return _reinterpret(
+            base,
+            Layout(layout.device, layout.dtype, tuple(size[k] for k in keep), tuple(layout.stride[k] for k in keep), layout.offset),
+        )
+
+    def reindex(index: Index) -> list[sympy.Expr]:
+        full = [sympy.Integer(0)] * len(size)
+        for pos, k in enumerate(keep):
+            full[k] = index[pos]
+        return full
+
+    return IndexView(x, tuple(size[k] for k in keep), reindex)
+
+
+def _normalize(value: Any, size: sympy.Expr, default: sympy.Expr) -> sympy.Expr:
+    if value is None:
+        return default
+    v = sympify_int(value)
+    if v.is_number and size.is_number:
+        n = int(size)
+        i = int(v)
+        if i < 0:
+            i += n
+        return sympy.Integer(min(max(i, 0), n))
+    if v.is_number and int(v) >= 2**62:
+        return size
+    if v.is_number and int(v) < 0:
+        return size + v
+    return v
+
+
+@lowering(aten.slice.Tensor)
+def slice_(ctx: LoweringContext, x: IRNode, dim: int = 0, start: Any = None, end: Any = None, step: int = 1) -> IRNode:
+    """``x[..., start:end:step, ...]`` along ``dim``."""
+    size = list(x.get_size())
+    dim = dim % len(size)
+    begin = _normalize(start, size[dim], sympy.Integer(0))
+    stop = _normalize(end, size[dim], size[dim])
+    span = stop - begin
+    if span.is_number:
+        length: sympy.Expr = sympy.Integer(max(0, -(-int(span) // step)))
+    else:
+        length = span if step == 1 else FloorDiv(span + step - 1, step)
+    out = size[:dim] + [length] + size[dim + 1 :]
+    strided = _strided(x)
+    if strided is not None:
+        base, layout = strided
+        stride = list(layout.stride)
+        offset = layout.offset + begin * stride[dim]
+        stride[dim] = stride[dim] * step
+        return _reinterpret(base, Layout(layout.device, layout.dtype, tuple(out), tuple(stride), offset))
+    return IndexView(x, tuple(out), lambda index: [index[k] * step + begin if k == dim else index[k] for k in range(len(size))])
+
+
+@lowering(aten.select.int)
+def select(ctx: LoweringContext, x: IRNode, dim: int, index: Any) -> IRNode:
+    """``x[..., index, ...]`` along ``dim`` (the dim disappears)."""
+    size = list(x.get_size())
+    dim = dim % len(size)
+    i = sympify_int(index)
+    if i.is_number and int(i) < 0:
+        i = size[dim] + i
+    strided = _strided(x)
+    out = size[:dim] + size[dim + 1 :]
+    if strided is not None:
+        base, layout = strided
+        stride = list(layout.stride)
+        offset = layout.offset + i * stride[dim]
+        del stride[dim]
+        return _reinterpret(base, Layout(layout.device, layout.dtype, tuple(out), tuple(stride), offset))
+    return IndexView(x, tuple(out), lambda idx: list(idx[:dim]) + [i] + list(idx[dim:]))
+
+
+def _infer_shape(shape: Sequence[Any], numel: sympy.Expr) -> list[sympy.Expr]:
+    sizes = _sizes(shape)
+    if any(s == -1 for s in sizes):
+        known = sympy.Mul(*[s for s in sizes if s != -1])
+        sizes = [sympy.simplify(numel / known) if s == -1 else s for s in sizes]
+    return sizes
+
+
+def reshape_index(old: Sequence[sympy.Expr], new: Sequence[sympy.Expr]) -> Any:
+    """``reindex`` from an index of shape ``new`` to the same element of shape ``old`` (row-major)."""
+
+    cache: dict[tuple[sympy.Expr, ...], list[sympy.Expr]] = {}
+
+    def reindex(index: Index) -> list[sympy.Expr]:
+        key = tuple(index)
+        if key not in cache:
+            cache[key] = compute(index)
+        return cache[key]
+
+    def compute(index: Index) -> list[sympy.Expr]:
+        flat = sum((i * s for i, s in zip(index, contiguous_strides(new))), sympy.Integer(0))
+        flat = simplify_index(flat, list(zip(index, new)))  # type: ignore[arg-type]
+        out = []
+        for k, stride in enumerate(contiguous_strides(old)):
+            if old[k] == 1:
+                out.append(sympy.Integer(0))
+            elif k == 0:
+                out.append(FloorDiv(flat, stride))
+            else:
+                out.append(ModularIndexing(flat, stride, old[k]))
+        return [simplify_index(e, list(zip(index, new))) for e in out]  # type: ignore[arg-type]
+
+    return reindex
+
+
+@lowering(aten.view.default, aten._unsafe_view.default, aten.reshape.default)
+def view(ctx: LoweringContext, x: IRNode, shape: Sequence[Any]) -> IRNode:
+    """Reshape: a new layout when the input is contiguous, else index arithmetic."""
+    old = x.get_size()
+    numel = sympy.Mul(*old) if old else sympy.Integer(1)
+    new = _infer_shape(shape, numel)
+    strided = _strided(x)
+    if strided is not None:
+        base, layout = strided
+        if Layout(layout.device, layout.dtype, layout.size, layout.stride).is_contiguous():
+            return _reinterpret(base, Layout(layout.device, layout.dtype, tuple(new), contiguous_strides(new), layout.offset))
+    return IndexView(x, tuple(new), reshape_index(old, new))
+
+
+@lowering(aten.as_strided.default)
+def as_strided(ctx: LoweringContext, x: IRNode, size: Sequence[Any], stride: Sequence[Any], storage_offset: Any = None) -> IRNode:
+    """A view with explicit size and strides over ``x``'s memory (a copy of ``x`` when it is not stored)."""
+    strided = _strided(x)
+    if strided is None:
+        buf = ctx.realize_buffer(x)
+        base, layout = buf, buf.layout
+    else:
+        base, layout = strided
+    from inductor_ir.ir.nodes import InputBuffer
+
+    if storage_offset is not None and isinstance(base, InputBuffer):
+        raise NotLowerable("as_strided with a storage offset on a graph input")
+    offset = layout.offset if storage_offset is None else sympify_int(storage_offset)
+    return _reinterpret(base, Layout(layout.device, layout.dtype, tuple(_sizes(size)), tuple(_sizes(stride)), offset))
+
+
+@lowering(aten.split.Tensor, aten.split_with_sizes.default)
+def split(ctx: LoweringContext, x: IRNode, split_size: Any, dim: int = 0) -> list[IRNode]:
+    """Slices of ``x`` along ``dim``."""
+    size = x.get_size()
+    dim = dim % len(size)
+    total = size[dim]
+    if isinstance(split_size, (list, tuple)):
+        lengths = _sizes(split_size)
+    else:
+        step = sympify_int(split_size)
+        if not (total.is_number and step.is_number):
+            raise NotLowerable("symbolic split")
+        lengths = [sympy.Integer(min(int(step), int(total) - k)) for k in range(0, max(int(total), 1), max(int(step), 1))]
+    pieces, start = [], sympy.Integer(0)
+    for length in lengths:
+        pieces.append(slice_(ctx, x, dim, start, start + length))
+        start = start + length
+    return pieces
+
+
+@lowering(aten.unbind.int)
+def unbind(ctx: LoweringContext, x: IRNode, dim: int = 0) -> list[IRNode]:
+    """Every index along ``dim`` as a separate view."""
+    n = x.get_size()[dim]
+    if not n.is_number:
+        raise NotLowerable("symbolic unbind")
+    return [select(ctx, x, dim, k) for k in range(int(n))]

@@ -1,0 +1,235 @@
+"""`schedule(program, backends) -> Schedule`: fusion, order, memory plan.
+
+Steps: one scheduler node per buffer; one group per node; greedy fusion (``fusion.py``); a
+topological order of the groups; a ``KernelGroup`` record per fused group; the memory plan.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import sympy
+
+from inductor_ir.backend import KernelBackend, KernelGroup
+from inductor_ir.ir.nodes import (
+    Buffer,
+    ComputedBuffer,
+    ExternKernel,
+    InputBuffer,
+    MultiOutput,
+    ReinterpretView,
+)
+from inductor_ir.ir.program import Program
+from inductor_ir.scheduler.fusion import fuse_groups
+from inductor_ir.scheduler.groups import Group, SchedulerNode, buffer_record, kernel_nodes
+from inductor_ir.scheduler.memory import MemoryPlan, plan_memory
+
+__all__ = ["ExternStep", "KernelStep", "Schedule", "schedule"]
+
+
+@dataclass(frozen=True)
+class KernelStep:
+    """Run the kernel generated for ``group``."""
+
+    group: KernelGroup
+
+
+@dataclass(frozen=True)
+class ExternStep:
+    """Call an extern/fallback kernel, or pick one output of a multi-output call."""
+
+    buffer: Buffer
+
+
+@dataclass
+class Schedule:
+    """The ordered steps of a program, their kernel groups and the memory plan."""
+
+    program: Program
+    steps: list[KernelStep | ExternStep]
+    memory: MemoryPlan
+    backends: Mapping[str, KernelBackend] = field(default_factory=dict)
+
+    @property
+    def kernel_groups(self) -> list[KernelGroup]:
+        """The groups of the kernel steps, in order."""
+        return [s.group for s in self.steps if isinstance(s, KernelStep)]
+
+
+def _output_names(program: Program) -> set[str]:
+    names: set[str] = set()
+    for out in program.outputs:
+        if isinstance(out, ReinterpretView):
+            names.add(out.data.name)
+        elif isinstance(out, Buffer):
+            names.add(out.name)
+    return names
+
+
+def _scheduler_nodes(program: Program) -> list[SchedulerNode]:
+    nodes = []
+    for order, buf in enumerate(program.buffers):
+        if isinstance(buf, InputBuffer):
+            continue
+        mutates = isinstance(buf, ExternKernel) and bool(getattr(getattr(buf.op, "_schema", None), "is_mutable", False))
+        nodes.append(SchedulerNode(buf, order, frozenset(buf.read_names()), mutates))
+    # Calls that mutate their arguments keep their place: they depend on everything before them
+    # and everything after depends on them.
+    for k, node in enumerate(nodes):
+        if node.mutates:
+            before = {n.name for n in nodes[:k]}
+            node.reads = node.reads | before
+            for later in nodes[k + 1 :]:
+                later.reads = later.reads | {node.name}
+    return nodes
+
+
+def _topological(groups: list[Group]) -> list[Group]:
+    writer = {name: k for k, g in enumerate(groups) for name in g.names()}
+    indegree = [0] * len(groups)
+    users: dict[int, set[int]] = {k: set() for k in range(len(groups))}
+    for k, g in enumerate(groups):
+        for name in g.reads():
+            if name in writer and writer[name] != k and k not in users[writer[name]]:
+                users[writer[name]].add(k)
+                indegree[k] += 1
+    ready = [(g.order, k) for k, g in enumerate(groups) if indegree[k] == 0]
+    heapq.heapify(ready)
+    result = []
+    while ready:
+        _, k = heapq.heappop(ready)
+        result.append(groups[k])
+        for u in users[k]:
+            indegree[u] -= 1
+            if indegree[u] == 0:
+                heapq.heappush(ready, (groups[u].order, u))
+    assert len(result) == len(groups), "cycle among fused groups"
+    return result
+
+
+class _GroupRecords:
+    """Builds ``KernelGroup`` records; knows which buffers are needed outside each group."""
+
+    def __init__(self, program: Program, nodes: list[SchedulerNode]) -> None:
+        self.program = program
+        self.readers: dict[str, set[str]] = {}
+        for node in nodes:
+            for name in node.reads:
+                self.readers.setdefault(name, set()).add(node.name)
+        self.kept = _output_names(program)
+        self.size_symbols = set(program.size_sources)
+        self.count = 0
+
+    def record(self, group: Group, name: str | None = None) -> KernelGroup:
+        written = group.names()
+        outputs, internal = [], []
+        for p in group.placements:
+            record = buffer_record(p.node.buffer)
+            if p.node.name in self.kept or self.readers.get(p.node.name, set()) - written:
+                outputs.append(record)
+            else:
+                internal.append(record)
+        inputs = [buffer_record(self.program.buffer(n)) for n in sorted(group.reads(), key=self._position)]
+        symbols: set[sympy.Symbol] = set()
+        for p in group.placements:
+            for dep in p.reads + p.writes:
+                symbols |= dep.index.free_symbols
+        for size in group.pointwise_size + group.reduction_size:
+            symbols |= sympy.sympify(size).free_symbols
+        origins = list(dict.fromkeys(o for p in group.placements for o in p.node.origins()))
+        if name is None:
+            name = "fused_" + "_".join(origins[:4] or ["kernel"]) + f"_{self.count}"
+            self.count += 1
+        return KernelGroup(
+            name=name,
+            device=group.device,
+            pointwise_size=group.pointwise_size,
+            reduction_size=group.reduction_size,
+            nodes=kernel_nodes(group),
+            inputs=tuple(inputs),
+            outputs=tuple(outputs),
+            internal=tuple(internal),
+            size_symbols=tuple(sorted(symbols & self.size_symbols, key=str)),
+        )
+
+    def _position(self, name: str) -> int:
+        for k, item in enumerate(self.program.graph_inputs):
+            if isinstance(item, InputBuffer) and item.name == name:
+                return k - 1_000_000
+        for k, buf in enumerate(self.program.buffers):
+            if buf.name == name:
+                return k
+        return 0
+
+
+def schedule(program: Program, backends: Mapping[str, KernelBackend] | None = None, *, fuse: bool = True) -> Schedule:
+    """Fuse, order and plan memory for a lowered program.
+
+    Args:
+        program: from :func:`inductor_ir.lower`.
+        backends: device type -> backend; asked ``can_fuse_*`` before each fusion.
+        fuse: ``False`` gives one kernel per computed buffer (for debugging).
+    """
+    backends = dict(backends or {})
+    nodes = _scheduler_nodes(program)
+    groups = [g for g in (Group.single(n) for n in nodes) if g is not None]
+    records = _GroupRecords(program, nodes)
+    if fuse:
+        groups = fuse_groups(program, groups, backends, lambda g: records.record(g, name="candidate"))
+    groups = _topological(groups)
+    steps: list[KernelStep | ExternStep] = []
+    step_items: list[KernelGroup | str] = []
+    reads: list[set[str]] = []
+    writes: list[set[str]] = []
+    in_place: list[dict[str, set[str]]] = []
+    for group in groups:
+        reads.append(group.reads())
+        if group.is_extern:
+            writes.append(group.names())
+            steps.append(ExternStep(group.nodes[0].buffer))
+            step_items.append(group.nodes[0].name)
+            in_place.append({})
+            continue
+        kernel_group = records.record(group)
+        writes.append({r.name for r in kernel_group.outputs})
+        steps.append(KernelStep(kernel_group))
+        step_items.append(kernel_group)
+        in_place.append(_in_place_candidates(group))
+    no_reuse = _aliased_buffers(program)
+    memory = plan_memory(program, step_items, reads, writes, records.kept, no_reuse, in_place)
+    return Schedule(program, steps, memory, backends)
+
+
+def _in_place_candidates(group: Group) -> dict[str, set[str]]:
+    """Output -> inputs of the group only ever loaded at that output's store index, and never after it."""
+    result: dict[str, set[str]] = {}
+    loads: dict[str, list[tuple[int, object]]] = {}
+    for position, p in enumerate(group.placements):
+        for dep in p.reads:
+            loads.setdefault(dep.name, []).append((position, dep.index))
+    for position, p in enumerate(group.placements):
+        if not p.writes:
+            continue
+        store = p.writes[0].index
+        result[p.node.name] = {
+            name for name, uses in loads.items() if all(index == store and at <= position for at, index in uses)
+        }
+    return result
+
+
+def _aliased_buffers(program: Program) -> set[str]:
+    """Buffers another tensor may alias: read by a call that returns a view, or multi-output results."""
+    names: set[str] = set()
+    for buf in program.buffers:
+        if isinstance(buf, ExternKernel):
+            returns = getattr(getattr(buf.op, "_schema", None), "returns", [])
+            if buf.output_is_tuple or any(r.alias_info is not None for r in returns):
+                names.update(buf.read_names())
+                names.add(buf.name)
+        if isinstance(buf, MultiOutput):
+            names.add(buf.name)
+        if isinstance(buf, ComputedBuffer):
+            continue
+    return names

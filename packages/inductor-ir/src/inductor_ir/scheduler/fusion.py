@@ -1,0 +1,136 @@
+"""Greedy fusion: merge the pair of groups that saves the most memory traffic, while legal.
+
+Legal means: same device, both fusible, a shared iteration space (``merged_space``), the placement
+rules hold (``place``), the merge creates no cycle through a third group, and the backend agrees.
+The score of a pair is the bytes of the buffers they share (one writes, the other reads; or both
+read).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+from inductor_ir.backend import KernelBackend, KernelGroup
+from inductor_ir.ir.program import Program
+from inductor_ir.scheduler.groups import Group, merged_space, place
+
+__all__ = ["fuse_groups"]
+
+ToKernelGroup = Callable[[Group], KernelGroup]
+
+
+def _consumers(groups: dict[int, Group]) -> dict[int, set[int]]:
+    """Group id -> ids of groups that read a buffer it writes."""
+    writer = {name: k for k, g in groups.items() for name in g.names()}
+    edges: dict[int, set[int]] = {k: set() for k in groups}
+    for k, g in groups.items():
+        for name in g.reads():
+            if name in writer:
+                edges[writer[name]].add(k)
+    return edges
+
+
+def _reaches_via_other(edges: dict[int, set[int]], src: int, dst: int) -> bool:
+    """Whether a path src -> ... -> dst passes through at least one other group."""
+    stack = [n for n in edges[src] if n != dst]
+    seen = set(stack)
+    while stack:
+        node = stack.pop()
+        if node == dst:
+            return True
+        for nxt in edges[node]:
+            if nxt not in seen:
+                seen.add(nxt)
+                stack.append(nxt)
+    return False
+
+
+def _score(program: Program, a: Group, b: Group, sizes: dict[str, int]) -> int:
+    shared = (a.names() & b.reads()) | (b.names() & a.reads()) | (a.reads() & b.reads())
+    total = 0
+    for name in shared:
+        if name not in sizes:
+            try:
+                buf = program.buffer(name)
+                sizes[name] = program.hint(buf.layout.numel()) * buf.layout.dtype.itemsize
+            except (KeyError, TypeError, ValueError):
+                sizes[name] = 1
+        total += sizes[name]
+    return total
+
+
+def fuse_groups(
+    program: Program,
+    groups: list[Group],
+    backends: Mapping[str, KernelBackend],
+    to_kernel_group: ToKernelGroup,
+    max_group_nodes: int = 64,
+) -> list[Group]:
+    """Merge groups greedily by score until no legal merge is left; returns the new list.
+
+    Each round ranks every pair of groups that share a buffer once, then walks the ranking,
+    merging each still-unmerged legal pair; rounds repeat until one merges nothing.
+    """
+    live: dict[int, Group] = dict(enumerate(groups))
+    next_id = len(live)
+    rejected: set[tuple[int, int]] = set()
+    sizes: dict[str, int] = {}
+    while True:
+        by_buffer: dict[str, list[int]] = {}
+        for k, g in live.items():
+            if not g.is_extern:
+                for name in g.names() | g.reads():
+                    by_buffer.setdefault(name, []).append(k)
+        candidates = {(i, j) for members in by_buffer.values() for i in members for j in members if i < j}
+        candidates -= rejected
+        ranked = sorted(
+            candidates,
+            key=lambda p: (-_score(program, live[p[0]], live[p[1]], sizes), abs(live[p[0]].order - live[p[1]].order), p),
+        )
+        edges = _consumers(live)
+        merged = False
+        for i, j in ranked:
+            if i not in live or j not in live:
+                continue
+            fused = _try_merge(live[i], live[j], edges, i, j, backends, to_kernel_group, max_group_nodes)
+            if fused is None:
+                rejected.add((i, j))
+                continue
+            del live[i], live[j]
+            live[next_id] = fused
+            next_id += 1
+            merged = True
+            edges = _consumers(live)
+        if not merged:
+            return sorted(live.values(), key=lambda g: g.order)
+
+
+def _try_merge(
+    a: Group,
+    b: Group,
+    edges: dict[int, set[int]],
+    i: int,
+    j: int,
+    backends: Mapping[str, KernelBackend],
+    to_kernel_group: ToKernelGroup,
+    max_group_nodes: int,
+) -> Group | None:
+    if a.device != b.device or len(a.nodes) + len(b.nodes) > max_group_nodes:
+        return None
+    if _reaches_via_other(edges, i, j) or _reaches_via_other(edges, j, i):
+        return None
+    space = merged_space(a, b)
+    if space is None:
+        return None
+    fused = place(a.nodes + b.nodes, *space)
+    if fused is None:
+        return None
+    backend = backends.get(a.device.split(":")[0])
+    if backend is not None:
+        first, second = (a, b) if a.order <= b.order else (b, a)
+        vertical = bool(first.names() & second.reads())
+        ka, kb = to_kernel_group(first), to_kernel_group(second)
+        allowed = backend.can_fuse_vertical(ka, kb) if vertical else backend.can_fuse_horizontal(ka, kb)
+        if not allowed:
+            return None
+    return fused

@@ -1,0 +1,276 @@
+"""Scheduler nodes and fused groups: where each node of a group runs, and whether a merge is legal.
+
+A group has an iteration space ``(pointwise_size, reduction_size)``; each member node is placed in a
+reduction loop (``loop``) inside it or after it (``in_reduction_loop``), following the rules in
+docs/kernel-backend.md. Size-1 dims are dropped from iteration spaces so that ``[N, 1]`` and ``[N]``
+spaces match.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import sympy
+
+from inductor_ir.backend import BufferRecord, KernelNode, NodeBody
+from inductor_ir.ir.nodes import Buffer, ComputedBuffer, ExternKernel, InputBuffer, MultiOutput, Pointwise
+from inductor_ir.ir.tracing import MemoryDep, trace_body
+
+__all__ = ["Group", "Placement", "SchedulerNode", "buffer_record", "group_vars"]
+
+Sizes = tuple[sympy.Expr, ...]
+
+
+def buffer_record(buf: Buffer) -> BufferRecord:
+    """The backend-facing record of a buffer."""
+    layout = buf.layout
+    return BufferRecord(buf.name, layout.dtype, layout.size, layout.stride, layout.offset, layout.device)
+
+
+def group_vars(pw: Sizes, rd: Sizes) -> tuple[tuple[sympy.Symbol, ...], tuple[sympy.Symbol, ...]]:
+    """Canonical index symbols of a group: ``x0..`` and ``r0..``."""
+    xs = tuple(sympy.Symbol(f"x{i}", integer=True, nonnegative=True) for i in range(len(pw)))
+    rs = tuple(sympy.Symbol(f"r{i}", integer=True, nonnegative=True) for i in range(len(rd)))
+    return xs, rs
+
+
+def _squeeze(ranges: Sequence[sympy.Expr]) -> tuple[Sizes, list[bool]]:
+    keep = [r != 1 for r in ranges]
+    return tuple(r for r, k in zip(ranges, keep) if k), keep
+
+
+def _expand_vars(keep: list[bool], variables: Sequence[sympy.Expr]) -> list[sympy.Expr]:
+    it = iter(variables)
+    return [next(it) if k else sympy.Integer(0) for k in keep]
+
+
+@dataclass(eq=False)
+class SchedulerNode:
+    """One buffer to compute: a ``ComputedBuffer`` (fusible) or an extern/fallback/multi-output call."""
+
+    buffer: Buffer
+    order: int
+    reads: frozenset[str]
+    mutates: bool = False
+    _traces: dict[tuple[bool, int, int], tuple[list[MemoryDep], list[MemoryDep]]] = field(default_factory=dict, repr=False)
+
+    def trace(self, in_loop: bool, xs: Sequence[sympy.Symbol], rs: Sequence[sympy.Symbol]) -> tuple[list[MemoryDep], list[MemoryDep]]:
+        """(reads, writes) of the body over a group's canonical variables (cached)."""
+        key = (in_loop, len(xs), len(rs))
+        if key not in self._traces:
+            handler = trace_body(self.body_for(in_loop), xs, rs if in_loop else (), text=False)
+            self._traces[key] = (handler.deps.reads, handler.deps.writes)
+        return self._traces[key]
+
+    @property
+    def name(self) -> str:
+        """The buffer's name."""
+        return self.buffer.name
+
+    @property
+    def is_fusible(self) -> bool:
+        """Whether it is a ``ComputedBuffer``."""
+        return isinstance(self.buffer, ComputedBuffer)
+
+    @property
+    def is_reduction(self) -> bool:
+        """Whether it computes a reduction."""
+        return isinstance(self.buffer, ComputedBuffer) and self.buffer.is_reduction
+
+    def spaces(self) -> tuple[Sizes, Sizes]:
+        """Squeezed ``(ranges, reduction_ranges)``."""
+        buf = self.buffer
+        assert isinstance(buf, ComputedBuffer)
+        pw, _ = _squeeze(buf.data.ranges)
+        rd = _squeeze(buf.data.reduction_ranges)[0] if buf.is_reduction else ()  # type: ignore[union-attr]
+        return pw, rd
+
+    def body_for(self, in_loop: bool) -> NodeBody:
+        """The node's body over a group's canonical variables (in or after the reduction loop)."""
+        buf = self.buffer
+        assert isinstance(buf, ComputedBuffer)
+        data = buf.data
+        _, keep = _squeeze(data.ranges)
+        if isinstance(data, Pointwise):
+            npw = sum(keep)
+
+            def pointwise_body(xs: Sequence[sympy.Expr], rs: Sequence[sympy.Expr]) -> None:
+                variables = list(xs) + list(rs) if in_loop else list(xs)[:npw]
+                buf.store_pointwise(_expand_vars(keep, variables))
+
+            return pointwise_body
+        _, rkeep = _squeeze(data.reduction_ranges)
+
+        def reduction_body(xs: Sequence[sympy.Expr], rs: Sequence[sympy.Expr]) -> None:
+            buf.store_reduction(_expand_vars(keep, xs), _expand_vars(rkeep, rs))
+
+        return reduction_body
+
+    def kind(self) -> str:
+        """``reduction`` or ``pointwise``."""
+        return "reduction" if self.is_reduction else "pointwise"
+
+    def origins(self) -> tuple[str, ...]:
+        """ATen op names it came from."""
+        buf = self.buffer
+        if isinstance(buf, ComputedBuffer):
+            return buf.data.origins
+        if isinstance(buf, ExternKernel):
+            return (str(getattr(buf.op, "__name__", buf.op)).split(".")[0],)
+        return ()
+
+
+@dataclass
+class Placement:
+    """Where a node runs in its group, and its loads/stores over the group's variables."""
+
+    node: SchedulerNode
+    loop: int
+    in_loop: bool
+    reads: list[MemoryDep]
+    writes: list[MemoryDep]
+
+
+@dataclass(eq=False)
+class Group:
+    """A set of scheduler nodes that will become one kernel (or one extern call)."""
+
+    nodes: list[SchedulerNode]
+    pointwise_size: Sizes = ()
+    reduction_size: Sizes = ()
+    placements: list[Placement] = field(default_factory=list)
+    _names: set[str] | None = field(default=None, repr=False)
+    _order: int | None = field(default=None, repr=False)
+    _reads: set[str] | None = field(default=None, repr=False)
+
+    @property
+    def is_extern(self) -> bool:
+        """A group holding one non-fusible node."""
+        return not self.nodes[0].is_fusible
+
+    @property
+    def device(self) -> str:
+        """The device of its buffers."""
+        return self.nodes[0].buffer.device
+
+    @property
+    def order(self) -> int:
+        """Position of its first node in the program."""
+        if self._order is None:
+            self._order = min(n.order for n in self.nodes)
+        return self._order
+
+    def names(self) -> set[str]:
+        """Buffers written by the group."""
+        if self._names is None:
+            self._names = {n.name for n in self.nodes}
+        return self._names
+
+    def reads(self) -> set[str]:
+        """Buffers read from outside the group."""
+        if self._reads is None:
+            written = self.names()
+            self._reads = {r for n in self.nodes for r in n.reads if r not in written}
+        return self._reads
+
+    @staticmethod
+    def single(node: SchedulerNode) -> Group | None:
+        """A group of one node; ``None`` when the node cannot be placed (never for a lone node)."""
+        if not node.is_fusible:
+            return Group([node])
+        pw, rd = node.spaces()
+        return place([node], pw, rd)
+
+
+def place(nodes: Sequence[SchedulerNode], pw: Sizes, rd: Sizes) -> Group | None:
+    """Place ``nodes`` (program order) in the space ``(pw, rd)``; ``None`` when the rules forbid it."""
+    xs, rs = group_vars(pw, rd)
+    placed: dict[str, Placement] = {}
+    result: list[Placement] = []
+    for node in sorted(nodes, key=lambda n: n.order):
+        npw, nrd = node.spaces()
+        if node.is_reduction:
+            if (npw, nrd) != (pw, rd):
+                return None
+            in_loop = True
+        elif rd and npw == pw + rd:
+            in_loop = True
+        elif npw == pw:
+            in_loop = False
+        else:
+            return None
+        reads, writes = node.trace(in_loop, xs, rs)
+        loop = 0
+        exact: int | None = None
+        for dep in reads:
+            producer = placed.get(dep.name)
+            if producer is None:
+                continue
+            if dep.index != producer.writes[0].index:
+                return None  # reads a value of this group at another element: not in registers
+            if producer.node.is_reduction:
+                loop = max(loop, producer.loop + (1 if in_loop else 0))
+            elif producer.in_loop:
+                if not in_loop or (exact is not None and exact != producer.loop):
+                    return None
+                exact = producer.loop
+            else:
+                loop = max(loop, producer.loop + (1 if in_loop else 0))
+        if exact is not None:
+            if loop > exact:
+                return None
+            loop = exact
+        placement = Placement(node, loop, in_loop, reads, writes)
+        placed[node.name] = placement
+        result.append(placement)
+    result.sort(key=lambda p: (p.loop, not p.in_loop, p.node.order))
+    return Group(sorted(nodes, key=lambda n: n.order), pw, rd, result)
+
+
+def merged_space(a: Group, b: Group) -> tuple[Sizes, Sizes] | None:
+    """The iteration space two groups can share, if any."""
+    if a.reduction_size and b.reduction_size:
+        if (a.pointwise_size, a.reduction_size) == (b.pointwise_size, b.reduction_size):
+            return a.pointwise_size, a.reduction_size
+        return None
+    if a.reduction_size or b.reduction_size:
+        red, other = (a, b) if a.reduction_size else (b, a)
+        pw, rd = red.pointwise_size, red.reduction_size
+        if other.pointwise_size in (pw, pw + rd):
+            return pw, rd
+        return None
+    if a.pointwise_size == b.pointwise_size:
+        return a.pointwise_size, ()
+    return None
+
+
+def kernel_nodes(group: Group) -> tuple[KernelNode, ...]:
+    """The backend-facing node records of a group."""
+    records = []
+    for p in group.placements:
+        buf = p.node.buffer
+        reduction_type = buf.data.reduction_type if p.node.is_reduction else None  # type: ignore[union-attr]
+        records.append(
+            KernelNode(
+                buffer_record(buf),
+                p.node.body_for(p.in_loop),
+                "reduction" if p.node.is_reduction else "pointwise",
+                p.loop,
+                p.in_loop,
+                reduction_type,
+                p.node.origins(),
+            )
+        )
+    return tuple(records)
+
+
+def is_input_like(buf: Any) -> bool:
+    """Inputs and constants: never computed by the schedule."""
+    return isinstance(buf, InputBuffer)
+
+
+def is_multi_output(buf: Any) -> bool:
+    """A ``MultiOutput`` selector."""
+    return isinstance(buf, MultiOutput)

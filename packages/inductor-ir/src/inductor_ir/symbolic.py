@@ -1,0 +1,175 @@
+"""SymPy functions for index arithmetic, and index simplification.
+
+Indices and sizes are SymPy expressions from the ground up. Besides ``Add``, ``Mul``, ``Integer``
+and ``Symbol`` they use two functions of nonnegative integers:
+
+* ``FloorDiv(a, b)``: ``a // b``;
+* ``ModularIndexing(x, d, m)``: ``(x // d) % m``.
+
+Because their operands are never negative, code generators may print them with C-style ``/`` and
+``%``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import sympy
+
+__all__ = [
+    "FloorDiv",
+    "ModularIndexing",
+    "index_symbol",
+    "simplify_index",
+    "size_symbol",
+    "sympify_int",
+]
+
+
+def _is_multiple(term: sympy.Expr, divisor: sympy.Expr) -> bool:
+    quotient = sympy.cancel(term / divisor)
+    return bool(quotient.is_integer) and bool(sympy.fraction(quotient)[1] == 1)
+
+
+class FloorDiv(sympy.Function):
+    """``base // divisor`` for nonnegative integers."""
+
+    nargs = 2
+    is_integer = True
+    is_nonnegative = True
+
+    @classmethod
+    def eval(cls, base: sympy.Expr, divisor: sympy.Expr) -> sympy.Expr | None:  # type: ignore[override]
+        if divisor == 1:
+            return base
+        if base == 0:
+            return sympy.Integer(0)
+        if base.is_Integer and divisor.is_Integer:
+            return sympy.Integer(int(base) // int(divisor))
+        if isinstance(base, FloorDiv):
+            return FloorDiv(base.args[0], base.args[1] * divisor)
+        # Terms that are exact multiples of the divisor come out of the division when the rest
+        # is known to stay in [0, divisor).
+        if isinstance(base, sympy.Add):
+            whole = [t for t in base.args if _is_multiple(t, divisor)]
+            if whole:
+                rest = sympy.Add(*[t for t in base.args if not _is_multiple(t, divisor)])
+                return sympy.Add(*[sympy.cancel(t / divisor) for t in whole]) + FloorDiv(rest, divisor)
+        elif _is_multiple(base, divisor):
+            return sympy.cancel(base / divisor)
+        return None
+
+    def _sympystr(self, printer: sympy.printing.StrPrinter) -> str:
+        return f"(({printer.doprint(self.args[0])}) // {printer.parenthesize(self.args[1], 50)})"
+
+
+class ModularIndexing(sympy.Function):
+    """``(base // divisor) % modulus`` for nonnegative integers."""
+
+    nargs = 3
+    is_integer = True
+    is_nonnegative = True
+
+    @classmethod
+    def eval(  # type: ignore[override]
+        cls, base: sympy.Expr, divisor: sympy.Expr, modulus: sympy.Expr
+    ) -> sympy.Expr | None:
+        if base == 0 or modulus == 1:
+            return sympy.Integer(0)
+        if base.is_Integer and divisor.is_Integer and modulus.is_Integer:
+            return sympy.Integer((int(base) // int(divisor)) % int(modulus))
+        if isinstance(base, sympy.Add):
+            # Drop terms that are multiples of divisor * modulus: they do not change the result.
+            kept = [t for t in base.args if not _is_multiple(t, divisor * modulus)]
+            if len(kept) != len(base.args):
+                return ModularIndexing(sympy.Add(*kept), divisor, modulus)
+        elif _is_multiple(base, divisor * modulus):
+            return sympy.Integer(0)
+        return None
+
+    def _sympystr(self, printer: sympy.printing.StrPrinter) -> str:
+        base, divisor, modulus = (printer.doprint(a) for a in self.args)
+        if self.args[1] == 1:
+            return f"(({base}) % {modulus})"
+        return f"((({base}) // {divisor}) % {modulus})"
+
+
+def sympify_int(value: object) -> sympy.Expr:
+    """A SymPy integer expression for an int, a SymPy expression or a ``torch.SymInt``."""
+    node = getattr(value, "node", None)
+    if node is not None and hasattr(node, "expr"):
+        return sympy.sympify(node.expr)
+    if isinstance(value, sympy.Expr):
+        return value
+    return sympy.Integer(int(value))  # type: ignore[call-overload]
+
+
+def index_symbol(prefix: str, position: int) -> sympy.Symbol:
+    """An iteration variable such as ``i0`` or ``r1`` (integer, nonnegative)."""
+    return sympy.Symbol(f"{prefix}{position}", integer=True, nonnegative=True)
+
+
+def size_symbol(position: int) -> sympy.Symbol:
+    """The size symbol ``s<position>`` (positive integer)."""
+    return sympy.Symbol(f"s{position}", integer=True, positive=True)
+
+
+def simplify_index(expr: sympy.Expr, ranges: Sequence[tuple[sympy.Symbol, sympy.Expr]] = ()) -> sympy.Expr:
+    """Simplify an index expression given each variable's range ``[0, size)``.
+
+    Drops variables whose range is 1, removes ``ModularIndexing``/``FloorDiv`` that cannot wrap
+    (``x % m`` with ``x < m``; ``x // d`` with ``x < d``) and expands products.
+    """
+    expr = sympy.expand(sympy.sympify(expr))
+    subs = {var: sympy.Integer(0) for var, size in ranges if size == 1}
+    if subs:
+        expr = sympy.expand(expr.xreplace(subs))
+    bounds = {var: size for var, size in ranges}
+
+    def upper(e: sympy.Expr) -> sympy.Expr | None:
+        """An exclusive upper bound of a nonnegative expression, when easy to tell."""
+        if e.is_Integer:
+            return e + 1
+        if isinstance(e, sympy.Symbol):
+            return bounds.get(e)
+        if isinstance(e, sympy.Add):
+            total = sympy.Integer(1)
+            for term in e.args:
+                bound = upper(term)
+                if bound is None:
+                    return None
+                total += bound - 1
+            return total
+        if isinstance(e, sympy.Mul):
+            coeff, rest = e.as_coeff_Mul()
+            if coeff.is_Integer and coeff > 0 and rest is not e:
+                bound = upper(rest)
+                return None if bound is None else coeff * (bound - 1) + 1
+            return None
+        if isinstance(e, ModularIndexing):
+            return e.args[2]
+        return None
+
+    def fits(bound: sympy.Expr | None, limit: sympy.Expr) -> bool:
+        if bound is None:
+            return False
+        diff = sympy.expand(limit - bound)
+        return bool(diff.is_nonnegative)
+
+    changed = True
+    while changed:
+        changed = False
+        for node in sympy.preorder_traversal(expr):
+            if isinstance(node, ModularIndexing):
+                base, divisor, modulus = node.args
+                if fits(upper(base), divisor * modulus):
+                    expr = expr.xreplace({node: FloorDiv(base, divisor)})
+                    changed = True
+                    break
+            if isinstance(node, FloorDiv):
+                base, divisor = node.args
+                if fits(upper(base), divisor):
+                    expr = expr.xreplace({node: sympy.Integer(0)})
+                    changed = True
+                    break
+    return sympy.expand(expr)

@@ -1,0 +1,183 @@
+"""Wrapper codegen: the Python module with ``call(args)`` that runs a schedule.
+
+As in the talk's "Output Wrapper": read symbolic sizes from the inputs, allocate buffers with their
+strides (or reuse dead ones), launch kernels and extern calls in order, free dead buffers, return
+the outputs. Kernels are called by their ``KernelSource.name``; those names, ``reinterpret`` and
+``ensure_layout`` are bound in the module's namespace by :func:`load_wrapper`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import sympy
+import torch
+
+from inductor_ir.ir.nodes import Buffer, ExternKernel, InputBuffer, MultiOutput, ReinterpretView
+from inductor_ir.scheduler import ExternStep, KernelStep, Schedule
+
+__all__ = ["ensure_layout", "load_wrapper", "reinterpret", "wrapper_source"]
+
+
+def reinterpret(base: torch.Tensor, size: tuple[int, ...], stride: tuple[int, ...], offset: int) -> torch.Tensor:
+    """A strided view of ``base``'s memory, ``offset`` elements after its data pointer."""
+    return torch.as_strided(base, size, stride, base.storage_offset() + offset)
+
+
+def ensure_layout(result: torch.Tensor, size: tuple[int, ...], stride: tuple[int, ...]) -> torch.Tensor:
+    """``result`` if it has the expected strides, else a copy with them (fallback ops may differ)."""
+    if tuple(result.shape) == tuple(size) and all(n == 1 or a == b for n, a, b in zip(size, result.stride(), stride)):
+        return result
+    out = torch.empty_strided(size, stride, dtype=result.dtype, device=result.device)
+    out.copy_(result)
+    return out
+
+
+def _expr(value: Any) -> str:
+    """A Python expression for an argument value."""
+    if isinstance(value, sympy.Expr):
+        return _sym(value)
+    if isinstance(value, ReinterpretView):
+        layout = value.layout
+        return f"reinterpret({value.data.name}, {_tuple(layout.size)}, {_tuple(layout.stride)}, {_sym(layout.offset)})"
+    if isinstance(value, Buffer):
+        return value.name
+    if isinstance(value, torch.dtype):
+        return str(value)
+    if isinstance(value, torch.device):
+        return f"torch.device({str(value)!r})"
+    if isinstance(value, torch.memory_format) or isinstance(value, torch.layout):
+        return str(value)
+    if isinstance(value, float):
+        return f"float({str(value)!r})" if value != value or value in (float("inf"), float("-inf")) else repr(value)
+    if isinstance(value, list):
+        return "[" + ", ".join(_expr(v) for v in value) + "]"
+    if isinstance(value, tuple):
+        return "(" + ", ".join(_expr(v) for v in value) + ("," if len(value) == 1 else "") + ")"
+    if value is None or isinstance(value, (bool, int, str)):
+        return repr(value)
+    raise _Unprintable(value)
+
+
+class _Unprintable(Exception):
+    """A value with no literal form: bound in the namespace instead."""
+
+
+def _sym(expr: Any) -> str:
+    expr = sympy.sympify(expr)
+    if expr.is_Integer:
+        return str(int(expr))
+    return f"({expr})"
+
+
+def _tuple(values: tuple[Any, ...]) -> str:
+    return "(" + ", ".join(_sym(v) for v in values) + ("," if len(values) == 1 else "") + ")"
+
+
+class _Writer:
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self.constants: dict[str, Any] = {}
+
+    def line(self, text: str) -> None:
+        self.lines.append("    " + text)
+
+    def arg(self, value: Any) -> str:
+        try:
+            return _expr(value)
+        except _Unprintable:
+            name = f"_const{len(self.constants)}"
+            self.constants[name] = value
+            return name
+
+
+def wrapper_source(schedule: Schedule, kernel_names: Mapping[str, str] | None = None) -> str:
+    """The wrapper module's source. ``kernel_names`` maps group name -> kernel name (default: the same)."""
+    kernel_names = kernel_names or {}
+    source, _ = _generate(schedule, kernel_names)
+    return source
+
+
+def _generate(schedule: Schedule, kernel_names: Mapping[str, str]) -> tuple[str, dict[str, Any]]:
+    program = schedule.program
+    w = _Writer()
+    names = []
+    for position, item in enumerate(program.graph_inputs):
+        names.append(item.name if isinstance(item, InputBuffer) else f"_arg{position}")
+    w.line(("" if not names else ", ".join(names) + ("," if len(names) == 1 else "")) + " = args")
+    w.line("args.clear()")
+    for symbol, src in program.size_sources.items():
+        target = names[src.position]
+        if src.kind == "size":
+            w.line(f"{symbol} = {target}.size({src.dim})")
+        elif src.kind == "stride":
+            w.line(f"{symbol} = {target}.stride({src.dim})")
+        else:
+            w.line(f"{symbol} = {target}")
+    reused = {a.reuse for s in schedule.memory.steps for a in s.allocations if a.reuse and not a.in_place}
+    for step, memory in zip(schedule.steps, schedule.memory.steps):
+        after: list[str] = []
+        for alloc in memory.allocations:
+            rec = alloc.record
+            if alloc.in_place:
+                w.line(f"{rec.name} = {alloc.reuse}  # reuse in place")
+                after.append(f"del {alloc.reuse}")
+            elif alloc.reuse is not None:
+                w.line(f"{rec.name} = {alloc.reuse}; del {alloc.reuse}  # reuse")
+            else:
+                w.line(
+                    f"{rec.name} = empty_strided({_tuple(rec.size)}, {_tuple(rec.stride)}, "
+                    f"device={rec.device!r}, dtype={rec.dtype})"
+                )
+        if isinstance(step, KernelStep):
+            group = step.group
+            call_args = [r.name for r in group.inputs] + [r.name for r in group.outputs] + [str(s) for s in group.size_symbols]
+            w.line(f"{kernel_names.get(group.name, group.name)}({', '.join(call_args)})")
+        else:
+            _extern_lines(w, step)
+        for text in after:
+            w.line(text)
+        for name in memory.frees:
+            if name not in reused:
+                w.line(f"del {name}")
+    outs = [w.arg(o) if not isinstance(o, (int, float, bool)) or isinstance(o, bool) else repr(o) for o in program.outputs]
+    w.line("return (" + ", ".join(outs) + ("," if len(outs) == 1 else "") + ")")
+    header = [
+        "# Generated by inductor_ir: the wrapper that runs one compiled graph.",
+        "import torch",
+        "from torch import empty_strided",
+        "",
+        "",
+        "def call(args):",
+    ]
+    return "\n".join(header + w.lines) + "\n", w.constants
+
+
+def _extern_lines(w: _Writer, step: ExternStep) -> None:
+    buf = step.buffer
+    if isinstance(buf, MultiOutput):
+        path = "".join(f"[{k}]" for k in buf.path)
+        layout = buf.layout
+        w.line(f"{buf.name} = ensure_layout({buf.parent}{path}, {_tuple(layout.size)}, {_tuple(layout.stride)})")
+        return
+    assert isinstance(buf, ExternKernel)
+    args = [w.arg(a) for a in buf.args] + [f"{k}={w.arg(v)}" for k, v in buf.kwargs.items()]
+    call = f"torch.ops.{buf.op}({', '.join(args)})"
+    if buf.output_is_tuple:
+        w.line(f"{buf.name} = {call}")
+    else:
+        layout = buf.layout
+        w.line(f"{buf.name} = ensure_layout({call}, {_tuple(layout.size)}, {_tuple(layout.stride)})")
+
+
+def load_wrapper(schedule: Schedule, kernels: Mapping[str, Callable[..., None]], kernel_names: Mapping[str, str]) -> tuple[Callable[[list[Any]], Any], str]:
+    """Generate the wrapper, execute it with the kernels and constants bound, and return ``(call, source)``."""
+    source, constants = _generate(schedule, kernel_names)
+    namespace: dict[str, Any] = {"reinterpret": reinterpret, "ensure_layout": ensure_layout}
+    namespace.update(schedule.program.constants)
+    namespace.update(constants)
+    namespace.update(kernels)
+    code = compile(source, "<inductor_ir wrapper>", "exec")
+    exec(code, namespace)
+    return namespace["call"], source

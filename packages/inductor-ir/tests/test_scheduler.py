@@ -1,0 +1,114 @@
+"""Scheduler: fusion decisions, group records, memory planning (buffer reuse, in place)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import inductor_ir
+import torch
+from inductor_ir_reference_backend import ReferenceBackend
+from inductor_ir_testing import assert_close, rand
+from torch.fx.experimental.proxy_tensor import make_fx
+
+
+def _schedule(fn: Any, *inputs: torch.Tensor, backend: Any = None) -> inductor_ir.Schedule:
+    gm = make_fx(fn)(*inputs)
+    program = inductor_ir.lower(gm, list(inputs))
+    return inductor_ir.schedule(program, {"cpu": backend or ReferenceBackend()})
+
+
+def _loads(group: inductor_ir.KernelGroup) -> list[str]:
+    xs, rs = group.make_index_vars()
+    names = []
+    for node in group.nodes:
+        trace = inductor_ir.ir.trace_body(node.body, xs, rs if node.in_reduction_loop else ())
+        names += [dep.name for dep in trace.deps.reads]
+    return names
+
+
+def test_sin_cos_is_one_group_with_one_read_and_two_writes() -> None:
+    def toy(x: torch.Tensor) -> Any:
+        y = x.sin()
+        return y, y.cos()
+
+    sched = _schedule(toy, rand(8, 16))
+    (group,) = sched.kernel_groups
+    assert [r.name for r in group.inputs] == ["x_1"]
+    assert len(group.outputs) == 2 and group.internal == ()
+    assert _loads(group).count("x_1") == 1
+    assert group.reduction_size == () and group.name.startswith("fused_sin_cos")
+
+
+def test_softmax_is_one_reduction_group_with_epilogue() -> None:
+    def softmax(x: torch.Tensor) -> torch.Tensor:
+        m = x.amax(-1, keepdim=True)
+        e = (x - m).exp()
+        return e / e.sum(-1, keepdim=True)
+
+    for fn in (softmax, lambda x: torch.softmax(x, -1)):
+        sched = _schedule(fn, rand(4, 32))
+        (group,) = sched.kernel_groups
+        assert group.pointwise_size == (4,) and group.reduction_size == (32,)
+        kinds = [(n.kind, n.loop, n.in_reduction_loop) for n in group.nodes]
+        assert kinds == [("reduction", 0, True), ("reduction", 1, True), ("pointwise", 2, True)]
+        assert len(group.internal) == 2 and len(group.outputs) == 1
+
+
+def test_reduction_with_pointwise_epilogue_after_the_loop() -> None:
+    sched = _schedule(lambda x: x.sum(1).sqrt() + 1, rand(6, 10))
+    (group,) = sched.kernel_groups
+    assert [(n.kind, n.in_reduction_loop) for n in group.nodes] == [("reduction", True), ("pointwise", False)]
+
+
+def test_independent_reductions_over_one_input_fuse_horizontally() -> None:
+    sched = _schedule(lambda x: (x.sum(1), x.amax(1)), rand(6, 10))
+    (group,) = sched.kernel_groups
+    assert len(group.outputs) == 2 and _loads(group).count("x_1") == 2
+
+
+def test_no_fusion_across_an_extern_call() -> None:
+    sched = _schedule(lambda x, w: (torch.mm(x.sin(), w) + 1), rand(4, 5), rand(5, 3))
+    kinds = [type(s).__name__ for s in sched.steps]
+    assert kinds == ["KernelStep", "ExternStep", "KernelStep"]
+
+
+def test_backend_can_refuse_fusion() -> None:
+    sched = _schedule(lambda x: x.sum(1).sqrt() + 1, rand(6, 10), backend=ReferenceBackend(fuse_reductions=False))
+    assert len(sched.kernel_groups) == 2
+
+
+def test_buffer_reuse_in_a_chain_of_same_shaped_intermediates() -> None:
+    def chain(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        for _ in range(4):
+            x = torch.mm(x.sin(), w)  # the extern call makes every sin() a buffer of the same layout
+        return x
+
+    x, w = rand(8, 8), rand(8, 8)
+    gm = make_fx(chain)(x, w)
+    compiled = inductor_ir.compile_graph(gm, [x, w], backends={"cpu": ReferenceBackend()})
+    wrapper = compiled.wrapper
+    assert len(compiled.schedule.kernel_groups) == 4
+    assert wrapper.count("empty_strided(") == 1, wrapper
+    assert wrapper.count("# reuse") == 3 and compiled.schedule.memory.reused_allocations == 3
+    x, w = rand(8, 8), rand(8, 8)
+    assert_close(compiled(x, w), chain(x, w))
+
+
+def test_in_place_reuse_of_a_dying_input() -> None:
+    def fn(a: torch.Tensor) -> torch.Tensor:
+        return torch.mm(a, a.t()).relu() * 2  # the mm result dies where relu reads it at its own index
+
+    x = rand(4, 8)
+    compiled = inductor_ir.compile_graph(make_fx(fn)(x), [x], backends={"cpu": ReferenceBackend()})
+    assert "# reuse in place" in compiled.wrapper
+    x = rand(4, 8)
+    assert_close(compiled(x), fn(x))
+
+
+def test_group_records_describe_dynamic_sizes() -> None:
+    x = rand(8, 16)
+    gm = make_fx(lambda a: a.sin().cos(), tracing_mode="symbolic")(x)
+    program = inductor_ir.lower(gm, [x])
+    (group,) = inductor_ir.schedule(program, {}).kernel_groups
+    assert len(group.size_symbols) == 2
+    assert all(s in group.size_symbols for s in group.pointwise_size)

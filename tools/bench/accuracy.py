@@ -1,0 +1,145 @@
+"""Deciding whether a compiled result is right: relative errors against eager, tolerances, verdicts.
+
+A result is a flat, named list of tensors (outputs, loss, gradients, updated buffers). The error of
+one tensor is the norm of the difference over the norm of the expected value; a result's error is
+the largest over its tensors. Shape or dtype changes, missing tensors and NaN/Inf where eager has
+finite values are infinitely wrong. When the error is over the tolerance, a compiled result may
+still pass if it is as close to a float64 reference as eager itself is (reduced-precision models
+legitimately differ from eager by rounding): `verdict` takes that second opinion when it is given.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+# Norm-relative error allowed against eager, by the dtype of the expected tensor.
+TOLERANCES: dict[torch.dtype, float] = {
+    torch.float64: 1e-6,
+    torch.float32: 1e-3,
+    torch.float16: 2e-2,
+    torch.bfloat16: 3e-2,
+}
+AUTOCAST_TOLERANCE = 3e-2  # float32 outputs of a model run under bf16/fp16 autocast
+# The float64 second opinion: compiled error <= FP64_MULTIPLIER * eager error + tolerance / 10.
+FP64_MULTIPLIER = 2.0
+
+Result = dict[str, torch.Tensor]
+
+
+def flatten_tensors(value: Any, prefix: str = "out") -> Iterator[tuple[str, torch.Tensor]]:
+    """Every tensor in a nest of tuples, lists, dicts and dataclass-like outputs, with a path name.
+
+    >>> [name for name, _ in flatten_tensors((torch.ones(1), {"a": torch.ones(1)}))]
+    ['out.0', 'out.1.a']
+    """
+    if isinstance(value, torch.Tensor):
+        yield prefix, value
+    elif isinstance(value, Mapping):
+        for key in value:
+            yield from flatten_tensors(value[key], f"{prefix}.{key}")
+    elif isinstance(value, (tuple, list)):
+        for index, item in enumerate(value):
+            yield from flatten_tensors(item, f"{prefix}.{index}")
+    elif hasattr(value, "to_tuple"):  # transformers' ModelOutput
+        yield from flatten_tensors(value.to_tuple(), prefix)
+
+
+def relative_error(actual: torch.Tensor, expected: torch.Tensor) -> float:
+    """||actual - expected|| / ||expected|| in float64; inf for a shape/dtype/device change or new NaN/Inf.
+
+    Positions where both are NaN (or the same infinity) count as equal. Integer and bool tensors
+    must match exactly (error 0 or inf). An all-zero expected tensor gives the absolute error.
+    """
+    if actual.shape != expected.shape or actual.dtype != expected.dtype or actual.device != expected.device:
+        return math.inf
+    a = actual.detach().to(expected.device, torch.float64)  # on the device: large GPU outputs stay fast
+    e = expected.detach().to(torch.float64)
+    if not expected.is_floating_point() and not expected.is_complex():
+        return 0.0 if torch.equal(a, e) else math.inf
+    same_special = (torch.isnan(a) & torch.isnan(e)) | (torch.isinf(e) & (a == e))
+    if bool((~torch.isfinite(a) & ~same_special).any()) or bool((~torch.isfinite(e) & ~same_special).any()):
+        return math.inf
+    a = torch.where(same_special, 0.0, a)
+    e = torch.where(same_special, 0.0, e)
+    difference = float(torch.linalg.vector_norm(a - e))
+    scale = float(torch.linalg.vector_norm(e))
+    return difference / scale if scale > 0 else difference
+
+
+def result_error(actual: Result, expected: Result) -> tuple[float, str]:
+    """The largest relative error over the tensors of `expected`, and the name of the worst one."""
+    worst, worst_name = 0.0, ""
+    for name, tensor in expected.items():
+        error = relative_error(actual[name], tensor) if name in actual else math.inf
+        if not error <= worst:  # also picks up the first NaN
+            worst, worst_name = error, name
+    extra = set(actual) - set(expected)
+    if extra:
+        return math.inf, f"unexpected {sorted(extra)[0]}"
+    return worst, worst_name
+
+
+def tolerance_for(expected: Result, autocast: bool) -> float:
+    """The tolerance of a result: the loosest of its tensors' dtypes (autocast loosens float32)."""
+    tolerance = 0.0
+    for tensor in expected.values():
+        if tensor.is_floating_point():
+            dtype_tolerance = TOLERANCES.get(tensor.dtype, 1e-3)
+            if autocast:
+                dtype_tolerance = max(dtype_tolerance, AUTOCAST_TOLERANCE)
+            tolerance = max(tolerance, dtype_tolerance)
+    return tolerance or TOLERANCES[torch.float32]
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """Whether a compiled result is right, and the numbers that decided it."""
+
+    passed: bool
+    rel_error: float
+    tolerance: float
+    worst_tensor: str
+    fp64_error: float | None = None
+    eager_fp64_error: float | None = None
+
+    def explain(self) -> str:
+        """A one-line reason for a failed verdict (empty when it passed)."""
+        if self.passed:
+            return ""
+        text = f"wrong result: relative error {self.rel_error:.3g} > tolerance {self.tolerance:.3g} in {self.worst_tensor}"
+        if self.fp64_error is not None and self.eager_fp64_error is not None:
+            text += f" (vs float64: compiled {self.fp64_error:.3g}, eager {self.eager_fp64_error:.3g})"
+        return text
+
+
+def verdict(
+    compiled: Result,
+    eager: Result,
+    *,
+    autocast: bool = False,
+    fp64_reference: Callable[[], Result] | None = None,
+) -> Verdict:
+    """Compare a compiled result with eager's; consult the float64 reference only if it is over tolerance.
+
+    With a reference, a result over tolerance passes when its error against float64 is at most
+    `FP64_MULTIPLIER` times eager's plus a tenth of the tolerance. An infinite error (shape, dtype,
+    NaN) never passes.
+    """
+    tolerance = tolerance_for(eager, autocast)
+    error, worst = result_error(compiled, eager)
+    if error <= tolerance:
+        return Verdict(True, error, tolerance, worst)
+    if fp64_reference is None or not math.isfinite(error):
+        return Verdict(False, error, tolerance, worst)
+    reference = fp64_reference()
+    compiled_64 = {name: t.double() if t.is_floating_point() else t for name, t in compiled.items()}
+    eager_64 = {name: t.double() if t.is_floating_point() else t for name, t in eager.items()}
+    compiled_error, _ = result_error(compiled_64, reference)
+    eager_error, _ = result_error(eager_64, reference)
+    passed = compiled_error <= FP64_MULTIPLIER * eager_error + tolerance / 10
+    return Verdict(passed, error, tolerance, worst, compiled_error, eager_error)
