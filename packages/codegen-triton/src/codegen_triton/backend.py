@@ -1,0 +1,212 @@
+"""`TritonBackend`: inductor_ir's `KernelBackend` for CUDA devices, generating and launching Triton kernels."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import sympy
+from inductor_ir.backend import KernelGroup, KernelSource
+
+from codegen_triton.codegen.analysis import choose_plan
+from codegen_triton.codegen.split import plan_split
+from codegen_triton.codegen.template import GeneratedKernel, write_kernel
+from codegen_triton.config import TritonConfig, interpreter_ready
+from codegen_triton.runtime.launcher import KernelSpec, TritonLauncher
+
+__all__ = ["RandomFallbackRequired", "TritonBackend", "TritonKernelCall"]
+
+_INT32_MAX = 2**31 - 1
+
+
+class RandomFallbackRequired(NotImplementedError):
+    """`fallback_random` is on but a kernel would draw random numbers in Triton (not bit-exact with eager)."""
+
+
+class TritonBackend:
+    """Generates one Triton kernel per fused group and compiles them for launch.
+
+    Args:
+        device_type: the device type it serves: "cuda" normally. `TritonBackend(device_type="cpu")` is
+            a test-only switch: it runs every kernel in Triton's interpreter on CPU tensors, so machines
+            without a GPU exercise the whole backend.
+        config: a `TritonConfig` (default: `TritonConfig()`).
+
+    Example:
+        >>> import inductor_ir
+        >>> compiled = inductor_ir.compile_graph(gm, inputs, backends={"cuda": TritonBackend()})  # doctest: +SKIP
+    """
+
+    def __init__(self, device_type: str = "cuda", config: TritonConfig | None = None) -> None:
+        """See the class docstring."""
+        self.device_type = device_type
+        self.config = config if config is not None else TritonConfig()
+        if device_type == "cpu":
+            if self.config.interpret is False:
+                raise ValueError(
+                    "TritonBackend(device_type='cpu') only runs kernels in Triton's interpreter (a test-only "
+                    "switch); drop interpret=False, or use codegen_cpp.CppBackend for CPU kernels"
+                )
+            self.config = self.config.replace(interpret=True)
+            if not interpreter_ready():
+                raise RuntimeError(
+                    "TritonBackend(device_type='cpu') runs kernels in Triton's interpreter, which needs "
+                    "TRITON_INTERPRET=1 in the environment before triton is first imported (triton's own "
+                    "library functions are decorated at import); run e.g. `TRITON_INTERPRET=1 pytest ...`"
+                )
+
+    def can_fuse_vertical(self, producer: KernelGroup, consumer: KernelGroup) -> bool:
+        """Every fusion the IR allows is fine for Triton."""
+        return True
+
+    def can_fuse_horizontal(self, first: KernelGroup, second: KernelGroup) -> bool:
+        """Every fusion the IR allows is fine for Triton."""
+        return True
+
+    def _generate(self, group: KernelGroup, *, force_int64: bool = False) -> GeneratedKernel:
+        plan = choose_plan(
+            group,
+            persistent_limit=self.config.persistent_reduction_limit,
+            tile_2d=self.config.tile_2d,
+            force_int64=force_int64,
+        )
+        if self.config.split_reductions:
+            plan = plan_split(group, plan)
+        return write_kernel(
+            group,
+            plan,
+            interpret=self.config.interpreting(),
+            dynamic_persistent_limit=self.config.persistent_reduction_limit,
+        )
+
+    def generate(self, group: KernelGroup) -> KernelSource:
+        """The Triton source of one kernel computing `group` (written to the debug folder if set)."""
+        try:
+            kernel = self._generate(group)
+        except Exception as error:
+            origins = sorted({origin for node in group.nodes for origin in node.origins})
+            error.add_note(
+                f"while generating the Triton kernel for group {group.name} (from {', '.join(origins) or 'unknown ops'}, "
+                f"pointwise size {group.pointwise_size}, reduction size {group.reduction_size})"
+            )
+            raise
+        if kernel.uses_random and self.config.fallback_random:
+            raise RandomFallbackRequired(
+                f"kernel {kernel.name} draws random numbers in Triton (Philox keyed by the graph's seed, counter = "
+                "element index), which cannot match eager PyTorch bit for bit; with fallback_random=True the "
+                "random ops must run eagerly: lower them as fallback kernels in inductor_ir, or set "
+                "fallback_random=False to accept random numbers that match eager in distribution only"
+            )
+        if self.config.debug_dir is not None:
+            path = self.config.debug_dir / "kernels" / f"{kernel.name}.py"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(kernel.source)
+        metadata = {"kind": kernel.kind, "arg_names": kernel.arg_names, "generated": kernel}
+        return KernelSource(kernel.name, kernel.source, group, metadata)
+
+    def compile(self, sources: Sequence[KernelSource]) -> Sequence[Callable[..., None]]:
+        """Callables running each kernel as `(*input_tensors, *output_tensors, *size_ints)`."""
+        return [TritonKernelCall(self, source) for source in sources]
+
+
+class TritonKernelCall:
+    """One compiled kernel, called by the wrapper with `(*inputs, *outputs, *size_ints)`.
+
+    It evaluates the numels from the size ints, and launches. If a tensor turns out to have more than
+    2**31 - 1 elements while the kernel indexes in int32 (symbolic sizes), an int64 variant is generated.
+    """
+
+    def __init__(self, backend: TritonBackend, source: KernelSource) -> None:
+        """Args: backend: the generating backend (config, regeneration); source: from `generate`."""
+        self.backend = backend
+        self.group = source.group
+        generated = source.metadata.get("generated")
+        if not isinstance(generated, GeneratedKernel):
+            generated = backend._generate(source.group)
+        self.generated = generated
+        # Static sizes were checked when generating; symbolic ones are checked on each new size.
+        self._may_overflow_int32 = (
+            bool(source.group.size_symbols) and ".to(tl.int64) * XBLOCK" not in generated.source
+        )
+        self.launcher = self._launcher(generated)
+        self.finisher = self._launcher(generated.finish) if generated.finish is not None else None
+        variant = generated.persistent
+        self.persistent = self._launcher(variant) if variant is not None else None
+        self._rnumel_position = list(generated.numels).index("rnumel") if "rnumel" in generated.numels else -1
+        self._numel_cache: dict[tuple[Any, ...], tuple[int, ...]] = {}
+        self._buffer_count = len(self.group.inputs) + len(self.group.outputs)
+        device = self.group.device
+        self._cuda_index = int(device.split(":")[1]) if device.startswith("cuda:") else None
+
+    def _launcher(self, generated: GeneratedKernel) -> TritonLauncher:
+        config = self.backend.config
+        spec = KernelSpec(
+            generated.name,
+            generated.source,
+            generated.kind,
+            generated.arg_names,
+            (),
+            config.max_rblock,
+            generated.split,
+        )
+        return TritonLauncher(
+            spec,
+            config.resolved_cache_dir(),
+            autotune=config.autotune,
+            max_configs=config.max_configs,
+            reps=config.autotune_reps,
+            interpret=config.interpreting(),
+        )
+
+    def _numels(self, sizes: tuple[int, ...]) -> tuple[int, ...]:
+        bindings = dict(zip(self.group.size_symbols, sizes))
+        return tuple(int(sympy.sympify(v).subs(bindings)) for v in self.generated.numels.values())
+
+    def __call__(self, *args: Any) -> None:
+        """Launch on `(*input_tensors, *output_tensors, *size_ints)`."""
+        count = self._buffer_count
+        sizes = args[count:]
+        numels = self._numel_cache.get(sizes)  # type: ignore[arg-type]
+        if numels is None:
+            numels = self._numels(tuple(int(s) for s in sizes))
+            self._numel_cache[sizes] = numels  # type: ignore[index]
+            if self._may_overflow_int32 and any(t.numel() > _INT32_MAX for t in args[:count]):
+                self.generated = self.backend._generate(self.group, force_int64=True)
+                self.launcher = self._launcher(self.generated)
+                finish, variant = self.generated.finish, self.generated.persistent
+                self.finisher = self._launcher(finish) if finish is not None else None
+                self.persistent = self._launcher(variant) if variant is not None else None
+                self._may_overflow_int32 = False
+        if self._cuda_index is not None:
+            import torch
+
+            if torch.cuda.current_device() != self._cuda_index:
+                # Triton launches on the current device: make it the buffers' device.
+                with torch.cuda.device(self._cuda_index):
+                    self._launch(args, numels)
+                return
+        self._launch(args, numels)
+
+    def _launch(self, args: tuple[Any, ...], numels: tuple[int, ...]) -> None:
+        if self.finisher is not None:
+            self._run_split(args, numels)
+            return
+        if self.persistent is not None and numels[self._rnumel_position] <= self.generated.persistent_limit:
+            # A symbolic reduction that is short at this call: one block holds it, no loop.
+            self.persistent.run(*args, *numels)
+            return
+        self.launcher.run(*args, *numels)
+
+    def _run_split(self, args: tuple[Any, ...], numels: tuple[int, ...]) -> None:
+        """Both kernels of a split reduction, with fresh workspaces for the partial results."""
+        import torch
+
+        generated = self.generated
+        assert generated.finish is not None and self.finisher is not None
+        count = self._buffer_count
+        size = numels[0] * generated.split
+        device = next(a.device for a in args[:count] if isinstance(a, torch.Tensor))
+        spaces = [torch.empty(size, dtype=dtype, device=device) for dtype in generated.workspaces]
+        sizes = args[count:]
+        self.launcher.run(*args[:count], *spaces, *sizes, *numels)
+        self.finisher.run(*spaces, *args[:count], *sizes, numels[0], generated.split)

@@ -1,0 +1,112 @@
+"""Looking at a group before writing it: which buffers it touches at which indices, and the kernel plan."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import sympy
+from inductor_ir.backend import KernelGroup
+from inductor_ir.ops_handler import set_ops_handler
+
+from codegen_triton.codegen.kernel import KernelPlan
+
+__all__ = ["Access", "choose_plan", "record_accesses"]
+
+_INT32_MAX = 2**31 - 1
+_MAX_TILED_Y = 65535 * 16
+
+
+@dataclass(frozen=True)
+class Access:
+    """One load or store of a group's node: buffer name, SymPy index, whether it writes."""
+
+    name: str
+    index: sympy.Expr
+    is_store: bool
+
+
+class _AccessRecorder:
+    """An ops handler that records loads and stores and computes nothing."""
+
+    def __init__(self) -> None:
+        self.accesses: list[Access] = []
+        self._counter = 0
+
+    def load(self, name: str, index: sympy.Expr) -> None:
+        self.accesses.append(Access(name, sympy.sympify(index), False))
+
+    def store(self, name: str, index: sympy.Expr, value: Any, mode: str | None = None) -> None:
+        self.accesses.append(Access(name, sympy.sympify(index), True))
+
+    def store_reduction(self, name: str, index: sympy.Expr, value: Any) -> None:
+        self.accesses.append(Access(name, sympy.sympify(index), True))
+
+    def indirect_indexing(
+        self, x: Any, size: sympy.Expr, check: bool = True, wrap_neg: bool = True
+    ) -> sympy.Symbol:
+        self._counter += 1
+        return sympy.Symbol(f"indirect{self._counter}", integer=True)
+
+    def masked(self, mask: Any, body: Callable[[], Any], other: Any) -> Any:
+        return body()
+
+    def __getattr__(self, name: str) -> Callable[..., None]:
+        return lambda *args, **kwargs: None
+
+
+def record_accesses(group: KernelGroup) -> list[Access]:
+    """Every load and store of the group's nodes, over the group's default index variables."""
+    xs, rs = group.make_index_vars()
+    recorder = _AccessRecorder()
+    with set_ops_handler(recorder):
+        for node in group.nodes:
+            node.body(xs, rs if node.in_reduction_loop else ())
+    return recorder.accesses
+
+
+def _tile_split(group: KernelGroup, accesses: list[Access]) -> int:
+    """How many leading live dims go to the y axis of a tiled kernel (0: do not tile)."""
+    xs, _ = group.make_index_vars()
+    live = [var for var, size in zip(xs, group.pointwise_size) if size != 1]
+    if len(live) < 2:
+        return 0
+    last = live[-1]
+    internal = {record.name for record in group.internal}
+    for access in accesses:
+        if access.name in internal:
+            continue
+        expanded = sympy.expand(access.index)
+        coeff_last = expanded.coeff(last)
+        if coeff_last == 0 or coeff_last == 1:
+            continue
+        for position in range(len(live) - 2, -1, -1):
+            if expanded.coeff(live[position]) == 1:
+                return position + 1
+    return 0
+
+
+def _static(expr: sympy.Expr) -> int | None:
+    return int(expr) if isinstance(expr, sympy.Integer) else None
+
+
+def choose_plan(
+    group: KernelGroup, *, persistent_limit: int, tile_2d: bool, force_int64: bool = False
+) -> KernelPlan:
+    """The kernel kind for a group: pointwise or tiled, persistent or looped reduction; index width."""
+    sizes = [*group.pointwise_size, *group.reduction_size]
+    numels = [sympy.Mul(*sizes)] + [record.numel() for record in group.buffers().values()]
+    use_int64 = force_int64 or any((_static(n) or 0) > _INT32_MAX for n in numels)
+    if group.is_reduction:
+        rnumel = _static(sympy.Mul(*group.reduction_size))
+        kind = "persistent" if rnumel is not None and rnumel <= persistent_limit else "looped"
+        return KernelPlan(kind, use_int64=use_int64)
+    split = _tile_split(group, record_accesses(group)) if tile_2d else 0
+    if split:
+        ynumel = _static(sympy.Mul(*[s for s in group.pointwise_size if s != 1][:split]))
+        if ynumel is None or ynumel > _MAX_TILED_Y:
+            split = 0  # the y axis of the grid holds at most 65535 programs
+    if split:
+        return KernelPlan("tiled", tile_split=split, use_int64=use_int64)
+    return KernelPlan("pointwise", use_int64=use_int64)

@@ -1,0 +1,349 @@
+"""The arithmetic and math part of the Triton ops handler: one Triton expression per `ops.*` call.
+
+`TritonMathOps` is a mixin of `KernelWriter`: each method builds an expression from its operands'
+variable names and hands it to `self.emit(...)`, which writes `tmpN = <expr>` (or reuses an equal
+earlier line). Float16/bfloat16 values are held in float32, so math never sees half types.
+Math that `triton.language` lacks goes through `libdevice` (the real one on a GPU, NumPy stand-ins
+under the interpreter: see `codegen_triton.runtime.interpret_math`).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from codegen_triton.codegen.values import TritonValue, compute_dtype, is_float, triton_type
+
+__all__ = ["TritonMathOps", "constant_literal"]
+
+V = TritonValue
+
+
+def constant_literal(value: bool | int | float, dtype: torch.dtype) -> str:
+    """Python source of a scalar constant as Triton accepts it (inf and nan included)."""
+    if dtype == torch.bool:
+        return "1" if value else "0"
+    if is_float(dtype):
+        number = float(value)
+        if math.isnan(number):
+            return 'float("nan")'
+        if math.isinf(number):
+            return 'float("inf")' if number > 0 else 'float("-inf")'
+        return repr(number)
+    return str(int(value))
+
+
+class TritonMathOps:
+    """Arithmetic, comparison, logical and math ops of the `OpsHandler` vocabulary, as Triton source."""
+
+    def emit(self, expr: str, dtype: torch.dtype, axes: frozenset[str]) -> TritonValue:  # pragma: no cover
+        """Write `tmpN = expr` into the current block (implemented by `KernelWriter`)."""
+        raise NotImplementedError
+
+    # -- helpers ------------------------------------------------------------------------------
+    def _unary(self, template: str, x: V, dtype: torch.dtype | None = None) -> V:
+        return self.emit(template.format(x=x.name), dtype or x.dtype, x.axes)
+
+    def _binary(self, template: str, a: V, b: V, dtype: torch.dtype | None = None) -> V:
+        return self.emit(template.format(a=a.name, b=b.name), dtype or a.dtype, a.axes | b.axes)
+
+    def _bool(self, template: str, a: V, b: V) -> V:
+        return self._binary(template, a, b, torch.bool)
+
+    # -- arithmetic ---------------------------------------------------------------------------
+    def add(self, a: V, b: V) -> V:
+        """a + b."""
+        return self._binary("{a} + {b}", a, b)
+
+    def sub(self, a: V, b: V) -> V:
+        """a - b."""
+        return self._binary("{a} - {b}", a, b)
+
+    def mul(self, a: V, b: V) -> V:
+        """a * b."""
+        if a.dtype == torch.bool:
+            return self._binary("{a} & {b}", a, b)
+        return self._binary("{a} * {b}", a, b)
+
+    def truediv(self, a: V, b: V) -> V:
+        """a / b."""
+        return self._binary("{a} / {b}", a, b)
+
+    def floordiv(self, a: V, b: V) -> V:
+        """a // b toward negative infinity (Triton's integer `//` truncates, so it is corrected)."""
+        if is_float(a.dtype):
+            return self._binary("tl.floor({a} / {b})", a, b)
+        quotient = self._binary("{a} // {b}", a, b)
+        fix = "(({a} % {b}) != 0) & (({a} < 0) != ({b} < 0))"
+        correction = self._binary(fix, a, b, torch.bool)
+        return self.emit(f"{quotient} - {correction}.to({triton_type(a.dtype)})", a.dtype, a.axes | b.axes)
+
+    def truncdiv(self, a: V, b: V) -> V:
+        """a / b toward zero."""
+        if is_float(a.dtype):
+            return self._binary("libdevice.trunc({a} / {b})", a, b)
+        return self._binary("{a} // {b}", a, b)
+
+    def remainder(self, a: V, b: V) -> V:
+        """a % b with the sign of b."""
+        if is_float(a.dtype):
+            return self._binary("{a} - tl.floor({a} / {b}) * {b}", a, b)
+        rem = self._binary("{a} % {b}", a, b)
+        fixed = f"tl.where(({rem} != 0) & (({rem} < 0) != ({b.name} < 0)), {rem} + {b.name}, {rem})"
+        return self.emit(fixed, a.dtype, a.axes | b.axes)
+
+    def fmod(self, a: V, b: V) -> V:
+        """a % b with the sign of a."""
+        if is_float(a.dtype):
+            return self._binary("libdevice.fmod({a}, {b})", a, b)
+        return self._binary("{a} % {b}", a, b)
+
+    def pow(self, a: V, b: V) -> V:
+        """a ** b."""
+        return self._binary("libdevice.pow({a}, {b})", a, b)
+
+    def maximum(self, a: V, b: V) -> V:
+        """Elementwise max, NaN-propagating."""
+        if is_float(a.dtype):
+            return self._binary("tl.maximum({a}, {b}, propagate_nan=tl.PropagateNan.ALL)", a, b)
+        return self._binary("tl.maximum({a}, {b})", a, b)
+
+    def minimum(self, a: V, b: V) -> V:
+        """Elementwise min, NaN-propagating."""
+        if is_float(a.dtype):
+            return self._binary("tl.minimum({a}, {b}, propagate_nan=tl.PropagateNan.ALL)", a, b)
+        return self._binary("tl.minimum({a}, {b})", a, b)
+
+    def atan2(self, a: V, b: V) -> V:
+        """atan2(a, b)."""
+        return self._binary("libdevice.atan2({a}, {b})", a, b)
+
+    def neg(self, x: V) -> V:
+        """-x."""
+        return self._unary("-{x}", x)
+
+    def abs(self, x: V) -> V:
+        """|x|."""
+        return self._unary("tl.abs({x})", x)
+
+    def reciprocal(self, x: V) -> V:
+        """1 / x."""
+        return self._unary("1.0 / {x}", x)
+
+    def sign(self, x: V) -> V:
+        """-1, 0 or 1 in x's dtype (NaN stays NaN)."""
+        ty = triton_type(compute_dtype(x.dtype))
+        if x.dtype == torch.bool:
+            return x
+        expr = f"(0 < {x.name}).to({ty}) - ({x.name} < 0).to({ty})"
+        if is_float(x.dtype):
+            expr = f"tl.where({x.name} != {x.name}, {x.name}, {expr})"
+        return self.emit(expr, x.dtype, x.axes)
+
+    # -- math ---------------------------------------------------------------------------------
+    def exp(self, x: V) -> V:
+        """e ** x."""
+        return self._unary("tl.exp({x})", x)
+
+    def exp2(self, x: V) -> V:
+        """2 ** x."""
+        return self._unary("tl.exp2({x})", x)
+
+    def expm1(self, x: V) -> V:
+        """e ** x - 1."""
+        return self._unary("libdevice.expm1({x})", x)
+
+    def log(self, x: V) -> V:
+        """Natural log."""
+        return self._unary("tl.log({x})", x)
+
+    def log2(self, x: V) -> V:
+        """Base-2 log."""
+        return self._unary("tl.log2({x})", x)
+
+    def log10(self, x: V) -> V:
+        """Base-10 log."""
+        return self._unary("libdevice.log10({x})", x)
+
+    def log1p(self, x: V) -> V:
+        """log(1 + x)."""
+        return self._unary("libdevice.log1p({x})", x)
+
+    def sqrt(self, x: V) -> V:
+        """Square root."""
+        return self._unary("tl.sqrt({x})", x)
+
+    def rsqrt(self, x: V) -> V:
+        """1 / sqrt(x)."""
+        return self._unary("tl.rsqrt({x})", x)
+
+    def sin(self, x: V) -> V:
+        """Sine."""
+        return self._unary("tl.sin({x})", x)
+
+    def cos(self, x: V) -> V:
+        """Cosine."""
+        return self._unary("tl.cos({x})", x)
+
+    def tan(self, x: V) -> V:
+        """Tangent."""
+        return self._unary("libdevice.tan({x})", x)
+
+    def asin(self, x: V) -> V:
+        """Arc sine."""
+        return self._unary("libdevice.asin({x})", x)
+
+    def acos(self, x: V) -> V:
+        """Arc cosine."""
+        return self._unary("libdevice.acos({x})", x)
+
+    def atan(self, x: V) -> V:
+        """Arc tangent."""
+        return self._unary("libdevice.atan({x})", x)
+
+    def sinh(self, x: V) -> V:
+        """Hyperbolic sine."""
+        return self._unary("libdevice.sinh({x})", x)
+
+    def cosh(self, x: V) -> V:
+        """Hyperbolic cosine."""
+        return self._unary("libdevice.cosh({x})", x)
+
+    def tanh(self, x: V) -> V:
+        """Hyperbolic tangent."""
+        return self._unary("libdevice.tanh({x})", x)
+
+    def asinh(self, x: V) -> V:
+        """Inverse hyperbolic sine."""
+        return self._unary("libdevice.asinh({x})", x)
+
+    def acosh(self, x: V) -> V:
+        """Inverse hyperbolic cosine."""
+        return self._unary("libdevice.acosh({x})", x)
+
+    def atanh(self, x: V) -> V:
+        """Inverse hyperbolic tangent."""
+        return self._unary("libdevice.atanh({x})", x)
+
+    def erf(self, x: V) -> V:
+        """Error function."""
+        return self._unary("tl.erf({x})", x)
+
+    def erfc(self, x: V) -> V:
+        """1 - erf(x)."""
+        return self._unary("libdevice.erfc({x})", x)
+
+    def lgamma(self, x: V) -> V:
+        """log |Gamma(x)|."""
+        return self._unary("libdevice.lgamma({x})", x)
+
+    def sigmoid(self, x: V) -> V:
+        """1 / (1 + e ** -x)."""
+        return self._unary("tl.sigmoid({x})", x)
+
+    def relu(self, x: V) -> V:
+        """max(x, 0); NaN stays NaN."""
+        return self._unary("tl.where({x} < 0, tl.zeros_like({x}), {x})", x)
+
+    def floor(self, x: V) -> V:
+        """Round down."""
+        return self._unary("tl.floor({x})", x)
+
+    def ceil(self, x: V) -> V:
+        """Round up."""
+        return self._unary("tl.ceil({x})", x)
+
+    def trunc(self, x: V) -> V:
+        """Round toward zero."""
+        return self._unary("libdevice.trunc({x})", x)
+
+    def round(self, x: V) -> V:
+        """Round half to even."""
+        return self._unary("libdevice.nearbyint({x})", x)
+
+    def isnan(self, x: V) -> V:
+        """x != x."""
+        if not is_float(x.dtype):
+            return self._unary("tl.zeros_like({x}) != 0", x, torch.bool)
+        return self._unary("{x} != {x}", x, torch.bool)
+
+    def isinf(self, x: V) -> V:
+        """|x| == inf."""
+        if not is_float(x.dtype):
+            return self._unary("tl.zeros_like({x}) != 0", x, torch.bool)
+        return self._unary('tl.abs({x}) == float("inf")', x, torch.bool)
+
+    def signbit(self, x: V) -> V:
+        """Sign bit set (also for -0.0)."""
+        if not is_float(x.dtype):
+            return self._unary("{x} < 0", x, torch.bool)
+        return self._unary("libdevice.signbit({x}) != 0", x, torch.bool)
+
+    # -- comparisons --------------------------------------------------------------------------
+    def eq(self, a: V, b: V) -> V:
+        """a == b."""
+        return self._bool("{a} == {b}", a, b)
+
+    def ne(self, a: V, b: V) -> V:
+        """a != b."""
+        return self._bool("{a} != {b}", a, b)
+
+    def lt(self, a: V, b: V) -> V:
+        """a < b."""
+        return self._bool("{a} < {b}", a, b)
+
+    def le(self, a: V, b: V) -> V:
+        """a <= b."""
+        return self._bool("{a} <= {b}", a, b)
+
+    def gt(self, a: V, b: V) -> V:
+        """a > b."""
+        return self._bool("{a} > {b}", a, b)
+
+    def ge(self, a: V, b: V) -> V:
+        """a >= b."""
+        return self._bool("{a} >= {b}", a, b)
+
+    # -- logical and bitwise ------------------------------------------------------------------
+    def logical_and(self, a: V, b: V) -> V:
+        """a and b."""
+        return self._bool("{a} & {b}", a, b)
+
+    def logical_or(self, a: V, b: V) -> V:
+        """a or b."""
+        return self._bool("{a} | {b}", a, b)
+
+    def logical_xor(self, a: V, b: V) -> V:
+        """a xor b."""
+        return self._bool("{a} ^ {b}", a, b)
+
+    def logical_not(self, x: V) -> V:
+        """not x."""
+        return self._unary("{x} == 0", x, torch.bool)
+
+    def bitwise_and(self, a: V, b: V) -> V:
+        """a & b."""
+        return self._binary("{a} & {b}", a, b)
+
+    def bitwise_or(self, a: V, b: V) -> V:
+        """a | b."""
+        return self._binary("{a} | {b}", a, b)
+
+    def bitwise_xor(self, a: V, b: V) -> V:
+        """a ^ b."""
+        return self._binary("{a} ^ {b}", a, b)
+
+    def bitwise_not(self, x: V) -> V:
+        """~x (not for bool)."""
+        if x.dtype == torch.bool:
+            return self._unary("{x} == 0", x, torch.bool)
+        return self._unary("~{x}", x)
+
+    def left_shift(self, a: V, b: V) -> V:
+        """a << b."""
+        return self._binary("{a} << {b}", a, b)
+
+    def right_shift(self, a: V, b: V) -> V:
+        """a >> b."""
+        return self._binary("{a} >> {b}", a, b)

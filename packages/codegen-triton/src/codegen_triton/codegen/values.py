@@ -1,0 +1,61 @@
+"""Values of a kernel being written: a variable name, its dtype, and the block axes it varies along."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+__all__ = ["TritonValue", "compute_dtype", "is_float", "triton_type"]
+
+_TRITON_TYPES: dict[torch.dtype, str] = {
+    torch.float32: "tl.float32",
+    torch.float16: "tl.float16",
+    torch.bfloat16: "tl.bfloat16",
+    torch.float64: "tl.float64",
+    torch.int8: "tl.int8",
+    torch.int16: "tl.int16",
+    torch.int32: "tl.int32",
+    torch.int64: "tl.int64",
+    torch.uint8: "tl.uint8",
+    torch.bool: "tl.int1",
+}
+
+
+def triton_type(dtype: torch.dtype) -> str:
+    """The `tl.*` type name for a torch dtype; raises a clear error for unsupported ones."""
+    try:
+        return _TRITON_TYPES[dtype]
+    except KeyError:
+        raise NotImplementedError(
+            f"the Triton backend does not support dtype {dtype}; convert the tensor to a supported dtype "
+            f"({', '.join(str(d) for d in _TRITON_TYPES)})"
+        ) from None
+
+
+def compute_dtype(dtype: torch.dtype) -> torch.dtype:
+    """The dtype a value is held in registers: float16/bfloat16 are computed in float32."""
+    return torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
+
+
+def is_float(dtype: torch.dtype) -> bool:
+    """Whether `dtype` is a floating dtype."""
+    return dtype.is_floating_point
+
+
+@dataclass(frozen=True)
+class TritonValue:
+    """A value in the kernel being generated.
+
+    Attributes:
+        name: the Triton variable (or expression) holding it.
+        dtype: its logical dtype (what torch would have); float16/bfloat16 are held as float32.
+        axes: the block axes ("x", "y", "r") it varies along; empty for a per-program scalar.
+    """
+
+    name: str
+    dtype: torch.dtype
+    axes: frozenset[str] = frozenset()
+
+    def __str__(self) -> str:
+        return self.name

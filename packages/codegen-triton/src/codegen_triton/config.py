@@ -1,0 +1,81 @@
+"""The typed configuration of the Triton backend, and the one place that reads the environment."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+__all__ = ["TritonConfig", "default_cache_dir", "interpreter_enabled", "interpreter_ready"]
+
+
+def interpreter_enabled() -> bool:
+    """True when `TRITON_INTERPRET=1`: Triton runs kernels in its NumPy interpreter (CPU tensors)."""
+    return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+
+
+def interpreter_ready() -> bool:
+    """Whether triton was imported in interpreter mode (its library functions then run on CPU tensors)."""
+    import triton.language as tl
+
+    return type(tl.standard.sum).__name__ == "InterpretedFunction"
+
+
+def default_cache_dir() -> Path:
+    """The cache folder: `KILN_CACHE_DIR` when set, else `$XDG_CACHE_HOME/kiln` (or `~/.cache/kiln`)."""
+    explicit = os.environ.get("KILN_CACHE_DIR")
+    if explicit:
+        return Path(explicit)
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "kiln"
+
+
+def _env_debug_dir() -> Path | None:
+    if os.environ.get("KILN_DEBUG", "0") in ("", "0"):
+        return None
+    return Path(os.environ.get("KILN_DEBUG_DIR", "kiln_debug"))
+
+
+@dataclass(frozen=True)
+class TritonConfig:
+    """Settings of `TritonBackend`; every field changes the generated code or how it is launched.
+
+    Attributes:
+        cache_dir: where kernel sources and autotuning choices are written (None: `default_cache_dir()`).
+        autotune: benchmark a few launch configurations on first call (CUDA only) and keep the fastest.
+        max_configs: at most this many configurations are tried per kernel.
+        autotune_reps: timed repetitions per configuration.
+        fallback_random: random ops call eager's generator (bit-exact with eager) instead of `tl.rand`.
+        persistent_reduction_limit: reductions up to this size are done in one block, without a loop.
+        max_rblock: the reduction block of looped reductions.
+        tile_2d: allow 2-D tiled pointwise kernels when an input is transposed.
+        split_reductions: cut long reductions with few outputs into two kernels (more parallelism).
+        debug_dir: when set, every kernel's source is also written there (`KILN_DEBUG=1` sets it).
+        interpret: run under Triton's interpreter (None: read `TRITON_INTERPRET`).
+    """
+
+    cache_dir: Path | None = None
+    autotune: bool = True
+    max_configs: int = 4
+    autotune_reps: int = 20
+    fallback_random: bool = False
+    persistent_reduction_limit: int = 1024
+    max_rblock: int = 1024
+    tile_2d: bool = True
+    split_reductions: bool = True
+    debug_dir: Path | None = dataclasses.field(default_factory=_env_debug_dir)
+    interpret: bool | None = None
+
+    def resolved_cache_dir(self) -> Path:
+        """The cache folder this configuration uses."""
+        return self.cache_dir if self.cache_dir is not None else default_cache_dir()
+
+    def interpreting(self) -> bool:
+        """Whether kernels run under Triton's interpreter."""
+        return self.interpret if self.interpret is not None else interpreter_enabled()
+
+    def replace(self, **changes: Any) -> TritonConfig:
+        """A copy with some fields changed."""
+        return dataclasses.replace(self, **changes)

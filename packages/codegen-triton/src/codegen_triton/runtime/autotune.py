@@ -1,0 +1,170 @@
+"""Choosing a launch configuration: candidates per kernel kind, benchmarking, and a disk cache of winners."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from codegen_triton.runtime.cache import atomic_write_text, read_json, source_hash
+
+__all__ = ["LaunchConfig", "TuningCache", "benchmark_configs", "candidate_configs", "next_power_of_2"]
+
+
+@dataclass(frozen=True)
+class LaunchConfig:
+    """One way to launch a kernel: its block sizes (constexpr arguments) and warps/stages.
+
+    Attributes:
+        blocks: constexpr block sizes by name, e.g. `{"XBLOCK": 1024}` or `{"XBLOCK": 8, "RBLOCK": 128}`.
+        num_warps: warps per program.
+        num_stages: software-pipelining stages (looped kernels).
+    """
+
+    blocks: dict[str, int] = field(default_factory=dict)
+    num_warps: int = 4
+    num_stages: int = 1
+
+    def __hash__(self) -> int:
+        return hash((tuple(sorted(self.blocks.items())), self.num_warps, self.num_stages))
+
+    def to_json(self) -> dict[str, object]:
+        """A JSON-ready form, for the tuning cache."""
+        return {"blocks": dict(self.blocks), "num_warps": self.num_warps, "num_stages": self.num_stages}
+
+    @staticmethod
+    def from_json(data: dict[str, object]) -> LaunchConfig:
+        """The inverse of `to_json`."""
+        blocks = data.get("blocks", {})
+        assert isinstance(blocks, dict)
+        return LaunchConfig(
+            {str(k): int(v) for k, v in blocks.items()},
+            int(str(data.get("num_warps", 4))),
+            int(str(data.get("num_stages", 1))),
+        )
+
+
+def next_power_of_2(n: int) -> int:
+    """The smallest power of two >= n (1 for n <= 1)."""
+    return 1 if n <= 1 else 1 << (n - 1).bit_length()
+
+
+def _warps_for(elements: int) -> int:
+    return max(1, min(8, elements // 256))
+
+
+def candidate_configs(
+    kind: str, xnumel: int, rnumel: int = 1, ynumel: int = 1, *, max_rblock: int = 1024, limit: int = 4
+) -> list[LaunchConfig]:
+    """A few launch configurations worth trying for a kernel, best guess first.
+
+    Args:
+        kind: "pointwise", "tiled" (2-D pointwise), "persistent" or "looped" (reductions).
+        xnumel: the (hinted) number of pointwise elements, or output elements of a reduction.
+        rnumel: the reduction size (reductions only).
+        ynumel: the outer size of a tiled pointwise kernel.
+        max_rblock: the largest RBLOCK of looped reductions.
+        limit: at most this many configurations.
+
+    Returns:
+        Configurations; the first is the heuristic choice, used without tuning under the interpreter.
+    """
+    x_cap = next_power_of_2(max(1, xnumel))
+    configs: list[LaunchConfig] = []
+    if kind == "pointwise":
+        for xblock in (1024, 512, 256, 128):
+            block = min(xblock, x_cap)
+            configs.append(LaunchConfig({"XBLOCK": block}, _warps_for(block)))
+    elif kind == "tiled":
+        y_cap = next_power_of_2(max(1, ynumel))
+        for yblock, xblock in ((32, 32), (64, 32), (16, 64), (64, 64)):
+            yb, xb = min(yblock, y_cap), min(xblock, x_cap)
+            configs.append(LaunchConfig({"YBLOCK": yb, "XBLOCK": xb}, _warps_for(yb * xb)))
+    elif kind == "persistent":
+        rblock = next_power_of_2(max(1, rnumel))
+        for elements in (4096, 2048, 8192, 1024):
+            xblock = max(1, min(x_cap, elements // rblock))
+            configs.append(LaunchConfig({"XBLOCK": xblock, "RBLOCK": rblock}, _warps_for(xblock * rblock)))
+    elif kind == "looped":
+        r_cap = min(max_rblock, next_power_of_2(max(1, rnumel)))
+        for xblock, rblock in ((1, 1024), (8, 128), (4, 512), (64, 64), (1, 2048)):
+            xb, rb = min(xblock, x_cap), min(rblock, r_cap)
+            configs.append(LaunchConfig({"XBLOCK": xb, "RBLOCK": rb}, _warps_for(xb * rb), num_stages=2))
+    else:
+        raise ValueError(f"unknown kernel kind {kind!r}")
+    unique: list[LaunchConfig] = []
+    for config in configs:
+        if config not in unique:
+            unique.append(config)
+    # Pointwise kernels are memory-bound and the heuristic is near the best: tuning them costs compile
+    # time for little gain, so only tiled kernels and reductions try several configurations (unless a
+    # wide search was asked for, as frontend's mode="max-autotune" does).
+    if kind == "pointwise" and limit < 8:
+        limit = 1
+    return unique[: max(1, limit)]
+
+
+def benchmark_configs(
+    configs: Sequence[LaunchConfig], launch: Callable[[LaunchConfig], None], *, reps: int = 20
+) -> tuple[LaunchConfig, list[float]]:
+    """Time `launch(config)` for each configuration with CUDA events; the fastest and all timings (ms).
+
+    Each configuration is launched once first (compiling it) and then `reps` times between two events.
+    A configuration that fails to compile or launch (e.g. out of shared memory) is skipped.
+    """
+    import torch
+
+    timings: list[float] = []
+    best: LaunchConfig | None = None
+    best_ms = float("inf")
+    for config in configs:
+        try:
+            launch(config)
+            torch.cuda.synchronize()
+        except Exception:
+            timings.append(float("inf"))
+            continue
+        start = torch.cuda.Event(enable_timing=True)
+        end = torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(reps):
+            launch(config)
+        end.record()
+        end.synchronize()
+        elapsed = start.elapsed_time(end) / reps
+        timings.append(elapsed)
+        if elapsed < best_ms:
+            best, best_ms = config, elapsed
+    if best is None:
+        raise RuntimeError(
+            "no launch configuration of the kernel could run; see the kernel source in the cache"
+        )
+    return best, timings
+
+
+class TuningCache:
+    """Winners of autotuning on disk, one JSON file per (kernel source, device, size bucket)."""
+
+    def __init__(self, cache_dir: Path) -> None:
+        """Args: cache_dir: the root of Kiln's cache; files go to `cache_dir/triton/tuning/`."""
+        self.folder = cache_dir / "triton" / "tuning"
+
+    def _path(self, source: str, device: str, bucket: str) -> Path:
+        import triton
+
+        return self.folder / f"{source_hash(source, device, bucket, triton.__version__)}.json"
+
+    def get(self, source: str, device: str, bucket: str) -> LaunchConfig | None:
+        """The cached winner, or None."""
+        data = read_json(self._path(source, device, bucket))
+        if not isinstance(data, dict):
+            return None
+        try:
+            return LaunchConfig.from_json(data)
+        except (AssertionError, TypeError, ValueError):
+            return None
+
+    def put(self, source: str, device: str, bucket: str, config: LaunchConfig) -> None:
+        """Record a winner (atomically)."""
+        atomic_write_text(self._path(source, device, bucket), json.dumps(config.to_json()))

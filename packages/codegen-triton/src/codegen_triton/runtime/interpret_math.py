@@ -1,0 +1,145 @@
+"""Stand-ins for `libdevice` under `TRITON_INTERPRET=1` (the interpreter has no libdevice).
+
+Generated kernels call `libdevice.<name>(...)` for math that `triton.language` lacks. On a GPU the
+kernel module imports `triton.language.extra.libdevice`; under the interpreter it imports this module
+instead. Each function here computes with NumPy on the interpreter's tensor data: the interpreter
+executes kernels as plain Python over NumPy arrays, so this is exact and needs no approximation.
+Only ever used for CPU testing; never imported by a GPU kernel.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import triton.language as tl
+
+__all__ = [
+    "acos",
+    "acosh",
+    "asin",
+    "asinh",
+    "atan",
+    "atan2",
+    "atanh",
+    "copysign",
+    "cosh",
+    "erfc",
+    "exp",
+    "expm1",
+    "fmod",
+    "hypot",
+    "isinf",
+    "isnan",
+    "lgamma",
+    "log1p",
+    "log10",
+    "loop_bound",
+    "nearbyint",
+    "nextafter",
+    "pow",
+    "signbit",
+    "sinh",
+    "tan",
+    "tanh",
+    "trunc",
+]
+
+
+def _handle_cls() -> Any:
+    from triton.runtime.interpreter import TensorHandle
+
+    return TensorHandle
+
+
+def _wrap(data: np.ndarray, scalar: Any) -> Any:
+    handle = _handle_cls()(np.asarray(data), scalar)
+    shape = list(np.shape(data))
+    ty = tl.block_type(scalar, shape) if shape else scalar
+    return tl.core.tensor(handle, ty)
+
+
+def _data(value: Any) -> Any:
+    return value.handle.data if isinstance(value, tl.core.tensor) else value
+
+
+def _scalar_of(value: Any) -> Any:
+    return value.type.scalar if isinstance(value, tl.core.tensor) else tl.float32
+
+
+def _unary(fn: Callable[[np.ndarray], np.ndarray], *, boolean: bool = False) -> Callable[[Any], Any]:
+    def apply(x: Any) -> Any:
+        data = _data(x)
+        with np.errstate(all="ignore"):
+            out = fn(data)
+        if boolean:
+            return _wrap(np.asarray(out, dtype=np.bool_), tl.int1)
+        return _wrap(np.asarray(out, dtype=np.asarray(data).dtype), _scalar_of(x))
+
+    return apply
+
+
+def _binary(fn: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> Callable[[Any, Any], Any]:
+    def apply(x: Any, y: Any) -> Any:
+        reference = x if isinstance(x, tl.core.tensor) else y
+        np_dtype = np.asarray(_data(reference)).dtype
+        with np.errstate(all="ignore"):
+            out = fn(np.asarray(_data(x), dtype=np_dtype), np.asarray(_data(y), dtype=np_dtype))
+        return _wrap(np.asarray(out, dtype=np_dtype), _scalar_of(reference))
+
+    return apply
+
+
+def _safe_lgamma(value: float) -> float:
+    import math
+
+    try:
+        return math.lgamma(value)
+    except (ValueError, OverflowError):
+        return math.inf
+
+
+def _lgamma(data: np.ndarray) -> np.ndarray:
+    return np.vectorize(_safe_lgamma, otypes=[np.asarray(data).dtype])(data)
+
+
+def _erfc(data: np.ndarray) -> np.ndarray:
+    import math
+
+    return np.vectorize(math.erfc, otypes=[np.asarray(data).dtype])(data)
+
+
+tanh = _unary(np.tanh)
+tan = _unary(np.tan)
+sinh = _unary(np.sinh)
+cosh = _unary(np.cosh)
+asin = _unary(np.arcsin)
+acos = _unary(np.arccos)
+atan = _unary(np.arctan)
+asinh = _unary(np.arcsinh)
+acosh = _unary(np.arccosh)
+atanh = _unary(np.arctanh)
+exp = _unary(np.exp)
+expm1 = _unary(np.expm1)
+log1p = _unary(np.log1p)
+trunc = _unary(np.trunc)
+nearbyint = _unary(np.rint)
+lgamma = _unary(_lgamma)
+erfc = _unary(_erfc)
+isnan = _unary(np.isnan, boolean=True)
+isinf = _unary(np.isinf, boolean=True)
+signbit = _unary(np.signbit, boolean=True)
+pow = _binary(np.power)
+atan2 = _binary(np.arctan2)
+fmod = _binary(np.fmod)
+hypot = _binary(np.hypot)
+copysign = _binary(np.copysign)
+nextafter = _binary(np.nextafter)
+log10 = _unary(np.log10)
+
+
+def loop_bound(value: Any) -> int:
+    """A Python int for a `range()` bound: the interpreter holds scalar arguments as 1-element arrays."""
+    data = _data(value)
+    return int(np.asarray(data).reshape(-1)[0])

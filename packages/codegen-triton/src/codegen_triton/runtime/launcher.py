@@ -1,0 +1,190 @@
+"""A compiled kernel ready to launch: grid from the runtime sizes, a chosen launch configuration."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from codegen_triton.runtime.autotune import (
+    LaunchConfig,
+    TuningCache,
+    benchmark_configs,
+    candidate_configs,
+    next_power_of_2,
+)
+from codegen_triton.runtime.loader import interpreter_env, load_kernel_module
+
+__all__ = ["KernelSpec", "TritonLauncher"]
+
+# Grid dimensions y and z are limited to 65535 programs on CUDA.
+_MAX_GRID_Y = 65535
+
+
+@dataclass(frozen=True)
+class KernelSpec:
+    """What the runtime must know about a generated kernel.
+
+    Attributes:
+        name: the `@triton.jit` function's name in `source`.
+        source: the whole kernel module's text.
+        kind: "pointwise", "tiled", "persistent" or "looped".
+        arg_names: the kernel's runtime arguments, in order (pointers, size symbols, numels, seed).
+        mutated_args: indices of pointer arguments the kernel both reads and writes (cloned when tuning).
+        max_rblock: the largest RBLOCK tried for looped reductions.
+        grid_y: when > 0, the grid's second dimension (the chunks of a split reduction).
+    """
+
+    name: str
+    source: str
+    kind: str
+    arg_names: tuple[str, ...]
+    mutated_args: tuple[int, ...] = ()
+    max_rblock: int = 1024
+    grid_y: int = 0
+
+
+def _cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+class TritonLauncher:
+    """Loads a generated kernel and launches it: `launcher.run(*args)` with the spec's arguments.
+
+    On the first call for a size bucket (sizes rounded up to powers of two) the launch configuration is
+    chosen: on CUDA, with autotuning on, by timing a few candidates (the winner is cached on disk, keyed by
+    kernel source, device name and size bucket); otherwise the heuristic first candidate.
+    """
+
+    def __init__(
+        self,
+        spec: KernelSpec,
+        cache_dir: Path,
+        *,
+        autotune: bool = True,
+        max_configs: int = 4,
+        reps: int = 20,
+        interpret: bool = False,
+    ) -> None:
+        """Args: spec: the kernel; cache_dir: Kiln's cache root; autotune, max_configs, reps: tuning knobs;
+        interpret: load the kernel for Triton's interpreter."""
+        self.spec = spec
+        self.cache_dir = cache_dir
+        self.autotune = autotune
+        self.max_configs = max_configs
+        self.reps = reps
+        self.interpret = interpret
+        self.module = load_kernel_module(spec.source, spec.name, cache_dir, interpret=interpret)
+        self.fn = getattr(self.module, spec.name)
+        self._chosen: dict[tuple[int, ...], LaunchConfig] = {}
+        self._positions = {name: i for i, name in enumerate(spec.arg_names)}
+        self._numel_positions = tuple(self._positions.get(n, -1) for n in ("xnumel", "rnumel", "ynumel"))
+        self._prepared: dict[tuple[int, ...], tuple[tuple[int, ...], dict[str, int], LaunchConfig]] = {}
+
+    def configs_for(self, xnumel: int, rnumel: int, ynumel: int) -> list[LaunchConfig]:
+        """The candidate configurations of this kernel at these sizes."""
+        return candidate_configs(
+            self.spec.kind, xnumel, rnumel, ynumel, max_rblock=self.spec.max_rblock, limit=self.max_configs
+        )
+
+    def grid(self, config: LaunchConfig, xnumel: int, ynumel: int) -> tuple[int, ...]:
+        """The launch grid: programs along x (and y for tiled kernels)."""
+        x_programs = _cdiv(xnumel, config.blocks["XBLOCK"])
+        if self.spec.kind == "tiled":
+            y_programs = _cdiv(ynumel, config.blocks["YBLOCK"])
+            if y_programs > _MAX_GRID_Y:
+                raise RuntimeError(f"{self.spec.name}: grid y dimension {y_programs} exceeds {_MAX_GRID_Y}")
+            return (x_programs, y_programs)
+        if self.spec.grid_y:
+            return (max(1, x_programs), self.spec.grid_y)
+        return (max(1, x_programs),)
+
+    def _launch(self, args: Sequence[Any], config: LaunchConfig, xnumel: int, ynumel: int) -> None:
+        grid = self.grid(config, xnumel, ynumel)
+        if grid[0] == 0:
+            return
+        if self.interpret:
+            with interpreter_env(True):
+                self.fn[grid](*args, **config.blocks)
+            return
+        self.fn[grid](*args, **config.blocks, num_warps=config.num_warps, num_stages=config.num_stages)
+
+    def _choose(self, args: Sequence[Any], xnumel: int, rnumel: int, ynumel: int) -> LaunchConfig:
+        bucket = (next_power_of_2(xnumel), next_power_of_2(rnumel), next_power_of_2(ynumel))
+        chosen = self._chosen.get(bucket)
+        if chosen is not None:
+            return chosen
+        configs = self.configs_for(xnumel, rnumel, ynumel)
+        device = _device_of(args)
+        if not self.autotune or len(configs) == 1 or device is None:
+            chosen = configs[0]
+        else:
+            cache = TuningCache(self.cache_dir)
+            device_name = _device_name(device)
+            key = ",".join(map(str, bucket))
+            chosen = cache.get(self.spec.source, device_name, key)
+            if chosen is None:
+                bench_args = _clone_aliased(args, self.spec.mutated_args)
+                chosen, _ = benchmark_configs(
+                    configs, lambda c: self._launch(bench_args, c, xnumel, ynumel), reps=self.reps
+                )
+                cache.put(self.spec.source, device_name, key, chosen)
+        self._chosen[bucket] = chosen
+        return chosen
+
+    def run(self, *args: Any) -> None:
+        """Launch the kernel on `args` (in `spec.arg_names` order)."""
+        key = tuple(int(args[p]) if p >= 0 else 1 for p in self._numel_positions)
+        prepared = self._prepared.get(key)
+        if prepared is None:
+            xnumel, rnumel, ynumel = key
+            config = self._choose(args, xnumel, rnumel, ynumel)
+            options = {**config.blocks, "num_warps": config.num_warps, "num_stages": config.num_stages}
+            prepared = (self.grid(config, xnumel, ynumel), options, config)
+            self._prepared[key] = prepared
+        grid, options, config = prepared
+        if grid[0] == 0:
+            return
+        if self.interpret:
+            with interpreter_env(True):
+                self.fn[grid](*args, **config.blocks)
+            return
+        self.fn.run(*args, grid=grid, warmup=False, **options)
+
+    __call__ = run
+
+
+def _device_of(args: Sequence[Any]) -> Any | None:
+    """The CUDA device of the first CUDA tensor argument (None on CPU: no tuning there)."""
+    import torch
+
+    for arg in args:
+        if isinstance(arg, torch.Tensor) and arg.is_cuda:
+            return arg.device
+    return None
+
+
+def _device_name(device: Any) -> str:
+    import torch
+
+    return str(torch.cuda.get_device_name(device))
+
+
+def _clone_aliased(args: Sequence[Any], mutated: Sequence[int]) -> list[Any]:
+    """Arguments for benchmarking: tensors that share storage (in-place outputs) or are declared mutated
+    are cloned, so running the kernel many times cannot change the real results."""
+    import torch
+
+    storages: dict[int, int] = {}
+    for arg in args:
+        if isinstance(arg, torch.Tensor):
+            key = arg.untyped_storage().data_ptr()
+            storages[key] = storages.get(key, 0) + 1
+    cloned = list(args)
+    for index, arg in enumerate(args):
+        if not isinstance(arg, torch.Tensor):
+            continue
+        if index in mutated or storages[arg.untyped_storage().data_ptr()] > 1:
+            cloned[index] = arg.clone()
+    return cloned

@@ -1,0 +1,81 @@
+"""Launch machinery: cache folder, kernel loading, launch configurations and the tuning cache."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+from codegen_triton.config import TritonConfig, default_cache_dir
+from codegen_triton.runtime import LaunchConfig, TuningCache, candidate_configs, load_kernel_module
+from codegen_triton.runtime.cache import atomic_write_text
+
+
+def test_kiln_cache_dir_overrides_the_user_cache(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("KILN_CACHE_DIR", str(tmp_path / "here"))
+    assert default_cache_dir() == tmp_path / "here"
+    assert TritonConfig().resolved_cache_dir() == tmp_path / "here"
+    assert TritonConfig(cache_dir=tmp_path).resolved_cache_dir() == tmp_path
+
+
+def test_atomic_write_replaces_whole_file(tmp_path: Path) -> None:
+    path = tmp_path / "a" / "b.json"
+    atomic_write_text(path, "one")
+    atomic_write_text(path, "two")
+    assert path.read_text() == "two"
+    assert [p.name for p in path.parent.iterdir()] == ["b.json"]
+
+
+def test_kernel_source_is_loaded_from_a_file(tmp_path: Path) -> None:
+    source = "def answer():\n    return 42\n"
+    module = load_kernel_module(source, "kernel_x", tmp_path)
+    assert module.answer() == 42
+    assert module.__file__ is not None and Path(module.__file__).read_text() == source
+    assert load_kernel_module(source, "kernel_x", tmp_path) is module
+
+
+@pytest.mark.parametrize(
+    ("kind", "sizes"),
+    [
+        ("pointwise", (10000, 1, 1)),
+        ("tiled", (64, 1, 48)),
+        ("persistent", (100, 300, 1)),
+        ("looped", (7, 5000, 1)),
+    ],
+)
+def test_candidate_configs_are_valid(kind: str, sizes: tuple[int, int, int]) -> None:
+    xnumel, rnumel, ynumel = sizes
+    configs = candidate_configs(kind, xnumel, rnumel, ynumel, limit=3)
+    assert 1 <= len(configs) <= 3
+    assert len(set(configs)) == len(configs)
+    for config in configs:
+        for block in config.blocks.values():
+            assert block & (block - 1) == 0, "blocks are powers of two"
+        if kind == "persistent":
+            assert config.blocks["RBLOCK"] >= rnumel
+        assert config.blocks["XBLOCK"] <= max(1024, xnumel)
+
+
+def test_tuning_cache_round_trip(tmp_path: Path) -> None:
+    cache = TuningCache(tmp_path)
+    config = LaunchConfig({"XBLOCK": 64, "RBLOCK": 128}, num_warps=8, num_stages=2)
+    assert cache.get("src", "H200", "1,1,1") is None
+    cache.put("src", "H200", "1,1,1", config)
+    assert cache.get("src", "H200", "1,1,1") == config
+    assert cache.get("src", "A100", "1,1,1") is None
+    assert cache.get("other src", "H200", "1,1,1") is None
+    for path in (tmp_path / "triton" / "tuning").iterdir():
+        path.write_text("{corrupt")
+    assert cache.get("src", "H200", "1,1,1") is None
+
+
+def test_benchmark_arguments_clone_aliased_tensors() -> None:
+    from codegen_triton.runtime.launcher import _clone_aliased
+
+    base = torch.randn(8)
+    other = torch.randn(8)
+    args = [base, other, base[:4], 8]
+    cloned = _clone_aliased(args, ())
+    assert cloned[1] is other and cloned[3] == 8
+    assert cloned[0] is not base and cloned[2] is not base
+    assert torch.equal(cloned[0], base) and torch.equal(cloned[2], base[:4])
