@@ -142,3 +142,44 @@ def test_closed_over_constant_tensors_work_in_both_partitions() -> None:
         torch.testing.assert_close(out, fn(x))
         (grad,) = torch.autograd.grad(out, [x])
         torch.testing.assert_close(grad, expected)
+
+
+def test_a_table_decomposing_to_prims_still_trains() -> None:
+    # A code generator's table may decompose into prims ops, which have no derivative formulas and
+    # alias annotations functionalization rejects: decomposition must happen below autograd.
+    from torch._decomp import get_decompositions
+
+    table = aotgrad.default_decompositions()
+    table.update(get_decompositions([aten.native_layer_norm, aten.var_mean]))
+
+    def fn(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        return torch.nn.functional.layer_norm(x, (8,), w, b).sin()
+
+    args = [torch.randn(3, 8, requires_grad=True), torch.randn(8, requires_grad=True), torch.randn(8, requires_grad=True)]
+    recorder = RecordingCompiler()
+    compiled = aotgrad.aot_function(fn, fw_compiler=recorder, decompositions=table, config=strict())
+    out, ref = compiled(*args), fn(*args)
+    torch.testing.assert_close(out, ref)
+    seed = torch.randn_like(ref)
+    for got, want in zip(torch.autograd.grad(out, args, seed), torch.autograd.grad(ref, args, seed)):
+        torch.testing.assert_close(got, want)
+    assert not any(n.target is aten.native_layer_norm.default for n in recorder.graphs[0].graph.nodes)
+
+
+def test_aot_module_takes_keyword_arguments() -> None:
+    class Scaled(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.linear = torch.nn.Linear(3, 3)
+
+        def forward(self, x: torch.Tensor, *, scale: torch.Tensor, offset: float = 0.0) -> torch.Tensor:
+            return self.linear(x) * scale + offset
+
+    model = Scaled()
+    compiled = aotgrad.aot_module(model, fw_compiler=aotgrad.eager_compiler, config=strict())
+    x, scale = torch.randn(2, 3), torch.randn(3, requires_grad=True)
+    out = compiled(x, scale=scale, offset=1.5)
+    ref = model(x, scale=scale, offset=1.5)
+    torch.testing.assert_close(out, ref)
+    (grad,) = torch.autograd.grad(out.sum(), [scale])
+    torch.testing.assert_close(grad, torch.autograd.grad(ref.sum(), [scale])[0])

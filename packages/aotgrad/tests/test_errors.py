@@ -111,3 +111,25 @@ def test_error_points_at_the_line_recorded_in_the_fx_node() -> None:
         aotgrad.aot_graph(gm, [torch.randn(3)], fw_compiler=aotgrad.eager_compiler, config=strict())
     assert info.value.user_location == "/home/user/model.py:42"
     assert "/home/user/model.py:42" in str(info.value)
+
+
+class _StraightThrough(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx: object, x: torch.Tensor) -> torch.Tensor:
+        return torch.round(x)
+
+    @staticmethod
+    def backward(ctx: object, grad: torch.Tensor) -> torch.Tensor:
+        return grad
+
+
+def test_custom_autograd_function_keeps_its_own_backward() -> None:
+    def fn(x: torch.Tensor) -> torch.Tensor:
+        return _StraightThrough.apply(x * 3)
+
+    with pytest.raises(aotgrad.TracingError, match="_StraightThrough"):
+        aotgrad.aot_function(fn, fw_compiler=aotgrad.eager_compiler, config=strict())(torch.randn(4, requires_grad=True))
+    x = torch.randn(4, requires_grad=True)
+    out = aotgrad.aot_function(fn, fw_compiler=aotgrad.eager_compiler)(x)  # falls back to eager
+    (grad,) = torch.autograd.grad(out.sum(), [x])
+    torch.testing.assert_close(grad, torch.full((4,), 3.0))  # round's derivative would give zeros

@@ -129,3 +129,15 @@ def test_buffer_mutation_in_a_module() -> None:
         expected += model.lin(x).detach().sum(0)
         torch.testing.assert_close(out, model.lin(x))
     torch.testing.assert_close(model.total, expected)
+
+
+def test_multi_view_ops_return_real_views() -> None:
+    def fn(x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return (*x.unbind(0), *x.split(2, dim=1))
+
+    compiled = _compile(fn)
+    x = torch.randn(2, 4)
+    outs = compiled(x)
+    for got, want in zip(outs, fn(x)):
+        torch.testing.assert_close(got, want)
+        assert got._base is x or got.untyped_storage().data_ptr() == x.untyped_storage().data_ptr()

@@ -120,3 +120,18 @@ def test_min_cut_saves_dropout_masks_as_bool(block_joint: JointGraph) -> None:
     assert len(masks) == 3  # attention, projection and MLP dropout
     placeholders = [n for n in backward.graph.nodes if n.op == "placeholder"]
     assert sum(n.meta["val"].dtype == torch.bool for n in placeholders) == 3
+
+
+def test_min_cut_never_recomputes_convolutions() -> None:
+    conv = torch.nn.Conv2d(3, 8, 3, padding=1)
+    names = [n for n, _ in conv.named_parameters()]
+
+    def fn(*flat: torch.Tensor) -> torch.Tensor:
+        y = torch.func.functional_call(conv, dict(zip(names, flat[:2])), (flat[2],))
+        return torch.nn.functional.silu(y).pow(2).mean()
+
+    joint = _joint(fn, [*conv.parameters(), torch.randn(2, 3, 8, 8, requires_grad=True)])
+    convolutions = lambda gm: sum(t is aten.convolution.default for t in _targets(gm))  # noqa: E731
+    forward, backward = aotgrad.min_cut(joint)
+    assert convolutions(forward) == 1 and convolutions(backward) == 0
+    assert measure_saved(joint, aotgrad.min_cut).activation_bytes <= measure_saved(joint, aotgrad.save_all).activation_bytes

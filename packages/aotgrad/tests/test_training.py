@@ -92,12 +92,11 @@ def test_batchnorm_eval_mode_is_inference() -> None:
     assert len(recorder.graphs) == 1  # forward only: no backward graph on the inference path
 
 
-@pytest.mark.parametrize("partition", PARTITIONS)
-def test_transformer_block_with_dropout_matches_eager_under_same_seed(partition) -> None:
+def test_transformer_block_with_dropout_matches_eager_under_same_seed() -> None:
     torch.manual_seed(1)
     block = TransformerBlock(p=0.2).train()
     x = torch.randn(2, 8, 32, requires_grad=True)
-    compiled = _compile(block, [x], partition)
+    compiled = _compile(block, [x])
     x = torch.randn(2, 8, 32, requires_grad=True)
     torch.manual_seed(123)
     out = compiled(x)
@@ -197,7 +196,7 @@ def test_detach_and_no_grad_blocks_stop_gradients_as_in_eager() -> None:
 def test_hugging_face_gpt2_trains_like_eager() -> None:
     transformers = pytest.importorskip("transformers")
     config = transformers.GPT2Config(
-        n_embd=32, n_layer=2, n_head=4, vocab_size=64, n_positions=16, bos_token_id=0, eos_token_id=0
+        n_embd=32, n_layer=1, n_head=4, vocab_size=64, n_positions=16, bos_token_id=0, eos_token_id=0
     )
     torch.manual_seed(0)
     model = transformers.GPT2LMHeadModel(config).train()
@@ -221,3 +220,80 @@ def test_hugging_face_gpt2_trains_like_eager() -> None:
     seed = torch.randn_like(ref)
     params = list(model.parameters())
     assert_close_grads(_grads(out, params, seed), _grads(ref, params, seed), rtol=1e-3, atol=1e-4)
+
+
+def test_dropout_on_non_contiguous_input_draws_eagers_mask() -> None:
+    def fn(x: torch.Tensor) -> torch.Tensor:
+        return torch.nn.functional.dropout(x.transpose(0, 1) * 2, 0.5).sum(0)
+
+    compiled = aotgrad.aot_function(fn, fw_compiler=aotgrad.eager_compiler, config=strict())
+    x = torch.randn(6, 4, 3, requires_grad=True)
+    torch.manual_seed(11)
+    out = compiled(x)
+    torch.manual_seed(11)
+    ref = fn(x)
+    torch.testing.assert_close(out, ref)
+    seed = torch.randn_like(ref)
+    assert_close_grads(_grads(out, [x], seed), _grads(ref, [x], seed))
+
+
+ZOO = {
+    "lstm": (lambda: torch.nn.LSTM(4, 8, batch_first=True), lambda: torch.randn(2, 3, 4)),
+    "gru": (lambda: torch.nn.GRU(4, 8), lambda: torch.randn(3, 2, 4)),
+    "encoder_layer": (
+        lambda: torch.nn.TransformerEncoderLayer(16, 4, 32, dropout=0.1, batch_first=True),
+        lambda: torch.randn(2, 5, 16),
+    ),
+    "groupnorm_pool": (
+        lambda: torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3), torch.nn.GroupNorm(2, 8), torch.nn.MaxPool2d(2)),
+        lambda: torch.randn(2, 3, 9, 9),
+    ),
+    "instancenorm_stats": (
+        lambda: torch.nn.InstanceNorm2d(3, affine=True, track_running_stats=True),
+        lambda: torch.randn(2, 3, 6, 6),
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(ZOO))
+def test_torch_nn_layers_train_like_eager(name: str) -> None:
+    make_module, make_input = ZOO[name]
+    torch.manual_seed(0)
+    model = make_module().train()
+    twin = copy.deepcopy(model)
+    compiled = aotgrad.aot_module(model, fw_compiler=aotgrad.eager_compiler, config=strict())
+    x = make_input()
+    torch.manual_seed(3)
+    out = compiled(x)
+    torch.manual_seed(3)
+    ref = twin(x)
+    out, ref = (out[0], ref[0]) if isinstance(ref, tuple) else (out, ref)
+    torch.testing.assert_close(out, ref, rtol=1e-4, atol=1e-5)
+    seed = torch.randn_like(ref)  # a random seed gradient: sum() would hide errors under normalization
+    assert_close_grads(
+        _grads(out, list(model.parameters()), seed), _grads(ref, list(twin.parameters()), seed), rtol=1e-4, atol=1e-5
+    )
+    for got, want in zip(model.buffers(), twin.buffers()):
+        torch.testing.assert_close(got, want)
+
+
+def test_batchnorm_train_mode_under_no_grad_still_updates_stats() -> None:
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.BatchNorm2d(4)).train()
+    twin = copy.deepcopy(model)
+    compiled = aotgrad.aot_module(model, fw_compiler=aotgrad.eager_compiler, config=strict())
+    with torch.no_grad():
+        for _ in range(2):
+            x = torch.randn(2, 3, 6, 6)
+            torch.testing.assert_close(compiled(x), twin(x), rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(model[1].running_var, twin[1].running_var)
+    assert int(model[1].num_batches_tracked) == 2
+
+
+def test_backward_twice_with_retain_graph() -> None:
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.GELU())
+    x = torch.randn(2, 4, requires_grad=True)
+    out = _compile(model, [x])(x)
+    out.sum().backward(retain_graph=True)
+    first = x.grad.clone()
+    out.sum().backward()  # the saved values survive the first backward when retained
+    torch.testing.assert_close(x.grad, 2 * first)

@@ -16,6 +16,7 @@ from aotgrad.config import AotConfig
 from aotgrad.decompositions import DecompositionTable
 from aotgrad.partition import min_cut
 from aotgrad.runtime import Region
+from aotgrad.runtime.boxed import boxed_graph_module
 from aotgrad.tracing.locate import LocatingModule
 
 log = logging.getLogger("aotgrad")
@@ -39,7 +40,8 @@ def _gradient_key(flat_inputs: Sequence[Any]) -> tuple[bool, ...] | None:
 
 
 class AotCallable:
-    """A compiled callable over the user's flat positional inputs (what `aot_graph` returns).
+    """A compiled callable over the user's flat positional inputs (what `aot_graph` returns;
+    with `in_spec`, the flat inputs are the leaves of the user's `(args, kwargs)`).
 
     It lifts the module's parameters and buffers into graph inputs, compiles one region per
     gradient pattern (inference, or which inputs require grad) and input signature (shapes,
@@ -54,8 +56,10 @@ class AotCallable:
         partition: Partitioner,
         decompositions: DecompositionTable | None,
         config: AotConfig,
+        in_spec: pytree.TreeSpec | None = None,
     ) -> None:
         self._module = module
+        self._in_spec = in_spec
         self._fn = fn
         self._compilers = compilers
         self._partition = partition
@@ -83,8 +87,17 @@ class AotCallable:
             return lambda *flat: torch.func.functional_call(locator, dict(zip(names, flat[:count])), flat[count:])
         if self._module is not None:
             module, names = self._module, self._state_names
-            return lambda *flat: torch.func.functional_call(module, dict(zip(names, flat[:count])), flat[count:])
+            return lambda *flat: torch.func.functional_call(
+                module, dict(zip(names, flat[:count])), *self._unflatten(flat[count:])
+            )
         return self._fn
+
+    def _unflatten(self, leaves: Sequence[Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        """The user's (args, kwargs) from the flat inputs."""
+        if self._in_spec is None:
+            return tuple(leaves), {}
+        args, kwargs = pytree.tree_unflatten(list(leaves), self._in_spec)
+        return tuple(args), dict(kwargs)
 
     def _current_node(self) -> torch.fx.Node | None:
         return self._locator.current if self._locator is not None else None
@@ -110,7 +123,8 @@ class AotCallable:
         flat_inputs = [*self.state_tensors(), *args]
         region = self.region_for(flat_inputs)
         if region is None:
-            return self._fn(*args)
+            call_args, call_kwargs = self._unflatten(args)
+            return self._fn(*call_args, **call_kwargs)
         return pytree.tree_unflatten(region(flat_inputs), region.graph.out_spec)
 
 
@@ -216,12 +230,13 @@ class AotModule(torch.nn.Module):
         self._options = options
         self._compiled: dict[Any, AotCallable] = {}
 
-    def forward(self, *args: Any) -> Any:
-        """Run the compiled module on positional tensor arguments."""
-        key = (tuple(_signature(x) for x in args), self.module.training)
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        """Run the compiled module (arguments may be any pytrees of tensors and constants)."""
+        leaves, spec = pytree.tree_flatten((args, kwargs))
+        key = (spec, tuple(_signature(x) for x in leaves), self.module.training)
         if key not in self._compiled:
-            self._compiled[key] = AotCallable(self.module, self.module, **self._options)
-        return self._compiled[key](*args)
+            self._compiled[key] = AotCallable(self.module, self.module, **self._options, in_spec=spec)
+        return self._compiled[key](*leaves)
 
 
 def aot_module(
@@ -247,8 +262,12 @@ def aot_module(
 
 
 def eager_compiler(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Callable[..., Any]:
-    """The "compiler" that runs a graph as it is, with torch.fx (used by `aot_eager`)."""
-    return gm
+    """The "compiler" that runs a graph as it is, with torch.fx (used by `aot_eager`).
+
+    The graph comes back boxed (`aotgrad.runtime.boxed`): it takes one list of inputs and frees
+    each input after its last use, so a backward frees saved activations as it runs.
+    """
+    return boxed_graph_module(gm)
 
 
 def aot_eager(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Callable[..., Any]:

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import torch
@@ -72,6 +73,16 @@ def _check_constants(gm: torch.fx.GraphModule, training: bool) -> None:
             )
 
 
+@contextlib.contextmanager
+def _onednn_disabled() -> Iterator[None]:
+    enabled = torch._C._get_mkldnn_enabled()
+    torch._C._set_mkldnn_enabled(False)
+    try:
+        yield
+    finally:
+        torch._C._set_mkldnn_enabled(enabled)
+
+
 def trace_region(
     fn: Callable[..., Any],
     flat_inputs: Sequence[Any],
@@ -80,7 +91,9 @@ def trace_region(
 ) -> TracedRegion:
     """Trace `fn` to its functional forward and, when `grad_mask` is given, its joint graph."""
     fake_mode, fakes = fake_inputs_for(flat_inputs)
-    with fake_mode:
+    # With oneDNN off, decompositions pick portable ATen ops over oneDNN kernels whose workspace
+    # outputs fake tensors cannot describe (the recurrent layers); the graph's ops still use oneDNN.
+    with fake_mode, _onednn_disabled():
         forward = trace_functional(fn, fakes, decompositions, training=grad_mask is not None)
         _check_constants(forward.gm, training=torch.is_grad_enabled())
         if grad_mask is None:
@@ -153,6 +166,12 @@ def compile_region(
         return Region(traced.forward, CompiledInference(compilers.forward(gm, _example_inputs(gm))))
     assert traced.joint is not None
     forward_gm, backward_gm = split
+    if log.isEnabledFor(logging.DEBUG):
+        saved = len(placeholders(backward_gm.graph)) - traced.joint.num_tangents
+        log.debug(
+            "aotgrad: joint graph of %d nodes split into forward (%d nodes) and backward (%d nodes), %d saved values",
+            len(traced.joint.gm.graph.nodes), len(forward_gm.graph.nodes), len(backward_gm.graph.nodes), saved,
+        )
     return Region(
         traced.forward,
         CompiledTraining(

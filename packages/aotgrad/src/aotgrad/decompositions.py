@@ -3,10 +3,15 @@
 Graphs that aotgrad hands to a compiler use torch's Core ATen opset
 (`torch._decomp.core_aten_decompositions()` is the substrate), with these choices on top:
 
-* **Decomposed further** (`EXTRA_DECOMPOSED`): batch norm (`native_batch_norm` and the
-  `_native_batch_norm_legit*` family). Its in-place update of the running statistics must be visible
-  to functionalization, so it becomes `var_mean` + pointwise ops + explicit copies of the new
-  running statistics; the runtime wrapper writes those back into the real buffers.
+* **Decomposed first** (`EARLY_DECOMPOSED`), before functionalization and autograd, whatever table
+  the caller passes:
+  - batch norm (`native_batch_norm` and the `_native_batch_norm_legit*` family): its in-place
+    update of the running statistics must be visible to functionalization, so it becomes
+    `var_mean` + pointwise ops + explicit copies of the new running statistics; the runtime
+    wrapper writes those back into the real buffers;
+  - recurrent layers (`lstm`, `gru`, `rnn_tanh`, `rnn_relu`): their fused CPU kernels return
+    workspace buffers that fake tensors cannot stand in for; they become cells of matmuls and
+    pointwise ops.
 * **Kept whole** (`KEPT_WHOLE`): random ops (`bernoulli`, `rand`, `randn`, ...). They stay single
   ATen calls so that, under the same seed, a compiled graph draws exactly the numbers eager draws
   (dropout masks are bit-identical to eager), and the partitioner never recomputes them.
@@ -29,11 +34,15 @@ aten = torch.ops.aten
 
 DecompositionTable = dict[torch._ops.OpOverload, Callable[..., Any]]
 
-EXTRA_DECOMPOSED: tuple[Any, ...] = (
+EARLY_DECOMPOSED: tuple[Any, ...] = (
     aten.native_batch_norm,
     aten._native_batch_norm_legit,
     aten._native_batch_norm_legit_functional,
     aten._native_batch_norm_legit_no_training,
+    aten.lstm,
+    aten.gru,
+    aten.rnn_tanh,
+    aten.rnn_relu,
 )
 
 KEPT_WHOLE: tuple[Any, ...] = (
@@ -60,15 +69,21 @@ def _overloads(packets: tuple[Any, ...]) -> set[Any]:
     return found
 
 
+def mutation_decompositions() -> DecompositionTable:
+    """The decompositions applied first (before functionalization and autograd), whatever table the
+    caller passes: `EARLY_DECOMPOSED` (batch norm, recurrent layers)."""
+    return dict(get_decompositions(list(EARLY_DECOMPOSED)))  # type: ignore[arg-type]
+
+
 def default_decompositions() -> DecompositionTable:
     """The decomposition table aotgrad uses when the caller passes none.
 
     Returns:
         A fresh dict (safe to edit) from ATen overloads to Python decompositions: Core ATen, plus
-        `EXTRA_DECOMPOSED`, minus `KEPT_WHOLE`.
+        `EARLY_DECOMPOSED`, minus `KEPT_WHOLE`.
     """
     table: DecompositionTable = dict(core_aten_decompositions())  # type: ignore[arg-type]
-    table.update(get_decompositions(list(EXTRA_DECOMPOSED)))  # type: ignore[arg-type]
+    table.update(get_decompositions(list(EARLY_DECOMPOSED)))  # type: ignore[arg-type]
     for op in _overloads(KEPT_WHOLE):
         table.pop(op, None)
     return table

@@ -15,6 +15,7 @@ from typing import Any
 import torch
 from torch.autograd.function import once_differentiable
 
+from aotgrad.runtime.boxed import call_boxed
 from aotgrad.tracing.functional import FunctionalGraph
 
 
@@ -27,7 +28,7 @@ class CompiledInference:
     def run(self, inputs: Sequence[Any]) -> Sequence[Any]:
         """Call the compiled forward on the flat inputs."""
         with torch.no_grad():
-            return list(self.forward(*inputs))
+            return list(call_boxed(self.forward, list(inputs)))
 
 
 @dataclasses.dataclass
@@ -56,7 +57,7 @@ class CompiledTraining:
         """Run the forward through the autograd.Function (or alone when grad mode is off)."""
         if not torch.is_grad_enabled():
             with torch.no_grad():
-                return list(self.forward(*inputs))[: self.num_fwd_outputs]
+                return list(call_boxed(self.forward, list(inputs)))[: self.num_fwd_outputs]
         if self._function is None:
             self._function = _autograd_function_for(self, len(inputs))
         return list(self._function.apply(*inputs))
@@ -75,9 +76,12 @@ def _autograd_function_for(plan: CompiledTraining, num_inputs: int) -> type[torc
     differentiable = set(plan.differentiable_outputs)
 
     class CompiledFunction(torch.autograd.Function):
+        """The compiled forward and backward as one autograd op."""
+
         @staticmethod
         def forward(ctx: Any, *inputs: Any) -> tuple[Any, ...]:  # type: ignore[override]
-            results = list(plan.forward(*inputs))
+            """Run the compiled forward; keep the saved values for the backward."""
+            results = list(call_boxed(plan.forward, list(inputs)))
             outputs, saved = results[: plan.num_fwd_outputs], results[plan.num_fwd_outputs :]
             tensor_slots = [i for i, value in enumerate(saved) if isinstance(value, torch.Tensor)]
             if plan.mutated_inputs:
@@ -92,12 +96,16 @@ def _autograd_function_for(plan: CompiledTraining, num_inputs: int) -> type[torc
         @staticmethod
         @once_differentiable
         def backward(ctx: Any, *grad_outputs: Any) -> tuple[Any, ...]:  # type: ignore[override]
+            """Run the compiled backward on the saved values and the tangents."""
             count, tensor_slots, others = ctx.saved_layout
-            saved: list[Any] = [others.get(i) for i in range(count)]
+            args: list[Any] = [others.get(i) for i in range(count)]
             for slot, value in zip(tensor_slots, ctx.saved_tensors):
-                saved[slot] = value
-            tangents = [grad_outputs[i].contiguous() for i in plan.differentiable_outputs]
-            grads = list(plan.backward(*saved, *tangents))
+                args[slot] = value
+            # The autograd node lets go of the saved values (unless retain_graph): `args` holds
+            # the only references, and a boxed backward drops them as it goes.
+            ctx.maybe_clear_saved_tensors()
+            args += [grad_outputs[i].contiguous() for i in plan.differentiable_outputs]
+            grads = list(call_boxed(plan.backward, args))
             result: list[Any] = [None] * num_inputs
             for index, grad in zip(plan.grad_inputs, grads):
                 result[index] = grad

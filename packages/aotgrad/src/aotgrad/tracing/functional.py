@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import operator
 from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
@@ -16,12 +17,18 @@ import torch
 import torch.fx
 import torch.fx.traceback as fx_traceback
 from torch.fx.experimental.proxy_tensor import make_fx
-from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils import _pytree as pytree
+from torch.utils._python_dispatch import TorchDispatchMode
 
-from aotgrad.decompositions import DecompositionTable
+from aotgrad.decompositions import DecompositionTable, mutation_decompositions
 from aotgrad.errors import TracingError
-from aotgrad.tracing.graph_passes import clean, output_node, output_values, placeholders
+from aotgrad.tracing.graph_passes import (
+    clean,
+    draw_random_in_memory_order,
+    output_node,
+    output_values,
+    placeholders,
+)
 
 aten = torch.ops.aten
 
@@ -34,15 +41,18 @@ _METADATA_MUTATIONS = frozenset(
 
 @dataclasses.dataclass(frozen=True)
 class ViewStep:
-    """One view op to replay on a real tensor: `op(tensor, *args, **kwargs)`."""
+    """One view op to replay on a real tensor: `op(tensor, *args, **kwargs)`, then `[index]` for
+    ops returning several views (`unbind`, `split`)."""
 
     op: torch._ops.OpOverload
     args: tuple[Any, ...]
     kwargs: dict[str, Any]
+    index: int | None = None
 
     def apply(self, tensor: torch.Tensor) -> torch.Tensor:
         """Replay this view on `tensor`."""
-        return self.op(tensor, *self.args, **self.kwargs)
+        result = self.op(tensor, *self.args, **self.kwargs)
+        return result if self.index is None else result[self.index]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -106,20 +116,30 @@ def _check_no_metadata_mutation(gm: torch.fx.GraphModule) -> None:
             )
 
 
-def _view_chain(node: Any) -> tuple[Any, tuple[ViewStep, ...]]:
-    """Walk back through view ops whose other arguments are constants: (root, steps root→node)."""
-    steps: list[ViewStep] = []
-    while (
+def _replayable_view(node: Any) -> bool:
+    return (
         isinstance(node, torch.fx.Node)
         and node.op == "call_function"
         and isinstance(node.target, torch._ops.OpOverload)
         and node.target.is_view
-        and node.args
+        and bool(node.args)
         and isinstance(node.args[0], torch.fx.Node)
         and not any(isinstance(a, torch.fx.Node) for a in pytree.tree_leaves((node.args[1:], node.kwargs)))
-    ):
-        steps.append(ViewStep(node.target, tuple(node.args[1:]), dict(node.kwargs)))
-        node = node.args[0]
+    )
+
+
+def _view_chain(node: Any) -> tuple[Any, tuple[ViewStep, ...]]:
+    """Walk back through view ops whose other arguments are constants: (root, steps root→node)."""
+    steps: list[ViewStep] = []
+    while True:
+        index = None
+        view = node
+        if isinstance(node, torch.fx.Node) and node.target is operator.getitem and isinstance(node.args[1], int):
+            index, view = node.args[1], node.args[0]
+        if not _replayable_view(view):
+            break
+        steps.append(ViewStep(view.target, tuple(view.args[1:]), dict(view.kwargs), index))
+        node = view.args[0]
     return node, tuple(reversed(steps))
 
 
@@ -193,6 +213,26 @@ class _GradientBarriers(TorchDispatchMode):
 _DETACH = frozenset({aten.detach.default})
 
 
+def _check_no_custom_backward(outputs: Sequence[Any]) -> None:
+    """Refuse user-defined `torch.autograd.Function`s: tracing records their forward's ops, and
+    differentiating those instead of calling their own backward could give a different gradient."""
+    seen: set[Any] = set()
+    stack: list[Any] = [out.grad_fn for out in outputs if isinstance(out, torch.Tensor) and out.grad_fn is not None]
+    while stack:
+        grad_fn = stack.pop()
+        if grad_fn is None or grad_fn in seen:
+            continue
+        seen.add(grad_fn)
+        if isinstance(grad_fn, torch.autograd.function.BackwardCFunction):
+            name = type(grad_fn).__name__.removesuffix("Backward")
+            raise TracingError(
+                f"the graph calls the custom autograd.Function `{name}`; aotgrad would differentiate "
+                "its forward instead of running its backward. Keep it out of the compiled region.",
+                None,
+            )
+        stack.extend(next_fn for next_fn, _ in grad_fn.next_functions)
+
+
 def _drop_detaches(gm: torch.fx.GraphModule) -> None:
     for node in list(gm.graph.nodes):
         if node.op == "call_function" and node.target in _DETACH:
@@ -213,17 +253,23 @@ def trace_functional(
         fn: any callable over the flat inputs; its result may be any pytree of tensors and constants.
         fake_inputs: fake tensors (and constants), made under the fake mode that is active while
             this runs.
-        decompositions: the table make_fx applies (see `aotgrad.decompositions`).
+        decompositions: the table make_fx applies (see `aotgrad.decompositions`); when training it is
+            applied later, by `trace_joint`.
         training: the graph will be differentiated (`trace_joint`): keep `aten.detach` and the
-            user's `torch.no_grad()` blocks as explicit gradient barriers. Otherwise they are dropped.
+            user's `torch.no_grad()` blocks as explicit gradient barriers, and do not decompose yet.
     """
     spec_box: list[pytree.TreeSpec] = []
-    # Gradient barriers must survive until the joint graph is traced: do not decompose detach.
-    table = {op: fn for op, fn in decompositions.items() if op not in _DETACH}
+    # Training: the forward stays undecomposed (but functional) so the joint trace differentiates
+    # the original ops with their own derivative formulas and decomposes below autograd. Batch norm
+    # is decomposed first either way, so that functionalization sees its running-stat updates.
+    early = mutation_decompositions()
+    table = early if training else {op: fn for op, fn in decompositions.items() if op not in _DETACH}
 
     def flat_fn(*args: Any) -> list[Any]:
         with _GradientBarriers() if training else contextlib.nullcontext():
             leaves, spec = pytree.tree_flatten(fn(*args))
+        if training:
+            _check_no_custom_backward(leaves)
         spec_box.append(spec)
         return leaves
 
@@ -231,7 +277,7 @@ def trace_functional(
     with fx_traceback.preserve_node_meta():
         # Decompose first, with mutations still visible (batch norm's running statistics)...
         with torch.enable_grad() if training else torch.no_grad():
-            decomposed = make_fx(flat_fn, decomposition_table=table)(*fake_inputs)
+            decomposed = make_fx(flat_fn, decomposition_table=early)(*fake_inputs)
         _check_no_metadata_mutation(decomposed)
         # ...then functionalize: in-place ops become out-of-place, input mutations trailing copies.
         with torch.no_grad():
@@ -241,4 +287,5 @@ def trace_functional(
             )(*fake_inputs)
     if not training:
         _drop_detaches(functional)
+    draw_random_in_memory_order(functional)
     return _rewrite_outputs(functional, spec_box[0])

@@ -16,10 +16,14 @@ def is_random(node: torch.fx.Node) -> bool:
     return isinstance(target, torch._ops.OpOverload) and torch.Tag.nondeterministic_seeded in target.tags
 
 
-def remove_aliases(graph: torch.fx.Graph) -> None:
-    """Replace `aten.alias(x)` by `x`: in a functional graph an alias is the same value."""
+def remove_aliases(graph: torch.fx.Graph, *, detaches: bool = False) -> None:
+    """Replace `aten.alias(x)` by `x`: in a functional graph an alias is the same value.
+
+    With `detaches`, `aten.detach(x)` too: once a graph is differentiated it is an alias as well.
+    """
+    targets = {aten.alias.default, aten.detach.default} if detaches else {aten.alias.default}
     for node in list(graph.nodes):
-        if node.op == "call_function" and node.target is aten.alias.default:
+        if node.op == "call_function" and node.target in targets:
             node.replace_all_uses_with(node.args[0])
             graph.erase_node(node)
 
@@ -37,9 +41,14 @@ def eliminate_dead_code(graph: torch.fx.Graph) -> None:
         graph.erase_node(node)
 
 
-def clean(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
-    """Apply the clean-ups above, lint the graph and regenerate its code."""
-    remove_aliases(gm.graph)
+def clean(gm: torch.fx.GraphModule, *, differentiated: bool = False) -> torch.fx.GraphModule:
+    """Apply the clean-ups above, lint the graph and regenerate its code.
+
+    Args:
+        gm: the graph module, changed in place.
+        differentiated: the graph is a joint graph: detaches are no-ops now and go as well.
+    """
+    remove_aliases(gm.graph, detaches=differentiated)
     eliminate_dead_code(gm.graph)
     gm.graph.lint()
     gm.recompile()
@@ -64,3 +73,47 @@ def output_values(graph: torch.fx.Graph) -> list[Any]:
 def placeholders(graph: torch.fx.Graph) -> list[torch.fx.Node]:
     """The graph's placeholder nodes, in order."""
     return [node for node in graph.nodes if node.op == "placeholder"]
+
+
+def _physical_order(value: torch.Tensor) -> list[int] | None:
+    """Dims from outermost to innermost in memory, when `value` is dense and not contiguous."""
+    if value.is_contiguous() or value.numel() == 0:
+        return None
+    strides = [int(s) for s in value.stride()]
+    order = sorted(range(value.dim()), key=lambda d: (-strides[d], d))
+    expected = 1
+    for d in reversed(order):
+        if value.shape[d] != 1 and strides[d] != expected:
+            return None  # overlapping or with gaps: no physical order to mirror
+        expected *= value.shape[d]
+    return order
+
+
+def draw_random_in_memory_order(gm: torch.fx.GraphModule) -> None:
+    """Make `bernoulli(t)` on a non-contiguous `t` draw in `t`'s memory order, as eager's in-place
+    `empty_like(x).bernoulli_(p)` does (functionalization's `bernoulli.p` allocates contiguously),
+    so that the same seed gives eager's mask. Runs under the fake mode of the trace."""
+    for node in list(gm.graph.nodes):
+        if node.op != "call_function" or node.target is not aten.bernoulli.p:
+            continue
+        source = node.args[0]
+        value = source.meta.get("val") if isinstance(source, torch.fx.Node) else None
+        order = _physical_order(value) if isinstance(value, torch.Tensor) else None
+        if order is None:
+            continue
+        assert isinstance(value, torch.Tensor)
+        shape = [int(value.shape[d]) for d in order]
+        inverse = [order.index(d) for d in range(value.dim())]
+        with gm.graph.inserting_before(node):
+            base = gm.graph.call_function(
+                aten.empty.memory_format, (shape,), {"dtype": value.dtype, "device": value.device}
+            )
+            drawn = gm.graph.call_function(aten.bernoulli.p, (base, *node.args[1:]), dict(node.kwargs))
+            logical = gm.graph.call_function(aten.permute.default, (drawn, inverse))
+        base.meta["val"] = torch.empty(shape, dtype=value.dtype, device=value.device)
+        drawn.meta["val"] = torch.empty(shape, dtype=value.dtype, device=value.device)
+        logical.meta["val"] = drawn.meta["val"].permute(inverse)
+        node.replace_all_uses_with(logical)
+        gm.graph.erase_node(node)
+    eliminate_dead_code(gm.graph)
+    gm.recompile()

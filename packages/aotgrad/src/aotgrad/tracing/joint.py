@@ -94,5 +94,5 @@ def trace_joint(
 
     with fx_traceback.preserve_node_meta():
         gm = make_fx(joint, decomposition_table=decompositions)(list(fake_inputs), tangents)
-    clean(gm)
+    clean(gm, differentiated=True)
     return JointGraph(gm, len(fake_inputs), len(probe), grad_inputs, differentiable)
