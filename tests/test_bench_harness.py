@@ -14,11 +14,15 @@ from pathlib import Path
 import pytest
 import torch
 
-from tools.bench import accuracy, stats
-from tools.bench import worker as bench_worker
-from tools.bench.config import COMPILERS, EAGER, BenchConfig, MeasureConfig, parse_compilers, parse_tasks
-from tools.bench.registry import BuildContext, ModelSpec, Workload, randn
-from tools.bench.report import (
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:  # `pytest` (unlike `python -m pytest`) does not put the repository root on the path
+    sys.path.insert(0, str(ROOT))
+
+from tools.bench import accuracy, stats  # noqa: E402
+from tools.bench import worker as bench_worker  # noqa: E402
+from tools.bench.config import COMPILERS, EAGER, BenchConfig, MeasureConfig, parse_compilers, parse_tasks  # noqa: E402
+from tools.bench.registry import BuildContext, ModelSpec, Workload, randn  # noqa: E402
+from tools.bench.report import (  # noqa: E402
     Row,
     jsonable,
     merge_rows,
@@ -27,11 +31,11 @@ from tools.bench.report import (
     rows_from_json,
     summarize_rows,
 )
-from tools.bench.results import FAILED, PASSED, JobResult, TaskResult
-from tools.bench.runner import PlannedJob, job_environment, plan_jobs, run_planned
-from tools.bench.steps import check_inputs_random
-from tools.bench.suite import select_models
-from tools.bench.worker import Job, run_task
+from tools.bench.results import FAILED, PASSED, JobResult, TaskResult  # noqa: E402
+from tools.bench.runner import PlannedJob, job_environment, plan_jobs, run_planned  # noqa: E402
+from tools.bench.steps import check_inputs_random  # noqa: E402
+from tools.bench.suite import select_models  # noqa: E402
+from tools.bench.worker import Job, run_task  # noqa: E402
 
 TINY_MEASURE = MeasureConfig(warmup_calls=1, rounds=2, min_time_s=0.01, min_reps=2, max_reps=8, memory_calls=1)
 
@@ -342,3 +346,51 @@ def test_plot_marks_failures(tmp_path: Path) -> None:
     path = tmp_path / "speedups.png"
     assert plot_speedups(merge_rows(_jobs()), path, "test")
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_paired_timing_measures_a_known_ratio() -> None:
+    import time
+
+    from tools.bench.timing import calls_per_block, paired_timing
+
+    config = MeasureConfig(warmup_calls=2, rounds=4, min_time_s=0.1, min_reps=8, max_reps=400)
+    timing = paired_timing(lambda: time.sleep(0.004), lambda: time.sleep(0.002), "cpu", config)
+    assert timing.eager.count == timing.compiled.count >= 8
+    assert 1.4 < timing.speedup < 2.6 and len(timing.round_speedups) == 4
+    assert timing.eager.median >= 4.0  # milliseconds, never less than the sleep
+    assert calls_per_block(1000.0, config) == 2  # slow calls: the minimum count decides
+    assert calls_per_block(0.001, config) == 100  # fast calls: capped at max_reps / rounds
+
+
+def test_unreadable_result_fails_its_rows(tmp_path: Path) -> None:
+    torn = [sys.executable, "-c", "import sys; open(sys.argv[2], 'w').write('{\"model\": ')"]
+    result = run_planned(_planned(tmp_path), BenchConfig(), command=torn)
+    assert all(t.status == FAILED and "unreadable worker result" in t.error for t in result.tasks)
+
+
+def test_rounding_noise_on_a_zero_gradient_is_not_an_error() -> None:
+    # The gradient of an attention key bias is exactly zero in exact arithmetic; eager and a compiler
+    # both produce rounding noise there. Other tensors still decide the verdict.
+    noise_eager, noise_compiled = 1e-9 * torch.randn(128), 1e-9 * torch.randn(128)
+    values = torch.randn(256)
+    eager = {"grad.key.bias": noise_eager, "grad.value.weight": values}
+    assert accuracy.relative_error(noise_compiled, noise_eager) > 0.5  # without a floor: "100% wrong"
+    assert accuracy.verdict({"grad.key.bias": noise_compiled, "grad.value.weight": values.clone()}, eager).passed
+    wrong = {"grad.key.bias": noise_compiled, "grad.value.weight": values * 1.1}
+    assert not accuracy.verdict(wrong, eager).passed
+
+
+def test_end_to_end_eager_calibration_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The whole pipeline once: command line, a real worker subprocess, JSON, markdown (no compiler)."""
+    from tools.bench.cli import main
+
+    argv = ["--device", "cpu", "--models", "softmax_layernorm", "--modes", "infer", "--compilers", "eager",
+            "--quick", "--min-time", "0.05", "--output-dir", str(tmp_path)]
+    assert main(argv) == 0
+    document = json.loads(next(tmp_path.glob("bench-cpu-*.json")).read_text())
+    (row,) = document["rows"]
+    assert row["status"] == PASSED, row["error"]
+    assert row["rel_error"] == 0.0 and row["speedup"] > 0 and row["cold_compile_s"] is not None
+    assert document["jobs"][0]["environment"]["cpu_threads"] == "2"
+    assert "| softmax_layernorm | inference |" in capsys.readouterr().out
+    assert next(tmp_path.glob("bench-cpu-*.md")).read_text().startswith("# Kiln benchmark: cpu")

@@ -2,7 +2,8 @@
 
 A result is a flat, named list of tensors (outputs, loss, gradients, updated buffers). The error of
 one tensor is the norm of the difference over the norm of the expected value; a result's error is
-the largest over its tensors. Shape or dtype changes, missing tensors and NaN/Inf where eager has
+the largest over its tensors (a tensor whose values are all far below the tolerance, mathematically
+zero and numerically noise, is measured against a small floor instead of its own norm). Shape or dtype changes, missing tensors and NaN/Inf where eager has
 finite values are infinitely wrong. When the error is over the tolerance, a compiled result may
 still pass if it is as close to a float64 reference as eager itself is (reduced-precision models
 legitimately differ from eager by rounding): `verdict` takes that second opinion when it is given.
@@ -27,6 +28,8 @@ TOLERANCES: dict[torch.dtype, float] = {
 AUTOCAST_TOLERANCE = 3e-2  # float32 outputs of a model run under bf16/fp16 autocast
 # The float64 second opinion: compiled error <= FP64_MULTIPLIER * eager error + tolerance / 10.
 FP64_MULTIPLIER = 2.0
+# Root-mean-square values below tolerance * FLOOR_FRACTION count as zero-valued noise (see relative_error).
+FLOOR_FRACTION = 1e-2
 
 Result = dict[str, torch.Tensor]
 
@@ -49,11 +52,14 @@ def flatten_tensors(value: Any, prefix: str = "out") -> Iterator[tuple[str, torc
         yield from flatten_tensors(value.to_tuple(), prefix)
 
 
-def relative_error(actual: torch.Tensor, expected: torch.Tensor) -> float:
-    """||actual - expected|| / ||expected|| in float64; inf for a shape/dtype/device change or new NaN/Inf.
+def relative_error(actual: torch.Tensor, expected: torch.Tensor, floor_rms: float = 0.0) -> float:
+    """||actual - expected|| / max(||expected||, floor) in float64; inf for a shape/dtype/device change or new NaN/Inf.
 
-    Positions where both are NaN (or the same infinity) count as equal. Integer and bool tensors
-    must match exactly (error 0 or inf). An all-zero expected tensor gives the absolute error.
+    `floor_rms` is the smallest root-mean-square value the comparison treats as signal: a tensor
+    that is mathematically zero and numerically rounding noise (the gradient of an attention key
+    bias, say) is compared against that floor instead of against its own noise. Positions where
+    both are NaN (or the same infinity) count as equal. Integer and bool tensors must match exactly
+    (error 0 or inf). With no floor, an all-zero expected tensor gives the absolute error.
     """
     if actual.shape != expected.shape or actual.dtype != expected.dtype or actual.device != expected.device:
         return math.inf
@@ -67,15 +73,15 @@ def relative_error(actual: torch.Tensor, expected: torch.Tensor) -> float:
     a = torch.where(same_special, 0.0, a)
     e = torch.where(same_special, 0.0, e)
     difference = float(torch.linalg.vector_norm(a - e))
-    scale = float(torch.linalg.vector_norm(e))
+    scale = max(float(torch.linalg.vector_norm(e)), floor_rms * math.sqrt(e.numel()))
     return difference / scale if scale > 0 else difference
 
 
-def result_error(actual: Result, expected: Result) -> tuple[float, str]:
+def result_error(actual: Result, expected: Result, floor_rms: float = 0.0) -> tuple[float, str]:
     """The largest relative error over the tensors of `expected`, and the name of the worst one."""
     worst, worst_name = 0.0, ""
     for name, tensor in expected.items():
-        error = relative_error(actual[name], tensor) if name in actual else math.inf
+        error = relative_error(actual[name], tensor, floor_rms) if name in actual else math.inf
         if not error <= worst:  # also picks up the first NaN
             worst, worst_name = error, name
     extra = set(actual) - set(expected)
@@ -131,7 +137,8 @@ def verdict(
     NaN) never passes.
     """
     tolerance = tolerance_for(eager, autocast)
-    error, worst = result_error(compiled, eager)
+    floor = tolerance * FLOOR_FRACTION
+    error, worst = result_error(compiled, eager, floor)
     if error <= tolerance:
         return Verdict(True, error, tolerance, worst)
     if fp64_reference is None or not math.isfinite(error):
@@ -139,7 +146,7 @@ def verdict(
     reference = fp64_reference()
     compiled_64 = {name: t.double() if t.is_floating_point() else t for name, t in compiled.items()}
     eager_64 = {name: t.double() if t.is_floating_point() else t for name, t in eager.items()}
-    compiled_error, _ = result_error(compiled_64, reference)
-    eager_error, _ = result_error(eager_64, reference)
+    compiled_error, _ = result_error(compiled_64, reference, floor)
+    eager_error, _ = result_error(eager_64, reference, floor)
     passed = compiled_error <= FP64_MULTIPLIER * eager_error + tolerance / 10
     return Verdict(passed, error, tolerance, worst, compiled_error, eager_error)

@@ -7,6 +7,7 @@ import datetime
 import json
 import os
 import platform
+import resource
 import shlex
 import subprocess
 import sys
@@ -37,7 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="torch.compile, kiln, and on cuda torch.compile-ro, kiln-ro (reduce-overhead); 'eager' adds an "
         "eager-vs-eager calibration row; default: all",
     )
-    parser.add_argument("--quick", action="store_true", help="the short subset with short measurements (< 3 min on CPU)")
+    parser.add_argument("--quick", action="store_true", help="the short subset with short measurements (3 models on CPU, 4 on CUDA), no warm phase")
     parser.add_argument(
         "--warm", action=argparse.BooleanOptionalAction, default=None,
         help="also compile in a second process with populated caches (default: on; off with --quick)",
@@ -81,6 +82,11 @@ def config_from_args(args: argparse.Namespace) -> BenchConfig:
         output_dir=args.output_dir,
         measure=measure,
     )
+
+
+def _children_cpu_s() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)  # the workers and their compile subprocesses
+    return usage.ru_utime + usage.ru_stime
 
 
 def _load_average() -> str:
@@ -152,6 +158,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     stem = f"bench-{config.device}-{datetime.datetime.now().strftime('%Y%m%d-%H%M%S')}"
     started = datetime.datetime.now(datetime.UTC)
     load_before = _load_average()
+    cpu_before = _children_cpu_s()
     jobs = run_suite(config, models, config.output_dir / f"{stem}-logs")
     environment = next((job.environment for job in jobs if job.environment), {})
     meta = {
@@ -159,6 +166,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "date": started.strftime("%Y-%m-%d %H:%M UTC"),
         "command": shlex.join(["python", "-m", "tools.bench", *(argv if argv is not None else sys.argv[1:])]),
         "wall_s": round((datetime.datetime.now(datetime.UTC) - started).total_seconds(), 1),
+        "worker_cpu_s": round(_children_cpu_s() - cpu_before, 1),
         "commit": _git_commit(),
         "host": platform.node(),
         "load_average": f"{load_before} at start, {_load_average()} at end (1-minute, {os.cpu_count()} CPUs)",
@@ -176,7 +184,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     document = report_json(merge_rows(jobs), jobs, meta)
     paths = write_outputs(document, config.output_dir, stem)
     print(render_markdown(rows_from_json(json.loads(json.dumps(jsonable(document)))), meta))
-    print(f"wall time: {meta['wall_s']} s")
+    print(f"wall time: {meta['wall_s']} s; CPU time of the workers: {meta['worker_cpu_s']} s")
     _print_paths(paths)
     return 0
 

@@ -56,7 +56,7 @@ class MeasureConfig:
     @staticmethod
     def quick() -> MeasureConfig:
         """Shorter measurement for `--quick`: still warm, still a median of at least 10 calls."""
-        return MeasureConfig(warmup_calls=3, rounds=6, min_time_s=0.5, min_reps=12, max_reps=600)
+        return MeasureConfig(warmup_calls=3, rounds=5, min_time_s=0.3, min_reps=10, max_reps=500, memory_calls=2)
 
 
 @dataclass(frozen=True)

@@ -175,7 +175,7 @@ def render_markdown(rows: Sequence[Row], meta: dict[str, Any]) -> str:
 
     lines = [f"# Kiln benchmark: {meta.get('device', '?')} ({meta.get('date', '')})", ""]
     lines += [f"- {key}: {value}" for key, value in meta.get("environment", {}).items()]
-    lines += [f"- {key}: {meta[key]}" for key in ("commit", "load_average", "wall_s") if key in meta]
+    lines += [f"- {key}: {meta[key]}" for key in ("commit", "load_average", "wall_s", "worker_cpu_s") if key in meta]
     lines += [f"- command: `{meta.get('command', '')}`", ""]
     lines += ["## Speedup over eager (median time per call; FAIL = wrong or no result, never counted)", ""]
     lines += _table(

@@ -40,6 +40,7 @@ class TaskResult:
     eager_ms: float | None = None
     compiled_ms: float | None = None
     speedup: float | None = None
+    round_speedups: list[float] = field(default_factory=list)
     eager_timing: dict[str, float] | None = None
     compiled_timing: dict[str, float] | None = None
     rel_error: float | None = None

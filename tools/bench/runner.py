@@ -111,7 +111,10 @@ def run_planned(planned: PlannedJob, config: BenchConfig, command: list[str] | N
         if not result_path.exists():
             tail = _stderr_tail(planned.log_path) or "no output"
             return failed_job(planned, f"worker exited with code {returncode} and no result: {tail}")
-        return JobResult.from_json(json.loads(result_path.read_text()))
+        try:
+            return JobResult.from_json(json.loads(result_path.read_text()))
+        except (ValueError, TypeError, KeyError) as error:  # a worker of another version, a torn file
+            return failed_job(planned, f"unreadable worker result: {type(error).__name__}: {error}")
 
 
 def run_suite(

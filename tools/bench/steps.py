@@ -101,15 +101,13 @@ class TaskRunner:
         return captured
 
     def _gradient_sources(self, model: torch.nn.Module, inputs: Inputs) -> Iterator[tuple[str, torch.Tensor]]:
+        # A parameter the loss does not reach (BERT's pooler) has no gradient: it is left out, and a
+        # result that has a gradient where eager has none (or the reverse) fails as a different result.
         for name, parameter in model.named_parameters():
-            if parameter.requires_grad:
-                if parameter.grad is None:
-                    raise ValueError(f"parameter {name} got no gradient")
+            if parameter.grad is not None:
                 yield f"grad.{name}", parameter.grad
         for index, x in enumerate(inputs):
-            if isinstance(x, torch.Tensor) and x.requires_grad:
-                if x.grad is None:
-                    raise ValueError(f"input {index} got no gradient")
+            if isinstance(x, torch.Tensor) and x.grad is not None:
                 yield f"input_grad.{index}", x.grad
         for name, buffer in model.named_buffers():
             if buffer.is_floating_point():

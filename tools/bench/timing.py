@@ -6,6 +6,8 @@ synchronization per block), on CPU with `time.perf_counter` (CPU kernels run syn
 
 from __future__ import annotations
 
+import ctypes
+import gc
 import math
 import resource
 import time
@@ -16,7 +18,7 @@ from pathlib import Path
 import torch
 
 from tools.bench.config import MeasureConfig
-from tools.bench.stats import TimingSummary, summarize
+from tools.bench.stats import TimingSummary, median, summarize
 
 Call = Callable[[], object]
 
@@ -52,6 +54,7 @@ class PairedTiming:
 
     eager: TimingSummary
     compiled: TimingSummary
+    round_speedups: tuple[float, ...] = ()
 
     @property
     def speedup(self) -> float:
@@ -70,6 +73,8 @@ def paired_timing(eager: Call, compiled: Call, device: str, config: MeasureConfi
     """Warm both up (untimed), then alternate blocks of eager and compiled calls; medians of all calls.
 
     Block sizes come from the slower side's warm-up time, so both sides get the same number of calls.
+    `round_speedups` (eager block median over compiled block median, per round) show whether the
+    speedup held steady while the machine's load changed.
     """
     estimate = 0.0
     for call in (eager, compiled):
@@ -78,17 +83,31 @@ def paired_timing(eager: Call, compiled: Call, device: str, config: MeasureConfi
     block = calls_per_block(estimate, config)
     eager_samples: list[float] = []
     compiled_samples: list[float] = []
+    round_speedups = []
     for _ in range(config.rounds):
-        eager_samples += time_calls(eager, block, device)
-        compiled_samples += time_calls(compiled, block, device)
-    return PairedTiming(summarize(eager_samples), summarize(compiled_samples))
+        eager_block = time_calls(eager, block, device)
+        compiled_block = time_calls(compiled, block, device)
+        round_speedups.append(median(eager_block) / median(compiled_block))
+        eager_samples += eager_block
+        compiled_samples += compiled_block
+    return PairedTiming(summarize(eager_samples), summarize(compiled_samples), tuple(round_speedups))
 
 
 _CLEAR_REFS = Path("/proc/self/clear_refs")
 _STATUS = Path("/proc/self/status")
 
 
+def _release_free_heap() -> None:
+    """Hand freed heap memory back to the OS (glibc), so a step's allocations show up as new resident pages."""
+    gc.collect()
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
+
+
 def _reset_peak_rss() -> bool:
+    _release_free_heap()
     try:
         _CLEAR_REFS.write_text("5")  # Linux: resets the peak resident set size (VmHWM) to the current one
         return True

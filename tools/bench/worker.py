@@ -155,6 +155,7 @@ def _measure_task(job: Job, spec: ModelSpec, task: str, row: TaskResult, stage: 
     )
     row.eager_timing, row.compiled_timing = dataclasses.asdict(timing.eager), dataclasses.asdict(timing.compiled)
     row.eager_ms, row.compiled_ms = timing.eager.median, timing.compiled.median
+    row.round_speedups = list(timing.round_speedups)
     row.eager_peak_mb, row.memory_kind = peak_memory_mb(
         lambda: runner.step(model, model, inputs_a), device, measure.memory_calls
     )

@@ -69,13 +69,16 @@ def test_tuning_cache_round_trip(tmp_path: Path) -> None:
     assert cache.get("src", "H200", "1,1,1") is None
 
 
-def test_benchmark_arguments_clone_aliased_tensors() -> None:
+def test_benchmark_arguments_clone_every_tensor() -> None:
     from codegen_triton.runtime.launcher import _clone_aliased
 
     base = torch.randn(8)
     other = torch.randn(8)
     args = [base, other, base[:4], 8]
     cloned = _clone_aliased(args, ())
-    assert cloned[1] is other and cloned[3] == 8
-    assert cloned[0] is not base and cloned[2] is not base
-    assert torch.equal(cloned[0], base) and torch.equal(cloned[2], base[:4])
+    assert cloned[3] == 8
+    # An in-place kernel reads and writes one argument: benchmarking it must not touch the original.
+    assert all(c is not a for c, a in zip(cloned[:3], args[:3]))
+    assert torch.equal(cloned[0], base) and torch.equal(cloned[1], other) and torch.equal(cloned[2], base[:4])
+    cloned[1].add_(1)
+    assert not torch.equal(cloned[1], other)

@@ -68,6 +68,7 @@ def check_interpret(
     gm = make_fx(fn)(*example)
     program = inductor_ir.lower(gm, example)
     assert not program.lowering_errors, program.lowering_errors
+    program.check()
     if not allow_fallback:
         fallbacks = [str(b.op) for b in program.buffers if type(b) is inductor_ir.FallbackKernel]
         fallbacks = [f for f in fallbacks if "randint" not in f]

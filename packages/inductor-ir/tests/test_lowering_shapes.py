@@ -103,3 +103,38 @@ def test_ir_prints_like_the_talk() -> None:
     assert "def inner_fn_buf0(index):" in text
     assert "tmp1 = ops.sin(tmp0)" in text and "tmp2 = ops.cos(tmp1)" in text
     assert "ComputedBuffer(name='buf0', layout=Layout('cpu', float32, size=[8, 16], stride=[16, 1])" in text
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.int64, torch.bool])
+def test_views_cat_and_indexing_keep_every_dtype(dtype: torch.dtype) -> None:
+    def fn(x: torch.Tensor, i: torch.Tensor) -> Any:
+        return (x.t().reshape(-1), x[1:, ::2].contiguous(), torch.cat([x, x.flip(0)], 1), x[i], x.expand(2, 5, 6).clone(),
+                torch.where(x == x[0], x, x.flip(1)), F.pad(x, (1, 1)), torch.gather(x, 1, i[:, None].expand(4, 3)))  # fmt: skip
+
+    check_interpret(fn, lambda: [rand(5, 6, dtype=dtype), torch.randint(0, 5, (4,))])
+
+
+def test_program_check_rejects_a_broken_program() -> None:
+    x = rand(4, 4)
+    program = inductor_ir.lower(torch.fx.experimental.proxy_tensor.make_fx(lambda a: a.exp().sum(0) + 1)(x), [x])
+    program.check()
+    program.buffers.reverse()
+    with pytest.raises(AssertionError, match="before it is defined"):
+        program.check()
+
+
+@pytest.mark.parametrize(("kernel", "stride", "padding", "ceil"), [(2, 2, 0, False), (3, 2, 1, False), (3, 2, 1, True), (2, 1, 0, True)])
+def test_pooling(kernel: int, stride: int, padding: int, ceil: bool) -> None:
+    def fn(x: torch.Tensor) -> Any:
+        values, indices = F.max_pool2d(x, kernel, stride, padding, ceil_mode=ceil, return_indices=True)
+        return (values, indices, F.avg_pool2d(x, kernel, stride, padding, ceil_mode=ceil),
+                F.avg_pool2d(x, kernel, stride, padding, ceil_mode=ceil, count_include_pad=False))  # fmt: skip
+
+    check_interpret(fn, lambda: [rand(2, 3, 7, 9)])
+
+
+def test_scatter_into_slices_and_selects() -> None:
+    def fn(x: torch.Tensor, s: torch.Tensor, r: torch.Tensor) -> Any:
+        return (torch.slice_scatter(x, s, 1, 1, 7, 2), torch.select_scatter(x, r, 0, -2), torch.slice_scatter(x, s[:, :2], 1, 2, 4))
+
+    check_interpret(fn, lambda: [rand(5, 8), rand(5, 3), rand(8)])

@@ -64,3 +64,19 @@ def test_random_ops_are_deterministic_and_uniform() -> None:
     assert torch.equal(u, again) and not torch.equal(u, other)
     assert 0 <= float(u.min()) and float(u.max()) < 1 and abs(float(u.mean()) - 0.5) < 0.02
     assert abs(float(n.mean())) < 0.05 and abs(float(n.std()) - 1) < 0.05
+
+
+def test_dtype_rules_are_checked() -> None:
+    from inductor_ir.ir import DtypeHandler, DtypeRuleError
+
+    handler = DtypeHandler({"a": torch.float32, "i": torch.int64, "out": torch.float32})
+    i0 = sympy.Symbol("i0", integer=True, nonnegative=True)
+    with set_ops_handler(handler):
+        assert ops.add(ops.load("a", i0), ops.constant(1.0, torch.float32)) == torch.float32
+        assert ops.lt(ops.load("i", i0), ops.constant(3, torch.int64)) == torch.bool
+        with pytest.raises(DtypeRuleError, match=r"add of torch\.float32 and torch\.int64"):
+            ops.add(ops.load("a", i0), ops.load("i", i0))
+        with pytest.raises(DtypeRuleError, match="floating dtypes only"):
+            ops.exp(ops.load("i", i0))
+        with pytest.raises(DtypeRuleError, match=r"store of torch\.int64 into out"):
+            ops.store("out", i0, ops.load("i", i0))

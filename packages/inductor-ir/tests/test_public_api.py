@@ -55,3 +55,21 @@ def test_kernel_backend_protocol_is_runtime_checkable() -> None:
             return []
 
     assert isinstance(Minimal(), inductor_ir.KernelBackend)
+
+
+FROZEN_OPS = {
+    "abs", "acos", "acosh", "add", "asin", "asinh", "atan", "atan2", "atanh", "bitwise_and", "bitwise_not",
+    "bitwise_or", "bitwise_xor", "ceil", "constant", "cos", "cosh", "eq", "erf", "erfc", "exp", "exp2", "expm1",
+    "floor", "floordiv", "fmod", "ge", "gt", "index_expr", "indirect_indexing", "isinf", "isnan", "le",
+    "left_shift", "lgamma", "load", "log", "log10", "log1p", "log2", "logical_and", "logical_not", "logical_or",
+    "logical_xor", "lt", "masked", "maximum", "minimum", "mul", "ne", "neg", "pow", "rand", "randn",
+    "reciprocal", "reduction", "relu", "remainder", "right_shift", "round", "rsqrt", "sigmoid", "sign", "signbit",
+    "sin", "sinh", "sqrt", "store", "store_reduction", "sub", "tan", "tanh", "to_dtype", "truediv", "trunc",
+    "truncdiv", "where",
+}  # fmt: skip
+
+
+def test_ops_vocabulary_is_frozen() -> None:
+    """Code generators implement exactly these ops: changing the set is a breaking change for them."""
+    assert set(inductor_ir.OP_NAMES) == FROZEN_OPS
+    assert inductor_ir.REDUCTION_TYPES == {"sum", "prod", "max", "min", "argmax", "argmin", "any"}

@@ -111,4 +111,56 @@ def test_group_records_describe_dynamic_sizes() -> None:
     program = inductor_ir.lower(gm, [x])
     (group,) = inductor_ir.schedule(program, {}).kernel_groups
     assert len(group.size_symbols) == 2
-    assert all(s in group.size_symbols for s in group.pointwise_size)
+    assert len(group.pointwise_size) == 1  # contiguous dims merged: one dim of s0*s1
+    assert group.pointwise_size[0].free_symbols == set(group.size_symbols)
+
+
+def test_contiguous_dims_merge_only_when_every_access_allows() -> None:
+    (merged,) = _schedule(lambda a, b: a.sin() + b, rand(4, 6), rand(4, 6)).kernel_groups
+    assert merged.pointwise_size == (24,)
+    (kept,) = _schedule(lambda a, b: a.t() + b, rand(6, 4), rand(4, 6)).kernel_groups
+    assert kept.pointwise_size == (4, 6)
+    (inner,) = _schedule(lambda a: a.sum((1, 2)), rand(3, 4, 5)).kernel_groups
+    assert inner.pointwise_size == (3,) and inner.reduction_size == (20,)
+
+
+def test_dead_code_is_not_scheduled() -> None:
+    def fn(x: torch.Tensor) -> torch.Tensor:
+        x.exp().sum()  # traced, never used
+        return x.sin()
+
+    x = rand(4, 4)
+    program = inductor_ir.lower(make_fx(fn)(x), [x])
+    assert len(program.buffers) == 2  # the dead sum is in the IR ...
+    sched = inductor_ir.schedule(program, {"cpu": ReferenceBackend()})
+    origins = {o for g in sched.kernel_groups for n in g.nodes for o in n.origins}
+    assert origins == {"sin"}  # ... but not in any kernel
+
+
+def test_tensor_constants_are_kernel_inputs() -> None:
+    table = rand(4)
+
+    def fn(x: torch.Tensor) -> torch.Tensor:
+        return x * table
+
+    x = rand(3, 4)
+    gm = make_fx(fn)(x)
+    compiled = inductor_ir.compile_graph(gm, [x], backends={"cpu": ReferenceBackend()})
+    assert compiled.program.constants
+    x = rand(3, 4)
+    assert_close(compiled(x), fn(x))
+
+
+def test_long_pointwise_chains_are_cut_into_bounded_bodies() -> None:
+    def chain(x: torch.Tensor) -> torch.Tensor:
+        for _ in range(100):
+            x = (x * 1.01).sin()  # one user each: inlined until the chain gets long
+        return x
+
+    x = rand(4, 4)
+    program = inductor_ir.lower(make_fx(chain)(x), [x])
+    assert 2 <= len(program.buffers) <= 10
+    sched = inductor_ir.schedule(program, {"cpu": ReferenceBackend()})
+    assert len(sched.kernel_groups) == 1  # the pieces still fuse back into one kernel
+    x = rand(4, 4)
+    assert_close(inductor_ir.interpret(program, [x]), [chain(x)])

@@ -14,6 +14,7 @@ from capture.config import CaptureConfig, config
 from capture.errors import CaptureError
 from capture.events import CaptureHooks
 from capture.registry import MARKS
+from capture.variables.base import class_attribute
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -24,10 +25,25 @@ class CapturedFunction:
     def __init__(self, fn: types.FunctionType, ctx: CaptureContext) -> None:
         self._kiln_original = fn
         self._ctx = ctx
+        code = fn.__code__
+        # The fast path takes positional arguments as the frame's arguments directly.
+        self._simple_arity = code.co_argcount if not (code.co_flags & 0x0C or code.co_kwonlyargcount) else -1
+        self._state: Any = None
+        self._generation = -1
         functools.update_wrapper(self, fn)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return self._ctx.call(self._kiln_original, args, kwargs)
+        ctx = self._ctx
+        if not kwargs and len(args) == self._simple_arity and self._generation == ctx.cache.generation:
+            fn = self._kiln_original
+            G, C = fn.__globals__, fn.__closure__
+            for entry in self._state.entries:
+                if entry.check(args, G, C):
+                    return entry.run(args, G, C)
+        else:
+            self._state = ctx.cache.state(self._kiln_original.__code__, ctx)
+            self._generation = ctx.cache.generation
+        return ctx.call(self._kiln_original, args, kwargs)
 
     def __get__(self, instance: Any, owner: type | None = None) -> Any:
         if instance is None:
@@ -50,7 +66,8 @@ class OptimizedModule:
         if forward is not None:
             captured: Any = wrap_for_capture(forward, ctx)
         else:
-            captured = functools.partial(ctx.wrap_function(type(module).forward), module)
+            class_forward: Any = type(module).forward
+            captured = functools.partial(ctx.wrap_function(class_forward), module)
         object.__setattr__(self, "_orig_mod", module)
         object.__setattr__(self, "_kiln_original", module)
         object.__setattr__(self, "_ctx", ctx)
@@ -106,7 +123,7 @@ def wrap_for_capture(target: Any, ctx: CaptureContext) -> Any:
         return types.MethodType(wrap_for_capture(target.__func__, ctx), target.__self__)
     if isinstance(target, types.FunctionType):
         return ctx.wrap_function(target)
-    call_method = type(target).__dict__.get("__call__")
+    call_method = class_attribute(type(target), "__call__")
     if isinstance(call_method, types.FunctionType):
         return types.MethodType(ctx.wrap_function(call_method), target)
     raise CaptureError(f"capture.optimize expects a function or an nn.Module, got {type(target).__name__}")
@@ -205,7 +222,7 @@ def disallow_in_graph(fn: F) -> F:
 
 def mark_dynamic(tensor: torch.Tensor, dim: int) -> None:
     """Record that `tensor`'s dimension `dim` varies. Capture specializes shapes for now (recompiles)."""
-    dims = getattr(tensor, "_kiln_dynamic_dims", set())
+    dims: set[int] = getattr(tensor, "_kiln_dynamic_dims", set())
     dims.add(dim)
     tensor._kiln_dynamic_dims = dims  # type: ignore[attr-defined]
 

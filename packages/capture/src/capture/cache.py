@@ -46,6 +46,7 @@ class CodeCache:
 
     states: dict[tuple[types.CodeType, int], CodeState] = field(default_factory=dict)
     resume_wrappers: dict[tuple[Any, ...], Any] = field(default_factory=dict)
+    generation: int = 0
 
     def state(self, code: types.CodeType, ctx: CaptureContext) -> CodeState:
         """The state for `code` under `ctx`'s backend (created on first use)."""
@@ -63,6 +64,7 @@ class CodeCache:
         """Forget everything (what `capture.reset()` does)."""
         self.states.clear()
         self.resume_wrappers.clear()
+        self.generation += 1
 
 
 DEFAULT_CACHE = CodeCache()

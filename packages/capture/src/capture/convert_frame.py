@@ -12,7 +12,7 @@ import time
 import types
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 import torch.fx
@@ -80,7 +80,7 @@ def compile_frame(frame: Frame, ctx: CaptureContext) -> CompiledFrame:
         ctx.hooks.graph_break(GraphBroken(frame.code.co_name, reason))
         if ctx.config.verbose:
             log.info("graph break in %s: %s", frame.code.co_name, reason)
-        why_not = _cannot_resume(frame.code, first.index) if first.resumable else first.reason
+        why_not = _cannot_resume(frame.code, first.index, first.open_grad_blocks) if first.resumable else first.reason
         if why_not is not None:
             raise CannotResume(f"{why_not}; running {frame.code.co_name} eagerly") from None
         output, result, tx = trace_frame(frame, ctx, BreakPoint(first.index, first.visit))
@@ -103,14 +103,13 @@ def _original_index(code: types.CodeType, index: int) -> tuple[types.CodeType, i
     return origin.original, origin.original_index(index)
 
 
-def _cannot_resume(code: types.CodeType, index: int) -> str | None:
+def _cannot_resume(code: types.CodeType, index: int, open_grad_blocks: int = 0) -> str | None:
     original, original_index = _original_index(code, index)
     info = code_info(original)
     instr = info.instructions[original_index]
-    if code.co_cellvars:
-        return "graph break in a function that defines closures"
-    if original_index in info.in_try:
-        return "graph break inside a try or with block"
+    # Inside grad-mode with-blocks is fine (the resumed code keeps their cleanup); inside try/except is not.
+    if len(info.handlers.get(original_index, ())) > open_grad_blocks:
+        return "graph break inside a try block (or a with block other than torch.no_grad/enable_grad)"
     if instr.name in ("FOR_ITER", "LOAD_ATTR", "LOAD_METHOD", "LOAD_GLOBAL", "LOAD_DEREF", "STORE_DEREF",
                       "LOAD_CLOSURE", "MAKE_CELL", "BEFORE_WITH", "LOAD_FAST_AND_CLEAR", "END_FOR"):
         return f"graph break at {instr.name}"
@@ -130,9 +129,16 @@ def trace_frame(frame: Frame, ctx: CaptureContext,
             output.graph.placeholder(name)
         local_values[name] = output.wrap_value(value, LocalSource(index, name))
     cells: dict[str, VariableTracker] = {}
+    if code in ORIGINS:
+        arg_names = code.co_varnames[:nargs]
+        for name in code.co_cellvars:
+            if name in arg_names:
+                index = arg_names.index(name)
+                cells[name] = output.cell_tracker(frame.L[index], LocalSource(index, name))
+                local_values.pop(name, None)
     for index, name in enumerate(code.co_freevars):
         cell = (frame.C or ())[index]
-        cells[name] = RealCellVariable(cell, ClosureSource(index, name))
+        cells[name] = output.cell_tracker(cell, ClosureSource(index, name))
     tx = InstructionTranslator(output, code, frame.G, local_values, cells, break_point=break_point)
     return output, tx.run_root(), tx
 
@@ -182,12 +188,16 @@ def _tail(frame: Frame, ctx: CaptureContext, result: VariableTracker | StoppedAt
     info = code_info(code)
     instr = info.instructions[index]
     live = info.live_in[index]
-    local_names = tuple(name for name in result.locals if name in live)
+    cell_names = tuple(name for name in code.co_cellvars if name in result.cells)
+    local_names = tuple(name for name in result.locals if name in live and name not in cell_names) + cell_names
     stack = result.stack
-    wrap_at = len(stack) - int(instr.arg) - 2 if instr.name == "CALL" else -1
+    # The callee of a CALL that broke the graph is captured on its own when the stub calls it.
+    argc = int(cast(Any, instr.arg)) if instr.name == "CALL" else -10
+    callee_slots = {len(stack) - argc - 2, len(stack) - argc - 1} if instr.name == "CALL" else set()
     wrap_name = rebuild.constant(ctx.wrap_callee)
-    local_exprs = [rebuild.expr(result.locals[name]) for name in local_names]
-    stack_exprs = [rebuild.expr(value, wrap_callee=wrap_name if i in (wrap_at, wrap_at + 1) else None)
+    local_exprs = [rebuild.expr(result.cells[name]) if name in cell_names else rebuild.expr(result.locals[name])
+                   for name in local_names]
+    stack_exprs = [rebuild.expr(value, wrap_callee=wrap_name if i in callee_slots else None)
                    for i, value in enumerate(stack)]
     kw_names = _pending_kw_names(info, index)
     resumes: dict[str, tuple[Any, int, tuple[str, ...]]] = {}
@@ -199,13 +209,27 @@ def _tail(frame: Frame, ctx: CaptureContext, result: VariableTracker | StoppedAt
         successors = [s for s in successors if s[0] == "jump"]
     for kind, target, jumped in successors:
         after = depth + stack_effect(instr, jumped)
-        names = tuple(name for name in local_names if name in info.live_in[target]) \
-            if target < len(info.instructions) else ()
+        names = tuple(name for name in local_names if name in info.live_in[target] or name in cell_names) \
+            if target < len(info.instructions) else cell_names
         resumes[kind] = (ctx.resume_function(code, target, after, names, frame.G, frame.C), after, names)
     stub = types.FunctionType(stub_code(code, index, depth, local_names, kw_names, resumes), frame.G,
                               f"break_in_{code.co_name}")
     args = ", ".join([*stack_exprs, *local_exprs])
-    return f"{rebuild.constant(stub)}({args})"
+    call = f"{rebuild.constant(stub)}({args})"
+    if result.grad_blocks:
+        # If the rest raises, leave grad mode as the with-blocks' exits would have.
+        outer = result.grad_blocks[0].previous
+        return f"{rebuild.constant(call_restoring_grad_mode)}(lambda: {call}, {outer})"
+    return call
+
+
+def call_restoring_grad_mode(run: Callable[[], Any], previous: bool) -> Any:
+    """Run the rest of a function cut inside grad-mode with-blocks; on an exception, restore grad mode."""
+    try:
+        return run()
+    except BaseException:
+        torch._C._set_grad_enabled(previous)
+        raise
 
 
 def _pending_kw_names(info: Any, index: int) -> tuple[str, ...]:
@@ -233,7 +257,7 @@ def _side_effect_lines(output: OutputGraph, rebuild: Reconstructor) -> list[str]
     for container in effects.containers:
         assert container.source is not None
         target = container.source.expr()
-        items = container.items
+        items = cast(Any, container).items
         if isinstance(items, dict):
             rendered = value("{" + ", ".join(f"{rebuild.constant(k)}: {rebuild.expr(v)}" for k, v in items.items()) + "}")
             applies.append(f"__d = {target}; __d.clear(); __d.update({rendered})")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 import types
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 import torch
 import torch.fx
@@ -129,7 +129,7 @@ def export(fn: Any, *args: Any, capture_config: CaptureConfig | None = None, **k
         raise GraphBreakError(BreakReason(f"cannot export a {type(target).__name__}"))
     ctx = CaptureContext(lambda gm, inputs: gm.forward, nopython=True, config=capture_config or config,
                          cache=CodeCache(), export=True)
-    frame = Frame(function, values, function.__globals__, function.__closure__)
+    frame = Frame(cast(types.FunctionType, function), values, function.__globals__, function.__closure__)
     try:
         output, result, _ = trace_frame(frame, ctx, None)
     except FirstBreak as first:

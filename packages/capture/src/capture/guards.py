@@ -81,14 +81,15 @@ class GuardSet:
         expr = source.expr()
         t = self.constant(type(value))
         d = self.constant(value.dtype)
-        parts = [f"type({expr}) is {t}", f"{expr}.dtype is {d}"]
+        # `__t` names the tensor once, so the source expression is evaluated once per guard.
+        parts = [f"type(__t := {expr}) is {t}", f"__t.dtype is {d}"]
         if value.device.type == "cpu":
-            parts.append(f"{expr}.get_device() == -1")
+            parts.append("__t.is_cpu")
         else:
-            parts.append(f"{expr}.device == {self.constant(value.device)}")
-        parts.append(f"{expr}.shape == {tuple(value.shape)!r}")
-        parts.append(f"{expr}.stride() == {tuple(value.stride())!r}")
-        parts.append(f"{expr}.requires_grad is {value.requires_grad}")
+            parts.append(f"__t.device == {self.constant(value.device)}")
+        parts.append(f"__t.shape == {self.constant(torch.Size(value.shape))}")
+        parts.append(f"__t.stride() == {tuple(value.stride())!r}")
+        parts.append(f"__t.requires_grad is {value.requires_grad}")
         description = (
             f"{expr} is a {type(value).__name__}(dtype={value.dtype}, device={value.device}, "
             f"shape={list(value.shape)}, stride={list(value.stride())}, requires_grad={value.requires_grad})"

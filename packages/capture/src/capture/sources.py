@@ -101,3 +101,37 @@ class ItemSource(Source):
 
     def name_hint(self) -> str:
         return f"{self.base.name_hint()}_{self.key}"
+
+
+@dataclass(frozen=True)
+class PureCallSource(Source):
+    """`owner_type.method(base, *args)` for a read-only builtin method and constant arguments."""
+
+    base: Source
+    owner_type: str
+    method: str
+    args: tuple[object, ...]
+
+    def expr(self) -> str:
+        rendered = "".join(f", {a!r}" for a in self.args)
+        return f"{self.owner_type}.{self.method}({self.base.expr()}{rendered})"
+
+    def name_hint(self) -> str:
+        return f"{self.base.name_hint()}_{self.method}"
+
+
+@dataclass(frozen=True)
+class ObjectSource(Source):
+    """An object the trace met without a path from the inputs: referenced directly by the generated code.
+
+    Reads through it (attributes, items) are still guarded, since the object's state may change.
+    """
+
+    name: str
+    hint: str = "obj"
+
+    def expr(self) -> str:
+        return self.name
+
+    def name_hint(self) -> str:
+        return self.hint

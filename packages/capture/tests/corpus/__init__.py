@@ -33,8 +33,11 @@ from . import (
     reductions,
     reflection,
     scalars,
+    semantics,
+    side_effects,
     sizes,
     strings,
+    tricky,
     views,
 )
 from ._registry import PROGRAMS, Program
@@ -65,8 +68,11 @@ FEATURE_MODULES = (
     reductions,
     reflection,
     scalars,
+    semantics,
+    side_effects,
     sizes,
     strings,
+    tricky,
     views,
 )
 

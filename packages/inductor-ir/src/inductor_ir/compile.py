@@ -14,6 +14,7 @@ import torch.utils._pytree as pytree
 
 from inductor_ir.backend import KernelBackend, KernelSource
 from inductor_ir.debug import describe_group, dump_artifacts
+from inductor_ir.ir.nodes import InputBuffer
 from inductor_ir.ir.program import Program
 from inductor_ir.lower import lower
 from inductor_ir.scheduler import Schedule, schedule
@@ -72,15 +73,41 @@ class CompiledGraph:
     timings: CompileTimings
     call: Callable[[list[Any]], Any]
     kernel_names: dict[str, str] = field(default_factory=dict)
+    _expected: list[tuple[int, torch.dtype, tuple[int | None, ...]]] | None = field(default=None, repr=False)
 
     def __call__(self, *args: Any) -> Any:
         """Run the wrapper on the flat inputs."""
         if len(args) == 1 and isinstance(args[0], list) and len(self.program.graph_inputs) != 1:
             args = tuple(args[0])
+        self._check_inputs(args)
         outputs = self.call(list(args))
         if self.program.output_spec is not None:
             return pytree.tree_unflatten(list(outputs), self.program.output_spec)
         return tuple(outputs)
+
+    def _check_inputs(self, args: Sequence[Any]) -> None:
+        """Reject inputs the kernels were not compiled for (a wrong count, dtype, rank or static size)."""
+        expected = self._expected
+        if expected is None:
+            expected = self._expected = _expected_inputs(self.program)
+        if len(args) != len(self.program.graph_inputs):
+            raise TypeError(f"this compiled graph takes {len(self.program.graph_inputs)} inputs, got {len(args)}")
+        for position, dtype, shape in expected:
+            value = args[position]
+            if isinstance(value, torch.Tensor) and value.dtype == dtype and len(value.shape) == len(shape):
+                if all(n is None or n == m for n, m in zip(shape, value.shape)):
+                    continue
+            self._input_error(position, value)
+
+    def _input_error(self, position: int, value: Any) -> None:
+        item = self.program.graph_inputs[position]
+        assert isinstance(item, InputBuffer)
+        layout = item.layout
+        got = f"{value.dtype} {list(value.shape)}" if isinstance(value, torch.Tensor) else type(value).__name__
+        raise ValueError(
+            f"input {position} ({item.name}) was compiled as {str(layout.dtype).removeprefix('torch.')} "
+            f"{list(layout.size)}, got {got}; compile again for this input (or with dynamic shapes)"
+        )
 
     def artifacts(self) -> dict[str, str]:
         """Every stage's text: ``ir.txt``, ``groups.txt``, one file per kernel, ``wrapper.py``."""
@@ -94,6 +121,16 @@ class CompiledGraph:
     def dump(self, folder: str | Path) -> list[Path]:
         """Write :meth:`artifacts` into ``folder``."""
         return dump_artifacts(folder, self.artifacts())
+
+
+def _expected_inputs(program: Program) -> list[tuple[int, torch.dtype, tuple[int | None, ...]]]:
+    """(position, dtype, static sizes with None for symbolic) of each tensor input."""
+    out = []
+    for position, item in enumerate(program.graph_inputs):
+        if isinstance(item, InputBuffer):
+            shape = tuple(int(n) if n.is_Integer else None for n in item.layout.size)
+            out.append((position, item.layout.dtype, shape))
+    return out
 
 
 def compile_graph(

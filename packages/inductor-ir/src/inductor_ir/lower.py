@@ -24,7 +24,6 @@ from inductor_ir.ir.nodes import (
     InputBuffer,
     IRNode,
     MultiOutput,
-    Pointwise,
     Reduction,
     ReinterpretView,
 )
@@ -33,6 +32,16 @@ from inductor_ir.lowering import LOWERINGS, LoweringContext, NotLowerable
 from inductor_ir.symbolic import sympify_int
 
 __all__ = ["layout_of", "lower"]
+
+_aten = torch.ops.aten
+_PYTHON_OPERATORS: dict[Any, Any] = {
+    operator.add: _aten.add.Tensor,
+    operator.sub: _aten.sub.Tensor,
+    operator.mul: _aten.mul.Tensor,
+    operator.truediv: _aten.div.Tensor,
+    operator.floordiv: _aten.floor_divide.default,
+    operator.neg: _aten.neg.default,
+}
 
 
 def layout_of(value: torch.Tensor) -> Layout:
@@ -138,16 +147,18 @@ def _lower_call(ctx: LoweringContext, node: torch.fx.Node, env: dict[torch.fx.No
     val = node.meta.get("val")
     if node.target is operator.getitem:
         container, item = torch.fx.map_arg(node.args, lambda n: env[n])
-        return container[item]
+        return container[item]  # type: ignore[index]
     if val is not None and not isinstance(val, (torch.Tensor, list, tuple)) and hasattr(val, "node"):
         return sympify_int(val)  # SymInt arithmetic: FX already knows the expression.
     args = torch.fx.map_arg(node.args, lambda n: env[n])
     kwargs = torch.fx.map_arg(node.kwargs, lambda n: env[n])
-    if not callable(node.target) or not isinstance(node.target, torch._ops.OpOverload):
-        if node.target in (operator.add, operator.mul, operator.sub, operator.floordiv, operator.neg):
-            return node.target(*args)
+    target = node.target
+    if target in _PYTHON_OPERATORS:
+        if not any(isinstance(a, IRNode) for a in args):
+            return target(*args)  # type: ignore[operator]  # arithmetic on sizes
+        target = _PYTHON_OPERATORS[target]  # a traced `x + 1` on tensors: the ATen op
     result: Any = None
-    fn = LOWERINGS.get(node.target)
+    fn = LOWERINGS.get(target)
     if fn is not None:
         try:
             result = fn(ctx, *args, **kwargs)
@@ -160,7 +171,7 @@ def _lower_call(ctx: LoweringContext, node: torch.fx.Node, env: dict[torch.fx.No
             )
             result = None
     if result is None:
-        return fallback(ctx, node.target, args, kwargs, val)
+        return fallback(ctx, target, args, kwargs, val)
     if isinstance(result, Reduction):
         result = ctx.realize(result)
     if isinstance(result, IRNode) and not isinstance(result, (Buffer, ReinterpretView)):
@@ -168,7 +179,19 @@ def _lower_call(ctx: LoweringContext, node: torch.fx.Node, env: dict[torch.fx.No
             result = ctx.realize(result, _output_stride(ctx.program, val))
         elif len(node.users) > 1 and not ctx.should_inline(result):
             result = ctx.realize(result)
+        elif _inline_depth(ctx, result, args) > ctx.max_inline_depth:
+            result = ctx.realize(result)  # keep kernel bodies (and the cost of tracing them) bounded
     return result
+
+
+def _inline_depth(ctx: LoweringContext, result: IRNode, args: Any) -> int:
+    """How many unrealized FX nodes ``result`` inlines along its longest chain (memoized per value)."""
+    deepest = 0
+    for value in pytree.tree_leaves(args):
+        if isinstance(value, IRNode) and not isinstance(value, (Buffer, ReinterpretView)):
+            deepest = max(deepest, ctx.inline_depth.get(id(value), 1))
+    ctx.inline_depth[id(result)] = deepest + 1
+    return deepest + 1
 
 
 def _user_location(node: torch.fx.Node) -> str:
@@ -216,27 +239,58 @@ def fallback(ctx: LoweringContext, op: Any, args: Any, kwargs: dict[str, Any], v
     """A ``FallbackKernel`` running ``op`` as itself; returns its output value(s)."""
     args = _as_arg(ctx, tuple(args))
     kwargs = {k: _as_arg(ctx, v) for k, v in kwargs.items()}
+    if val is None:
+        val = _meta_result(ctx.program, op, args, kwargs)
     if isinstance(val, torch.Tensor):
-        kernel = FallbackKernel(ctx.new_name(), layout_of(val), op, args, kwargs)
+        kernel = FallbackKernel(ctx.new_name(), _layout(val, args), op, args, kwargs)
         ctx.register(kernel)
         return kernel
     device = _first_device(args) or "cpu"
     kernel = FallbackKernel(ctx.new_name(), Layout(device, torch.uint8, (), ()), op, args, kwargs, output_is_tuple=True)
     ctx.register(kernel)
     if isinstance(val, (list, tuple)):
-        return _multi_outputs(ctx, kernel, val, ())
+        return _multi_outputs(ctx, kernel, val, (), args)
     return None
 
 
-def _multi_outputs(ctx: LoweringContext, kernel: FallbackKernel, val: Any, path: tuple[int, ...]) -> Any:
+def _meta_result(program: Program, op: Any, args: Any, kwargs: dict[str, Any]) -> Any:
+    """The op's result on meta tensors shaped like the arguments (graphs without ``meta['val']``)."""
+
+    def to_meta(value: Any) -> Any:
+        if isinstance(value, (Buffer, ReinterpretView)):
+            layout = value.layout
+            size = [program.hint(s) for s in layout.size]
+            stride = [program.hint(s) for s in layout.stride]
+            return torch.empty_strided(size, stride, dtype=layout.dtype, device="meta")
+        if isinstance(value, sympy.Expr):
+            return program.hint(value)
+        if isinstance(value, (list, tuple)):
+            return type(value)(to_meta(v) for v in value)
+        return value
+
+    try:
+        return op(*to_meta(args), **{k: to_meta(v) for k, v in kwargs.items()})
+    except Exception:
+        return None
+
+
+def _layout(value: torch.Tensor, args: Any) -> Layout:
+    """``layout_of`` a result; meta results get the device of the arguments."""
+    layout = layout_of(value)
+    if layout.device == "meta":
+        layout = Layout(_first_device(args) or "cpu", layout.dtype, layout.size, layout.stride)
+    return layout
+
+
+def _multi_outputs(ctx: LoweringContext, kernel: FallbackKernel, val: Any, path: tuple[int, ...], args: Any) -> Any:
     outs: list[Any] = []
     for k, item in enumerate(val):
         if isinstance(item, torch.Tensor):
-            out = MultiOutput(ctx.new_name(), layout_of(item), kernel.name, (*path, k))
+            out = MultiOutput(ctx.new_name(), _layout(item, args), kernel.name, (*path, k))
             ctx.register(out)
             outs.append(out)
         elif isinstance(item, (list, tuple)):
-            outs.append(_multi_outputs(ctx, kernel, item, (*path, k)))
+            outs.append(_multi_outputs(ctx, kernel, item, (*path, k), args))
         else:
             outs.append(item)
     return tuple(outs)
@@ -251,8 +305,3 @@ def _first_device(args: Any) -> str | None:
             if found:
                 return found
     return None
-
-
-def pointwise_of(value: IRNode) -> Pointwise:
-    """A ``Pointwise`` reading ``value`` (used to copy views)."""
-    return Pointwise(value.make_loader(), value.get_size(), value.dtype, value.device)

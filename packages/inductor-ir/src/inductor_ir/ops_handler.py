@@ -457,4 +457,5 @@ def verify_ops_handler(handler: object) -> None:
     """Raise ``TypeError`` naming every vocabulary op ``handler`` (an instance or class) does not implement."""
     missing = sorted(name for name in OP_NAMES if not callable(getattr(handler, name, None)))
     if missing:
-        raise TypeError(f"{type(handler).__name__} does not implement the ops: {', '.join(missing)}")
+        name = handler.__name__ if isinstance(handler, type) else type(handler).__name__
+        raise TypeError(f"{name} does not implement the ops: {', '.join(missing)}")

@@ -9,6 +9,7 @@ from capture.bytecode import (  # noqa: F401
     calls,
     containers,
     control_flow,
+    exceptions,
     loads_stores,
     operators,
     stack,

@@ -4,19 +4,17 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from capture.bytecode.registry import opcode
+from capture.bytecode.registry import Instruction, opcode
 from capture.variables.base import NullVariable, Unsupported, VariableTracker
 from capture.variables.containers import DictVariable
 from capture.variables.functions import NestedFunctionVariable
 
 if TYPE_CHECKING:
-    from bytecode import Instr
-
     from capture.symbolic.translator import InstructionTranslator
 
 
 @opcode("KW_NAMES")
-def kw_names(tx: InstructionTranslator, instr: Instr) -> None:
+def kw_names(tx: InstructionTranslator, instr: Instruction) -> None:
     names = instr.arg
     if isinstance(names, int):
         names = tx.code.co_consts[names]
@@ -24,7 +22,7 @@ def kw_names(tx: InstructionTranslator, instr: Instr) -> None:
 
 
 @opcode("CALL")
-def call(tx: InstructionTranslator, instr: Instr) -> None:
+def call(tx: InstructionTranslator, instr: Instruction) -> None:
     argc = instr.arg
     values = tx.popn(argc)
     second = tx.pop()
@@ -43,7 +41,7 @@ def call(tx: InstructionTranslator, instr: Instr) -> None:
 
 
 @opcode("CALL_FUNCTION_EX")
-def call_function_ex(tx: InstructionTranslator, instr: Instr) -> None:
+def call_function_ex(tx: InstructionTranslator, instr: Instruction) -> None:
     kwargs_var = tx.pop() if int(instr.arg) & 1 else DictVariable({})
     args_var = tx.pop()
     fn = tx.pop()
@@ -56,7 +54,7 @@ def call_function_ex(tx: InstructionTranslator, instr: Instr) -> None:
 
 
 @opcode("MAKE_FUNCTION")
-def make_function(tx: InstructionTranslator, instr: Instr) -> None:
+def make_function(tx: InstructionTranslator, instr: Instruction) -> None:
     flags = int(instr.arg)
     code_var = tx.pop()
     code = code_var.as_constant()

@@ -15,7 +15,7 @@ import inspect
 import sys
 import types
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from bytecode import Bytecode, Instr, Label
 
@@ -30,14 +30,11 @@ class ResumeOrigin:
     """Maps instruction indices of a generated resume code object back to the original code."""
 
     original: types.CodeType
-    resume_position: int
-    prologue_length: int
+    index_map: tuple[int, ...]  # resume instruction index -> original index (-1: generated prologue)
 
     def original_index(self, index: int) -> int:
         """Original instruction index of instruction `index` of the resume code."""
-        if index <= self.resume_position:
-            return index
-        return index - self.prologue_length
+        return self.index_map[index]
 
 
 ORIGINS: dict[types.CodeType, ResumeOrigin] = {}
@@ -60,30 +57,36 @@ def _stack_names(depth: int) -> list[str]:
 
 @functools.lru_cache(maxsize=1024)
 def resume_code(original: types.CodeType, target: int, stack_depth: int, local_names: tuple[str, ...]) -> types.CodeType:
-    """The code object of the resume function at instruction `target` of `original`."""
+    """The code object of the resume function at instruction `target` of `original`.
+
+    Cell variables arrive as cell objects (so closures made before the break share them): their
+    MAKE_CELL instructions are dropped.
+    """
     bytecode = Bytecode.from_code(original)
+    original_position: dict[int, int] = {}
+    real = -1
     label = Label()
-    real = -1
-    resume_at = None
-    for position, item in enumerate(bytecode):
+    items: list[Any] = []
+    prologue_done = False
+    for item in bytecode:
         if isinstance(item, Instr):
             real += 1
+            original_position[id(item)] = real
             if real == target:
-                bytecode.insert(position, label)
-                break
-    else:
+                items.append(label)
+            if item.name == "MAKE_CELL":
+                continue
+            items.append(item)
+            if item.name == "RESUME" and not prologue_done:
+                prologue_done = True
+                items += [Instr("LOAD_FAST", name) for name in _stack_names(stack_depth)]
+                items.append(Instr("JUMP_FORWARD", label))
+        else:
+            items.append(item)
+    if target > real:
         raise ValueError(f"no instruction {target} in {original.co_name}")
-    real = -1
-    for position, item in enumerate(bytecode):
-        if isinstance(item, Instr):
-            real += 1
-            if item.name == "RESUME":
-                resume_at = (position, real)
-                break
-    assert resume_at is not None
-    prologue: list[Any] = [Instr("LOAD_FAST", name) for name in _stack_names(stack_depth)]
-    prologue.append(Instr("JUMP_FORWARD", label))
-    bytecode[resume_at[0] + 1:resume_at[0] + 1] = prologue
+    bytecode.clear()
+    bytecode.extend(items)
     bytecode.argnames = [*_stack_names(stack_depth), *local_names]
     bytecode.argcount = len(bytecode.argnames)
     bytecode.posonlyargcount = 0
@@ -92,7 +95,8 @@ def resume_code(original: types.CodeType, target: int, stack_depth: int, local_n
     bytecode.name = f"resume_in_{original.co_name}_at_{target}"
     bytecode.qualname = bytecode.name
     code = bytecode.to_code()
-    ORIGINS[code] = ResumeOrigin(_root(original), resume_at[1], len(prologue))
+    index_map = tuple(original_position.get(id(item), -1) for item in items if isinstance(item, Instr))
+    ORIGINS[code] = ResumeOrigin(_root(original), index_map)
     return code
 
 
@@ -117,7 +121,7 @@ def stub_code(original: types.CodeType, index: int, stack_depth: int, local_name
     body += [Instr("LOAD_FAST", name, location=instr.location) for name in _stack_names(stack_depth)]
     if instr.name == "CALL":
         if kw_names:
-            body.append(Instr("KW_NAMES", kw_names, location=instr.location))
+            body.append(Instr("KW_NAMES", cast(Any, kw_names), location=instr.location))
         if _PY311:
             body.append(Instr("PRECALL", instr.arg, location=instr.location))
     jump_label = Label()
@@ -147,8 +151,8 @@ def _epilogue(resume: tuple[Any, int, tuple[str, ...]], instr: Instr) -> list[An
         Instr("BUILD_TUPLE", depth, location=where),
         Instr("STORE_FAST", "__kiln_stack", location=where),
         Instr("PUSH_NULL", location=where),
-        Instr("LOAD_CONST", call_resume, location=where),
-        Instr("LOAD_CONST", fn, location=where),
+        Instr("LOAD_CONST", cast(Any, call_resume), location=where),
+        Instr("LOAD_CONST", cast(Any, fn), location=where),
         Instr("LOAD_FAST", "__kiln_stack", location=where),
     ]
     code += [Instr("LOAD_FAST", name, location=where) for name in names]
@@ -162,5 +166,5 @@ def _epilogue(resume: tuple[Any, int, tuple[str, ...]], instr: Instr) -> list[An
 def stack_effect(instr: Instr, jump: bool) -> int:
     """Net stack effect of executing `instr` (CALL counted together with its PRECALL)."""
     if instr.name == "CALL":
-        return -int(instr.arg) - 1
+        return -int(cast(Any, instr.arg)) - 1
     return int(instr.stack_effect(jump=jump))

@@ -4,41 +4,39 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from capture.bytecode.registry import opcode
+from capture.bytecode.registry import Instruction, opcode
 from capture.variables.base import ConstantVariable, Unsupported
 from capture.variables.containers import DictVariable, ListVariable, TupleVariable
 
 if TYPE_CHECKING:
-    from bytecode import Instr
-
     from capture.symbolic.translator import InstructionTranslator
 
 
 @opcode("BUILD_TUPLE")
-def build_tuple(tx: InstructionTranslator, instr: Instr) -> None:
+def build_tuple(tx: InstructionTranslator, instr: Instruction) -> None:
     tx.push(TupleVariable(tx.popn(instr.arg)))
 
 
 @opcode("BUILD_LIST")
-def build_list(tx: InstructionTranslator, instr: Instr) -> None:
+def build_list(tx: InstructionTranslator, instr: Instruction) -> None:
     tx.push(ListVariable(tx.popn(instr.arg)))
 
 
 @opcode("BUILD_MAP")
-def build_map(tx: InstructionTranslator, instr: Instr) -> None:
+def build_map(tx: InstructionTranslator, instr: Instruction) -> None:
     flat = tx.popn(2 * instr.arg)
     tx.push(DictVariable({flat[i].as_constant(): flat[i + 1] for i in range(0, len(flat), 2)}))
 
 
 @opcode("BUILD_CONST_KEY_MAP")
-def build_const_key_map(tx: InstructionTranslator, instr: Instr) -> None:
+def build_const_key_map(tx: InstructionTranslator, instr: Instruction) -> None:
     keys = tx.pop().as_constant()
     values = tx.popn(instr.arg)
     tx.push(DictVariable(dict(zip(keys, values))))
 
 
 @opcode("LIST_APPEND")
-def list_append(tx: InstructionTranslator, instr: Instr) -> None:
+def list_append(tx: InstructionTranslator, instr: Instruction) -> None:
     value = tx.pop()
     target = tx.stack[-instr.arg]
     if not isinstance(target, ListVariable):
@@ -47,7 +45,7 @@ def list_append(tx: InstructionTranslator, instr: Instr) -> None:
 
 
 @opcode("LIST_EXTEND")
-def list_extend(tx: InstructionTranslator, instr: Instr) -> None:
+def list_extend(tx: InstructionTranslator, instr: Instruction) -> None:
     value = tx.pop()
     target = tx.stack[-instr.arg]
     if not isinstance(target, ListVariable):
@@ -56,12 +54,12 @@ def list_extend(tx: InstructionTranslator, instr: Instr) -> None:
 
 
 @opcode("LIST_TO_TUPLE", max_version=(3, 11))
-def list_to_tuple(tx: InstructionTranslator, instr: Instr) -> None:
+def list_to_tuple(tx: InstructionTranslator, instr: Instruction) -> None:
     tx.push(TupleVariable(tx.pop().iterate(tx)))
 
 
 @opcode("CALL_INTRINSIC_1", min_version=(3, 12))
-def call_intrinsic_1(tx: InstructionTranslator, instr: Instr) -> None:
+def call_intrinsic_1(tx: InstructionTranslator, instr: Instruction) -> None:
     kind = getattr(instr.arg, "name", str(instr.arg))
     if kind == "INTRINSIC_LIST_TO_TUPLE":
         tx.push(TupleVariable(tx.pop().iterate(tx)))
@@ -76,7 +74,7 @@ def call_intrinsic_1(tx: InstructionTranslator, instr: Instr) -> None:
 
 
 @opcode("MAP_ADD")
-def map_add(tx: InstructionTranslator, instr: Instr) -> None:
+def map_add(tx: InstructionTranslator, instr: Instruction) -> None:
     value = tx.pop()
     key = tx.pop()
     target = tx.stack[-instr.arg]
@@ -86,7 +84,7 @@ def map_add(tx: InstructionTranslator, instr: Instr) -> None:
 
 
 @opcode("DICT_UPDATE", "DICT_MERGE")
-def dict_update(tx: InstructionTranslator, instr: Instr) -> None:
+def dict_update(tx: InstructionTranslator, instr: Instruction) -> None:
     value = tx.pop()
     target = tx.stack[-instr.arg]
     if not isinstance(target, DictVariable) or not isinstance(value, DictVariable):
@@ -95,7 +93,7 @@ def dict_update(tx: InstructionTranslator, instr: Instr) -> None:
 
 
 @opcode("UNPACK_SEQUENCE")
-def unpack_sequence(tx: InstructionTranslator, instr: Instr) -> None:
+def unpack_sequence(tx: InstructionTranslator, instr: Instruction) -> None:
     items = tx.pop().iterate(tx)
     if len(items) != instr.arg:
         raise Unsupported(f"cannot unpack {len(items)} values into {instr.arg}", user_error=True)
@@ -104,7 +102,7 @@ def unpack_sequence(tx: InstructionTranslator, instr: Instr) -> None:
 
 
 @opcode("UNPACK_EX")
-def unpack_ex(tx: InstructionTranslator, instr: Instr) -> None:
+def unpack_ex(tx: InstructionTranslator, instr: Instruction) -> None:
     before, after = instr.arg if isinstance(instr.arg, tuple) else (instr.arg & 0xFF, instr.arg >> 8)
     items = tx.pop().iterate(tx)
     if len(items) < before + after:
@@ -116,7 +114,7 @@ def unpack_ex(tx: InstructionTranslator, instr: Instr) -> None:
 
 
 @opcode("GET_ITER")
-def get_iter(tx: InstructionTranslator, instr: Instr) -> None:
+def get_iter(tx: InstructionTranslator, instr: Instruction) -> None:
     from capture.variables.containers import IteratorVariable
 
     value = tx.pop()
@@ -127,7 +125,7 @@ def get_iter(tx: InstructionTranslator, instr: Instr) -> None:
 
 
 @opcode("FORMAT_VALUE", min_version=(3, 11))
-def format_value(tx: InstructionTranslator, instr: Instr) -> None:
+def format_value(tx: InstructionTranslator, instr: Instruction) -> None:
     spec = tx.pop().as_constant() if (int(instr.arg) & 0x04) else ""
     value = tx.pop()
     if not value.is_constant():
@@ -139,6 +137,6 @@ def format_value(tx: InstructionTranslator, instr: Instr) -> None:
 
 
 @opcode("BUILD_STRING")
-def build_string(tx: InstructionTranslator, instr: Instr) -> None:
+def build_string(tx: InstructionTranslator, instr: Instruction) -> None:
     parts = tx.popn(instr.arg)
     tx.push(ConstantVariable("".join(p.as_constant() for p in parts)))

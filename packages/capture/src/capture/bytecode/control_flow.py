@@ -2,21 +2,20 @@
 
 from __future__ import annotations
 
+import types
 from typing import TYPE_CHECKING
 
-from capture.bytecode.registry import opcode
+from capture.bytecode.registry import Handler, Instruction, opcode
 from capture.variables.base import ConstantVariable, Unsupported, VariableTracker
 from capture.variables.containers import IteratorVariable
 from capture.variables.objects import GradModeVariable
 
 if TYPE_CHECKING:
-    from bytecode import Instr
-
     from capture.symbolic.translator import InstructionTranslator
 
 
 @opcode("JUMP_FORWARD", "JUMP_BACKWARD", "JUMP_BACKWARD_NO_INTERRUPT")
-def jump(tx: InstructionTranslator, instr: Instr) -> None:
+def jump(tx: InstructionTranslator, instr: Instruction) -> None:
     tx.jump_to(instr)
 
 
@@ -26,8 +25,8 @@ def _is_none(value: VariableTracker) -> bool:
     return False
 
 
-def _conditional(jump_if: bool, test: str) -> None:
-    def handler(tx: InstructionTranslator, instr: Instr) -> None:
+def _conditional(jump_if: bool, test: str) -> Handler:
+    def handler(tx: InstructionTranslator, instr: Instruction) -> None:
         value = tx.stack[-1]
         outcome = _is_none(value) if test == "none" else (not _is_none(value)) if test == "not_none" \
             else value.truth(tx)
@@ -48,7 +47,7 @@ for _prefix, _versions in (("POP_JUMP_FORWARD_IF_", ((3, 11), (3, 11))),
 
 
 @opcode("JUMP_IF_TRUE_OR_POP", "JUMP_IF_FALSE_OR_POP", max_version=(3, 11))
-def jump_or_pop(tx: InstructionTranslator, instr: Instr) -> None:
+def jump_or_pop(tx: InstructionTranslator, instr: Instruction) -> None:
     value = tx.stack[-1]
     truth = value.truth(tx)
     if truth == (instr.name == "JUMP_IF_TRUE_OR_POP"):
@@ -58,7 +57,7 @@ def jump_or_pop(tx: InstructionTranslator, instr: Instr) -> None:
 
 
 @opcode("FOR_ITER")
-def for_iter(tx: InstructionTranslator, instr: Instr) -> None:
+def for_iter(tx: InstructionTranslator, instr: Instruction) -> None:
     iterator = tx.stack[-1]
     if not isinstance(iterator, IteratorVariable):
         raise Unsupported(f"iteration over {iterator}")
@@ -74,23 +73,37 @@ def for_iter(tx: InstructionTranslator, instr: Instr) -> None:
 
 
 @opcode("RETURN_VALUE")
-def return_value(tx: InstructionTranslator, instr: Instr) -> None:
+def return_value(tx: InstructionTranslator, instr: Instruction) -> None:
     from capture.symbolic.translator import ReturnSignal
 
     raise ReturnSignal(tx.pop())
 
 
 @opcode("BEFORE_WITH")
-def before_with(tx: InstructionTranslator, instr: Instr) -> None:
+def before_with(tx: InstructionTranslator, instr: Instruction) -> None:
     context = tx.pop()
-    if not isinstance(context, GradModeVariable):
-        raise Unsupported(f"with-block over {context}")
-    tx.push(context.enter(tx))
-    tx.push(ConstantVariable(None))
+    if isinstance(context, GradModeVariable):
+        tx.push(context.enter(tx))
+        tx.push(ConstantVariable(None))
+        return
+    from capture.variables.objects import PythonObjectVariable
+    from capture.variables.user_objects import NewObjectVariable
+
+    if isinstance(context, (NewObjectVariable, PythonObjectVariable)):
+        cls = context.python_type()
+        enter, exit_ = getattr(cls, "__enter__", None), getattr(cls, "__exit__", None)
+        if isinstance(enter, types.FunctionType) and isinstance(exit_, types.FunctionType):
+            from capture.variables.functions import BoundMethodVariable, UserFunctionVariable
+
+            entered = UserFunctionVariable(enter).call(tx, [context], {})
+            tx.push(BoundMethodVariable(UserFunctionVariable(exit_), context))
+            tx.push(entered)
+            return
+    raise Unsupported(f"with-block over {context}")
 
 
 @opcode("RETURN_GENERATOR")
-def return_generator(tx: InstructionTranslator, instr: Instr) -> None:
+def return_generator(tx: InstructionTranslator, instr: Instruction) -> None:
     if tx.yielded is None:
         raise Unsupported("generators are not captured as frames of their own")
     tx.push(ConstantVariable(None))
@@ -100,7 +113,7 @@ _MAX_YIELDS = 10_000
 
 
 @opcode("YIELD_VALUE")
-def yield_value(tx: InstructionTranslator, instr: Instr) -> None:
+def yield_value(tx: InstructionTranslator, instr: Instruction) -> None:
     if tx.yielded is None:
         raise Unsupported("yield outside an inlined generator")
     if len(tx.yielded) >= _MAX_YIELDS:

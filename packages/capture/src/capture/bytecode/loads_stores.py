@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from capture.bytecode.registry import opcode
-from capture.sources import GlobalSource
+from capture.bytecode.registry import Instruction, opcode
+from capture.sources import GlobalSource, Source
 from capture.variables.base import ConstantVariable, NullVariable, Unsupported, VariableTracker
 from capture.variables.containers import TupleVariable
 from capture.variables.functions import CellVariable, RealCellVariable
@@ -16,8 +16,6 @@ from capture.variables.objects import NNModuleVariable, PythonObjectVariable
 from capture.variables.tensor import TensorVariable
 
 if TYPE_CHECKING:
-    from bytecode import Instr
-
     from capture.symbolic.translator import InstructionTranslator
 
 
@@ -26,7 +24,7 @@ def _name(arg: Any) -> str:
 
 
 @opcode("LOAD_FAST", "LOAD_FAST_CHECK")
-def load_fast(tx: InstructionTranslator, instr: Instr) -> None:
+def load_fast(tx: InstructionTranslator, instr: Instruction) -> None:
     name = _name(instr.arg)
     if name not in tx.locals:
         raise Unsupported(f"local variable '{name}' referenced before assignment", user_error=True)
@@ -34,13 +32,13 @@ def load_fast(tx: InstructionTranslator, instr: Instr) -> None:
 
 
 @opcode("LOAD_FAST_AND_CLEAR", min_version=(3, 12))
-def load_fast_and_clear(tx: InstructionTranslator, instr: Instr) -> None:
+def load_fast_and_clear(tx: InstructionTranslator, instr: Instruction) -> None:
     name = _name(instr.arg)
     tx.push(tx.locals.pop(name, NullVariable()))
 
 
 @opcode("STORE_FAST")
-def store_fast(tx: InstructionTranslator, instr: Instr) -> None:
+def store_fast(tx: InstructionTranslator, instr: Instruction) -> None:
     value = tx.pop()
     name = _name(instr.arg)
     if isinstance(value, NullVariable):
@@ -50,12 +48,12 @@ def store_fast(tx: InstructionTranslator, instr: Instr) -> None:
 
 
 @opcode("DELETE_FAST")
-def delete_fast(tx: InstructionTranslator, instr: Instr) -> None:
+def delete_fast(tx: InstructionTranslator, instr: Instruction) -> None:
     tx.locals.pop(_name(instr.arg), None)
 
 
 @opcode("LOAD_CONST")
-def load_const(tx: InstructionTranslator, instr: Instr) -> None:
+def load_const(tx: InstructionTranslator, instr: Instruction) -> None:
     tx.push(_wrap_const(instr.arg))
 
 
@@ -66,14 +64,14 @@ def _wrap_const(value: Any) -> VariableTracker:
 
 
 @opcode("RETURN_CONST", min_version=(3, 12))
-def return_const(tx: InstructionTranslator, instr: Instr) -> None:
+def return_const(tx: InstructionTranslator, instr: Instruction) -> None:
     from capture.symbolic.translator import ReturnSignal
 
     raise ReturnSignal(_wrap_const(instr.arg))
 
 
 @opcode("LOAD_GLOBAL")
-def load_global(tx: InstructionTranslator, instr: Instr) -> None:
+def load_global(tx: InstructionTranslator, instr: Instruction) -> None:
     push_null, name = instr.arg if isinstance(instr.arg, tuple) else (False, instr.arg)
     if push_null:
         tx.push(NullVariable())
@@ -85,7 +83,7 @@ def load_global_value(tx: InstructionTranslator, name: str) -> VariableTracker:
     if tx.f_globals is tx.output.f_globals and name in tx.output.side_effects.global_stores:
         return tx.output.side_effects.global_stores[name]
     if name in tx.f_globals:
-        source = GlobalSource(name) if tx.f_globals is tx.output.f_globals else None
+        source: Source | None = GlobalSource(name) if tx.f_globals is tx.output.f_globals else None
         key = (id(tx.f_globals), name)
         cached = tx.output._wrapped.get(key)
         if cached is not None:
@@ -118,7 +116,7 @@ class _NamedSource(GlobalSource):
 
 
 @opcode("STORE_GLOBAL")
-def store_global(tx: InstructionTranslator, instr: Instr) -> None:
+def store_global(tx: InstructionTranslator, instr: Instruction) -> None:
     if tx.f_globals is not tx.output.f_globals:
         raise Unsupported("storing a global of another module")
     name = _name(instr.arg)
@@ -128,7 +126,7 @@ def store_global(tx: InstructionTranslator, instr: Instr) -> None:
 
 
 @opcode("LOAD_DEREF")
-def load_deref(tx: InstructionTranslator, instr: Instr) -> None:
+def load_deref(tx: InstructionTranslator, instr: Instruction) -> None:
     cell = tx.cells.get(_name(instr.arg))
     if isinstance(cell, CellVariable):
         if cell.contents is None:
@@ -153,7 +151,7 @@ def load_deref(tx: InstructionTranslator, instr: Instr) -> None:
 
 
 @opcode("STORE_DEREF")
-def store_deref(tx: InstructionTranslator, instr: Instr) -> None:
+def store_deref(tx: InstructionTranslator, instr: Instruction) -> None:
     cell = tx.cells.get(_name(instr.arg))
     value = tx.pop()
     if isinstance(cell, CellVariable):
@@ -167,7 +165,7 @@ def store_deref(tx: InstructionTranslator, instr: Instr) -> None:
 
 
 @opcode("LOAD_CLOSURE")
-def load_closure(tx: InstructionTranslator, instr: Instr) -> None:
+def load_closure(tx: InstructionTranslator, instr: Instruction) -> None:
     cell = tx.cells.get(_name(instr.arg))
     if cell is None:
         raise Unsupported(f"closure cell {_name(instr.arg)}")
@@ -175,18 +173,18 @@ def load_closure(tx: InstructionTranslator, instr: Instr) -> None:
 
 
 @opcode("MAKE_CELL")
-def make_cell(tx: InstructionTranslator, instr: Instr) -> None:
+def make_cell(tx: InstructionTranslator, instr: Instruction) -> None:
     name = _name(instr.arg)
     tx.cells[name] = CellVariable(tx.locals.get(name))
 
 
 @opcode("COPY_FREE_VARS")
-def copy_free_vars(tx: InstructionTranslator, instr: Instr) -> None:
+def copy_free_vars(tx: InstructionTranslator, instr: Instruction) -> None:
     """Closure cells are set up by the translator."""
 
 
 @opcode("LOAD_ATTR")
-def load_attr(tx: InstructionTranslator, instr: Instr) -> None:
+def load_attr(tx: InstructionTranslator, instr: Instruction) -> None:
     is_method, name = instr.arg if isinstance(instr.arg, tuple) else (False, instr.arg)
     owner = tx.pop()
     value = get_attribute(tx, owner, name)
@@ -196,7 +194,7 @@ def load_attr(tx: InstructionTranslator, instr: Instr) -> None:
 
 
 @opcode("LOAD_METHOD", max_version=(3, 11))
-def load_method(tx: InstructionTranslator, instr: Instr) -> None:
+def load_method(tx: InstructionTranslator, instr: Instruction) -> None:
     owner = tx.pop()
     value = get_attribute(tx, owner, _name(instr.arg))
     tx.push(NullVariable())
@@ -252,7 +250,7 @@ class DeferredAttributeVariable(VariableTracker):
 
 
 @opcode("STORE_ATTR")
-def store_attr(tx: InstructionTranslator, instr: Instr) -> None:
+def store_attr(tx: InstructionTranslator, instr: Instruction) -> None:
     owner = tx.pop()
     value = tx.pop()
     name = _name(instr.arg)
@@ -277,7 +275,7 @@ def store_attr(tx: InstructionTranslator, instr: Instr) -> None:
 
 
 @opcode("IMPORT_NAME")
-def import_name(tx: InstructionTranslator, instr: Instr) -> None:
+def import_name(tx: InstructionTranslator, instr: Instruction) -> None:
     fromlist = tx.pop().as_constant()
     level = tx.pop().as_constant()
     module = __import__(_name(instr.arg), tx.f_globals, None, fromlist, level)
@@ -285,19 +283,19 @@ def import_name(tx: InstructionTranslator, instr: Instr) -> None:
 
 
 @opcode("IMPORT_FROM")
-def import_from(tx: InstructionTranslator, instr: Instr) -> None:
+def import_from(tx: InstructionTranslator, instr: Instruction) -> None:
     module = tx.stack[-1]
     tx.push(module.getattr(tx, _name(instr.arg)))
 
 
 @opcode("LOAD_ASSERTION_ERROR")
-def load_assertion_error(tx: InstructionTranslator, instr: Instr) -> None:
+def load_assertion_error(tx: InstructionTranslator, instr: Instruction) -> None:
     tx.push(tx.output.wrap_value(AssertionError, None))
 
 
 @opcode("LOAD_SUPER_ATTR", min_version=(3, 12))
-def load_super_attr(tx: InstructionTranslator, instr: Instr) -> None:
-    from capture.variables.builtins import SuperVariable
+def load_super_attr(tx: InstructionTranslator, instr: Instruction) -> None:
+    from capture.variables.functional import SuperVariable
 
     arg = instr.arg
     name = next(a for a in arg if isinstance(a, str)) if isinstance(arg, tuple) else str(arg)

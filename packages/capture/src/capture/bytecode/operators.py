@@ -5,20 +5,18 @@ from __future__ import annotations
 import operator
 from typing import TYPE_CHECKING
 
-from capture.bytecode.registry import opcode
+from capture.bytecode.registry import Instruction, opcode
 from capture.symbolic.operators import BINARY_OPERATORS, COMPARE_OPERATORS, INPLACE_OPERATORS, apply_operator
 from capture.variables.base import ConstantVariable, Unsupported, VariableTracker
 from capture.variables.containers import DictVariable, ListVariable
 from capture.variables.tensor import TensorVariable
 
 if TYPE_CHECKING:
-    from bytecode import Instr
-
     from capture.symbolic.translator import InstructionTranslator
 
 
 @opcode("BINARY_OP")
-def binary_op(tx: InstructionTranslator, instr: Instr) -> None:
+def binary_op(tx: InstructionTranslator, instr: Instruction) -> None:
     index = int(instr.arg)
     fn = BINARY_OPERATORS[index] if index < 13 else INPLACE_OPERATORS[index - 13]
     right = tx.pop()
@@ -27,7 +25,7 @@ def binary_op(tx: InstructionTranslator, instr: Instr) -> None:
 
 
 @opcode("COMPARE_OP")
-def compare_op(tx: InstructionTranslator, instr: Instr) -> None:
+def compare_op(tx: InstructionTranslator, instr: Instruction) -> None:
     fn = COMPARE_OPERATORS[int(instr.arg) & 0xF]
     right = tx.pop()
     left = tx.pop()
@@ -35,27 +33,27 @@ def compare_op(tx: InstructionTranslator, instr: Instr) -> None:
 
 
 @opcode("UNARY_NEGATIVE")
-def unary_negative(tx: InstructionTranslator, instr: Instr) -> None:
+def unary_negative(tx: InstructionTranslator, instr: Instruction) -> None:
     tx.push(apply_operator(tx, operator.neg, [tx.pop()]))
 
 
 @opcode("UNARY_POSITIVE", max_version=(3, 11))
-def unary_positive(tx: InstructionTranslator, instr: Instr) -> None:
+def unary_positive(tx: InstructionTranslator, instr: Instruction) -> None:
     tx.push(apply_operator(tx, operator.pos, [tx.pop()]))
 
 
 @opcode("UNARY_INVERT")
-def unary_invert(tx: InstructionTranslator, instr: Instr) -> None:
+def unary_invert(tx: InstructionTranslator, instr: Instruction) -> None:
     tx.push(apply_operator(tx, operator.invert, [tx.pop()]))
 
 
 @opcode("UNARY_NOT")
-def unary_not(tx: InstructionTranslator, instr: Instr) -> None:
+def unary_not(tx: InstructionTranslator, instr: Instruction) -> None:
     tx.push(ConstantVariable(not tx.pop().truth(tx)))
 
 
 @opcode("IS_OP")
-def is_op(tx: InstructionTranslator, instr: Instr) -> None:
+def is_op(tx: InstructionTranslator, instr: Instruction) -> None:
     right = tx.pop()
     left = tx.pop()
     tx.push(ConstantVariable(identical(left, right) != bool(instr.arg)))
@@ -79,7 +77,7 @@ def identical(left: VariableTracker, right: VariableTracker) -> bool:
 
 
 @opcode("CONTAINS_OP")
-def contains_op(tx: InstructionTranslator, instr: Instr) -> None:
+def contains_op(tx: InstructionTranslator, instr: Instruction) -> None:
     container = tx.pop()
     item = tx.pop()
     result = apply_operator(tx, operator.contains, [container, item])
@@ -87,14 +85,14 @@ def contains_op(tx: InstructionTranslator, instr: Instr) -> None:
 
 
 @opcode("BINARY_SUBSCR")
-def binary_subscr(tx: InstructionTranslator, instr: Instr) -> None:
+def binary_subscr(tx: InstructionTranslator, instr: Instruction) -> None:
     index = tx.pop()
     container = tx.pop()
     tx.push(apply_operator(tx, operator.getitem, [container, index]))
 
 
 @opcode("BINARY_SLICE", min_version=(3, 12))
-def binary_slice(tx: InstructionTranslator, instr: Instr) -> None:
+def binary_slice(tx: InstructionTranslator, instr: Instruction) -> None:
     end = tx.pop()
     start = tx.pop()
     container = tx.pop()
@@ -109,12 +107,12 @@ def _make_slice(parts: list[VariableTracker]) -> VariableTracker:
 
 
 @opcode("BUILD_SLICE")
-def build_slice(tx: InstructionTranslator, instr: Instr) -> None:
+def build_slice(tx: InstructionTranslator, instr: Instruction) -> None:
     tx.push(_make_slice(tx.popn(instr.arg)))
 
 
 @opcode("STORE_SUBSCR")
-def store_subscr(tx: InstructionTranslator, instr: Instr) -> None:
+def store_subscr(tx: InstructionTranslator, instr: Instruction) -> None:
     index = tx.pop()
     container = tx.pop()
     value = tx.pop()
@@ -136,7 +134,7 @@ def store_subscr(tx: InstructionTranslator, instr: Instr) -> None:
 
 
 @opcode("DELETE_SUBSCR")
-def delete_subscr(tx: InstructionTranslator, instr: Instr) -> None:
+def delete_subscr(tx: InstructionTranslator, instr: Instruction) -> None:
     index = tx.pop()
     container = tx.pop()
     if isinstance(container, (ListVariable, DictVariable)) and index.is_constant():

@@ -10,7 +10,9 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from capture.symbolic.translator import InstructionTranslator
 
-Handler = Callable[["InstructionTranslator", Any], None]
+Instruction = Any
+"""A `bytecode.Instr`: its `.arg` is a wide union (int, name, label, enum, tuple) that handlers decode."""
+Handler = Callable[["InstructionTranslator", Instruction], None]
 Version = tuple[int, int]
 CURRENT: Version = (sys.version_info.major, sys.version_info.minor)
 
@@ -45,12 +47,11 @@ def opcode(*opnames: str, min_version: Version = (3, 11), max_version: Version =
 
 # Opcodes the interpreter deliberately does not handle, with the reason. Meeting one is a graph
 # break (or, where no resume is possible, the frame runs eagerly), never a crash.
-_EXCEPTIONS = "exception handling runs only when an exception is raised; a raise is a graph break"
+_EXCEPTIONS = "exception groups and exceptions in with-blocks are not modelled (a graph break)"
 _GENERATORS = "generators and coroutines are not captured; their frames run eagerly"
 UNSUPPORTED: dict[str, str] = {
-    "PUSH_EXC_INFO": _EXCEPTIONS, "POP_EXCEPT": _EXCEPTIONS, "RERAISE": _EXCEPTIONS,
-    "CHECK_EXC_MATCH": _EXCEPTIONS, "CHECK_EG_MATCH": _EXCEPTIONS, "WITH_EXCEPT_START": _EXCEPTIONS,
-    "PREP_RERAISE_STAR": _EXCEPTIONS, "CLEANUP_THROW": _EXCEPTIONS, "RAISE_VARARGS": "raise is a graph break",
+    "CHECK_EG_MATCH": _EXCEPTIONS, "WITH_EXCEPT_START": _EXCEPTIONS,
+    "PREP_RERAISE_STAR": _EXCEPTIONS, "CLEANUP_THROW": _EXCEPTIONS,
     "SEND": _GENERATORS,
     "GET_AWAITABLE": _GENERATORS, "GET_AITER": _GENERATORS, "GET_ANEXT": _GENERATORS,
     "BEFORE_ASYNC_WITH": _GENERATORS, "END_ASYNC_FOR": _GENERATORS, "ASYNC_GEN_WRAP": _GENERATORS,

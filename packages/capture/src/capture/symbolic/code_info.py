@@ -26,10 +26,12 @@ class CodeInfo:
     label_index: dict[Label, int]
     in_try: frozenset[int]
     handlers: dict[int, tuple[Label, ...]]
+    try_entries: dict[int, TryBegin]
 
     def target(self, instr: Instr) -> int:
         """Index of the jump target of `instr`."""
-        return self.label_index[instr.arg]
+        label: Label = instr.arg  # type: ignore[assignment]
+        return self.label_index[label]
 
     @functools.cached_property
     def live_in(self) -> tuple[frozenset[str], ...]:
@@ -44,8 +46,9 @@ class CodeInfo:
                 out: set[str] = set()
                 if instr.name not in _TERMINATORS and i + 1 < n:
                     out |= live[i + 1]
-                if isinstance(instr.arg, Label):
-                    out |= live[self.label_index[instr.arg]]
+                arg = instr.arg
+                if isinstance(arg, Label):
+                    out |= live[self.label_index[arg]]
                 for handler in self.handlers.get(i, ()):
                     out |= live[self.label_index[handler]]
                 name = _local_name(instr)
@@ -71,11 +74,12 @@ def _local_name(instr: Instr) -> str | None:
 @functools.lru_cache(maxsize=512)
 def code_info(code: types.CodeType) -> CodeInfo:
     """Decode `code` once (cached per code object)."""
-    bytecode = Bytecode.from_code(code)
+    bytecode = Bytecode.from_code(code, conserve_exception_block_stackdepth=True)
     instructions: list[Instr] = []
     label_index: dict[Label, int] = {}
     in_try: set[int] = set()
     handlers: dict[int, tuple[Label, ...]] = {}
+    try_entries: dict[int, TryBegin] = {}
     active: list[TryBegin] = []
     for item in bytecode:
         if isinstance(item, Label):
@@ -89,5 +93,6 @@ def code_info(code: types.CodeType) -> CodeInfo:
             if active:
                 in_try.add(len(instructions))
                 handlers[len(instructions)] = tuple(t.target for t in active if isinstance(t.target, Label))
+                try_entries[len(instructions)] = active[-1]
             instructions.append(item)
-    return CodeInfo(code, tuple(instructions), label_index, frozenset(in_try), handlers)
+    return CodeInfo(code, tuple(instructions), label_index, frozenset(in_try), handlers, try_entries)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import operator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from capture.variables.base import ConstantVariable, Unsupported, VariableTracker
 from capture.variables.containers import DictVariable, ListVariable, TupleVariable
@@ -46,9 +46,10 @@ def apply_operator(tx: InstructionTranslator, fn: Any, args: list[VariableTracke
         except Exception as error:
             raise Unsupported(f"{type(error).__name__}: {error}", user_error=True) from error
     if fn is operator.getitem:
+        from capture.variables.objects import PythonObjectVariable
         from capture.variables.user_objects import NewObjectVariable, dunder_call
 
-        if isinstance(args[0], NewObjectVariable):
+        if isinstance(args[0], (NewObjectVariable, PythonObjectVariable)):
             result = dunder_call(tx, "getitem", args)
             if result is not None:
                 return result
@@ -115,13 +116,13 @@ def _getitem(tx: InstructionTranslator, container: VariableTracker, index: Varia
         return selected
     if isinstance(container, DictVariable):
         if key not in container.items:
-            raise Unsupported(f"KeyError: {key!r}", user_error=True)
+            raise Unsupported(f"KeyError: {key!r}", user_error=True) from KeyError(key)
         return container.items[key]
     if isinstance(container, NNModuleVariable):
         from capture.sources import ItemSource
 
         try:
-            selected = container.module[key]
+            selected = cast(Any, container.module)[key]
         except (IndexError, KeyError, TypeError) as error:
             raise Unsupported(f"{type(error).__name__}: {error}", user_error=True) from error
         source = ItemSource(container.source, key) if container.source is not None else None
@@ -130,6 +131,20 @@ def _getitem(tx: InstructionTranslator, container: VariableTracker, index: Varia
 
 
 def _contains(tx: InstructionTranslator, container: VariableTracker, item: VariableTracker) -> VariableTracker:
+    from capture.variables.objects import PythonObjectVariable
+
+    if isinstance(container, PythonObjectVariable) and container.source is not None and item.is_constant():
+        # Evaluated now, and guarded by evaluating it again on every call.
+        key = item.as_constant()
+        try:
+            result = key in container.value
+        except Exception as error:
+            raise Unsupported(f"{type(error).__name__}: {error}", user_error=True) from error
+        expr = container.source.expr()
+        name = tx.output.guards.constant(key)
+        tx.output.guards.add("CONTAINS", container.source, f"({name} in {expr}) is {result}",
+                             f"({key!r} in {expr}) is {result}")
+        return ConstantVariable(result)
     if isinstance(container, DictVariable) and item.is_constant():
         return ConstantVariable(item.as_constant() in container.items)
     if isinstance(container, (TupleVariable, ListVariable)) and item.is_constant() and \

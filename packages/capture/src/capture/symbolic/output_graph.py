@@ -174,6 +174,10 @@ class OutputGraph:
             known = self._by_id.get(id(value))
             if known is not None:
                 return known
+        if source is None and _needs_reference(value):
+            from capture.sources import ObjectSource
+
+            source = ObjectSource(self.guards.constant(value), type(value).__name__.lower())
         tracker = wrap_existing(self, value, source)
         if memoizable and isinstance(tracker, (ListVariable, DictVariable, NNModuleVariable, PythonObjectVariable)):
             self._by_id[id(value)] = tracker
@@ -199,7 +203,9 @@ class OutputGraph:
         except _DATA_DEPENDENT_ERRORS as error:
             raise Unsupported(f"{_target_name(target)} depends on run-time data ({type(error).__name__})") from error
         except Exception as error:
-            raise Unsupported(f"{type(error).__name__}: {error}", user_error=True) from error
+            failure = Unsupported(f"{type(error).__name__}: {error}", user_error=True)
+            failure.from_tensor_op = True  # type: ignore[attr-defined]  # fake tensors' messages may differ
+            raise failure from error
         node = self.graph.create_node(kind, target, tuple(node_args), node_kwargs)
         if self.current_location is not None:
             node.meta["stack_trace"] = self.current_location
@@ -212,7 +218,7 @@ class OutputGraph:
         """
         from torch.nn.utils.stateless import _reparametrize_module
 
-        state = {name: self.fake_mode.from_tensor(t) for name, t in
+        state: dict[str, torch.Tensor] = {name: self.fake_mode.from_tensor(t) for name, t in
                  [*module.named_parameters(), *module.named_buffers()]}
         with _reparametrize_module(module, state):
             return type(module).forward(module, *args, **kwargs)
@@ -228,7 +234,9 @@ class OutputGraph:
         except _DATA_DEPENDENT_ERRORS as error:
             raise Unsupported(f"{type(module).__name__} depends on run-time data ({type(error).__name__})") from error
         except Exception as error:
-            raise Unsupported(f"{type(error).__name__}: {error}", user_error=True) from error
+            failure = Unsupported(f"{type(error).__name__}: {error}", user_error=True)
+            failure.from_tensor_op = True  # type: ignore[attr-defined]  # fake tensors' messages may differ
+            raise failure from error
         module_node = self.graph.get_attr(target)
         node = self.graph.call_function(forward_without_hooks, (module_node, *node_args), node_kwargs)
         return self._wrap_result(node, result)
@@ -264,6 +272,18 @@ class OutputGraph:
         raise Unsupported(f"{_target_name(node.target)} returned a Python {type(result).__name__} "
                           "computed from tensor data")
 
+    def cell_tracker(self, cell: Any, source: Source | None) -> VariableTracker:
+        """The one tracker of an existing closure cell (so a write through one path is seen by all)."""
+        from capture.variables.functions import RealCellVariable
+
+        known = self._by_id.get(id(cell))
+        if isinstance(known, RealCellVariable):
+            return known
+        tracker = RealCellVariable(cell, source)
+        self._by_id[id(cell)] = tracker
+        self.keepalive.append(cell)
+        return tracker
+
     def set_grad_enabled(self, enabled: bool) -> None:
         """Switch grad mode: recorded as a graph node so the compiled graph does the same."""
         if enabled == self.grad_enabled:
@@ -274,6 +294,15 @@ class OutputGraph:
     def has_ops(self) -> bool:
         """True when the graph does any work."""
         return any(n.op in ("call_function", "call_method", "call_module") for n in self.graph.nodes)
+
+
+def _needs_reference(value: Any) -> bool:
+    """Objects whose attributes or items may change between calls (so reads of them need guards)."""
+    if isinstance(value, (list, dict, type)):
+        return True
+    if is_constant_value(value) or isinstance(value, (tuple, torch.Tensor, torch.nn.Module, types.ModuleType)):
+        return False
+    return not callable(value)
 
 
 def forward_without_hooks(module: torch.nn.Module, *args: Any, **kwargs: Any) -> Any:

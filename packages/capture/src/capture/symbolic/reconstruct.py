@@ -9,7 +9,8 @@ import torch.fx
 
 from capture.bytecode.codegen import invoke
 from capture.variables.base import ConstantVariable, NullVariable, VariableTracker
-from capture.variables.builtins import BuiltinVariable, ContainerMethodVariable
+from capture.variables.builtins import BuiltinVariable
+from capture.variables.container_methods import ContainerMethodVariable
 from capture.variables.containers import DictVariable, IteratorVariable, ListVariable, TupleVariable
 from capture.variables.functions import BoundMethodVariable, UserFunctionVariable
 from capture.variables.objects import (
@@ -26,15 +27,15 @@ _LITERAL_TYPES = (bool, int, str, type(None))
 
 def new_object(cls: type, attrs: dict[str, Any]) -> Any:
     """Rebuild an object made in the traced region (attributes set directly, as its __init__ did)."""
-    instance = object.__new__(cls)
+    instance: Any = object.__new__(cls)
     instance.__dict__.update(attrs)
     return instance
 
 
 def make_function(code: types.CodeType, f_globals: dict[str, Any], defaults: tuple[Any, ...],
-                  kwdefaults: dict[str, Any]) -> types.FunctionType:
-    """Rebuild a closure-free function made in the traced region (a lambda, a comprehension)."""
-    fn = types.FunctionType(code, f_globals, code.co_name, defaults or None)
+                  kwdefaults: dict[str, Any], closure: tuple[Any, ...] = ()) -> types.FunctionType:
+    """Rebuild a function made in the traced region (a lambda, a comprehension, a closure over cells)."""
+    fn = types.FunctionType(code, f_globals, code.co_name, defaults or None, closure or None)
     fn.__kwdefaults__ = kwdefaults or None
     fn.__qualname__ = code.co_qualname
     return fn
@@ -93,7 +94,7 @@ class Reconstructor:
         if isinstance(value, NullVariable):
             return self.constant(invoke)
         if isinstance(value, TupleVariable):
-            if value.source is not None and value.cls is None and _unmodified(value):
+            if value.source is not None and value.cls is None:  # tuples are immutable: the same object
                 return value.source.expr()
             inner = "".join(f"{self.expr(item)}, " for item in value.items)
             if value.cls is not None:
@@ -103,15 +104,23 @@ class Reconstructor:
             return f"({inner})"
         if id(value) in self._built:
             return self._built[id(value)]
+        from capture.variables.functions import CellVariable, NestedFunctionVariable, RealCellVariable
         from capture.variables.user_objects import NewObjectVariable
 
-        from capture.variables.functions import NestedFunctionVariable
-
-        if isinstance(value, NestedFunctionVariable) and not value.closure:
+        if isinstance(value, CellVariable):
+            contents = self.expr(value.contents) if value.contents is not None else ""
+            return self._once(value, f"{self.constant(types.CellType)}({contents})")
+        if isinstance(value, RealCellVariable):
+            if value.source is None:
+                return self.constant(value.cell)
+            text = value.source.expr()
+            return text[: -len(".cell_contents")] if text.endswith(".cell_contents") else text
+        if isinstance(value, NestedFunctionVariable):
             defaults = "(" + "".join(f"{self.expr(d)}, " for d in value.defaults) + ")"
             kwdefaults = "{" + ", ".join(f"{k!r}: {self.expr(v)}" for k, v in value.kwdefaults.items()) + "}"
+            closure = "(" + "".join(f"{self.expr(c)}, " for c in value.closure) + ")"
             built = (f"{self.constant(make_function)}({self.constant(value.code)}, {self.constant(value.f_globals)}, "
-                     f"{defaults}, {kwdefaults})")
+                     f"{defaults}, {kwdefaults}, {closure})")
             return f"{wrap_callee}({built})" if wrap_callee else built
         if isinstance(value, NewObjectVariable):
             attrs = "{" + ", ".join(f"{k!r}: {self.expr(v)}" for k, v in value.attrs.items()) + "}"
@@ -142,6 +151,10 @@ class Reconstructor:
             return value.source.expr() if value.source is not None else self.constant(value.fn)
         if isinstance(value, BuiltinVariable):
             return self.constant(value.fn)
+        from capture.variables.objects import GradModeRestorer, WithExitVariable
+
+        if isinstance(value, WithExitVariable):
+            return f"{self.constant(GradModeRestorer)}({value.previous})"
         if isinstance(value, ConstantMethodVariable):
             return self.constant(value.method)
         if isinstance(value, TensorMethodVariable):
@@ -153,7 +166,3 @@ class Reconstructor:
         if isinstance(value, DeferredAttributeVariable):
             return f"getattr({self.expr(value.owner)}, {value.name!r})"
         raise CannotReconstruct(f"cannot rebuild {value} after a graph break")
-
-
-def _unmodified(value: TupleVariable) -> bool:
-    return True

@@ -51,6 +51,8 @@ class StoppedAt:
     index: int
     stack: list[VariableTracker]
     locals: dict[str, VariableTracker]
+    grad_blocks: list[Any] = field(default_factory=list)
+    cells: dict[str, VariableTracker] = field(default_factory=dict)
 
 
 @dataclass
@@ -63,6 +65,7 @@ class FirstBreak(Exception):
     user_error: bool
     user_stack: list[UserLocation] = field(default_factory=list)
     resumable: bool = True
+    open_grad_blocks: int = 0
 
 
 class InstructionTranslator:
@@ -79,13 +82,14 @@ class InstructionTranslator:
         self.cells: dict[str, VariableTracker] = dict(cells)
         self.stack: list[VariableTracker] = []
         self.parent = parent
-        self.depth = 0 if parent is None else parent.depth + 1
+        self.depth: int = 0 if parent is None else parent.depth + 1
         self.ip = 0
         self.current = 0
         self.kw_names: tuple[str, ...] = ()
         self.break_point = break_point
         self.visits: dict[int, int] = {}
         self.yielded: list[VariableTracker] | None = None
+        self.grad_blocks: list[Any] = []  # exits of the grad-mode with-blocks open in this frame
         for name in code.co_cellvars:
             if name not in self.cells:
                 self.cells[name] = CellVariable(self.locals.get(name))
@@ -144,9 +148,31 @@ class InstructionTranslator:
         self.ip += 1
         handler = handler_for(instr.name)
         if handler is None:
-            raise Unsupported(unsupported_reason(instr.name) or instr.name,
-                              user_error=instr.name == "RAISE_VARARGS")
-        handler(self, instr)
+            raise Unsupported(unsupported_reason(instr.name) or instr.name)
+        try:
+            handler(self, instr)
+        except Unsupported as error:
+            entry = self.info.try_entries.get(self.current)
+            exception = error.exception
+            cause = error.__cause__
+            if exception is None and isinstance(cause, Exception) and not getattr(error, "from_tensor_op", False):
+                exception = cause  # raised by evaluating the user's Python on real values: eager raises it too
+            if exception is None or entry is None or not error.user_error:
+                raise
+            self._unwind_to(entry, exception)
+
+    def _unwind_to(self, entry: Any, exception: BaseException) -> None:
+        """Continue at the exception handler of `entry`, as CPython's exception table says."""
+        from capture.variables.base import ExceptionVariable
+
+        depth = int(entry.stack_depth)
+        if len(self.stack) < depth:
+            raise Unsupported("exception unwinding below the handler's stack depth")
+        del self.stack[depth:]
+        if entry.push_lasti:
+            self.push(ConstantVariable(self.current))
+        self.push(ExceptionVariable(exception))
+        self.ip = self.info.label_index[entry.target]
 
     def run_root(self) -> VariableTracker | StoppedAt:
         """Run the root frame to its return, or to the break point; raise FirstBreak on a break."""
@@ -156,14 +182,16 @@ class InstructionTranslator:
             self.visits[index] = visit + 1
             if self.break_point is not None and (index, visit) == (self.break_point.index, self.break_point.visit):
                 self.current = index
-                return StoppedAt(index, list(self.stack), dict(self.locals))
+                own_cells = {name: self.cells[name] for name in self.code.co_cellvars if name in self.cells}
+                return StoppedAt(index, list(self.stack), dict(self.locals), list(self.grad_blocks), own_cells)
             try:
                 self.step()
             except ReturnSignal as returned:
                 return returned.value
             except Unsupported as error:
                 stack = getattr(error, "user_stack", None) or self._innermost_stack(error)
-                raise FirstBreak(index, visit, error.reason, error.user_error, stack, error.resumable) from error
+                raise FirstBreak(index, visit, error.reason, error.user_error, stack, error.resumable,
+                                 len(self.grad_blocks)) from error
 
     def _innermost_stack(self, error: Unsupported) -> list[UserLocation]:
         return self.user_stack()
@@ -234,7 +262,7 @@ class InstructionTranslator:
             for child in module_var.iterate(self):
                 output = child.call(self, [output], {})
         else:
-            forward = type(module).forward
+            forward: Any = type(module).forward
             output = BoundMethodVariable(UserFunctionVariable(forward), module_var).call(self, args, kwargs)
         for hook in post_hooks:
             result = self.output.wrap_value(hook, None).call(

@@ -17,11 +17,13 @@ class Unsupported(Exception):
     reproduced by running the instruction in plain Python).
     """
 
-    def __init__(self, reason: str, *, user_error: bool = False, resumable: bool = True) -> None:
+    def __init__(self, reason: str, *, user_error: bool = False, resumable: bool = True,
+                 exception: BaseException | None = None) -> None:
         super().__init__(reason)
         self.reason = reason
         self.user_error = user_error
         self.resumable = resumable
+        self.exception = exception  # the exception eager raises here, when it can be caught in the trace
 
 
 class VariableTracker:
@@ -112,12 +114,41 @@ class NullVariable(VariableTracker):
 
 def is_constant_value(value: object) -> bool:
     """True for values tracked as `ConstantVariable`."""
+    import types
+
     import torch
 
     simple = (type(None), bool, int, float, complex, str, bytes, torch.dtype, torch.device, torch.layout,
-              torch.memory_format, range, slice, type(Ellipsis), type(NotImplemented), torch.Size)
+              torch.memory_format, range, slice, type(Ellipsis), type(NotImplemented), torch.Size, types.CodeType)
     if isinstance(value, simple):
         return True
-    if type(value) in (tuple, frozenset) and all(is_constant_value(v) for v in value):
+    if isinstance(value, (tuple, frozenset)) and type(value) in (tuple, frozenset) and \
+            all(is_constant_value(v) for v in value):
         return True
     return False
+
+
+def class_attribute(cls: type, name: str) -> Any:
+    """`name` as found on `cls` or its bases (no descriptor binding), or None."""
+    for klass in cls.__mro__:
+        if name in klass.__dict__:
+            return klass.__dict__[name]
+    return None
+
+
+class ExceptionVariable(VariableTracker):
+    """An exception object raised (and maybe caught) inside the traced region."""
+
+    def __init__(self, value: BaseException) -> None:
+        self.value = value
+
+    def python_type(self) -> type:
+        return type(self.value)
+
+    def getattr(self, tx: InstructionTranslator, name: str) -> VariableTracker:
+        if name == "args" and all(is_constant_value(a) for a in self.value.args):
+            return ConstantVariable(tuple(self.value.args))
+        raise Unsupported(f"attribute {name!r} of an exception")
+
+    def __repr__(self) -> str:
+        return f"ExceptionVariable({self.value!r})"

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from capture.registry import MARKS
 from capture.sources import AttrSource, ItemSource, Source
-from capture.variables.base import ConstantVariable, VariableTracker, is_constant_value
+from capture.variables.base import ConstantVariable, VariableTracker, class_attribute, is_constant_value
 from capture.variables.builtins import BREAKING_BUILTINS, BUILTIN_HANDLERS, BuiltinVariable
 from capture.variables.containers import DictVariable, ListVariable, TupleVariable
 from capture.variables.functions import UserFunctionVariable
@@ -62,9 +62,9 @@ def wrap_existing(output: OutputGraph, value: Any, source: Source | None) -> Var
             keys = list(value.keys())
             guards.add("DICT_KEYS", source, f"list({source.expr()}.keys()) == {keys!r}",
                        f"keys of {source.expr()} are {keys!r}")
-        items = {k: wrap_existing(output, v, ItemSource(source, k) if source is not None else None)
-                 for k, v in value.items()}
-        return DictVariable(items, source)
+        entries = {k: wrap_existing(output, v, ItemSource(source, k) if source is not None else None)
+                   for k, v in value.items()}
+        return DictVariable(entries, source)
     return wrap_callable_or_object(output, value, source)
 
 
@@ -121,6 +121,10 @@ def classify(value: Any, source: Source | None) -> VariableTracker:
     special = _special_callable(value)
     if special is not None:
         return special
+    from capture.variables.objects import GradModeRestorer, WithExitVariable
+
+    if isinstance(value, GradModeRestorer):
+        return WithExitVariable(value.previous)
     if isinstance(value, type):
         if value in _TORCH_CLASSES_CALLABLE or issubclass(value, torch.nn.Module):
             return TorchFunctionVariable(value, source)
@@ -149,7 +153,7 @@ def classify(value: Any, source: Source | None) -> VariableTracker:
         if isinstance(inner, UserFunctionVariable):
             return BoundMethodVariable(inner, PythonObjectVariable(receiver, None))
         return SkippedFunctionVariable(value, f"call to method {_name(value)}", source)
-    call_method = getattr(type(value), "__call__", None)
+    call_method = class_attribute(type(value), "__call__")
     if isinstance(call_method, types.FunctionType) and not isinstance(value, type):
         from capture.symbolic.output_graph import is_stdlib_or_skipped
 
@@ -166,14 +170,13 @@ def classify(value: Any, source: Source | None) -> VariableTracker:
 def _special_callable(value: Any) -> VariableTracker | None:
     import functools
     import itertools
+    import typing
 
-    from capture.variables.builtins import FunctionalVariable
+    from capture.variables.functional import FunctionalVariable
 
-    try:
-        if value in (functools.partial, functools.reduce, itertools.chain, map, filter):
-            return FunctionalVariable(value)
-    except TypeError:
-        return None
+    if any(value is known for known in (functools.partial, functools.reduce, itertools.chain, map, filter,
+                                         typing.cast)):
+        return FunctionalVariable(value)
     return None
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import builtins
 import operator
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from capture.variables.base import ConstantVariable, Unsupported, VariableTracker, is_constant_value
 from capture.variables.containers import DictVariable, IteratorVariable, ListVariable, TupleVariable
@@ -52,8 +52,13 @@ class BuiltinVariable(VariableTracker):
     def call(self, tx: InstructionTranslator, args: Args, kwargs: Kwargs) -> VariableTracker:
         if self.fn in BREAKING_BUILTINS:
             raise Unsupported(BREAKING_BUILTINS[self.fn])
-        if self.fn in FRAME_BUILTINS:
+        if self.fn in FRAME_BUILTINS and not args:
             raise Unsupported(f"{self.fn.__name__}() inspects the calling frame", resumable=False)
+        if self.fn is builtins.vars and len(args) == 1:
+            from capture.variables.user_objects import NewObjectVariable
+
+            if isinstance(args[0], NewObjectVariable):
+                return DictVariable(dict(args[0].attrs))
         handler = BUILTIN_HANDLERS.get(self.fn)
         if handler is not None:
             return handler(tx, args, kwargs)
@@ -91,6 +96,10 @@ def _fold(fn: Any, args: Args, kwargs: Kwargs) -> VariableTracker:
 def _wrap_result(value: Any) -> VariableTracker:
     if is_constant_value(value):
         return ConstantVariable(value)
+    if isinstance(value, BaseException):
+        from capture.variables.base import ExceptionVariable
+
+        return ExceptionVariable(value)
     if isinstance(value, list):
         return ListVariable([_wrap_result(v) for v in value])
     if isinstance(value, tuple):
@@ -144,7 +153,14 @@ def _class_of(value: VariableTracker) -> Any:
 def _type(tx: InstructionTranslator, args: Args, kwargs: Kwargs) -> VariableTracker:
     if len(args) != 1:
         raise Unsupported("type() with three arguments")
+    from capture.variables.tensor import TensorVariable
+
+    if args[0].source is not None and not isinstance(args[0], TensorVariable):
+        from capture.sources import AttrSource
+
+        return tx.output.wrap_value(args[0].python_type(), AttrSource(args[0].source, "__class__"))
     return tx.output.wrap_value(args[0].python_type(), None)
+
 
 
 @builtin(getattr)
@@ -249,7 +265,20 @@ def _numeric_builtin(fn: Any) -> BuiltinHandler:
             return _fold(fn, args, kwargs)
         if fn is abs and len(args) == 1 and isinstance(args[0], TensorVariable):
             return tx.output.call_graph("call_function", operator.abs, args, {})
-        raise Unsupported(f"{fn.__name__}() of a tensor converts run-time data to a Python value")
+        if fn in (str, repr) and len(args) == 1:
+            from capture.variables.objects import PythonObjectVariable, TorchFunctionVariable
+
+            target = args[0]
+            value = getattr(target, "value", getattr(target, "fn", None))
+            if isinstance(target, (PythonObjectVariable, TorchFunctionVariable)) and isinstance(value, type):
+                return ConstantVariable(fn(value))
+            from capture.variables.base import ExceptionVariable
+
+            if isinstance(target, ExceptionVariable):
+                return ConstantVariable(fn(target.value))
+        if any(isinstance(a, TensorVariable) for a in args):
+            raise Unsupported(f"{fn.__name__}() of a tensor converts run-time data to a Python value")
+        raise Unsupported(f"{fn.__name__}() of {', '.join(repr(a) for a in args)}")
 
     return handler
 
@@ -264,6 +293,11 @@ def _reduce_builtin(fn: Any) -> BuiltinHandler:
             return _sorted(tx, args, kwargs)
         if all(a.is_constant() for a in [*args, *kwargs.values()]):
             return _fold(fn, args, kwargs)
+        if fn in (min, max) and set(kwargs) <= {"key"} and len(args) == 1 and "key" in kwargs:
+            ordered = _sorted(tx, args, {"key": kwargs["key"]}).items  # type: ignore[attr-defined]
+            if not ordered:
+                raise Unsupported(f"{fn.__name__}() arg is an empty sequence", user_error=True)
+            return ordered[0] if fn is min else _last_max(tx, args, kwargs["key"])
         if kwargs:
             raise Unsupported(f"{fn.__name__}() with keyword arguments over traced values")
         if fn is sum:
@@ -282,8 +316,19 @@ def _reduce_builtin(fn: Any) -> BuiltinHandler:
     return handler
 
 
-for _fn in (sum, min, max, any, all, sorted):
-    BUILTIN_HANDLERS[_fn] = _reduce_builtin(_fn)
+for _reducer in (sum, min, max, any, all, sorted):
+    BUILTIN_HANDLERS[_reducer] = _reduce_builtin(_reducer)
+
+
+def _last_max(tx: InstructionTranslator, args: Args, key: VariableTracker) -> VariableTracker:
+    """max(items, key=...): the first item with the largest key, as Python returns it."""
+    items = _items(tx, args[0])
+    keys = [key.call(tx, [item], {}).as_constant() for item in items]
+    best = 0
+    for index in range(1, len(items)):
+        if keys[index] > keys[best]:
+            best = index
+    return items[best]
 
 
 def _sorted(tx: InstructionTranslator, args: Args, kwargs: Kwargs) -> VariableTracker:
@@ -299,109 +344,14 @@ def _sorted(tx: InstructionTranslator, args: Args, kwargs: Kwargs) -> VariableTr
     return ListVariable([items[i] for i in order])
 
 
-class ContainerMethodVariable(VariableTracker):
-    """A method of a traced list, tuple or dict, e.g. `results.append`."""
-
-    def __init__(self, container: VariableTracker, name: str) -> None:
-        self.container = container
-        self.name = name
-
-    def call(self, tx: InstructionTranslator, args: Args, kwargs: Kwargs) -> VariableTracker:
-        container, name = self.container, self.name
-        if isinstance(container, ListVariable):
-            return _list_method(tx, container, name, args, kwargs)
-        if isinstance(container, DictVariable):
-            return _dict_method(tx, container, name, args, kwargs)
-        if isinstance(container, TupleVariable):
-            items = [i.as_constant() for i in container.items]
-            return ConstantVariable(getattr(items, name)(*[a.as_constant() for a in args]))
-        raise Unsupported(f"method {name} of {container}")
-
-
-def _list_method(tx: InstructionTranslator, lst: ListVariable, name: str, args: Args,
-                 kwargs: Kwargs) -> VariableTracker:
-    if name == "append":
-        lst.items.append(args[0])
-    elif name == "extend":
-        lst.items.extend(_items(tx, args[0]))
-    elif name == "insert":
-        lst.items.insert(args[0].as_constant(), args[1])
-    elif name == "pop":
-        item = lst.items.pop(args[0].as_constant() if args else -1)
-        lst.mark_mutated(tx)
-        return item
-    elif name == "clear":
-        lst.items.clear()
-    elif name == "reverse":
-        lst.items.reverse()
-    elif name == "copy":
-        return ListVariable(list(lst.items))
-    elif name == "sort":
-        lst.items = _sorted(tx, [ListVariable(lst.items)], kwargs).items  # type: ignore[attr-defined]
-    elif name in ("index", "count", "remove"):
-        if not all(i.is_constant() for i in lst.items):
-            raise Unsupported(f"list.{name} over tensors")
-        values = [i.as_constant() for i in lst.items]
-        result = getattr(values, name)(args[0].as_constant())
-        if name == "remove":
-            lst.items = [ConstantVariable(v) for v in values]
-            lst.mark_mutated(tx)
-            return ConstantVariable(None)
-        return ConstantVariable(result)
-    else:
-        raise Unsupported(f"list.{name}")
-    lst.mark_mutated(tx)
-    return ConstantVariable(None)
-
-
-def _dict_method(tx: InstructionTranslator, d: DictVariable, name: str, args: Args, kwargs: Kwargs) -> VariableTracker:
-    if name == "items":
-        return ListVariable([TupleVariable([ConstantVariable(k), v]) for k, v in d.items.items()])
-    if name == "keys":
-        return ListVariable([ConstantVariable(k) for k in d.items])
-    if name == "values":
-        return ListVariable(list(d.items.values()))
-    if name == "get":
-        key = args[0].as_constant()
-        return d.items.get(key, args[1] if len(args) > 1 else ConstantVariable(None))
-    if name == "copy":
-        return DictVariable(dict(d.items))
-    if name == "update":
-        if args:
-            other = args[0]
-            if not isinstance(other, DictVariable):
-                raise Unsupported("dict.update with a non-dict")
-            d.items.update(other.items)
-        d.items.update(kwargs)
-    elif name == "pop":
-        key = args[0].as_constant()
-        if key not in d.items and len(args) > 1:
-            return args[1]
-        if key not in d.items:
-            raise Unsupported(f"KeyError: {key!r}", user_error=True)
-        value = d.items.pop(key)
-        d.mark_mutated(tx)
-        return value
-    elif name == "setdefault":
-        key = args[0].as_constant()
-        if key not in d.items:
-            d.items[key] = args[1] if len(args) > 1 else ConstantVariable(None)
-            d.mark_mutated(tx)
-        return d.items[key]
-    elif name == "clear":
-        d.items.clear()
-    else:
-        raise Unsupported(f"dict.{name}")
-    d.mark_mutated(tx)
-    return ConstantVariable(None)
-
-
 @builtin(super)
 def _super(tx: InstructionTranslator, args: Args, kwargs: Kwargs) -> VariableTracker:
     if args:
         if len(args) != 2 or (not args[0].is_constant() and not hasattr(args[0], "value")):
             raise Unsupported("super() with unusual arguments", resumable=False)
-        cls = args[0].as_constant() if args[0].is_constant() else args[0].value
+        cls = args[0].as_constant() if args[0].is_constant() else cast(Any, args[0]).value
+        from capture.variables.functional import SuperVariable
+
         return SuperVariable(cls, args[1])
     cell = tx.cells.get("__class__")
     if cell is None or not tx.code.co_argcount:
@@ -417,82 +367,9 @@ def _super(tx: InstructionTranslator, args: Args, kwargs: Kwargs) -> VariableTra
     receiver = tx.locals.get(tx.code.co_varnames[0])
     if receiver is None:
         raise Unsupported("super(): no receiver", resumable=False)
+    from capture.variables.functional import SuperVariable
+
     return SuperVariable(cls, receiver)
-
-
-class SuperVariable(VariableTracker):
-    """`super()` inside an inlined method: attribute lookups start after `cls` in the MRO."""
-
-    def __init__(self, cls: type, receiver: VariableTracker) -> None:
-        self.cls = cls
-        self.receiver = receiver
-
-    def getattr(self, tx: InstructionTranslator, name: str) -> VariableTracker:
-        import types
-
-        from capture.variables.functions import BoundMethodVariable, UserFunctionVariable
-
-        mro = self.receiver.python_type().__mro__
-        start = mro.index(self.cls) + 1 if self.cls in mro else len(mro)
-        for klass in mro[start:]:
-            if name in klass.__dict__:
-                attribute = klass.__dict__[name]
-                if isinstance(attribute, types.FunctionType):
-                    return BoundMethodVariable(UserFunctionVariable(attribute), self.receiver)
-                if isinstance(attribute, (classmethod, staticmethod)):
-                    break
-                return tx.output.wrap_value(attribute, None)
-        raise Unsupported(f"super().{name}", resumable=False)
-
-
-class FunctionalVariable(VariableTracker):
-    """functools.partial / functools.reduce / itertools.chain / map / filter."""
-
-    def __init__(self, fn: Any) -> None:
-        self.fn = fn
-
-    def call(self, tx: InstructionTranslator, args: Args, kwargs: Kwargs) -> VariableTracker:
-        import functools
-        import itertools
-
-        if self.fn is functools.partial:
-            return PartialVariable(args[0], list(args[1:]), dict(kwargs))
-        if self.fn is functools.reduce:
-            items = _items(tx, args[1])
-            if len(args) > 2:
-                total = args[2]
-            elif items:
-                total, items = items[0], items[1:]
-            else:
-                raise Unsupported("reduce() of empty iterable with no initial value", user_error=True)
-            for item in items:
-                total = args[0].call(tx, [total, item], {})
-            return total
-        if self.fn is itertools.chain:
-            return IteratorVariable([item for a in args for item in _items(tx, a)])
-        if self.fn is map:
-            columns = [_items(tx, a) for a in args[1:]]
-            return IteratorVariable([args[0].call(tx, list(row), {}) for row in zip(*columns)])
-        if self.fn is filter:
-            kept = []
-            for item in _items(tx, args[1]):
-                test = item if args[0].is_constant() and args[0].as_constant() is None else args[0].call(tx, [item], {})
-                if test.truth(tx):
-                    kept.append(item)
-            return IteratorVariable(kept)
-        raise Unsupported(f"{self.fn}")
-
-
-class PartialVariable(VariableTracker):
-    """functools.partial(fn, *args, **kwargs) made in the traced region."""
-
-    def __init__(self, fn: VariableTracker, args: Args, kwargs: Kwargs) -> None:
-        self.fn = fn
-        self.args = args
-        self.kwargs = kwargs
-
-    def call(self, tx: InstructionTranslator, args: Args, kwargs: Kwargs) -> VariableTracker:
-        return self.fn.call(tx, [*self.args, *args], {**self.kwargs, **kwargs})
 
 
 @builtin(object.__setattr__)
@@ -504,3 +381,14 @@ def _object_setattr(tx: InstructionTranslator, args: Args, kwargs: Kwargs) -> Va
         raise Unsupported("object.__setattr__ on an existing object")
     target.attrs[name.as_constant()] = value
     return ConstantVariable(None)
+
+
+@builtin(setattr)
+def _setattr(tx: InstructionTranslator, args: Args, kwargs: Kwargs) -> VariableTracker:
+    from capture.variables.user_objects import NewObjectVariable
+
+    target, name, value = args
+    if isinstance(target, NewObjectVariable):
+        target.setattr(tx, name.as_constant(), value)
+        return ConstantVariable(None)
+    raise Unsupported("builtin setattr() on an existing object")

@@ -38,10 +38,14 @@ class TupleVariable(VariableTracker):
         fields = _fields_of(self.cls) if self.cls is not None else None
         if fields and name in fields:
             return self.items[list(fields).index(name)]
-        from capture.variables.builtins import ContainerMethodVariable
+        from capture.variables.container_methods import ContainerMethodVariable
 
         if name in ("index", "count"):
             return ContainerMethodVariable(self, name)
+        if fields and name in ("_asdict", "_replace", "_fields"):
+            if name == "_fields":
+                return ConstantVariable(tuple(fields))
+            return NamedTupleMethodVariable(self, list(fields), name)
         raise Unsupported(f"attribute {name!r} of a tuple")
 
     def __repr__(self) -> str:
@@ -89,7 +93,7 @@ class ListVariable(VariableTracker):
             tx.output.side_effects.track_container(self)
 
     def getattr(self, tx: InstructionTranslator, name: str) -> VariableTracker:
-        from capture.variables.builtins import ContainerMethodVariable
+        from capture.variables.container_methods import ContainerMethodVariable
 
         if name in ("append", "extend", "pop", "insert", "index", "count", "clear", "reverse", "copy", "remove", "sort"):
             return ContainerMethodVariable(self, name)
@@ -123,7 +127,7 @@ class DictVariable(VariableTracker):
             tx.output.side_effects.track_container(self)
 
     def getattr(self, tx: InstructionTranslator, name: str) -> VariableTracker:
-        from capture.variables.builtins import ContainerMethodVariable
+        from capture.variables.container_methods import ContainerMethodVariable
 
         if name in ("items", "keys", "values", "get", "update", "pop", "setdefault", "clear", "copy"):
             return ContainerMethodVariable(self, name)
@@ -159,3 +163,23 @@ class IteratorVariable(VariableTracker):
 
     def __repr__(self) -> str:
         return f"IteratorVariable({self.remaining()})"
+
+
+class NamedTupleMethodVariable(VariableTracker):
+    """`nt._asdict()` and `nt._replace(**changes)` of a traced named tuple."""
+
+    def __init__(self, value: TupleVariable, fields: list[str], name: str) -> None:
+        self.value = value
+        self.fields = fields
+        self.name = name
+
+    def call(self, tx: InstructionTranslator, args: list[VariableTracker],
+             kwargs: dict[str, VariableTracker]) -> VariableTracker:
+        current = dict(zip(self.fields, self.value.items))
+        if self.name == "_asdict":
+            return DictVariable(current)
+        unknown = set(kwargs) - set(self.fields)
+        if unknown or args:
+            raise Unsupported(f"_replace() got unexpected field names {sorted(unknown)}", user_error=True)
+        current.update(kwargs)
+        return TupleVariable([current[f] for f in self.fields], cls=self.value.cls)

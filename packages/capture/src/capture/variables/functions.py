@@ -47,18 +47,23 @@ class UserFunctionVariable(VariableTracker):
         return types.FunctionType
 
     def getattr(self, tx: InstructionTranslator, name: str) -> VariableTracker:
-        if name in ("__name__", "__qualname__", "__module__"):
+        if name in ("__name__", "__qualname__", "__module__", "__doc__", "__code__"):
             return ConstantVariable(getattr(self.fn, name))
-        raise Unsupported(f"attribute {name!r} of function {self.fn.__qualname__}")
+        try:
+            value = getattr(self.fn, name)
+        except AttributeError as error:
+            raise Unsupported(str(error), user_error=True) from error
+        source = AttrSource(self.source, name) if self.source is not None else None
+        return tx.output.wrap_value(value, source)
 
-    def closure_cells(self) -> list[VariableTracker]:
+    def closure_cells(self, tx: InstructionTranslator) -> list[VariableTracker]:
         """The function's closure cells as trackers (guarded through the function's source)."""
         cells: list[VariableTracker] = []
         for index, cell in enumerate(self.fn.__closure__ or ()):
             source = None
             if self.source is not None:
                 source = ItemSource(AttrSource(self.source, "__closure__"), index)
-            cells.append(RealCellVariable(cell, source))
+            cells.append(tx.output.cell_tracker(cell, source))
         return cells
 
     def call(self, tx: InstructionTranslator, args: list[VariableTracker],
@@ -66,7 +71,7 @@ class UserFunctionVariable(VariableTracker):
         defaults = [tx.output.wrap_value(v, None) for v in (self.fn.__defaults__ or ())]
         kwdefaults = {k: tx.output.wrap_value(v, None) for k, v in (self.fn.__kwdefaults__ or {}).items()}
         bound = bind_arguments(self.fn.__code__, self.fn.__qualname__, defaults, kwdefaults, args, kwargs)
-        return tx.inline_call(self.fn.__code__, self.fn.__globals__, bound, self.closure_cells(),
+        return tx.inline_call(self.fn.__code__, self.fn.__globals__, bound, self.closure_cells(tx),
                               self.fn.__qualname__)
 
     def __repr__(self) -> str:

@@ -6,7 +6,13 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 from capture.sources import AttrSource, ItemSource, Source
-from capture.variables.base import ConstantVariable, Unsupported, VariableTracker, is_constant_value
+from capture.variables.base import (
+    ConstantVariable,
+    Unsupported,
+    VariableTracker,
+    class_attribute,
+    is_constant_value,
+)
 
 if TYPE_CHECKING:
     from capture.symbolic.translator import InstructionTranslator
@@ -14,6 +20,11 @@ if TYPE_CHECKING:
 # Torch callables that answer from trace-time state instead of becoming graph nodes.
 _FOLDABLE_TORCH = {torch.is_tensor, torch.is_floating_point, torch.get_default_dtype, torch.is_grad_enabled,
                    torch.cuda.is_available, torch.device, torch.Size, torch.finfo, torch.iinfo}
+
+
+_IS_EXPORTING = getattr(torch.compiler, "is_exporting", None)
+_COMPILING_QUERIES = {f for f in (getattr(torch.compiler, "is_compiling", None),
+                                  getattr(torch.compiler, "is_dynamo_compiling", None), _IS_EXPORTING) if f}
 
 
 class TorchFunctionVariable(VariableTracker):
@@ -31,6 +42,9 @@ class TorchFunctionVariable(VariableTracker):
         fn = self.fn
         if fn is torch.is_grad_enabled:
             return ConstantVariable(tx.grad_enabled)
+        if fn in _COMPILING_QUERIES:
+            # Code under capture is being compiled; libraries use this to pick compile-friendly paths.
+            return ConstantVariable(tx.output.export if fn is _IS_EXPORTING else True)
         if fn in (torch.is_tensor,) and len(args) == 1:
             from capture.variables.tensor import TensorVariable
 
@@ -113,6 +127,9 @@ class NNModuleVariable(VariableTracker):
         source = AttrSource(self.source, name) if self.source is not None else None
         if name == "training":
             return ConstantVariable(module.training)
+        if name in MODULE_ITERATION_METHODS and name not in module.__dict__ and \
+                getattr(type(module), name, None) is getattr(torch.nn.Module, name, None):
+            return ModuleIterationVariable(self, name)
         if name in module.__dict__.get("_parameters", {}) or name in module.__dict__.get("_buffers", {}):
             value = getattr(module, name)
             if value is None:
@@ -163,6 +180,51 @@ class NNModuleVariable(VariableTracker):
         return f"NNModuleVariable({type(self.module).__name__})"
 
 
+MODULE_ITERATION_METHODS = {"children", "named_children", "modules", "named_modules", "parameters",
+                            "named_parameters", "buffers", "named_buffers"}
+
+
+def _path_source(base: Source | None, dotted: str) -> Source | None:
+    if base is None:
+        return None
+    source = base
+    for part in dotted.split(".") if dotted else []:
+        source = AttrSource(source, part)
+    return source
+
+
+class ModuleIterationVariable(VariableTracker):
+    """`module.children()`, `.named_parameters()`, ...: answered from the real module at trace time."""
+
+    def __init__(self, module_var: NNModuleVariable, name: str) -> None:
+        self.module_var = module_var
+        self.name = name
+
+    def call(self, tx: InstructionTranslator, args: list[VariableTracker],
+             kwargs: dict[str, VariableTracker]) -> VariableTracker:
+        from capture.variables.containers import IteratorVariable, TupleVariable
+
+        const_args = [a.as_constant() for a in args]
+        const_kwargs = {k: v.as_constant() for k, v in kwargs.items()}
+        module, base = self.module_var.module, self.module_var.source
+        named = self.name.startswith("named_")
+        method = self.name if named else f"named_{self.name}"
+        if method == "named_children" and (const_args or const_kwargs):
+            raise Unsupported("children() takes no arguments", user_error=True)
+        items: list[VariableTracker] = []
+        for qualified, value in getattr(module, method)(*const_args, **const_kwargs):
+            source = _path_source(base, qualified)
+            tracker: VariableTracker
+            if isinstance(value, torch.Tensor):
+                tracker = tx.output.module_tensor(value, source, qualified.replace(".", "_") or "p")
+            elif value is module:
+                tracker = self.module_var
+            else:
+                tracker = tx.output.wrap_value(value, source)
+            items.append(TupleVariable([ConstantVariable(qualified), tracker]) if named else tracker)
+        return IteratorVariable(items)
+
+
 class PythonObjectVariable(VariableTracker):
     """Any other Python object reached through a source: attributes are read for real, and guarded."""
 
@@ -192,15 +254,51 @@ class PythonObjectVariable(VariableTracker):
             return BoundMethodVariable(tx.output.wrap_value(value.__func__, None), self)
         return tx.output.wrap_value(value, source)
 
+    def iterate(self, tx: InstructionTranslator) -> list[VariableTracker]:
+        import collections.abc
+        import types
+
+        from capture.symbolic.output_graph import is_stdlib_or_skipped
+
+        value, source = self.value, self.source
+        method = getattr(type(value), "__iter__", None)
+        if isinstance(method, types.FunctionType) and not is_stdlib_or_skipped(method):
+            from capture.variables.functions import UserFunctionVariable
+
+            return UserFunctionVariable(method).call(tx, [self], {}).iterate(tx)
+        if source is not None and isinstance(value, (collections.abc.Sequence, collections.abc.Mapping)):
+            # Read through the source item by item, guarding the length (or the keys).
+            from capture.sources import ItemSource
+
+            expr = source.expr()
+            if isinstance(value, collections.abc.Mapping):
+                keys = list(value.keys())
+                if not all(is_constant_value(k) for k in keys):
+                    raise Unsupported(f"iteration over a {type(value).__name__} with non-constant keys")
+                tx.output.guards.add("MAPPING_KEYS", source, f"list({expr}.keys()) == {keys!r}",
+                                     f"keys of {expr} are {keys!r}")
+                return [ConstantVariable(k) for k in keys]
+            length = len(value)
+            tx.output.guards.add("LENGTH", source, f"len({expr}) == {length}", f"len({expr}) == {length}")
+            return [tx.output.wrap_value(value[i], ItemSource(source, i)) for i in range(length)]
+        raise Unsupported(f"iteration over {type(value).__name__} object")
+
     def call(self, tx: InstructionTranslator, args: list[VariableTracker],
              kwargs: dict[str, VariableTracker]) -> VariableTracker:
         import types
 
-        call_method = getattr(type(self.value), "__call__", None)
+        call_method = class_attribute(type(self.value), "__call__")
         if isinstance(call_method, types.FunctionType) and not isinstance(self.value, type):
             from capture.variables.functions import UserFunctionVariable
 
             return UserFunctionVariable(call_method).call(tx, [self, *args], kwargs)
+        if isinstance(self.value, type) and issubclass(self.value, BaseException):
+            from capture.variables.base import ExceptionVariable
+
+            if not all(a.is_constant() for a in [*args, *kwargs.values()]):
+                raise Unsupported(f"{self.value.__name__}(...) with non-constant arguments")
+            return ExceptionVariable(self.value(*[a.as_constant() for a in args],
+                                                **{k: v.as_constant() for k, v in kwargs.items()}))
         if isinstance(self.value, type):
             from capture.variables.user_objects import construct_user_object
 
@@ -230,7 +328,9 @@ class GradModeVariable(VariableTracker):
         """BEFORE_WITH: switch grad mode; returns the exit callable to push."""
         previous = self.already_entered_from if self.already_entered_from is not None else tx.grad_enabled
         tx.set_grad_enabled(self.enabled)
-        return WithExitVariable(previous)
+        exit_variable = WithExitVariable(previous)
+        tx.grad_blocks.append(exit_variable)
+        return exit_variable
 
     def __repr__(self) -> str:
         return f"GradModeVariable(enabled={self.enabled})"
@@ -245,7 +345,22 @@ class WithExitVariable(VariableTracker):
     def call(self, tx: InstructionTranslator, args: list[VariableTracker],
              kwargs: dict[str, VariableTracker]) -> VariableTracker:
         tx.set_grad_enabled(self.previous)
+        if self in tx.grad_blocks:
+            tx.grad_blocks.remove(self)
         return ConstantVariable(None)
+
+
+class GradModeRestorer:
+    """The `__exit__` of a grad-mode with-block that a graph break cut in two (lives on the resumed stack)."""
+
+    def __init__(self, previous: bool) -> None:
+        self.previous = previous
+
+    def __call__(self, exc_type: Any = None, exc: Any = None, traceback: Any = None) -> None:
+        torch._C._set_grad_enabled(self.previous)
+
+    def __repr__(self) -> str:
+        return f"GradModeRestorer(previous={self.previous})"
 
 
 def wrap_constant_attribute(value: Any) -> VariableTracker:

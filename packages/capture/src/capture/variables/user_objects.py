@@ -6,7 +6,13 @@ import inspect
 import types
 from typing import TYPE_CHECKING, Any
 
-from capture.variables.base import ConstantVariable, Unsupported, VariableTracker, is_constant_value
+from capture.variables.base import (
+    ConstantVariable,
+    Unsupported,
+    VariableTracker,
+    class_attribute,
+    is_constant_value,
+)
 from capture.variables.containers import TupleVariable
 
 if TYPE_CHECKING:
@@ -25,7 +31,11 @@ def _is_plain_user_class(cls: type) -> bool:
     from capture.symbolic.output_graph import SKIPPED_LIBRARIES
 
     module = (cls.__module__ or "").split(".")[0]
-    if module in ("builtins", "torch") or module in SKIPPED_LIBRARIES or type(cls) is not type:
+    import abc
+
+    if module in ("builtins", "torch") or module in SKIPPED_LIBRARIES or type(cls) not in (type, abc.ABCMeta):
+        return False
+    if getattr(cls, "__abstractmethods__", None):
         return False
     for klass in cls.__mro__[:-1]:
         if "__slots__" in klass.__dict__ or klass.__module__ == "builtins":
@@ -42,7 +52,7 @@ def construct_user_object(tx: InstructionTranslator, cls_var: PythonObjectVariab
     if not isinstance(cls, type) or not _is_plain_user_class(cls):
         raise Unsupported(f"call to type object {getattr(cls, '__module__', '')}.{getattr(cls, '__qualname__', cls)}")
     instance = NewObjectVariable(cls)
-    init = cls.__init__
+    init = class_attribute(cls, "__init__")
     if init is object.__init__:
         if args or kwargs:
             raise Unsupported(f"{cls.__name__}() takes no arguments", user_error=True)
@@ -95,12 +105,26 @@ class NewObjectVariable(VariableTracker):
         try:
             static = inspect.getattr_static(self.cls, name)
         except AttributeError:
-            raise Unsupported(f"'{self.cls.__name__}' object has no attribute '{name}'", user_error=True) from None
+            fallback = getattr(self.cls, "__getattr__", None)
+            if isinstance(fallback, types.FunctionType):
+                from capture.variables.functions import UserFunctionVariable
+
+                return UserFunctionVariable(fallback).call(tx, [self, ConstantVariable(name)], {})
+            message = f"'{self.cls.__name__}' object has no attribute '{name}'"
+            raise Unsupported(message, user_error=True) from AttributeError(message)
         return bind_class_attribute(tx, self, self.cls, static, name)
+
+    def iterate(self, tx: InstructionTranslator) -> list[VariableTracker]:
+        method = getattr(self.cls, "__iter__", None)
+        if not isinstance(method, types.FunctionType):
+            raise Unsupported(f"'{self.cls.__name__}' object is not iterable", user_error=True)
+        from capture.variables.functions import UserFunctionVariable
+
+        return UserFunctionVariable(method).call(tx, [self], {}).iterate(tx)
 
     def call(self, tx: InstructionTranslator, args: list[VariableTracker],
              kwargs: dict[str, VariableTracker]) -> VariableTracker:
-        method = getattr(self.cls, "__call__", None)
+        method = class_attribute(self.cls, "__call__")
         if not isinstance(method, types.FunctionType):
             raise Unsupported(f"'{self.cls.__name__}' object is not callable", user_error=True)
         from capture.variables.functions import UserFunctionVariable
@@ -161,8 +185,10 @@ def dunder_call(tx: InstructionTranslator, op_name: str, args: list[VariableTrac
         left_type = left.python_type()
     except Unsupported:
         left_type = None
+    from capture.symbolic.output_graph import is_stdlib_or_skipped
+
     method = getattr(left_type, dunder, None) if left_type is not None else None
-    if isinstance(method, types.FunctionType):
+    if isinstance(method, types.FunctionType) and not is_stdlib_or_skipped(method):
         result = UserFunctionVariable(method).call(tx, list(args), {})
         if not (result.is_constant() and result.as_constant() is NotImplemented):
             return result

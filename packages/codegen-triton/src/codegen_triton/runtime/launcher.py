@@ -172,19 +172,12 @@ def _device_name(device: Any) -> str:
 
 
 def _clone_aliased(args: Sequence[Any], mutated: Sequence[int]) -> list[Any]:
-    """Arguments for benchmarking: tensors that share storage (in-place outputs) or are declared mutated
-    are cloned, so running the kernel many times cannot change the real results."""
+    """Arguments for benchmarking: every tensor is cloned, so running the kernel many times cannot
+    change the real results. (Cloning only declared or storage-sharing arguments was not enough: a
+    kernel reused in place through one pointer, such as BatchNorm's running-stat update, both reads
+    and writes a single argument, and was applied once per benchmark repetition.) `mutated` is kept
+    for callers that declare mutations; every tensor is cloned whatever it says."""
     import torch
 
-    storages: dict[int, int] = {}
-    for arg in args:
-        if isinstance(arg, torch.Tensor):
-            key = arg.untyped_storage().data_ptr()
-            storages[key] = storages.get(key, 0) + 1
-    cloned = list(args)
-    for index, arg in enumerate(args):
-        if not isinstance(arg, torch.Tensor):
-            continue
-        if index in mutated or storages[arg.untyped_storage().data_ptr()] > 1:
-            cloned[index] = arg.clone()
-    return cloned
+    del mutated
+    return [arg.clone() if isinstance(arg, torch.Tensor) else arg for arg in args]

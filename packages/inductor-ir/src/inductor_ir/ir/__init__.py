@@ -1,5 +1,6 @@
 """The define-by-run IR: layouts, nodes, programs, and the tracing handler."""
 
+from inductor_ir.ir.dtypes import DtypeHandler, DtypeRuleError
 from inductor_ir.ir.layout import Layout, contiguous_strides
 from inductor_ir.ir.nodes import (
     Buffer,
@@ -20,6 +21,8 @@ from inductor_ir.ir.tracing import MemoryDep, ReadsWrites, TracingHandler, trace
 __all__ = [
     "Buffer",
     "ComputedBuffer",
+    "DtypeHandler",
+    "DtypeRuleError",
     "ExternKernel",
     "FallbackKernel",
     "IRNode",

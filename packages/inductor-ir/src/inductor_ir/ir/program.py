@@ -8,6 +8,7 @@ from typing import Any
 import sympy
 import torch
 
+from inductor_ir.ir.dtypes import DtypeHandler, DtypeRuleError
 from inductor_ir.ir.nodes import (
     Buffer,
     ComputedBuffer,
@@ -19,6 +20,7 @@ from inductor_ir.ir.nodes import (
     ReinterpretView,
 )
 from inductor_ir.ir.tracing import trace_body
+from inductor_ir.ops_handler import set_ops_handler
 from inductor_ir.symbolic import index_symbol
 
 __all__ = ["Program", "SizeSource", "format_buffer"]
@@ -95,6 +97,42 @@ class Program:
         """A concrete value of a size expression, using the example inputs' sizes."""
         value = sympy.sympify(expr).xreplace(self.size_hints)
         return int(value)
+
+    def check(self) -> None:
+        """Verify the IR's invariants; raises ``AssertionError`` naming the first broken one.
+
+        Names are unique; each computed buffer's ranges match its layout, its body loads only
+        inputs, constants and earlier buffers, by ops in the closed vocabulary, and keeps the
+        vocabulary's dtype rules (:class:`~inductor_ir.ir.dtypes.DtypeHandler`).
+        """
+        seen = {b.name for b in self.input_buffers()}
+        dtypes = {b.name: b.layout.dtype for b in (*self.input_buffers(), *self.buffers)}
+        for buf in self.buffers:
+            assert buf.name not in seen, f"buffer {buf.name} defined twice"
+            if isinstance(buf, ComputedBuffer):
+                data = buf.data
+                assert len(data.ranges) == len(buf.layout.size), f"{buf.name}: ranges {data.ranges} vs {buf.layout}"
+                index = [index_symbol("i", k) for k in range(len(data.ranges))]
+                if isinstance(data, Pointwise):
+                    trace = trace_body(buf.store_pointwise, index, text=False)
+                else:
+                    rindex = [index_symbol("r", k) for k in range(len(data.reduction_ranges))]
+                    trace = trace_body(buf.store_reduction, index, rindex, text=False)
+                for dep in trace.deps.reads:
+                    assert dep.name in seen, f"{buf.name} loads {dep.name} before it is defined"
+                assert [d.name for d in trace.deps.writes] == [buf.name], f"{buf.name} must store itself once"
+                with set_ops_handler(DtypeHandler(dtypes)):
+                    try:
+                        if isinstance(data, Pointwise):
+                            buf.store_pointwise(index)
+                        else:
+                            buf.store_reduction(index, rindex)
+                    except DtypeRuleError as error:
+                        raise AssertionError(f"{buf.name} ({', '.join(data.origins)}): {error}") from None
+            seen.add(buf.name)
+        for out in self.outputs:
+            name = out.data.name if isinstance(out, ReinterpretView) else getattr(out, "name", None)
+            assert name is None or name in seen, f"output {name} is not defined"
 
     def __str__(self) -> str:
         parts = [format_buffer(item) for item in self.graph_inputs if isinstance(item, InputBuffer)]

@@ -1,9 +1,9 @@
 """Lowerings from ATen ops to IR, registered per op family beside their definitions.
 
-Importing this package fills ``LOWERINGS``; ``lowered_ops()`` lists what is covered.
+Importing this package fills ``LOWERINGS`` (``OpOverload`` -> lowering function).
 """
 
-from inductor_ir.lowering import creation, extern, indexing, misc, pointwise, reductions, views  # noqa: F401
+from inductor_ir.lowering import creation, extern, indexing, misc, pointwise, pooling, reductions, views  # noqa: F401
 from inductor_ir.lowering.registry import LOWERINGS, Lowering, LoweringContext, NotLowerable, lowering
 
 __all__ = ["LOWERINGS", "Lowering", "LoweringContext", "NotLowerable", "lowering"]

@@ -23,10 +23,18 @@ __all__ = [
     "is_float",
     "make_pointwise",
     "promote_dtypes",
+    "require_same_device",
 ]
 
 Scalar = bool | int | float
 Index = Sequence[sympy.Expr]
+
+
+def require_same_device(*values: Any) -> None:
+    """Raise ``NotLowerable`` unless every IR value is on one device (kernels read one device's memory)."""
+    devices = {v.device for v in values if isinstance(v, IRNode)}
+    if len(devices) > 1:
+        raise NotLowerable(f"operands on several devices: {sorted(devices)}")
 
 
 def is_float(dtype: torch.dtype) -> bool:
@@ -114,6 +122,22 @@ def expand_loader(value: IRNode, out_size: Sequence[sympy.Expr]) -> Callable[[In
     return load
 
 
+def _operand_loader(value: Any, out_size: Sequence[sympy.Expr], compute_dtype: torch.dtype) -> Callable[[Index], Any]:
+    """A loader of one operand (IR value or scalar) converted to ``compute_dtype``."""
+    if isinstance(value, IRNode):
+        load, src = expand_loader(value, out_size), value.dtype
+
+        def load_tensor(index: Index) -> Any:
+            return convert(load(index), compute_dtype, src)
+
+        return load_tensor
+
+    def load_scalar(index: Index) -> Any:
+        return const(value, compute_dtype)
+
+    return load_scalar
+
+
 def make_pointwise(
     ctx: LoweringContext,
     fn: Callable[..., Any],
@@ -136,17 +160,13 @@ def make_pointwise(
     if not tensors:
         raise NotLowerable("no tensor operand")
     device = tensors[0].device
-    if any(t.device != device for t in tensors if t.get_size()):
+    if any(t.device != device for t in tensors):
+        # e.g. a 0-d CPU tensor in a CUDA op: a kernel cannot read it; ATen handles it.
         raise NotLowerable("operands on several devices")
     out_size = tuple(size) if size is not None else broadcast_shapes(*(t.get_size() for t in tensors))
     loaders: list[Callable[[Index], Any]] = []
     for value in inputs:
-        if isinstance(value, IRNode):
-            load = expand_loader(value, out_size)
-            src = value.dtype
-            loaders.append(lambda index, load=load, src=src: convert(load(index), compute_dtype, src))
-        else:
-            loaders.append(lambda index, value=value: const(value, compute_dtype))
+        loaders.append(_operand_loader(value, out_size, compute_dtype))
 
     def inner_fn(index: Index) -> Any:
         result = fn(*[load(index) for load in loaders])

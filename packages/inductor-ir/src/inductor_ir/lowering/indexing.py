@@ -9,9 +9,16 @@ import sympy
 import torch
 
 from inductor_ir.ir.nodes import IRNode, Pointwise
-from inductor_ir.lowering.common import broadcast_shapes, convert, expand_loader, promote_dtypes
+from inductor_ir.lowering.common import (
+    broadcast_shapes,
+    convert,
+    expand_loader,
+    promote_dtypes,
+    require_same_device,
+)
 from inductor_ir.lowering.registry import LoweringContext, NotLowerable, lowering
 from inductor_ir.ops_handler import ops
+from inductor_ir.symbolic import FloorDiv
 
 aten = torch.ops.aten
 Index = Sequence[sympy.Expr]
@@ -24,6 +31,7 @@ def cat(ctx: LoweringContext, tensors: Sequence[IRNode], dim: int = 0) -> Pointw
     parts = [t for t in tensors if not (len(t.get_size()) == 1 and t.get_size()[0] == 0)]
     if not parts:
         raise NotLowerable("cat of empty tensors")
+    require_same_device(*parts)
     ndim = len(parts[0].get_size())
     dim = dim % ndim
     dtype = ctx.out_dtype(promote_dtypes(*parts))
@@ -100,6 +108,7 @@ def _indirect(value: Any, dtype: torch.dtype, size: sympy.Expr) -> sympy.Symbol:
 def embedding(ctx: LoweringContext, weight: IRNode, indices: IRNode, padding_idx: int = -1,
               scale_grad_by_freq: bool = False, sparse: bool = False) -> Pointwise:  # fmt: skip
     """``weight[indices]``: rows picked by data."""
+    require_same_device(weight, indices)
     wsize = weight.get_size()
     isize = indices.get_size()
     wload, iload, idtype = weight.make_loader(), indices.make_loader(), indices.dtype
@@ -114,6 +123,7 @@ def embedding(ctx: LoweringContext, weight: IRNode, indices: IRNode, padding_idx
 @lowering(aten.index_select.default)
 def index_select(ctx: LoweringContext, x: IRNode, dim: int, index: IRNode) -> Pointwise:
     """Slices of ``x`` along ``dim`` at the positions in ``index``."""
+    require_same_device(x, index)
     size = list(x.get_size())
     if not size:
         raise NotLowerable("index_select of a scalar")
@@ -135,6 +145,7 @@ def index_select(ctx: LoweringContext, x: IRNode, dim: int, index: IRNode) -> Po
 @lowering(aten.gather.default)
 def gather(ctx: LoweringContext, x: IRNode, dim: int, index: IRNode, *, sparse_grad: bool = False) -> Pointwise:
     """``out[i][j] = x[index[i][j]][j]`` (for ``dim=0``), any rank."""
+    require_same_device(x, index)
     size = list(x.get_size())
     if not size:
         raise NotLowerable("gather of a scalar")
@@ -159,6 +170,7 @@ def index(ctx: LoweringContext, x: IRNode, indices: Sequence[IRNode | None]) -> 
     if not present or any(t.dtype == torch.bool for t in indices if t is not None):  # type: ignore[union-attr]
         raise NotLowerable("boolean or empty index")
     tensors = [indices[k] for k in present]
+    require_same_device(x, *tensors)
     bshape = list(broadcast_shapes(*(t.get_size() for t in tensors)))  # type: ignore[union-attr]
     adjacent = present == list(range(present[0], present[-1] + 1))
     before = present[0] if adjacent else 0
@@ -190,3 +202,60 @@ def index(ctx: LoweringContext, x: IRNode, indices: Sequence[IRNode | None]) -> 
         return xload(full)
 
     return Pointwise(inner, tuple(out), x.dtype, x.device, (ctx.origin,))
+
+
+lowering(aten._unsafe_index.Tensor)(index)
+
+
+def _scatter_into(ctx: LoweringContext, x: IRNode, src: IRNode, inside: Any, src_index: Any) -> Pointwise:
+    """``src`` where ``inside(index)`` holds (read at ``src_index(index)``), else ``x``."""
+    require_same_device(x, src)
+    xload, sload, sdtype = x.make_loader(), src.make_loader(), src.dtype
+
+    def inner(idx: Index) -> Any:
+        mask = inside(idx)
+        value = ops.masked(mask, lambda: convert(sload(src_index(idx)), x.dtype, sdtype), _zero(x.dtype))
+        return ops.where(mask, value, xload(idx))
+
+    return Pointwise(inner, x.get_size(), x.dtype, x.device, (ctx.origin,))
+
+
+@lowering(aten.slice_scatter.default)
+def slice_scatter(ctx: LoweringContext, x: IRNode, src: IRNode, dim: int = 0, start: Any = None, end: Any = None,
+                  step: int = 1) -> Pointwise:  # fmt: skip
+    """``x`` with ``x[..., start:end:step, ...] = src``."""
+    from inductor_ir.lowering.views import _normalize
+
+    size = x.get_size()
+    dim = dim % len(size)
+    begin = _normalize(start, size[dim], sympy.Integer(0))
+    length = src.get_size()[dim]
+
+    def inside(idx: Index) -> Any:
+        i = ops.index_expr(idx[dim], torch.int64)
+        offset = ops.sub(i, ops.index_expr(begin, torch.int64))
+        ok = ops.logical_and(ops.ge(offset, ops.constant(0, torch.int64)),
+                             ops.lt(offset, ops.index_expr(length * step, torch.int64)))  # fmt: skip
+        if step != 1:
+            ok = ops.logical_and(ok, ops.eq(ops.remainder(offset, ops.constant(step, torch.int64)), ops.constant(0, torch.int64)))
+        return ok
+
+    def src_index(idx: Index) -> list[Any]:
+        shifted = list(idx)
+        shifted[dim] = (idx[dim] - begin) if step == 1 else FloorDiv(idx[dim] - begin, step)
+        return shifted
+
+    return _scatter_into(ctx, x, src, inside, src_index)
+
+
+@lowering(aten.select_scatter.default)
+def select_scatter(ctx: LoweringContext, x: IRNode, src: IRNode, dim: int, position: int) -> Pointwise:
+    """``x`` with ``x[..., position, ...] = src``."""
+    size = x.get_size()
+    dim = dim % len(size)
+    pos = sympy.Integer(position) if position >= 0 else size[dim] + position
+
+    def inside(idx: Index) -> Any:
+        return ops.eq(ops.index_expr(idx[dim], torch.int64), ops.index_expr(pos, torch.int64))
+
+    return _scatter_into(ctx, x, src, inside, lambda idx: list(idx[:dim]) + list(idx[dim + 1 :]))

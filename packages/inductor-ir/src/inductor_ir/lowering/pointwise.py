@@ -14,11 +14,13 @@ from inductor_ir.lowering.common import (
     expand_loader,
     make_pointwise,
     promote_dtypes,
+    require_same_device,
 )
 from inductor_ir.lowering.registry import LoweringContext, NotLowerable, lowering
 from inductor_ir.ops_handler import ops
 
 aten = torch.ops.aten
+_op: Any
 
 # -- unary ops that compute in floating point (integers are promoted to the default float) ------
 _FLOAT_UNARY = {
@@ -193,14 +195,11 @@ def pow_scalar(ctx: LoweringContext, a: Any, b: IRNode) -> Pointwise:
 def bitwise_not(ctx: LoweringContext, x: IRNode) -> Pointwise:
     """~x, or ``not x`` (logical_not always returns bool)."""
     if ctx.origin == "logical_not":
-        return make_pointwise(ctx, _truthy_not, [x], compute_dtype=x.dtype, result_dtype=torch.bool, out_dtype=ctx.out_dtype(torch.bool))
+        # Operands of logical ops are bool: convert (x != 0) first.
+        return make_pointwise(ctx, ops.logical_not, [x], compute_dtype=torch.bool, out_dtype=ctx.out_dtype(torch.bool))
     if x.dtype.is_floating_point:
         raise NotLowerable("bitwise_not of float")
     return make_pointwise(ctx, ops.bitwise_not, [x], compute_dtype=x.dtype)
-
-
-def _truthy_not(a: Any) -> Any:
-    return ops.logical_not(a)
 
 
 _LOGICAL = {aten.logical_and: "logical_and", aten.logical_or: "logical_or", aten.logical_xor: "logical_xor"}
@@ -255,6 +254,7 @@ for _op, _name in _COMPARE.items():
 def where(ctx: LoweringContext, condition: IRNode, a: Any, b: Any) -> Pointwise:
     """``a`` where ``condition`` else ``b``."""
     dtype = ctx.out_dtype(promote_dtypes(a, b))
+    require_same_device(condition, a, b)
     size = broadcast_shapes(*(v.get_size() for v in (condition, a, b) if isinstance(v, IRNode)))
     cond_load = expand_loader(condition, size)
     cond_dtype = condition.dtype

@@ -24,7 +24,6 @@ from inductor_ir.ir.layout import Layout, contiguous_strides
 from inductor_ir.ir.nodes import (
     Buffer,
     ComputedBuffer,
-    IndexView,
     IRNode,
     Pointwise,
     Reduction,
@@ -78,8 +77,10 @@ class LoweringContext:
     program: Program
     node: torch.fx.Node | None = None
     inline_op_limit: int = 24
+    max_inline_depth: int = 48
     _counter: itertools.count[int] = field(default_factory=itertools.count)
     _realized: dict[int, Buffer] = field(default_factory=dict)
+    inline_depth: dict[int, int] = field(default_factory=dict)
 
     # -- names and buffers ---------------------------------------------------------------------
     def new_name(self) -> str:
@@ -140,13 +141,16 @@ class LoweringContext:
             return self.realize(Pointwise(result.make_loader(), result.get_size(), result.dtype, result.device))  # type: ignore[return-value]
         return result
 
+    def op_count(self, value: Pointwise) -> int:
+        """How many ops one element of ``value`` runs (its inlined body)."""
+        index = [index_symbol("i", k) for k in range(len(value.ranges))]
+        return trace_body(value.inner_fn, index, text=False).deps.op_count
+
     def should_inline(self, value: IRNode) -> bool:
         """Whether a pointwise value with several users is cheap enough to recompute in each."""
         if not isinstance(value, Pointwise):
             return True
-        index = [index_symbol("i", k) for k in range(len(value.ranges))]
-        handler = trace_body(value.inner_fn, index, text=False)
-        return handler.deps.op_count <= self.inline_op_limit
+        return self.op_count(value) <= self.inline_op_limit
 
     def __post_init__(self) -> None:
         self._keepalive: list[IRNode] = []
@@ -161,8 +165,3 @@ def _read_names(buffer: ComputedBuffer) -> tuple[str, ...]:
     else:
         handler = trace_body(data.inner_fn, index, text=False)
     return handler.deps.read_names()
-
-
-def view_of(value: IRNode, size: Sequence[sympy.Expr], reindex: Callable[[Sequence[sympy.Expr]], Sequence[sympy.Expr]]) -> IndexView:
-    """An ``IndexView`` of ``value``: element ``index`` is ``value[reindex(index)]``."""
-    return IndexView(value, tuple(size), reindex)

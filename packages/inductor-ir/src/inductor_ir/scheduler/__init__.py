@@ -6,13 +6,14 @@ topological order of the groups; a ``KernelGroup`` record per fused group; the m
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import sympy
 
-from inductor_ir.backend import KernelBackend, KernelGroup
+from inductor_ir.backend import KernelBackend, KernelGroup, KernelNode
 from inductor_ir.ir.nodes import (
     Buffer,
     ComputedBuffer,
@@ -23,8 +24,9 @@ from inductor_ir.ir.nodes import (
 )
 from inductor_ir.ir.program import Program
 from inductor_ir.scheduler.fusion import fuse_groups
-from inductor_ir.scheduler.groups import Group, SchedulerNode, buffer_record, kernel_nodes
+from inductor_ir.scheduler.groups import Group, SchedulerNode, buffer_record, group_vars, kernel_nodes
 from inductor_ir.scheduler.memory import MemoryPlan, plan_memory
+from inductor_ir.scheduler.merge_dims import DimMerge, merged_body, plan_merges
 
 __all__ = ["ExternStep", "KernelStep", "Schedule", "schedule"]
 
@@ -68,10 +70,22 @@ def _output_names(program: Program) -> set[str]:
     return names
 
 
+def _live_buffers(program: Program) -> set[str]:
+    """Buffers an output depends on, plus calls that mutate their arguments (dead code is dropped)."""
+    live = _output_names(program)
+    for buf in reversed(program.buffers):
+        schema = getattr(getattr(buf, "op", None), "_schema", None)
+        if buf.name in live or bool(getattr(schema, "is_mutable", False)):
+            live.add(buf.name)
+            live.update(buf.read_names())
+    return live
+
+
 def _scheduler_nodes(program: Program) -> list[SchedulerNode]:
     nodes = []
+    live = _live_buffers(program)
     for order, buf in enumerate(program.buffers):
-        if isinstance(buf, InputBuffer):
+        if isinstance(buf, InputBuffer) or buf.name not in live:
             continue
         mutates = isinstance(buf, ExternKernel) and bool(getattr(getattr(buf.op, "_schema", None), "is_mutable", False))
         nodes.append(SchedulerNode(buf, order, frozenset(buf.read_names()), mutates))
@@ -121,6 +135,7 @@ class _GroupRecords:
         self.kept = _output_names(program)
         self.size_symbols = set(program.size_sources)
         self.count = 0
+        self.merge_dims = True
 
     def record(self, group: Group, name: str | None = None) -> KernelGroup:
         written = group.names()
@@ -138,16 +153,25 @@ class _GroupRecords:
                 symbols |= dep.index.free_symbols
         for size in group.pointwise_size + group.reduction_size:
             symbols |= sympy.sympify(size).free_symbols
+        for rec in (*inputs, *outputs, *internal):
+            for expr in (*rec.size, *rec.stride, rec.offset):
+                symbols |= sympy.sympify(expr).free_symbols
         origins = list(dict.fromkeys(o for p in group.placements for o in p.node.origins()))
-        if name is None:
+        final = name is None
+        if final:
             name = "fused_" + "_".join(origins[:4] or ["kernel"]) + f"_{self.count}"
             self.count += 1
+        nodes = kernel_nodes(group)
+        pointwise_size, reduction_size = group.pointwise_size, group.reduction_size
+        if self.merge_dims and final:
+            nodes, pointwise_size, reduction_size = _merge_dims(group, nodes)
+        assert name is not None
         return KernelGroup(
             name=name,
             device=group.device,
-            pointwise_size=group.pointwise_size,
-            reduction_size=group.reduction_size,
-            nodes=kernel_nodes(group),
+            pointwise_size=pointwise_size,
+            reduction_size=reduction_size,
+            nodes=nodes,
             inputs=tuple(inputs),
             outputs=tuple(outputs),
             internal=tuple(internal),
@@ -164,18 +188,22 @@ class _GroupRecords:
         return 0
 
 
-def schedule(program: Program, backends: Mapping[str, KernelBackend] | None = None, *, fuse: bool = True) -> Schedule:
+def schedule(
+    program: Program, backends: Mapping[str, KernelBackend] | None = None, *, fuse: bool = True, merge_dims: bool = True
+) -> Schedule:
     """Fuse, order and plan memory for a lowered program.
 
     Args:
         program: from :func:`inductor_ir.lower`.
         backends: device type -> backend; asked ``can_fuse_*`` before each fusion.
         fuse: ``False`` gives one kernel per computed buffer (for debugging).
+        merge_dims: collapse contiguous dims of each group's iteration space.
     """
     backends = dict(backends or {})
     nodes = _scheduler_nodes(program)
     groups = [g for g in (Group.single(n) for n in nodes) if g is not None]
     records = _GroupRecords(program, nodes)
+    records.merge_dims = merge_dims
     if fuse:
         groups = fuse_groups(program, groups, backends, lambda g: records.record(g, name="candidate"))
     groups = _topological(groups)
@@ -200,6 +228,18 @@ def schedule(program: Program, backends: Mapping[str, KernelBackend] | None = No
     no_reuse = _aliased_buffers(program)
     memory = plan_memory(program, step_items, reads, writes, records.kept, no_reuse, in_place)
     return Schedule(program, steps, memory, backends)
+
+
+def _merge_dims(group: Group, nodes: tuple[KernelNode, ...]) -> tuple[tuple[KernelNode, ...], tuple[sympy.Expr, ...], tuple[sympy.Expr, ...]]:
+    """Collapse runs of dims that every access indexes like one dim (see ``merge_dims.py``)."""
+    xs, rs = group_vars(group.pointwise_size, group.reduction_size)
+    deps = [dep for p in group.placements for dep in p.reads + p.writes]
+    pw = DimMerge(group.pointwise_size, plan_merges(deps, xs, group.pointwise_size), "x")
+    rd = DimMerge(group.reduction_size, plan_merges(deps, rs, group.reduction_size), "r")
+    if pw.trivial and rd.trivial:
+        return nodes, group.pointwise_size, group.reduction_size
+    merged = tuple(dataclasses.replace(node, body=merged_body(node.body, pw, rd)) for node in nodes)
+    return merged, pw.merged_sizes, rd.merged_sizes
 
 
 def _in_place_candidates(group: Group) -> dict[str, set[str]]:

@@ -10,12 +10,17 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 import sympy
 
 from inductor_ir.backend import BufferRecord, KernelNode, NodeBody
-from inductor_ir.ir.nodes import Buffer, ComputedBuffer, ExternKernel, InputBuffer, MultiOutput, Pointwise
+from inductor_ir.ir.nodes import (
+    Buffer,
+    ComputedBuffer,
+    ExternKernel,
+    Pointwise,
+    Reduction,
+)
 from inductor_ir.ir.tracing import MemoryDep, trace_body
 
 __all__ = ["Group", "Placement", "SchedulerNode", "buffer_record", "group_vars"]
@@ -251,7 +256,8 @@ def kernel_nodes(group: Group) -> tuple[KernelNode, ...]:
     records = []
     for p in group.placements:
         buf = p.node.buffer
-        reduction_type = buf.data.reduction_type if p.node.is_reduction else None  # type: ignore[union-attr]
+        data = buf.data if isinstance(buf, ComputedBuffer) else None
+        reduction_type = data.reduction_type if isinstance(data, Reduction) else None
         records.append(
             KernelNode(
                 buffer_record(buf),
@@ -264,13 +270,3 @@ def kernel_nodes(group: Group) -> tuple[KernelNode, ...]:
             )
         )
     return tuple(records)
-
-
-def is_input_like(buf: Any) -> bool:
-    """Inputs and constants: never computed by the schedule."""
-    return isinstance(buf, InputBuffer)
-
-
-def is_multi_output(buf: Any) -> bool:
-    """A ``MultiOutput`` selector."""
-    return isinstance(buf, MultiOutput)

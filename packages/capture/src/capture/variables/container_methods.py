@@ -1,0 +1,109 @@
+"""Methods of traced lists, tuples and dicts (append, pop, items, ...)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from capture.variables.base import ConstantVariable, Unsupported, VariableTracker
+from capture.variables.builtins import Args, Kwargs, _items, _sorted
+from capture.variables.containers import DictVariable, ListVariable, TupleVariable
+
+if TYPE_CHECKING:
+    from capture.symbolic.translator import InstructionTranslator
+
+
+class ContainerMethodVariable(VariableTracker):
+    """A method of a traced list, tuple or dict, e.g. `results.append`."""
+
+    def __init__(self, container: VariableTracker, name: str) -> None:
+        self.container = container
+        self.name = name
+
+    def call(self, tx: InstructionTranslator, args: Args, kwargs: Kwargs) -> VariableTracker:
+        container, name = self.container, self.name
+        if isinstance(container, ListVariable):
+            return _list_method(tx, container, name, args, kwargs)
+        if isinstance(container, DictVariable):
+            return _dict_method(tx, container, name, args, kwargs)
+        if isinstance(container, TupleVariable):
+            items = [i.as_constant() for i in container.items]
+            return ConstantVariable(getattr(items, name)(*[a.as_constant() for a in args]))
+        raise Unsupported(f"method {name} of {container}")
+
+
+def _list_method(tx: InstructionTranslator, lst: ListVariable, name: str, args: Args,
+                 kwargs: Kwargs) -> VariableTracker:
+    if name == "append":
+        lst.items.append(args[0])
+    elif name == "extend":
+        lst.items.extend(_items(tx, args[0]))
+    elif name == "insert":
+        lst.items.insert(args[0].as_constant(), args[1])
+    elif name == "pop":
+        item = lst.items.pop(args[0].as_constant() if args else -1)
+        lst.mark_mutated(tx)
+        return item
+    elif name == "clear":
+        lst.items.clear()
+    elif name == "reverse":
+        lst.items.reverse()
+    elif name == "copy":
+        return ListVariable(list(lst.items))
+    elif name == "sort":
+        lst.items = _sorted(tx, [ListVariable(lst.items)], kwargs).items  # type: ignore[attr-defined]
+    elif name in ("index", "count", "remove"):
+        if not all(i.is_constant() for i in lst.items):
+            raise Unsupported(f"list.{name} over tensors")
+        values = [i.as_constant() for i in lst.items]
+        result = getattr(values, name)(args[0].as_constant())
+        if name == "remove":
+            lst.items = [ConstantVariable(v) for v in values]
+            lst.mark_mutated(tx)
+            return ConstantVariable(None)
+        return ConstantVariable(result)
+    else:
+        raise Unsupported(f"list.{name}")
+    lst.mark_mutated(tx)
+    return ConstantVariable(None)
+
+
+def _dict_method(tx: InstructionTranslator, d: DictVariable, name: str, args: Args, kwargs: Kwargs) -> VariableTracker:
+    if name == "items":
+        return ListVariable([TupleVariable([ConstantVariable(k), v]) for k, v in d.items.items()])
+    if name == "keys":
+        return ListVariable([ConstantVariable(k) for k in d.items])
+    if name == "values":
+        return ListVariable(list(d.items.values()))
+    if name == "get":
+        key = args[0].as_constant()
+        return d.items.get(key, args[1] if len(args) > 1 else ConstantVariable(None))
+    if name == "copy":
+        return DictVariable(dict(d.items))
+    if name == "update":
+        if args:
+            other = args[0]
+            if not isinstance(other, DictVariable):
+                raise Unsupported("dict.update with a non-dict")
+            d.items.update(other.items)
+        d.items.update(kwargs)
+    elif name == "pop":
+        key = args[0].as_constant()
+        if key not in d.items and len(args) > 1:
+            return args[1]
+        if key not in d.items:
+            raise Unsupported(f"KeyError: {key!r}", user_error=True)
+        value = d.items.pop(key)
+        d.mark_mutated(tx)
+        return value
+    elif name == "setdefault":
+        key = args[0].as_constant()
+        if key not in d.items:
+            d.items[key] = args[1] if len(args) > 1 else ConstantVariable(None)
+            d.mark_mutated(tx)
+        return d.items[key]
+    elif name == "clear":
+        d.items.clear()
+    else:
+        raise Unsupported(f"dict.{name}")
+    d.mark_mutated(tx)
+    return ConstantVariable(None)

@@ -1,0 +1,225 @@
+"""The arithmetic, math, comparison, logical and bitwise ops of the C++ handler.
+
+Each op prints one C++ expression that reads the same in scalar and vector code (``kiln::`` has
+overloads for both); where the two differ (``&&`` vs ``&`` for bool masks) the op checks
+``self.vector``. :class:`codegen_cpp.codegen.handler.CppOpsHandler` supplies the helpers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+from codegen_cpp.codegen.dtypes import cpp_dtype
+from codegen_cpp.codegen.values import CppValue
+
+__all__ = ["ArithmeticOps"]
+
+_UNARY_MATH = (
+    "exp exp2 expm1 log log2 log10 log1p sqrt rsqrt sin cos tan asin acos atan sinh cosh tanh "
+    "asinh acosh atanh erf erfc lgamma sigmoid floor ceil trunc round reciprocal"
+).split()
+_COMPARISONS = ("eq", "ne", "lt", "le", "gt", "ge")
+
+
+class ArithmeticOps:
+    """Ops computed from values alone (no memory, no loops)."""
+
+    @property
+    def vector(self) -> bool:
+        """Whether values are vectors."""
+        raise NotImplementedError
+
+    def _emit(
+        self, expr: str, dtype: torch.dtype, vector: bool | None = None, uniform: str | None = None
+    ) -> CppValue:
+        raise NotImplementedError
+
+    def _lift(self, value: CppValue) -> str:
+        raise NotImplementedError
+
+    def constant(self, value: bool | int | float, dtype: torch.dtype) -> CppValue:
+        """A literal."""
+        raise NotImplementedError
+
+    def to_dtype(self, x: CppValue, dtype: torch.dtype, src_dtype: torch.dtype | None = None) -> CppValue:
+        """A cast."""
+        raise NotImplementedError
+
+    def _is_float(self, value: CppValue) -> bool:
+        return value.dtype.is_floating_point
+
+    # ------------------------------------------------------------------ arithmetic
+    def _binary(self, op: str, a: CppValue, b: CppValue, dtype: torch.dtype | None = None) -> CppValue:
+        return self._emit(f"({self._lift(a)} {op} {self._lift(b)})", dtype or a.dtype)
+
+    def _call(self, function: str, *args: CppValue, dtype: torch.dtype | None = None) -> CppValue:
+        text = ", ".join(self._lift(a) for a in args)
+        return self._emit(f"{function}({text})", dtype or args[0].dtype)
+
+    def add(self, a: CppValue, b: CppValue) -> CppValue:
+        """a + b (or for bool)."""
+        return self.logical_or(a, b) if a.dtype == torch.bool else self._binary("+", a, b)
+
+    def sub(self, a: CppValue, b: CppValue) -> CppValue:
+        """a - b."""
+        return self._binary("-", a, b)
+
+    def mul(self, a: CppValue, b: CppValue) -> CppValue:
+        """a * b (and for bool)."""
+        return self.logical_and(a, b) if a.dtype == torch.bool else self._binary("*", a, b)
+
+    def truediv(self, a: CppValue, b: CppValue) -> CppValue:
+        """a / b; by a divisor equal in all lanes, a multiplication by its reciprocal (computed once:
+        vector division is several times slower than multiplication)."""
+        if self.vector and b.uniform is not None and a.dtype in (torch.float32, torch.float64):
+            one = "1.0f" if a.dtype == torch.float32 else "1.0"
+            reciprocal = self._emit(f"kiln::splat<{cpp_dtype(a.dtype).vector}>({one} / {b.uniform})", a.dtype)
+            return self._binary("*", a, reciprocal)
+        return self._binary("/", a, b)
+
+    def floordiv(self, a: CppValue, b: CppValue) -> CppValue:
+        """a // b, rounding toward negative infinity."""
+        return self._call("kiln::floordiv", a, b)
+
+    def truncdiv(self, a: CppValue, b: CppValue) -> CppValue:
+        """a / b, rounding toward zero."""
+        if self._is_float(a):
+            return self._emit(f"kiln::trunc({self._lift(a)} / {self._lift(b)})", a.dtype)
+        return self._call("kiln::truncdiv", a, b)
+
+    def remainder(self, a: CppValue, b: CppValue) -> CppValue:
+        """Python a % b."""
+        return self._call("kiln::floormod", a, b)
+
+    def fmod(self, a: CppValue, b: CppValue) -> CppValue:
+        """C fmod(a, b)."""
+        if self._is_float(a):
+            return self._call("kiln::fmod", a, b)
+        return self._binary("%", a, b)
+
+    def pow(self, a: CppValue, b: CppValue) -> CppValue:
+        """a ** b."""
+        return self._call("kiln::pow", a, b)
+
+    def maximum(self, a: CppValue, b: CppValue) -> CppValue:
+        """max(a, b), NaN-propagating."""
+        return self.logical_or(a, b) if a.dtype == torch.bool else self._call("kiln::maximum", a, b)
+
+    def minimum(self, a: CppValue, b: CppValue) -> CppValue:
+        """min(a, b), NaN-propagating."""
+        return self.logical_and(a, b) if a.dtype == torch.bool else self._call("kiln::minimum", a, b)
+
+    def atan2(self, a: CppValue, b: CppValue) -> CppValue:
+        """atan2(a, b)."""
+        return self._call("kiln::atan2", a, b)
+
+    def neg(self, x: CppValue) -> CppValue:
+        """-x."""
+        return self._emit(f"(-{self._lift(x)})", x.dtype)
+
+    def abs(self, x: CppValue) -> CppValue:
+        """|x|."""
+        return x if x.dtype == torch.bool else self._call("kiln::fabs", x)
+
+    def sign(self, x: CppValue) -> CppValue:
+        """-1, 0 or 1."""
+        return x if x.dtype == torch.bool else self._call("kiln::sign", x)
+
+    def relu(self, x: CppValue) -> CppValue:
+        """max(x, 0)."""
+        return self.maximum(x, self.constant(0, x.dtype))
+
+    def isnan(self, x: CppValue) -> CppValue:
+        """x != x."""
+        if not self._is_float(x):
+            return self.constant(False, torch.bool)
+        return self._call("kiln::isnan", x, dtype=torch.bool)
+
+    def isinf(self, x: CppValue) -> CppValue:
+        """|x| == inf."""
+        if not self._is_float(x):
+            return self.constant(False, torch.bool)
+        return self._call("kiln::isinf", x, dtype=torch.bool)
+
+    def signbit(self, x: CppValue) -> CppValue:
+        """Sign bit set (also -0.0)."""
+        if x.dtype == torch.bool:
+            return self.constant(False, torch.bool)
+        return self._call("kiln::signbit", x, dtype=torch.bool)
+
+    # ------------------------------------------------------------------ logical and bitwise
+    def logical_and(self, a: CppValue, b: CppValue) -> CppValue:
+        """a and b."""
+        a, b = self._as_bool(a), self._as_bool(b)
+        return self._binary("&" if self.vector else "&&", a, b, torch.bool)
+
+    def logical_or(self, a: CppValue, b: CppValue) -> CppValue:
+        """a or b."""
+        a, b = self._as_bool(a), self._as_bool(b)
+        return self._binary("|" if self.vector else "||", a, b, torch.bool)
+
+    def logical_xor(self, a: CppValue, b: CppValue) -> CppValue:
+        """a xor b."""
+        a, b = self._as_bool(a), self._as_bool(b)
+        return self._binary("^" if self.vector else "!=", a, b, torch.bool)
+
+    def logical_not(self, x: CppValue) -> CppValue:
+        """not x."""
+        x = self._as_bool(x)
+        return self._emit(f"({'~' if self.vector else '!'}{self._lift(x)})", torch.bool)
+
+    def _as_bool(self, x: CppValue) -> CppValue:
+        return x if x.dtype == torch.bool else self.to_dtype(x, torch.bool, x.dtype)
+
+    def bitwise_and(self, a: CppValue, b: CppValue) -> CppValue:
+        """a & b."""
+        return self._binary("&", a, b)
+
+    def bitwise_or(self, a: CppValue, b: CppValue) -> CppValue:
+        """a | b."""
+        return self._binary("|", a, b)
+
+    def bitwise_xor(self, a: CppValue, b: CppValue) -> CppValue:
+        """a ^ b."""
+        if a.dtype == torch.bool and not self.vector:
+            return self._binary("!=", a, b, torch.bool)
+        return self._binary("^", a, b)
+
+    def bitwise_not(self, x: CppValue) -> CppValue:
+        """~x (not, for bool)."""
+        if x.dtype == torch.bool:
+            return self.logical_not(x)
+        return self._emit(f"(~{self._lift(x)})", x.dtype)
+
+    def left_shift(self, a: CppValue, b: CppValue) -> CppValue:
+        """a << b."""
+        return self._binary("<<", a, b)
+
+    def right_shift(self, a: CppValue, b: CppValue) -> CppValue:
+        """a >> b (arithmetic for signed)."""
+        return self._binary(">>", a, b)
+
+
+def _install_simple_ops() -> None:
+    def unary(name: str) -> Callable[[ArithmeticOps, CppValue], CppValue]:
+        def op(self: ArithmeticOps, x: CppValue) -> CppValue:
+            return self._call(f"kiln::{name}", x)
+
+        op.__doc__ = f"kiln::{name}(x)."
+        return op
+
+    def comparison(name: str) -> Callable[[ArithmeticOps, CppValue, CppValue], CppValue]:
+        def op(self: ArithmeticOps, a: CppValue, b: CppValue) -> CppValue:
+            return self._call(f"kiln::{name}", a, b, dtype=torch.bool)
+
+        op.__doc__ = f"kiln::{name}(a, b), as bool."
+        return op
+
+    for name in _UNARY_MATH:
+        setattr(ArithmeticOps, name, unary(name))
+    for name in _COMPARISONS:
+        setattr(ArithmeticOps, name, comparison(name))
+
+
+_install_simple_ops()

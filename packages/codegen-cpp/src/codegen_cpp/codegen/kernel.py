@@ -1,0 +1,432 @@
+"""The C++ kernel for one fused group: loops, vector loop with scalar tail, OpenMP, reductions.
+
+Loops run over the group's iteration space as planned by codegen/space.py (size-1 dims dropped,
+adjacent dims merged). Pointwise group: the outer loops run in parallel (when the kernel touches
+enough elements), the innermost dimension runs as a vector loop of ``kiln::VEC`` lanes and a
+scalar tail. Reduction group: the pointwise loops run in parallel; inside, each reduction loop
+declares its accumulators, runs its reduction dimensions (the innermost vectorized, with a
+scalar tail) and finishes with the reductions' results and the nodes that follow them. Two
+variants: vectorized across outputs (when loads are contiguous along the last pointwise dim, not
+along the reduction) and split across threads (one big reduction to a single value).
+When a body cannot be vectorized (a store that does not move with the vector index), the whole
+kernel is generated as scalar code.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import sympy
+from codegen_cpp.codegen.dtypes import cpp_dtype
+from codegen_cpp.codegen.handler import BodyScope, CppOpsHandler, CppValue, KernelState, Unvectorizable
+from codegen_cpp.codegen.lanes import VECTOR_LANES, lane_stride
+from codegen_cpp.codegen.printer import cpp_index
+from codegen_cpp.codegen.reduction import combine_partial
+from codegen_cpp.codegen.reuse import MAX_SCRATCH_ELEMENTS, LoopValueReuse
+from codegen_cpp.codegen.space import IterationSpace, plan_space
+from codegen_cpp.config import CppConfig
+from inductor_ir.backend import KernelGroup, KernelNode, KernelSource
+from inductor_ir.ops_handler import set_ops_handler
+
+__all__ = ["VECTOR_LANES", "generate_kernel", "kernel_name"]
+
+_INDENT = "    "
+
+
+def kernel_name(group: KernelGroup) -> str:
+    """``cpp_<group name>``, made a valid C identifier."""
+    return "cpp_" + re.sub(r"\W", "_", group.name)
+
+
+def _indent(lines: Sequence[str], depth: int = 1) -> list[str]:
+    return [_INDENT * depth + line for line in lines]
+
+
+def _product(sizes: Sequence[sympy.Expr]) -> sympy.Expr:
+    return sympy.Mul(*sizes) if sizes else sympy.Integer(1)
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """Decisions made before writing: the vector variable and whether to parallelize."""
+
+    vector_var: sympy.Symbol | None
+    parallel: str | None  # the `if(...)` condition, "" for always, None for never
+    outer: bool = False  # reduction group vectorized across its last pointwise dim
+
+
+class _KernelWriter:
+    def __init__(
+        self,
+        group: KernelGroup,
+        config: CppConfig,
+        space: IterationSpace,
+        vectorize: bool,
+        outer: bool = False,
+    ) -> None:
+        self.group = group
+        self.config = config
+        self.space = space
+        self.xs, self.rs = space.loop_xs, space.loop_rs
+        self.x_sizes, self.r_sizes = list(space.x_sizes), list(space.r_sizes)
+        pointers: dict[str, str] = {}
+        for i, record in enumerate(group.inputs):
+            pointers[record.name] = f"in_ptr{i}"
+        for i, record in enumerate(group.outputs):
+            pointers[record.name] = f"out_ptr{i}"
+        self.state = KernelState(
+            pointers=pointers,
+            storage={r.name: r.dtype for r in group.buffers().values()},
+            internal=frozenset(r.name for r in group.internal),
+        )
+        self.plan = self._plan(vectorize, outer)
+        self.reuse: LoopValueReuse | None = None
+
+    # ------------------------------------------------------------------ planning
+    def _plan(self, vectorize: bool, outer: bool) -> _Plan:
+        group = self.group
+        inner_sizes = self.r_sizes if group.is_reduction and not outer else self.x_sizes
+        inner_vars = self.rs if group.is_reduction and not outer else self.xs
+        vector_var = None
+        if vectorize and self.config.vectorize and inner_sizes:
+            last = sympy.sympify(inner_sizes[-1])
+            if not (last.is_Integer and int(last) < VECTOR_LANES):
+                vector_var = inner_vars[-1]
+        work = _product(self.x_sizes) * _product(self.r_sizes)
+        threshold = self.config.parallel_threshold
+        parallel: str | None
+        if not self.x_sizes:
+            parallel = None
+        elif work.is_Integer:
+            parallel = "" if int(work) >= threshold else None
+        else:
+            parallel = f"{cpp_index(work)} >= {threshold}"
+        return _Plan(vector_var, parallel, outer and vector_var is not None)
+
+    def _pragma(self, collapse: int) -> list[str]:
+        if self.plan.parallel is None or collapse == 0:
+            return []
+        text = "#pragma omp parallel for num_threads(kiln_threads)"
+        if collapse > 1:
+            text += f" collapse({collapse})"
+        if self.plan.parallel:
+            text += f" if({self.plan.parallel})"
+        return [text]
+
+    # ------------------------------------------------------------------ bodies
+    def _run(
+        self,
+        nodes: Sequence[KernelNode],
+        scope: BodyScope,
+        vector_var: sympy.Symbol | None,
+        in_loop: bool,
+    ) -> None:
+        for node in nodes:
+            handler = CppOpsHandler(
+                self.state,
+                scope,
+                vector_var,
+                reduction_vars=self.rs,
+                reduction_sizes=tuple(self.r_sizes),
+                node_name=node.name,
+                reuse=self.reuse if in_loop else None,
+            )
+            with set_ops_handler(handler):
+                node.body(self.space.body_xs, self.space.body_rs if in_loop else ())
+
+    # ------------------------------------------------------------------ loops
+    @staticmethod
+    def _for(var: sympy.Symbol, start: str, end: str, step: int = 1) -> str:
+        increment = f"++{var.name}" if step == 1 else f"{var.name} += {step}"
+        return f"for (int64_t {var.name} = {start}; {var.name} < {end}; {increment})"
+
+    def _nest(self, loops: Sequence[tuple[sympy.Symbol, sympy.Expr]], body: list[str]) -> list[str]:
+        lines = body
+        for var, size in reversed(loops):
+            lines = [self._for(var, "0", cpp_index(size)) + " {", *_indent(lines), "}"]
+        return lines
+
+    def _vector_and_tail(
+        self, var: sympy.Symbol, size: sympy.Expr, vector_body: list[str], scalar_body: list[str]
+    ) -> list[str]:
+        end = f"{var.name}_vec_end"
+        return [
+            "{",
+            _INDENT + f"const int64_t {end} = ({cpp_index(size)}) / {VECTOR_LANES} * {VECTOR_LANES};",
+            _INDENT + self._for(var, "0", end, VECTOR_LANES) + " {",
+            *_indent(vector_body, 2),
+            _INDENT + "}",
+            _INDENT + self._for(var, end, cpp_index(size)) + " {",
+            *_indent(scalar_body, 2),
+            _INDENT + "}",
+            "}",
+        ]
+
+    def _pointwise(self) -> list[str]:
+        group = self.group
+        nodes = group.nodes
+        sizes = self.x_sizes
+        vector_var = self.plan.vector_var
+        scalar_scope = BodyScope(lines=[], pre=[], post=[], values={})
+        if vector_var is None:
+            self._run(nodes, scalar_scope, None, in_loop=False)
+            loops = list(zip(self.xs, sizes))
+            return self._pragma(len(loops)) + self._nest(loops, scalar_scope.lines)
+        vector_scope = BodyScope(lines=[], pre=[], post=[], values={})
+        self._run(nodes, vector_scope, vector_var, in_loop=False)
+        self._run(nodes, scalar_scope, None, in_loop=False)
+        return self._vectorized_loops(sizes, vector_var, vector_scope.lines, scalar_scope.lines)
+
+    def _vectorized_loops(
+        self,
+        sizes: list[sympy.Expr],
+        vector_var: sympy.Symbol,
+        vector_body: list[str],
+        scalar_body: list[str],
+    ) -> list[str]:
+        """Pointwise loops whose last dim runs ``vector_body`` per vector and ``scalar_body`` per tail index."""
+        if len(sizes) == 1:
+            # One dimension: the vector loop itself is what the threads share.
+            end = f"{vector_var.name}_vec_end"
+            return [
+                f"const int64_t {end} = ({cpp_index(sizes[0])}) / {VECTOR_LANES} * {VECTOR_LANES};",
+                *self._pragma(1),
+                self._for(vector_var, "0", end, VECTOR_LANES) + " {",
+                *_indent(vector_body),
+                "}",
+                self._for(vector_var, end, cpp_index(sizes[0])) + " {",
+                *_indent(scalar_body),
+                "}",
+            ]
+        inner = self._vector_and_tail(vector_var, sizes[-1], vector_body, scalar_body)
+        outer = list(zip(self.xs[:-1], sizes[:-1]))
+        return self._pragma(len(outer)) + self._nest(outer, inner)
+
+    def _reduction_loop(
+        self, loop: int, values: dict[str, CppValue], vector_var: sympy.Symbol | None, outer: bool
+    ) -> Callable[[], list[str]]:
+        """Reduction loop ``loop`` for one pointwise index; ``values`` carries results on.
+
+        Returns a function giving its lines: they are assembled once every loop has run, as a
+        later loop may make an earlier one keep a value (see codegen/reuse.py).
+        ``outer``: ``vector_var`` is the last pointwise variable (each lane is one pointwise index,
+        the reduction loops are scalar); else it is the last reduction variable (or None).
+        """
+        if self.reuse is not None:
+            self.reuse.loop = loop
+        group = self.group
+        in_loop = [n for n in group.nodes if n.loop == loop and n.in_reduction_loop]
+        after = [n for n in group.nodes if n.loop == loop and not n.in_reduction_loop]
+        sizes = self.r_sizes
+        pre: list[str] = []
+        post: list[str] = []
+        if outer:
+            scope = BodyScope(lines=[], pre=pre, post=post, values={}, reduced=values)
+            self._run(in_loop, scope, vector_var, in_loop=True)
+            after_scope = BodyScope(lines=post, pre=pre, post=post, values=values, reduced=values)
+            self._run(after, after_scope, vector_var, in_loop=False)
+            loops_body = self._nest(list(zip(self.rs, sizes)), scope.lines) if scope.lines else []
+            return lambda: [f"// reduction loop {loop}", *pre, *loops_body, *post]
+        vector_lines: list[str] = []
+        if vector_var is not None:
+            vector_scope = BodyScope(lines=[], pre=pre, post=[], values={}, reduced=dict(values))
+            self._run(in_loop, vector_scope, vector_var, in_loop=True)
+            vector_lines = vector_scope.lines
+        scalar_scope = BodyScope(lines=[], pre=pre, post=post, values={}, reduced=values)
+        self._run(in_loop, scalar_scope, None, in_loop=True)
+        after_scope = BodyScope(lines=post, pre=pre, post=post, values=values, reduced=values)
+        self._run(after, after_scope, None, in_loop=False)
+        split = self._split_condition()
+        scalar_lines = scalar_scope.lines
+        if split is not None:
+            lines = self._split_reduction_loop(loop, split, pre, vector_var, vector_lines, scalar_lines, post)
+            return lambda: lines
+
+        def assemble() -> list[str]:
+            if vector_var is None:
+                loops_body = self._nest(list(zip(self.rs, sizes)), scalar_lines)
+            else:
+                inner = self._vector_and_tail(vector_var, sizes[-1], vector_lines, scalar_lines)
+                loops_body = self._nest(list(zip(self.rs[:-1], sizes[:-1])), inner)
+            return [f"// reduction loop {loop}", *pre, *loops_body, *post]
+
+        return assemble
+
+    def _split_condition(self) -> str | None:
+        """For one big reduction to a scalar: the ``if`` of the thread split ("" always, None never)."""
+        if self.xs or not self.rs or self.group.num_loops != 1:
+            return None
+        if any(n.reduction_type in ("argmax", "argmin") for n in self.group.nodes):
+            return None
+        work = _product(self.r_sizes)
+        threshold = self.config.parallel_threshold
+        if work.is_Integer:
+            return "" if int(work) >= threshold else None
+        return f"{cpp_index(work)} >= {threshold}"
+
+    def _split_reduction_loop(
+        self,
+        loop: int,
+        condition: str,
+        pre: list[str],
+        vector_var: sympy.Symbol | None,
+        vector_lines: list[str],
+        scalar_lines: list[str],
+        post: list[str],
+    ) -> list[str]:
+        """A reduction to one value, split across threads: each thread reduces a share of the range
+        into private accumulators (``accN_t``), which are then folded into the shared ones."""
+        partials = self.state.combinable
+        names = "|".join(re.escape(a) for a in sorted(partials, key=len, reverse=True))
+        pattern = re.compile(rf"\b({names})\b")
+
+        def private(lines: list[str]) -> list[str]:
+            return [pattern.sub(r"\1_t", line) for line in lines] if partials else list(lines)
+
+        sizes = self.r_sizes
+        if vector_var is not None and len(self.rs) == 1:
+            end = f"{vector_var.name}_vec_end"
+            loops = [
+                f"const int64_t {end} = ({cpp_index(sizes[0])}) / {VECTOR_LANES} * {VECTOR_LANES};",
+                "#pragma omp for nowait",
+                self._for(vector_var, "0", end, VECTOR_LANES) + " {",
+                *_indent(private(vector_lines)),
+                "}",
+                "#pragma omp single nowait",
+                self._for(vector_var, end, cpp_index(sizes[0])) + " {",
+                *_indent(private(scalar_lines)),
+                "}",
+            ]
+        else:
+            if vector_var is None:
+                nest = self._nest(list(zip(self.rs, sizes)), private(scalar_lines))
+            else:
+                inner = self._vector_and_tail(
+                    vector_var, sizes[-1], private(vector_lines), private(scalar_lines)
+                )
+                nest = self._nest(list(zip(self.rs[:-1], sizes[:-1])), inner)
+            loops = ["#pragma omp for nowait", *nest]
+        combine = [combine_partial(kind, acc, f"{acc}_t", vector) for acc, (kind, vector) in partials.items()]
+        pragma = "#pragma omp parallel num_threads(kiln_threads)" + (f" if({condition})" if condition else "")
+        return [
+            f"// reduction loop {loop}, split across threads",
+            *pre,
+            pragma,
+            "{",
+            *_indent(private(pre)),
+            *_indent(loops),
+            _INDENT + "#pragma omp critical",
+            _INDENT + "{",
+            *_indent(combine, 2),
+            _INDENT + "}",
+            "}",
+            *post,
+        ]
+
+    def _reduction_body(self, vector_var: sympy.Symbol | None, outer: bool) -> list[str]:
+        values: dict[str, CppValue] = {}
+        self.reuse = self._make_reuse(vector_var, outer)
+        parts = [
+            self._reduction_loop(loop, values, vector_var, outer) for loop in range(self.group.num_loops)
+        ]
+        declarations = self.reuse.declarations if self.reuse is not None else []
+        self.reuse = None
+        return [*declarations, *(line for part in parts for line in part())]
+
+    def _make_reuse(self, vector_var: sympy.Symbol | None, outer: bool) -> LoopValueReuse | None:
+        """Scratch reuse for a vectorized kernel of several reduction loops over a short static range."""
+        size = _product(self.r_sizes)
+        if outer or vector_var is None or self.group.num_loops < 2 or not size.is_Integer:
+            return None
+        if int(size) > MAX_SCRATCH_ELEMENTS:
+            return None
+        index: sympy.Expr = sympy.Integer(0)
+        stride: sympy.Expr = sympy.Integer(1)
+        for var, extent in reversed(list(zip(self.rs, self.r_sizes))):
+            index += var * stride
+            stride *= extent
+        return LoopValueReuse(size=int(size), index=cpp_index(sympy.expand(index)))
+
+    def _reduction(self) -> list[str]:
+        sizes = self.x_sizes
+        vector_var = self.plan.vector_var
+        if not self.plan.outer:
+            body = self._reduction_body(vector_var, outer=False)
+            loops = list(zip(self.xs, sizes))
+            return self._pragma(len(loops)) + self._nest(loops, body)
+        assert vector_var is not None
+        vector_body = self._reduction_body(vector_var, outer=True)
+        scalar_body = self._reduction_body(None, outer=False)
+        return self._vectorized_loops(sizes, vector_var, vector_body, scalar_body)
+
+    # ------------------------------------------------------------------ the function
+    def signature(self, name: str) -> str:
+        """``extern "C" void name(const float* __restrict__ in_ptr0, ..., const int64_t s0, int threads)``."""
+        params: list[str] = []
+        for record in self.group.inputs:
+            storage = cpp_dtype(record.dtype).storage
+            params.append(f"const {storage}* __restrict__ {self.state.pointers[record.name]}")
+        for record in self.group.outputs:
+            storage = cpp_dtype(record.dtype).storage
+            params.append(f"{storage}* __restrict__ {self.state.pointers[record.name]}")
+        params += [f"const int64_t {symbol.name}" for symbol in self.group.size_symbols]
+        params.append("const int kiln_threads")  # OpenMP threads, passed by CppKernel on every call
+        joined = (",\n" + " " * (len(name) + 17)).join(params)
+        return f'extern "C" void {name}({joined})'
+
+    def write(self) -> str:
+        body = self._reduction() if self.group.is_reduction else self._pointwise()
+        name = kernel_name(self.group)
+        return "\n".join([self.signature(name), "{", *_indent(body), "}", ""])
+
+
+def _contiguous_in(index: sympy.Expr, var: sympy.Symbol) -> bool:
+    return lane_stride(index, var) == 1
+
+
+def _long_enough(size: sympy.Expr) -> bool:
+    return not (size.is_Integer and int(size) < VECTOR_LANES)
+
+
+def _prefers_outer(group: KernelGroup, space: IterationSpace) -> bool:
+    """Whether to vectorize a reduction group across its last pointwise dim (a lane per output).
+
+    Chosen over vectorizing along the last reduction dim when some load is contiguous across
+    outputs and none is contiguous along the reduction (or the reduction is shorter than a vector).
+    """
+    if not (group.is_reduction and space.loop_xs and _long_enough(space.x_sizes[-1])):
+        return False
+    x_last = space.loop_xs[-1]
+    if not any(_contiguous_in(index, x_last) for index in space.loads):
+        return False
+    if not space.loop_rs or not _long_enough(space.r_sizes[-1]):
+        return True
+    r_last = space.loop_rs[-1]
+    return not any(_contiguous_in(index, r_last) for index in space.loads)
+
+
+def generate_kernel(group: KernelGroup, config: CppConfig) -> KernelSource:
+    """C++ source of one kernel for ``group`` (vectorized where its bodies allow).
+
+    Returns:
+        A ``KernelSource`` whose ``source`` is one ``extern "C"`` function named
+        ``cpp_<group.name>`` and whose metadata records ``vectorized``, ``parallel``,
+        ``num_pointers`` and ``num_sizes``.
+    """
+    space = plan_space(group, merge=config.merge_dims)
+    try:
+        writer = _KernelWriter(group, config, space, vectorize=True, outer=_prefers_outer(group, space))
+        source = writer.write()
+    except Unvectorizable:
+        writer = _KernelWriter(group, config, space, vectorize=False)
+        source = writer.write()
+    metadata = {
+        "vectorized": writer.plan.vector_var is not None,
+        "vectorized_across_outputs": writer.plan.outer,
+        "parallel": writer.plan.parallel is not None,
+        "num_pointers": len(group.inputs) + len(group.outputs),
+        "num_sizes": len(group.size_symbols),
+    }
+    return KernelSource(name=kernel_name(group), source=source, group=group, metadata=metadata)

@@ -1,0 +1,80 @@
+"""How an index expression moves across the lanes of one vector.
+
+A vector loop over ``v`` starts at 0 and steps by ``VEC`` (16), so lane 0's value ``v0`` is a
+multiple of 16 and lane ``l`` sees ``v0 + l``. :func:`lane_stride` proves, where it can, that
+``index(v0 + l) == index(v0) + c * l`` for all 16 lanes and returns ``c``: 1 is a contiguous
+vector load, 0 a broadcast. ``FloorDiv``/``ModularIndexing`` terms (views and reshapes produce
+them) count as lane-invariant or lane-linear when their divisors are multiples of 16 and their
+bases are multiples of 16 at lane 0, e.g. ``1024*((64*x0 + x1) // 1024) + (x1 % 64)`` moves by 1
+per lane of ``x1``.
+"""
+
+from __future__ import annotations
+
+import sympy
+from inductor_ir import FloorDiv, ModularIndexing
+
+__all__ = ["VECTOR_LANES", "lane_stride"]
+
+VECTOR_LANES = 16  # kiln::VEC in kiln_cpu.h
+
+
+def _multiple_at_lane0(expr: sympy.Expr, var: sympy.Symbol, lanes: int) -> bool:
+    """Whether ``expr`` is a multiple of ``lanes`` whenever ``var`` is (every term's coefficient is)."""
+    q = sympy.Symbol("kiln_block", integer=True, nonnegative=True)
+    shifted = sympy.expand(expr.xreplace({var: lanes * q}))
+    for term in sympy.Add.make_args(shifted):
+        coeff, _ = term.as_coeff_Mul()
+        if not (coeff.is_Integer and int(coeff) % lanes == 0):
+            return False
+    return True
+
+
+def _divides(divisor: sympy.Expr, lanes: int) -> bool:
+    return bool(divisor.is_Integer) and int(divisor) % lanes == 0
+
+
+def lane_stride(expr: sympy.Expr, var: sympy.Symbol, lanes: int = VECTOR_LANES) -> sympy.Expr | None:
+    """``c`` with ``expr(v0 + l) == expr(v0) + c*l`` for lanes ``l < lanes`` (``v0 % lanes == 0``), or None."""
+    if not expr.has(var):
+        return sympy.Integer(0)
+    if expr == var:
+        return sympy.Integer(1)
+    if isinstance(expr, sympy.Add):
+        total: sympy.Expr = sympy.Integer(0)
+        for term in expr.args:
+            stride = lane_stride(term, var, lanes)
+            if stride is None:
+                return None
+            total += stride
+        return sympy.expand(total)
+    if isinstance(expr, sympy.Mul):
+        moving = [f for f in expr.args if f.has(var)]
+        if len(moving) != 1:
+            return None
+        inner = lane_stride(moving[0], var, lanes)
+        if inner is None:
+            return None
+        constant = sympy.Mul(*[f for f in expr.args if not f.has(var)])
+        return sympy.expand(constant * inner)
+    if isinstance(expr, FloorDiv | ModularIndexing) and lane_stride(expr.args[0], var, lanes) == 0:
+        return sympy.Integer(0)  # the base is the same in every lane
+    if isinstance(expr, FloorDiv):
+        base, divisor = expr.args
+        if (
+            lane_stride(base, var, lanes) == 1
+            and _divides(divisor, lanes)
+            and _multiple_at_lane0(base, var, lanes)
+        ):
+            return sympy.Integer(0)  # base + l never crosses a multiple of the divisor
+        return None
+    if isinstance(expr, ModularIndexing):
+        base, divisor, modulus = expr.args
+        if lane_stride(base, var, lanes) != 1 or not _multiple_at_lane0(base, var, lanes):
+            return None
+        if divisor == 1 and _divides(modulus, lanes):
+            return sympy.Integer(1)  # (b + l) % m == b % m + l: b % m is a multiple of 16 below m
+        if _divides(divisor, lanes):
+            return sympy.Integer(0)
+        return None
+    return None

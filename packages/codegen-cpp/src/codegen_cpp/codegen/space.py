@@ -1,0 +1,141 @@
+"""The loops a kernel runs: the group's iteration space with size-1 dims dropped and dims merged.
+
+Two adjacent dims ``(a, b)`` of sizes ``(Na, Nb)`` can run as one loop ``m`` over ``Na * Nb`` when
+every index the bodies use is linear in them with ``coeff(a) == Nb * coeff(b)``: then passing
+``a = 0, b = m`` to the bodies gives the same addresses. A ``(1000, 37)`` contiguous tensor then
+runs as one loop of 37000 (vectors of 16 and a tail of 8) instead of 1000 rows of 2 vectors and a
+tail of 5. Pointwise and reduction dims merge only among themselves.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import sympy
+from inductor_ir import KernelGroup, set_ops_handler
+
+__all__ = ["IterationSpace", "plan_space"]
+
+
+@dataclass(frozen=True)
+class IterationSpace:
+    """What the kernel loops over and what its bodies receive.
+
+    body_xs / body_rs: one expression per dim of the group (passed to ``node.body``);
+    loop_xs / loop_rs: the loop variables, with sizes x_sizes / r_sizes.
+    """
+
+    body_xs: tuple[sympy.Expr, ...]
+    body_rs: tuple[sympy.Expr, ...]
+    loop_xs: tuple[sympy.Symbol, ...]
+    loop_rs: tuple[sympy.Symbol, ...]
+    x_sizes: tuple[sympy.Expr, ...]
+    r_sizes: tuple[sympy.Expr, ...]
+    loads: tuple[sympy.Expr, ...] = ()  # every load index, in the loop variables
+
+
+class _IndexRecorder:
+    """An ops handler that only records every index expression the bodies use."""
+
+    def __init__(self) -> None:
+        self.indices: list[sympy.Expr] = []
+        self.loads: list[sympy.Expr] = []
+        self._indirect = 0
+
+    def load(self, name: str, index: sympy.Expr) -> None:
+        self.indices.append(sympy.expand(index))
+        self.loads.append(sympy.expand(index))
+
+    def store(self, name: str, index: sympy.Expr, value: Any, mode: str | None = None) -> None:
+        self.indices.append(sympy.expand(index))
+
+    def store_reduction(self, name: str, index: sympy.Expr, value: Any) -> None:
+        self.indices.append(sympy.expand(index))
+
+    def index_expr(self, expr: sympy.Expr, dtype: Any) -> None:
+        self.indices.append(sympy.expand(expr))
+
+    def indirect_indexing(
+        self, x: Any, size: sympy.Expr, check: bool = True, wrap_neg: bool = True
+    ) -> sympy.Symbol:
+        self._indirect += 1
+        return sympy.Symbol(f"probe_indirect{self._indirect}", integer=True, nonnegative=True)
+
+    def masked(self, mask: Any, body: Callable[[], Any], other: Any) -> None:
+        body()
+
+    def __getattr__(self, name: str) -> Callable[..., None]:
+        return lambda *args, **kwargs: None
+
+
+def _mergeable(
+    indices: Sequence[sympy.Expr], outer: sympy.Symbol, inner: sympy.Symbol, inner_size: sympy.Expr
+) -> bool:
+    for index in indices:
+        if not (index.has(outer) or index.has(inner)):
+            continue
+        for function in index.atoms(sympy.Function):
+            if function.has(outer) or function.has(inner):
+                return False
+        c_outer, c_inner = sympy.diff(index, outer), sympy.diff(index, inner)
+        if c_outer.has(outer, inner) or c_inner.has(outer, inner):
+            return False  # not linear
+        if sympy.expand(c_outer - inner_size * c_inner) != 0:
+            return False
+    return True
+
+
+def _merge(
+    original: Sequence[sympy.Symbol], sizes: Sequence[sympy.Expr], indices: Sequence[sympy.Expr], prefix: str
+) -> tuple[list[sympy.Expr], list[sympy.Symbol], list[sympy.Expr]]:
+    """Group adjacent mergeable dims; returns (body exprs per original dim, loop vars, loop sizes)."""
+    groups: list[list[int]] = []  # runs of original dims, innermost run last
+    for dim in range(len(original)):
+        if sizes[dim] == 1:
+            continue
+        if groups and _mergeable(indices, original[groups[-1][-1]], original[dim], sizes[dim]):
+            groups[-1].append(dim)
+        else:
+            groups.append([dim])
+    body: list[sympy.Expr] = [sympy.Integer(0)] * len(original)
+    loop_vars: list[sympy.Symbol] = []
+    loop_sizes: list[sympy.Expr] = []
+    for position, run in enumerate(groups):
+        var = sympy.Symbol(f"{prefix}{position}", integer=True, nonnegative=True)
+        body[run[-1]] = var  # the innermost dim of a run carries the merged index, the others are 0
+        loop_vars.append(var)
+        loop_sizes.append(sympy.Mul(*[sizes[d] for d in run]))
+    return body, loop_vars, loop_sizes
+
+
+def plan_space(group: KernelGroup, merge: bool = True) -> IterationSpace:
+    """The loops for ``group``: size-1 dims dropped, mergeable adjacent dims merged."""
+    xs, rs = group.make_index_vars()
+    x_sizes = tuple(sympy.sympify(s) for s in group.pointwise_size)
+    r_sizes = tuple(sympy.sympify(s) for s in group.reduction_size)
+    if not merge:
+        return IterationSpace(xs, rs, xs, rs, x_sizes, r_sizes, tuple(_record(group, xs, rs).loads))
+    indices = _record(group, xs, rs).indices
+    body_xs, loop_xs, loop_x_sizes = _merge(xs, x_sizes, indices, "x")
+    body_rs, loop_rs, loop_r_sizes = _merge(rs, r_sizes, indices, "r")
+    loads = _record(group, tuple(body_xs), tuple(body_rs)).loads
+    return IterationSpace(
+        body_xs=tuple(body_xs),
+        body_rs=tuple(body_rs),
+        loop_xs=tuple(loop_xs),
+        loop_rs=tuple(loop_rs),
+        x_sizes=tuple(loop_x_sizes),
+        r_sizes=tuple(loop_r_sizes),
+        loads=tuple(loads),
+    )
+
+
+def _record(group: KernelGroup, xs: Sequence[sympy.Expr], rs: Sequence[sympy.Expr]) -> _IndexRecorder:
+    """Run every body with a recording handler."""
+    recorder = _IndexRecorder()
+    with set_ops_handler(recorder):
+        for node in group.nodes:
+            node.body(xs, rs if node.in_reduction_loop else ())
+    return recorder

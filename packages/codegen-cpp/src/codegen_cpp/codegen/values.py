@@ -1,0 +1,75 @@
+"""Records the C++ handler works with: values, the kernel's shared state, a body's scope."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import sympy
+import torch
+
+__all__ = ["BodyScope", "CppValue", "KernelState", "Unvectorizable"]
+
+
+class Unvectorizable(Exception):
+    """Raised by the vector handler for a body it cannot vectorize; the kernel is made scalar."""
+
+
+@dataclass(frozen=True)
+class CppValue:
+    """A C++ variable holding a value of ``dtype`` (a vector when ``vector``)."""
+
+    name: str
+    dtype: torch.dtype
+    vector: bool = False
+    uniform: str | None = None  # a vector with every lane equal to this scalar variable
+
+    def __str__(self) -> str:
+        return self.name
+
+
+@dataclass
+class KernelState:
+    """What all bodies of one kernel share: pointer names, fresh names, reduction accumulators."""
+
+    pointers: dict[str, str]
+    storage: dict[str, torch.dtype]
+    internal: frozenset[str]
+    counter: int = 0
+    accumulators: dict[tuple[str, int], str] = field(default_factory=dict)
+    vector_accumulators: set[str] = field(default_factory=set)
+    # accumulator variable -> (reduction type, vector?): how partial results of threads combine
+    combinable: dict[str, tuple[str, bool]] = field(default_factory=dict)
+    canonical: dict[str, str] = field(default_factory=dict)  # temporary -> its expression, spelled out
+
+    def fresh(self, prefix: str) -> str:
+        """A new variable name ``<prefix><n>``."""
+        self.counter += 1
+        return f"{prefix}{self.counter}"
+
+
+@dataclass
+class BodyScope:
+    """Where one body run writes its lines and finds values (nested for ``masked``).
+
+    lines: the loop body; pre: lines before the loop (accumulator declarations); post: lines after
+    it (reduction results and their stores); values: internal buffers stored so far in this body;
+    reduced: internal buffers holding finished reductions (one value per pointwise index);
+    stored: the last value stored to each output and its index (loads at that index reuse it);
+    vector_symbols: indirect-index symbols whose values are vectors.
+    """
+
+    lines: list[str]
+    pre: list[str]
+    post: list[str]
+    values: dict[str, CppValue]
+    reduced: dict[str, CppValue] = field(default_factory=dict)
+    stored: dict[str, tuple[sympy.Expr, CppValue]] = field(default_factory=dict)
+    cse: dict[str, CppValue] = field(default_factory=dict)
+    vector_symbols: dict[sympy.Symbol, str] = field(default_factory=dict)
+
+
+_UNARY_MATH = (
+    "exp exp2 expm1 log log2 log10 log1p sqrt rsqrt sin cos tan asin acos atan sinh cosh tanh "
+    "asinh acosh atanh erf erfc lgamma sigmoid floor ceil trunc round reciprocal"
+).split()
+_COMPARISONS = ("eq", "ne", "lt", "le", "gt", "ge")

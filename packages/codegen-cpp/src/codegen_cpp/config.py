@@ -1,0 +1,76 @@
+"""`CppConfig`: every knob of the C++ backend, and the one place environment variables are read."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+__all__ = ["CppConfig", "default_cache_dir"]
+
+
+def default_cache_dir() -> Path:
+    """``$KILN_CACHE_DIR/cpp`` if set, else ``$XDG_CACHE_HOME/kiln/cpp`` (``~/.cache/kiln/cpp``)."""
+    root = os.environ.get("KILN_CACHE_DIR")
+    if root:
+        return Path(root).expanduser() / "cpp"
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    base = Path(xdg).expanduser() if xdg else Path.home() / ".cache"
+    return base / "kiln" / "cpp"
+
+
+@dataclass(frozen=True)
+class CppConfig:
+    """Configuration of :class:`codegen_cpp.CppBackend`.
+
+    compiler: the C++ compiler to run (a name on PATH or a path); None: ``$CXX``, then ``g++``,
+        ``clang++``, ``c++``.
+    march_native: compile with ``-march=native`` when the compiler accepts it (the cache key then
+        includes this machine's CPU features).
+    openmp: compile with OpenMP (``-fopenmp``) when the compiler supports it.
+    extra_flags: appended to every compile command.
+    cache_dir: where compiled libraries are kept; None: :func:`default_cache_dir` at use time.
+    fallback_to_eager: with no C++ compiler, run the graph's kernels with the reference
+        interpreter instead of raising :class:`codegen_cpp.CppCompilerNotFoundError`.
+    vectorize: generate SIMD vector loops (with scalar tails) where a kernel allows.
+    merge_dims: run adjacent dims as one loop where every index allows (longer vector loops).
+    parallel_threshold: the least number of elements a kernel touches before its outer loop runs
+        on several threads (``#pragma omp parallel for if(...)``): no thread start-up on tiny kernels.
+    num_threads: OpenMP threads per kernel; None: ``torch.get_num_threads()`` at each call.
+    compile_workers: compiler processes run at once; None: the number of CPUs.
+    kernels_per_part: a graph with at least twice this many kernels is compiled as several
+        translation units in parallel (up to ``compile_workers``) and linked into its one library.
+    """
+
+    compiler: str | None = None
+    march_native: bool = True
+    openmp: bool = True
+    extra_flags: tuple[str, ...] = ()
+    cache_dir: Path | None = None
+    fallback_to_eager: bool = False
+    vectorize: bool = True
+    merge_dims: bool = True
+    parallel_threshold: int = 32768
+    num_threads: int | None = None
+    compile_workers: int | None = None
+    kernels_per_part: int = 8
+
+    @classmethod
+    def from_env(cls, **overrides: Any) -> CppConfig:
+        """A config whose compiler comes from ``$CXX`` (when set), with ``overrides`` applied."""
+        values: dict[str, Any] = {}
+        cxx = os.environ.get("CXX")
+        if cxx:
+            values["compiler"] = cxx
+        values.update(overrides)
+        return cls(**values)
+
+    def resolved_cache_dir(self) -> Path:
+        """The cache directory this config uses."""
+        return self.cache_dir if self.cache_dir is not None else default_cache_dir()
+
+    def replace(self, **changes: Any) -> CppConfig:
+        """A copy with ``changes`` applied."""
+        return dataclasses.replace(self, **changes)

@@ -1,0 +1,171 @@
+// kiln_cpu_math.h: vectorized float32 math for kiln::f32x (included by kiln_cpu.h).
+//
+// Branch-free polynomial approximations with Cody-Waite range reduction, accurate to a few ulp
+// over the whole float range (arguments where a reduction would lose accuracy take the C library
+// path lane by lane). Every function handles inf and NaN like the C library does.
+#pragma once
+
+namespace kiln {
+
+inline i32x bits_of(f32x x) {
+  i32x r;
+  std::memcpy(&r, &x, sizeof r);
+  return r;
+}
+inline f32x float_of(i32x x) {
+  f32x r;
+  std::memcpy(&r, &x, sizeof r);
+  return r;
+}
+inline bool any_lane(maskx m) {
+  int32_t acc = 0;
+  for (int64_t i = 0; i < VEC; ++i) acc |= m[i];
+  return acc != 0;
+}
+inline f32x vfloor(f32x x) { return map(x, [](float v) { return __builtin_floorf(v); }); }
+// 2 ** n for integral n in [-252, 254], in two steps so subnormal and large results stay exact.
+inline f32x scale_by_pow2(f32x y, i32x n) {
+  i32x half_n = n >> 1;
+  f32x a = float_of((half_n + 127) << 23);
+  f32x b = float_of((n - half_n + 127) << 23);
+  return y * a * b;
+}
+
+inline f32x exp(f32x x) {
+  const f32x clamped = x < -104.0f ? splat<f32x>(-104.0f) : (x > 89.0f ? splat<f32x>(89.0f) : x);
+  const f32x n = vfloor(clamped * 1.44269504088896341f + 0.5f);
+  f32x r = clamped - n * 0.693359375f;
+  r = r - n * -2.12194440e-4f;
+  f32x p = splat<f32x>(1.9875691500e-4f);
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * (r * r) + r + 1.0f;
+  // Overflow (x > 88.72) and underflow (x < -103.97) need no test: with x clamped to
+  // [-104, 89], 2^n in two steps rounds to inf and to 0 (or a subnormal) exactly as expf does.
+  const f32x result = scale_by_pow2(p, __builtin_convertvector(n, i32x));
+  return x != x ? x : result;
+}
+
+inline f32x log(f32x x) {
+  // Scale subnormals into the normal range first.
+  const maskx tiny = x < 1.17549435e-38f;
+  f32x xs = tiny ? x * 8388608.0f : x;
+  i32x bits = bits_of(xs);
+  i32x e = ((bits >> 23) & 0xff) - 126;
+  e = tiny ? e - 23 : e;
+  f32x m = float_of((bits & 0x007fffff) | 0x3f000000);  // mantissa in [0.5, 1)
+  const maskx small = m < 0.707106781186547524f;
+  f32x ef = __builtin_convertvector(e, f32x);
+  ef = small ? ef - 1.0f : ef;
+  m = small ? m + m - 1.0f : m - 1.0f;
+  const f32x z = m * m;
+  f32x y = splat<f32x>(7.0376836292e-2f);
+  y = y * m - 1.1514610310e-1f;
+  y = y * m + 1.1676998740e-1f;
+  y = y * m - 1.2420140846e-1f;
+  y = y * m + 1.4249322787e-1f;
+  y = y * m - 1.6668057665e-1f;
+  y = y * m + 2.0000714765e-1f;
+  y = y * m - 2.4999993993e-1f;
+  y = y * m + 3.3333331174e-1f;
+  y = y * m * z;
+  y = y + ef * -2.12194440e-4f;
+  y = y - 0.5f * z;
+  f32x result = m + y + ef * 0.693359375f;
+  result = x == INFINITY ? x : result;
+  result = x == 0.0f ? splat<f32x>(-INFINITY) : result;
+  result = (x < 0.0f) | (x != x) ? splat<f32x>(NAN) : result;
+  return result;
+}
+
+// Sine (cosine when `cosine`) by reduction to [-pi/4, pi/4] in octants.
+inline f32x sin_cos(f32x x, bool cosine) {
+  const maskx huge = (x > 8192.0f) | (x < -8192.0f);
+  if (any_lane(huge)) {
+    return cosine ? map(x, [](float v) { return std::cos(v); }) : map(x, [](float v) { return std::sin(v); });
+  }
+  const f32x ax = x < 0.0f ? -x : x;
+  i32x j = __builtin_convertvector(ax * 1.27323954473516f, i32x);
+  j = (j + 1) & ~1;  // even octant
+  const f32x y = __builtin_convertvector(j, f32x);
+  const f32x z = ((ax - y * 0.78515625f) - y * 2.4187564849853515625e-4f) - y * 3.77489497744594108e-8f;
+  const f32x zz = z * z;
+  f32x c = splat<f32x>(2.443315711809948e-5f);
+  c = c * zz - 1.388731625493765e-3f;
+  c = c * zz + 4.166664568298827e-2f;
+  c = c * zz * zz - 0.5f * zz + 1.0f;
+  f32x s = splat<f32x>(-1.9515295891e-4f);
+  s = s * zz + 8.3321608736e-3f;
+  s = s * zz - 1.6666654611e-1f;
+  s = s * zz * z + z;
+  i32x q = cosine ? j + 2 : j;
+  q = q & 7;
+  f32x result = ((q & 2) != 0) ? c : s;
+  i32x negate = (q & 4) != 0;
+  if (!cosine) negate = negate ^ (x < 0.0f);
+  result = negate ? -result : result;
+  return x != x ? x : (ax == INFINITY ? splat<f32x>(NAN) : result);
+}
+inline f32x sin(f32x x) { return sin_cos(x, false); }
+inline f32x cos(f32x x) { return sin_cos(x, true); }
+
+inline f32x tanh(f32x x) {
+  const f32x ax = x < 0.0f ? -x : x;
+  const f32x z = x * x;
+  f32x p = splat<f32x>(-5.70498872745e-3f);
+  p = p * z + 2.06390887954e-2f;
+  p = p * z - 5.37397155531e-2f;
+  p = p * z + 1.33314422036e-1f;
+  p = p * z - 3.33332819422e-1f;
+  const f32x small = p * z * x + x;
+  const f32x e = exp(ax + ax);
+  f32x large = 1.0f - 2.0f / (e + 1.0f);
+  large = x < 0.0f ? -large : large;
+  f32x result = ax < 0.625f ? small : large;
+  result = ax > 10.0f ? (x < 0.0f ? splat<f32x>(-1.0f) : splat<f32x>(1.0f)) : result;
+  return x != x ? x : result;
+}
+
+inline f32x sigmoid(f32x x) { return 1.0f / (1.0f + exp(-x)); }
+inline float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
+inline double sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
+inline f64x sigmoid(f64x x) { return map(x, [](double v) { return 1.0 / (1.0 + std::exp(-v)); }); }
+
+inline f32x erf(f32x x) {
+  const f32x ax = x < 0.0f ? -x : x;
+  // |x| < 0.5: odd Taylor series of 2/sqrt(pi) * sum (-1)^n x^(2n+1) / (n! (2n+1)).
+  const f32x z = x * x;
+  f32x t = splat<f32x>(-1.0f / 75600.0f);
+  t = t * z + 1.0f / 9360.0f;
+  t = t * z - 1.0f / 1320.0f;
+  t = t * z + 1.0f / 216.0f;
+  t = t * z - 1.0f / 42.0f;
+  t = t * z + 1.0f / 10.0f;
+  t = t * z - 1.0f / 3.0f;
+  t = t * z + 1.0f;
+  const f32x small = t * x * 1.12837916709551257f;
+  // |x| >= 0.5: erfc from a rational approximation in 1 / (1 + |x| / 2), evaluated in double
+  // lane by lane is too slow; use the complementary form with exp(-x^2) and a continued-fraction
+  // style fit accurate to 1.2e-7 (Numerical Recipes' erfcc, a Chebyshev fit).
+  const f32x k = 1.0f / (1.0f + 0.5f * ax);
+  f32x poly = splat<f32x>(0.17087277f);
+  poly = poly * k - 0.82215223f;
+  poly = poly * k + 1.48851587f;
+  poly = poly * k - 1.13520398f;
+  poly = poly * k + 0.27886807f;
+  poly = poly * k - 0.18628806f;
+  poly = poly * k + 0.09678418f;
+  poly = poly * k + 0.37409196f;
+  poly = poly * k + 1.00002368f;
+  poly = poly * k - 1.26551223f;
+  const f32x erfc_abs = k * exp(poly - z);
+  f32x large = 1.0f - erfc_abs;
+  large = x < 0.0f ? -large : large;
+  f32x result = ax < 0.5f ? small : large;
+  return x != x ? x : result;
+}
+
+}  // namespace kiln

@@ -1,0 +1,145 @@
+// kiln_cpu_reduce.h: reduction accumulators, horizontal reductions, random numbers (included by
+// kiln_cpu.h).
+#pragma once
+
+namespace kiln {
+
+// ---------------------------------------------------------------- identities
+template <class S>
+inline S max_identity() {
+  return std::numeric_limits<S>::has_infinity ? -std::numeric_limits<S>::infinity()
+                                              : std::numeric_limits<S>::lowest();
+}
+template <class S>
+inline S min_identity() {
+  return std::numeric_limits<S>::has_infinity ? std::numeric_limits<S>::infinity()
+                                              : std::numeric_limits<S>::max();
+}
+
+// ---------------------------------------------------------------- horizontal reductions
+template <class V>
+inline typename elem<V>::type hsum(V v) {
+  typename elem<V>::type s = 0;
+  for (int64_t i = 0; i < VEC; ++i) s += v[i];
+  return s;
+}
+template <class V>
+inline typename elem<V>::type hprod(V v) {
+  typename elem<V>::type s = 1;
+  for (int64_t i = 0; i < VEC; ++i) s *= v[i];
+  return s;
+}
+template <class V>
+inline typename elem<V>::type hmax(V v) {
+  typename elem<V>::type s = v[0];
+  for (int64_t i = 1; i < VEC; ++i) s = maximum(s, static_cast<typename elem<V>::type>(v[i]));
+  return s;
+}
+template <class V>
+inline typename elem<V>::type hmin(V v) {
+  typename elem<V>::type s = v[0];
+  for (int64_t i = 1; i < VEC; ++i) s = minimum(s, static_cast<typename elem<V>::type>(v[i]));
+  return s;
+}
+inline bool hany(maskx m) { return any_lane(m); }
+
+// ---------------------------------------------------------------- argmax / argmin
+// First occurrence wins; NaN counts as the largest (argmax) and the smallest (argmin) value.
+template <class S>
+struct ArgAcc {
+  S value;
+  int64_t index;
+};
+template <class S>
+inline bool arg_better(bool is_max, S v, int64_t i, S best, int64_t best_i) {
+  if (v != v) return best == best || i < best_i;
+  if (best != best) return false;
+  if (v == best) return i < best_i;
+  return is_max ? v > best : v < best;
+}
+template <class S>
+inline ArgAcc<S> arg_init(bool is_max) {
+  return ArgAcc<S>{is_max ? max_identity<S>() : min_identity<S>(), std::numeric_limits<int64_t>::max()};
+}
+template <class S>
+inline void arg_update(bool is_max, ArgAcc<S>& acc, S v, int64_t i) {
+  if (arg_better(is_max, v, i, acc.value, acc.index)) {
+    acc.value = v;
+    acc.index = i;
+  }
+}
+template <class V>
+struct ArgAccVec {
+  V value;
+  i64x index;
+};
+template <class V>
+inline ArgAccVec<V> arg_init_vec(bool is_max) {
+  typedef typename elem<V>::type S;
+  return ArgAccVec<V>{splat<V>(is_max ? max_identity<S>() : min_identity<S>()),
+                      splat<i64x>(std::numeric_limits<int64_t>::max())};
+}
+template <class V>
+inline void arg_update_vec(bool is_max, ArgAccVec<V>& acc, V v, int64_t base) {
+  for (int64_t lane = 0; lane < VEC; ++lane) {
+    if (arg_better(is_max, v[lane], base + lane, acc.value[lane], acc.index[lane])) {
+      acc.value[lane] = v[lane];
+      acc.index[lane] = base + lane;
+    }
+  }
+}
+// Vectorized across outputs: lane i accumulates output i, all lanes see reduction index `index`.
+template <class V>
+inline void arg_update_lanes(bool is_max, ArgAccVec<V>& acc, V v, int64_t index) {
+  for (int64_t lane = 0; lane < VEC; ++lane) {
+    if (arg_better(is_max, v[lane], index, acc.value[lane], acc.index[lane])) {
+      acc.value[lane] = v[lane];
+      acc.index[lane] = index;
+    }
+  }
+}
+template <class V>
+inline i64x arg_result(const ArgAccVec<V>& acc) {
+  return acc.index == std::numeric_limits<int64_t>::max() ? splat<i64x>(0) : acc.index;
+}
+// The index of the best of a vector accumulator and a scalar one (0 when nothing was seen).
+template <class V, class S>
+inline int64_t arg_finish(bool is_max, const ArgAccVec<V>& vec, ArgAcc<S> acc) {
+  for (int64_t lane = 0; lane < VEC; ++lane) arg_update(is_max, acc, static_cast<S>(vec.value[lane]), vec.index[lane]);
+  return acc.index == std::numeric_limits<int64_t>::max() ? 0 : acc.index;
+}
+template <class S>
+inline int64_t arg_finish(bool /*is_max*/, ArgAcc<S> acc) {
+  return acc.index == std::numeric_limits<int64_t>::max() ? 0 : acc.index;
+}
+
+// ---------------------------------------------------------------- random numbers
+// A counter-based generator: a 64-bit mix of (seed, offset). Matches eager in distribution only.
+inline uint64_t mix64(uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+inline float rand(int64_t seed, int64_t offset) {
+  uint64_t h = mix64(mix64(static_cast<uint64_t>(seed)) + static_cast<uint64_t>(offset) * 0x9e3779b97f4a7c15ull);
+  return static_cast<float>(h >> 40) * (1.0f / 16777216.0f);
+}
+inline float randn(int64_t seed, int64_t offset) {
+  uint64_t h = mix64(mix64(static_cast<uint64_t>(seed) ^ 0x5851f42d4c957f2dull) +
+                     static_cast<uint64_t>(offset) * 0x9e3779b97f4a7c15ull);
+  double u1 = (static_cast<double>(h >> 40) + 1.0) * (1.0 / 16777217.0);
+  double u2 = static_cast<double>(h & 0xffffffull) * (1.0 / 16777216.0);
+  return static_cast<float>(std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2));
+}
+inline f32x rand(i64x seed, i64x offset) {
+  f32x r;
+  for (int64_t i = 0; i < VEC; ++i) r[i] = rand(seed[i], offset[i]);
+  return r;
+}
+inline f32x randn(i64x seed, i64x offset) {
+  f32x r;
+  for (int64_t i = 0; i < VEC; ++i) r[i] = randn(seed[i], offset[i]);
+  return r;
+}
+
+}  // namespace kiln

@@ -1,0 +1,32 @@
+"""SymPy index expressions printed as C++: structure, and floor semantics for negative values."""
+
+from __future__ import annotations
+
+import sympy
+from codegen_cpp import cpp_index
+from inductor_ir import FloorDiv, ModularIndexing
+
+X0, X1 = (sympy.Symbol(f"x{i}", integer=True, nonnegative=True) for i in range(2))
+S0 = sympy.Symbol("s0", integer=True, positive=True)
+N = sympy.Symbol("n", integer=True)  # may be negative
+
+
+def test_affine_index() -> None:
+    assert cpp_index(X0 + 16 * X1 + 3) == "x0 + 16*x1 + 3"
+    assert cpp_index(S0 * X0 - X1) == "s0*x0 - x1"
+
+
+def test_nonnegative_floor_div_and_modular_indexing_use_c_operators() -> None:
+    assert cpp_index(FloorDiv(X0, S0)) == "(x0 / s0)"
+    assert cpp_index(ModularIndexing(X0, 4, S0)) == "((x0 / 4) % s0)"
+    assert cpp_index(ModularIndexing(X0, 1, 7)) == "(x0 % 7)"
+
+
+def test_possibly_negative_division_rounds_toward_negative_infinity() -> None:
+    assert cpp_index(FloorDiv(N, 4)) == "kiln::floordiv<int64_t>(n, 4)"
+    assert cpp_index(sympy.Mod(N, 3)) == "kiln::floormod<int64_t>(n, 3)"
+    assert cpp_index(sympy.floor(N / 5)) == "kiln::floordiv<int64_t>(n, 5)"
+
+
+def test_large_constants_are_int64() -> None:
+    assert cpp_index(sympy.Integer(2**40) * X0) == "INT64_C(1099511627776)*x0"

@@ -1,0 +1,148 @@
+"""The runtime header's vectorized math against eager torch, through generated kernels.
+
+All kernels of this module are built into ONE library (one compile), each run on random inputs
+plus special values, long enough to exercise the vector loop and the scalar tail.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import pytest
+import sympy
+import torch
+from codegen_cpp import CppBackend
+from cpp_test_groups import flat, pointwise_group
+from inductor_ir import KernelGroup, ops
+
+N = 4099  # 256 vectors of 16 lanes and a tail of 3
+SPECIALS = [0.0, -0.0, float("inf"), float("-inf"), float("nan"), 1e-40, -1e-40, 1e-7, 3.4e38, -3.4e38]
+
+UNARY: dict[str, tuple[Callable[[torch.Tensor], torch.Tensor], tuple[float, float]]] = {
+    "exp": (torch.exp, (-100.0, 88.0)),
+    "log": (torch.log, (0.0, 1e6)),
+    "sin": (torch.sin, (-100.0, 100.0)),
+    "cos": (torch.cos, (-100.0, 100.0)),
+    "tanh": (torch.tanh, (-12.0, 12.0)),
+    "erf": (torch.erf, (-5.0, 5.0)),
+    "sigmoid": (torch.sigmoid, (-30.0, 30.0)),
+    "sqrt": (torch.sqrt, (0.0, 1e4)),
+    "log1p": (torch.log1p, (-0.9, 100.0)),
+    "floor": (torch.floor, (-100.0, 100.0)),
+    "round": (torch.round, (-10.0, 10.0)),
+}
+
+
+def _unary_group(op_name: str) -> KernelGroup:
+    def body(x: sympy.Symbol) -> None:
+        value = ops.load("src", x)
+        ops.store("dst", x, getattr(ops, op_name)(value))
+
+    return pointwise_group(
+        f"unary_{op_name}", body, [flat("src", torch.float32, N)], [flat("dst", torch.float32, N)], N
+    )
+
+
+def _pow_group() -> KernelGroup:
+    def body(x: sympy.Symbol) -> None:
+        ops.store("dst", x, ops.pow(ops.load("a", x), ops.load("b", x)))
+
+    ins = [flat("a", torch.float32, N), flat("b", torch.float32, N)]
+    return pointwise_group("binary_pow", body, ins, [flat("dst", torch.float32, N)], N)
+
+
+def _half_group(dtype: torch.dtype) -> KernelGroup:
+    """Load a 16-bit float, compute in float32, store 16-bit and float32."""
+
+    def body(x: sympy.Symbol) -> None:
+        value = ops.load("src", x)
+        wide = ops.to_dtype(value, torch.float32, dtype)
+        doubled = ops.mul(wide, ops.constant(3.0, torch.float32))
+        ops.store("dst", x, ops.to_dtype(doubled, dtype, torch.float32))
+        ops.store("wide", x, doubled)
+
+    outs = [flat("dst", dtype, N), flat("wide", torch.float32, N)]
+    return pointwise_group(f"half_{str(dtype)[6:]}", body, [flat("src", dtype, N)], outs, N)
+
+
+def _random_group() -> KernelGroup:
+    """uniform and normal samples from (seed, element index)."""
+
+    def body(x: sympy.Symbol) -> None:
+        seed = ops.load("seed", sympy.Integer(0))
+        offset = ops.index_expr(x, torch.int64)
+        ops.store("uniform", x, ops.rand(seed, offset))
+        ops.store("normal", x, ops.randn(seed, offset))
+
+    outs = [flat("uniform", torch.float32, N), flat("normal", torch.float32, N)]
+    return pointwise_group("random", body, [flat("seed", torch.int64, 1)], outs, N)
+
+
+@pytest.fixture(scope="module")
+def kernels(backend: CppBackend) -> dict[str, Callable[..., None]]:
+    groups = [_unary_group(name) for name in UNARY] + [
+        _pow_group(),
+        _half_group(torch.float16),
+        _half_group(torch.bfloat16),
+        _random_group(),
+    ]
+    sources = [backend.generate(group) for group in groups]
+    assert all(source.metadata["vectorized"] for source in sources)
+    # 4099 elements are below CppConfig.parallel_threshold: no thread start-up in these kernels.
+    assert not any("#pragma omp" in source.source for source in sources)
+    compiled = backend.compile(sources)
+    return {group.name: kernel for group, kernel in zip(groups, compiled)}
+
+
+def _inputs(low: float, high: float, specials: Sequence[float] = SPECIALS) -> torch.Tensor:
+    values = torch.empty(N).uniform_(low, high)
+    values[-len(specials) :] = torch.tensor(specials)  # some in the tail, some in the last vector
+    return values
+
+
+@pytest.mark.parametrize("op_name", sorted(UNARY))
+def test_unary_math_matches_eager(kernels: dict[str, Callable[..., None]], op_name: str) -> None:
+    reference, (low, high) = UNARY[op_name]
+    src = _inputs(low, high)
+    dst = torch.empty_like(src)
+    kernels[f"unary_{op_name}"](src, dst)
+    torch.testing.assert_close(dst, reference(src), rtol=4e-6, atol=1e-6, equal_nan=True)
+
+
+def test_pow_matches_eager(kernels: dict[str, Callable[..., None]]) -> None:
+    a = torch.empty(N).uniform_(0.0, 10.0)
+    b = torch.empty(N).uniform_(-4.0, 4.0)
+    dst = torch.empty_like(a)
+    kernels["binary_pow"](a, b, dst)
+    torch.testing.assert_close(dst, torch.pow(a, b), rtol=2e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_half_precision_loads_compute_in_float32_and_round_on_store(
+    kernels: dict[str, Callable[..., None]], dtype: torch.dtype
+) -> None:
+    src = (torch.randn(N) * 100).to(dtype)
+    src[-6:] = torch.tensor([float("inf"), float("-inf"), float("nan"), 6e-8, -0.0, 65504.0]).to(dtype)
+    dst, wide = torch.empty_like(src), torch.empty(N)
+    kernels[f"half_{str(dtype)[6:]}"](src, dst, wide)
+    expected_wide = src.float() * 3.0
+    torch.testing.assert_close(wide, expected_wide, equal_nan=True)
+    torch.testing.assert_close(dst, expected_wide.to(dtype), rtol=0, atol=0, equal_nan=True)
+
+
+def test_random_numbers_are_deterministic_per_seed_and_well_distributed(
+    kernels: dict[str, Callable[..., None]],
+) -> None:
+    def sample(seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+        uniform, normal = torch.empty(N), torch.empty(N)
+        kernels["random"](torch.tensor([seed]), uniform, normal)
+        return uniform, normal
+
+    seed = int(torch.randint(0, 2**31, ()))
+    uniform, normal = sample(seed)
+    again, _ = sample(seed)
+    other, _ = sample(seed + 1)
+    assert torch.equal(uniform, again) and not torch.equal(uniform, other)
+    assert 0.0 <= float(uniform.min()) and float(uniform.max()) < 1.0
+    assert abs(float(uniform.mean()) - 0.5) < 0.03
+    assert abs(float(normal.mean())) < 0.1 and abs(float(normal.std()) - 1.0) < 0.1
