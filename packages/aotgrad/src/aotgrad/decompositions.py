@@ -5,7 +5,8 @@ Graphs that aotgrad hands to a compiler use torch's Core ATen opset
 
 * **Decomposed first** (`EARLY_DECOMPOSED`), before functionalization and autograd, whatever table
   the caller passes:
-  - batch norm (`native_batch_norm` and the `_native_batch_norm_legit*` family): its in-place
+  - batch norm (`native_batch_norm`, the `_native_batch_norm_legit*` family, `cudnn_batch_norm` and
+    `_batch_norm_with_update*`): its in-place
     update of the running statistics must be visible to functionalization, so it becomes
     `var_mean` + pointwise ops + explicit copies of the new running statistics; the runtime
     wrapper writes those back into the real buffers;
@@ -39,6 +40,12 @@ EARLY_DECOMPOSED: tuple[Any, ...] = (
     aten._native_batch_norm_legit,
     aten._native_batch_norm_legit_functional,
     aten._native_batch_norm_legit_no_training,
+    # On CUDA, aten.batch_norm dispatches to cudnn_batch_norm, whose in-place update of the running
+    # statistics functionalization does not see: decompose it (to native_batch_norm) first too.
+    aten.cudnn_batch_norm,
+    aten._batch_norm_with_update,
+    aten._batch_norm_with_update_functional,
+    aten._batch_norm_no_update,
     aten.lstm,
     aten.gru,
     aten.rnn_tanh,
