@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-import capture
 import pytest
 import torch
+
+import capture
 
 
 def bar(a, b):

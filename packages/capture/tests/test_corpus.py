@@ -27,21 +27,23 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-import capture
 import pytest
 import torch
 import torch.utils._pytree as pytree
+
+import capture
 
 CORPUS_DIR = Path(__file__).resolve().parent / "corpus"
 INPUT_SEEDS = (0, 1)  # the first matches tools/corpus_reference.py; the second exercises the guards
 BUILD_SEED = 1
 MIN_PROGRAMS = 300
 
-# Share of programs (in %) at parity with TorchDynamo: raise it as capture improves (the target: 95).
-PARITY_FLOOR_PERCENT = 85.0
+# Share of programs (in %) at parity with TorchDynamo: raise it as capture improves (the target: 95;
+# 96.0% measured on 2026-11-22, the floor keeps a margin of about ten programs).
+PARITY_FLOOR_PERCENT = 94.0
 # Share of programs (in %) at graph-count parity that also capture at least as many ops as Dynamo (a
 # program that fell back to eager halfway can have few graphs and little in them).
-OPS_PARITY_FLOOR_PERCENT = 80.0
+OPS_PARITY_FLOOR_PERCENT = 91.0
 
 # Programs where capture gives a WRONG result (a capture bug, reported to the capture engineer):
 # name -> reason. Each is marked xfail(strict=True), so the fix is noticed and the entry removed.

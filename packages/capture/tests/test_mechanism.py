@@ -5,10 +5,11 @@ from __future__ import annotations
 import operator
 import warnings
 
-import capture
 import pytest
 import torch
 from capture_helpers import RecordingBackend, ops
+
+import capture
 
 
 @pytest.fixture(autouse=True)

@@ -5,9 +5,10 @@ from __future__ import annotations
 import dis
 import sys
 
-import capture
 import pytest
 import torch
+
+import capture
 from capture.bytecode.registry import HANDLERS, UNSUPPORTED, registrations, unsupported_reason
 
 

@@ -6,9 +6,10 @@ import functools
 from dataclasses import dataclass
 from typing import NamedTuple
 
-import capture
 import pytest
 import torch
+
+import capture
 
 
 @pytest.fixture(autouse=True)

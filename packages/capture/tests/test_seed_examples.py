@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import operator
 
-import capture
 import pytest
 import scipy.fft
 import torch
 from capture_helpers import RecordingBackend, ops, placeholders
+
+import capture
 
 
 @pytest.fixture(autouse=True)

@@ -103,6 +103,22 @@ class GuardSet:
                  f"torch.is_grad_enabled() is {enabled}")
 
 
+    def autocast_mode(self) -> None:
+        """Guard the global autocast state (graphs traced outside autocast must not run inside it)."""
+        state = autocast_state()
+        f = self.constant(autocast_state)
+        s = self.constant(state)
+        self.add("AUTOCAST_MODE", "autocast_state()", f"{f}() == {s}", f"autocast state is {state or 'off'}")
+
+
+def autocast_state() -> tuple[tuple[str, bool, torch.dtype], ...]:
+    """(device, enabled, dtype) for CPU and CUDA autocast; empty when no autocast is on (the fast path)."""
+    if not torch._C._is_any_autocast_enabled():
+        return ()
+    return tuple((device, torch.is_autocast_enabled(device), torch.get_autocast_dtype(device))
+                 for device in ("cpu", "cuda"))
+
+
 def _short(value: object) -> str:
     text = repr(value)
     first = text.splitlines()[0] if text else text

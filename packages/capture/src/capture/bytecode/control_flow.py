@@ -82,7 +82,16 @@ def return_value(tx: InstructionTranslator, instr: Instruction) -> None:
 @opcode("BEFORE_WITH")
 def before_with(tx: InstructionTranslator, instr: Instruction) -> None:
     context = tx.pop()
-    if isinstance(context, GradModeVariable):
+    from capture.variables.autocast import AutocastVariable
+    from capture.variables.context_managers import GeneratorContextVariable
+
+    if isinstance(context, GeneratorContextVariable):
+        exit_variable, entered = context.enter(tx)
+        tx.push(exit_variable)
+        tx.push(entered)
+        return
+
+    if isinstance(context, (GradModeVariable, AutocastVariable)):
         tx.push(context.enter(tx))
         tx.push(ConstantVariable(None))
         return
@@ -118,5 +127,10 @@ def yield_value(tx: InstructionTranslator, instr: Instruction) -> None:
         raise Unsupported("yield outside an inlined generator")
     if len(tx.yielded) >= _MAX_YIELDS:
         raise Unsupported(f"generator yielded more than {_MAX_YIELDS} values (infinite?)")
-    tx.yielded.append(tx.pop())
+    value = tx.pop()
     tx.push(ConstantVariable(None))
+    if tx.suspend_on_yield:
+        from capture.variables.context_managers import YieldSignal
+
+        raise YieldSignal(value)
+    tx.yielded.append(value)

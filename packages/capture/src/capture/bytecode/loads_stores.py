@@ -259,6 +259,11 @@ def store_attr(tx: InstructionTranslator, instr: Instruction) -> None:
     if isinstance(owner, NewObjectVariable):
         owner.setattr(tx, name, value)
         return
+    from capture.variables.model_output import ModelOutputVariable
+
+    if isinstance(owner, ModelOutputVariable):
+        owner.setattr(name, value)
+        return
     if not isinstance(owner, (NNModuleVariable, PythonObjectVariable)) or owner.source is None:
         raise Unsupported(f"storing attribute {name!r} on {owner}")
     if isinstance(owner, NNModuleVariable) and (name in owner.module._parameters or name in owner.module._modules

@@ -126,6 +126,11 @@ def store_subscr(tx: InstructionTranslator, instr: Instruction) -> None:
             raise Unsupported(f"{type(error).__name__}: {error}", user_error=True) from error
         container.mark_mutated(tx)
         return
+    from capture.variables.model_output import ModelOutputVariable
+
+    if isinstance(container, ModelOutputVariable) and index.is_constant():
+        container.setitem(index.as_constant(), value)
+        return
     if isinstance(container, DictVariable) and index.is_constant():
         container.items[index.as_constant()] = value
         container.mark_mutated(tx)
@@ -137,6 +142,10 @@ def store_subscr(tx: InstructionTranslator, instr: Instruction) -> None:
 def delete_subscr(tx: InstructionTranslator, instr: Instruction) -> None:
     index = tx.pop()
     container = tx.pop()
+    from capture.variables.model_output import ModelOutputVariable
+
+    if isinstance(container, ModelOutputVariable):
+        raise Unsupported(f"deleting an item of a {container.cls.__name__}")  # eager raises: run it there
     if isinstance(container, (ListVariable, DictVariable)) and index.is_constant():
         try:
             del container.items[index.as_constant()]

@@ -57,6 +57,8 @@ def apply_operator(tx: InstructionTranslator, fn: Any, args: list[VariableTracke
     if fn is operator.contains:
         return _contains(tx, args[0], args[1])
     if any(isinstance(a, TensorVariable) for a in args) or any(_contains_tensor(a) for a in args[1:2]):
+        if not isinstance(args[0], TensorVariable):  # `number += tensor` rebinds: the binary operator
+            fn = _INPLACE_TO_BINARY.get(fn, fn)
         return tx.output.call_graph("call_function", fn, args, {})
     return _sequence_operator(tx, fn, args)
 
@@ -114,6 +116,10 @@ def _getitem(tx: InstructionTranslator, container: VariableTracker, index: Varia
         if isinstance(key, slice):
             return type(container)(selected) if isinstance(container, ListVariable) else TupleVariable(selected)
         return selected
+    from capture.variables.model_output import ModelOutputVariable
+
+    if isinstance(container, ModelOutputVariable):
+        return container.getitem(key)
     if isinstance(container, DictVariable):
         if key not in container.items:
             raise Unsupported(f"KeyError: {key!r}", user_error=True) from KeyError(key)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import re
 import sys
 import types
@@ -96,6 +97,8 @@ class OutputGraph:
         self.side_effects = SideEffects()
         self.grad_enabled = torch.is_grad_enabled()
         self.guards.grad_mode(self.grad_enabled)
+        self.guards.autocast_mode()
+        self.autocast_modes: list[tuple[str, torch.dtype, bool, bool]] = []  # open torch.autocast blocks
         self._tensors: dict[int, TensorVariable] = {}
         self._modules: dict[int, str] = {}
         self._wrapped: dict[tuple[int, str], VariableTracker] = {}
@@ -191,7 +194,7 @@ class OutputGraph:
         node_args, fake_args = _unpack(list(args))
         node_kwargs, fake_kwargs = _unpack(dict(kwargs))
         try:
-            with torch.set_grad_enabled(self.grad_enabled), self.fake_mode:
+            with self.fake_execution():
                 if kind == "call_function":
                     result = target(*fake_args, **fake_kwargs)
                 elif kind == "call_method":
@@ -229,7 +232,7 @@ class OutputGraph:
         node_args, fake_args = _unpack(list(args))
         node_kwargs, fake_kwargs = _unpack(dict(kwargs))
         try:
-            with torch.set_grad_enabled(self.grad_enabled), self.fake_mode:
+            with self.fake_execution():
                 result = self._fake_module_call(module, fake_args, fake_kwargs)
         except _DATA_DEPENDENT_ERRORS as error:
             raise Unsupported(f"{type(module).__name__} depends on run-time data ({type(error).__name__})") from error
@@ -283,6 +286,15 @@ class OutputGraph:
         self._by_id[id(cell)] = tracker
         self.keepalive.append(cell)
         return tracker
+
+    def fake_execution(self) -> contextlib.ExitStack:
+        """The modes fake propagation runs under: the traced grad mode, open autocast blocks, fakes."""
+        stack = contextlib.ExitStack()
+        stack.enter_context(torch.set_grad_enabled(self.grad_enabled))
+        for device, dtype, enabled, cache_enabled in self.autocast_modes:
+            stack.enter_context(torch.autocast(device, dtype, enabled, cache_enabled))
+        stack.enter_context(self.fake_mode)
+        return stack
 
     def set_grad_enabled(self, enabled: bool) -> None:
         """Switch grad mode: recorded as a graph node so the compiled graph does the same."""

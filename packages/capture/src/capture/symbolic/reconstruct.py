@@ -129,6 +129,13 @@ class Reconstructor:
             if value.source is not None:
                 return value.source.expr()
             return self._once(value, "[" + ", ".join(self.expr(item) for item in value.items) + "]")
+        from capture.variables.model_output import ModelOutputVariable
+
+        if isinstance(value, ModelOutputVariable) and value.source is not None:
+            return value.source.expr()
+        if isinstance(value, ModelOutputVariable):
+            fields = ", ".join(f"{k}={self.expr(v)}" for k, v in value.rebuild_fields().items())
+            return self._once(value, f"{self.constant(value.cls)}({fields})")
         if isinstance(value, DictVariable):
             if value.source is not None:
                 return value.source.expr()

@@ -89,6 +89,7 @@ class InstructionTranslator:
         self.break_point = break_point
         self.visits: dict[int, int] = {}
         self.yielded: list[VariableTracker] | None = None
+        self.suspend_on_yield = False  # a contextmanager's generator: YIELD_VALUE pauses the frame
         self.grad_blocks: list[Any] = []  # exits of the grad-mode with-blocks open in this frame
         for name in code.co_cellvars:
             if name not in self.cells:

@@ -7,6 +7,7 @@ import types
 from typing import TYPE_CHECKING, Any
 
 import torch
+
 from capture.registry import MARKS
 from capture.sources import AttrSource, ItemSource, Source
 from capture.variables.base import ConstantVariable, VariableTracker, class_attribute, is_constant_value
@@ -24,7 +25,7 @@ if TYPE_CHECKING:
     from capture.symbolic.output_graph import OutputGraph
 
 _TORCH_CLASSES_CALLABLE = {torch.no_grad, torch.enable_grad, torch.set_grad_enabled, torch.device, torch.Size,
-                           torch.finfo, torch.iinfo, torch.inference_mode}
+                           torch.finfo, torch.iinfo, torch.inference_mode, torch.autocast}
 
 
 def wrap_existing(output: OutputGraph, value: Any, source: Source | None) -> VariableTracker:
@@ -56,6 +57,17 @@ def wrap_existing(output: OutputGraph, value: Any, source: Source | None) -> Var
         if isinstance(value, list):
             return ListVariable(items, source)
         return TupleVariable(items, source, cls=type(value) if type(value) is not tuple else None)
+    from capture.variables.model_output import ModelOutputVariable, is_model_output_class
+
+    if source is not None and is_model_output_class(type(value)) and all(isinstance(k, str) for k in value):
+        if guards is not None:
+            guards.type_is(source, value)
+            keys = list(value.keys())
+            guards.add("DICT_KEYS", source, f"list({source.expr()}.keys()) == {keys!r}",
+                       f"keys of {source.expr()} are {keys!r}")
+        fields = {name: wrap_existing(output, value[name], ItemSource(source, name)) if name in value
+                  else ConstantVariable(None) for name in type(value).__dataclass_fields__}
+        return ModelOutputVariable(type(value), fields, source)
     if type(value) is dict and all(is_constant_value(k) and isinstance(k, (str, int)) for k in value):
         if guards is not None and source is not None:
             guards.type_is(source, value)
@@ -139,6 +151,11 @@ def classify(value: Any, source: Source | None) -> VariableTracker:
         module = getattr(value, "__module__", "") or ""
         if module == "torch" or module.startswith("torch."):
             return TorchFunctionVariable(value, source)
+        from capture.variables.objects import TRACE_TIME_FUNCTIONS
+
+        if f"{module}.{value.__qualname__}" in TRACE_TIME_FUNCTIONS:
+            return SkippedFunctionVariable(value, f"call to {module}.{value.__qualname__} with traced arguments",
+                                           source)
         if is_stdlib_or_skipped(value):
             return SkippedFunctionVariable(value, f"call to non-PyTorch function {module}.{value.__qualname__}",
                                            source)

@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import builtins
+import functools
 import operator
+import types
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
+
+import torch
 
 from capture.variables.base import ConstantVariable, Unsupported, VariableTracker, is_constant_value
 from capture.variables.containers import DictVariable, IteratorVariable, ListVariable, TupleVariable
@@ -127,6 +131,33 @@ def _len(tx: InstructionTranslator, args: Args, kwargs: Kwargs) -> VariableTrack
     if value.is_constant():
         return ConstantVariable(len(value.as_constant()))
     return ConstantVariable(len(value.iterate(tx)))
+
+
+@builtin(callable)
+def _callable(tx: InstructionTranslator, args: Args, kwargs: Kwargs) -> VariableTracker:
+    (value,) = args
+    from capture.variables.objects import (
+        NNModuleVariable,
+        PythonObjectVariable,
+        SkippedFunctionVariable,
+        TorchFunctionVariable,
+    )
+    from capture.variables.user_objects import NewObjectVariable
+
+    if isinstance(value, PythonObjectVariable):
+        return ConstantVariable(callable(value.value))
+    if isinstance(value, NewObjectVariable):
+        return ConstantVariable(any("__call__" in klass.__dict__ for klass in value.cls.__mro__))
+    if isinstance(value, (NNModuleVariable, SkippedFunctionVariable, TorchFunctionVariable, BuiltinVariable)):
+        return ConstantVariable(True)
+    function_types = (types.FunctionType, types.MethodType, types.BuiltinFunctionType, functools.partial)
+    python_type = value.python_type()
+    if issubclass(python_type, function_types):
+        return ConstantVariable(True)
+    if python_type in (int, float, bool, str, tuple, list, dict, type(None), torch.Tensor) or \
+            issubclass(python_type, torch.Tensor):
+        return ConstantVariable(False)
+    raise Unsupported(f"callable() of {value}")
 
 
 @builtin(isinstance)

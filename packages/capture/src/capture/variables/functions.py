@@ -68,6 +68,11 @@ class UserFunctionVariable(VariableTracker):
 
     def call(self, tx: InstructionTranslator, args: list[VariableTracker],
              kwargs: dict[str, VariableTracker]) -> VariableTracker:
+        from capture.variables.context_managers import GeneratorContextVariable, contextmanager_generator
+
+        generator = contextmanager_generator(self.fn)
+        if generator is not None:
+            return GeneratorContextVariable(generator, args, kwargs)
         defaults = [tx.output.wrap_value(v, None) for v in (self.fn.__defaults__ or ())]
         kwdefaults = {k: tx.output.wrap_value(v, None) for k, v in (self.fn.__kwdefaults__ or {}).items()}
         bound = bind_arguments(self.fn.__code__, self.fn.__qualname__, defaults, kwdefaults, args, kwargs)

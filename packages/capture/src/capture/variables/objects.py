@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
+
 from capture.sources import AttrSource, ItemSource, Source
 from capture.variables.base import (
     ConstantVariable,
@@ -56,6 +57,10 @@ class TorchFunctionVariable(VariableTracker):
             return GradModeVariable(enabled, already_entered_from=previous)
         if fn in (torch.no_grad, torch.enable_grad) and not args and not kwargs:
             return GradModeVariable(fn is torch.enable_grad)
+        if fn is torch.autocast:
+            from capture.variables.autocast import make_autocast
+
+            return make_autocast(args, kwargs)
         if fn in (torch.inference_mode,):
             raise Unsupported("torch.inference_mode inside a captured function")
         if fn in _FOLDABLE_TORCH and all(a.is_constant() for a in [*args, *kwargs.values()]):
@@ -95,6 +100,9 @@ class SkippedFunctionVariable(VariableTracker):
 
     def call(self, tx: InstructionTranslator, args: list[VariableTracker],
              kwargs: dict[str, VariableTracker]) -> VariableTracker:
+        folded = _fold_introspection(self.fn, args, kwargs)
+        if folded is not None:
+            return folded
         constant_foldable = getattr(self.fn, "__module__", None) in ("math", "operator", "_operator")
         if constant_foldable and all(a.is_constant() for a in [*args, *kwargs.values()]):
             try:
@@ -110,6 +118,45 @@ class SkippedFunctionVariable(VariableTracker):
 
     def __repr__(self) -> str:
         return f"SkippedFunctionVariable({getattr(self.fn, '__qualname__', self.fn)})"
+
+
+TRACE_TIME_FUNCTIONS = frozenset({
+    # Pure functions of a model configuration: evaluated while tracing (their result is fixed).
+    "transformers.configuration_utils.PreTrainedConfig.get_text_config",
+    # Idempotent set-up that eager runs on the first call too (installs output-recording hooks once).
+    "transformers.utils.output_capturing.maybe_install_capturing_hooks",
+    # Logs a message at most once per process (lru_cache): emitted while tracing, as eager's first call does.
+    "transformers.utils.logging.warning_once",
+})
+
+
+def _fold_introspection(fn: Any, args: list[VariableTracker],
+                        kwargs: dict[str, VariableTracker]) -> VariableTracker | None:
+    """`inspect.signature(f)` of a function whose identity is fixed at trace time: computed once."""
+    import inspect
+
+    from capture.variables.functions import BoundMethodVariable, UserFunctionVariable
+
+    function = getattr(fn, "__func__", fn)
+    if f"{getattr(function, '__module__', '')}.{getattr(function, '__qualname__', '')}" in TRACE_TIME_FUNCTIONS:
+        values = [*args, *kwargs.values()]
+        if all(v.is_constant() or isinstance(v, (PythonObjectVariable, NNModuleVariable)) for v in values):
+            def real(v: VariableTracker) -> Any:
+                if isinstance(v, NNModuleVariable):
+                    return v.module
+                return v.as_constant() if v.is_constant() else cast(PythonObjectVariable, v).value
+
+            result = fn(*[real(a) for a in args], **{k: real(v) for k, v in kwargs.items()})
+            return ConstantVariable(result) if is_constant_value(result) else PythonObjectVariable(result, None)
+    if fn is not inspect.signature or len(args) != 1 or kwargs:
+        return None
+    target = args[0]
+    if isinstance(target, UserFunctionVariable):
+        return PythonObjectVariable(inspect.signature(target.fn), None)
+    if isinstance(target, BoundMethodVariable) and isinstance(target.function, UserFunctionVariable):
+        signature = inspect.signature(target.function.fn)
+        return PythonObjectVariable(signature.replace(parameters=list(signature.parameters.values())[1:]), None)
+    return None
 
 
 class NNModuleVariable(VariableTracker):
@@ -300,7 +347,11 @@ class PythonObjectVariable(VariableTracker):
             return ExceptionVariable(self.value(*[a.as_constant() for a in args],
                                                 **{k: v.as_constant() for k, v in kwargs.items()}))
         if isinstance(self.value, type):
+            from capture.variables.model_output import ModelOutputVariable, is_model_output_class
             from capture.variables.user_objects import construct_user_object
+
+            if is_model_output_class(self.value):
+                return ModelOutputVariable.construct(self.value, args, kwargs)
 
             return construct_user_object(tx, self, args, kwargs)
         raise Unsupported(f"call to {type(self.value).__name__} object {_describe(self.value)}")

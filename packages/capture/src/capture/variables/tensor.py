@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.fx
+
 from capture.sources import Source
 from capture.variables.base import ConstantVariable, Unsupported, VariableTracker
 from capture.variables.containers import TupleVariable

@@ -38,9 +38,9 @@ def _is_plain_user_class(cls: type) -> bool:
     if getattr(cls, "__abstractmethods__", None):
         return False
     for klass in cls.__mro__[:-1]:
-        if "__slots__" in klass.__dict__ or klass.__module__ == "builtins":
+        if klass.__dict__.get("__slots__", ()) or klass.__module__ == "builtins":
             return False
-    return cls.__new__ is object.__new__
+    return cls.__new__ is object.__new__ and cls.__dictoffset__ != 0
 
 
 def construct_user_object(tx: InstructionTranslator, cls_var: PythonObjectVariable, args: list[VariableTracker],
