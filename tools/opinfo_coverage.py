@@ -24,10 +24,11 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
-import inductor_ir
 import torch
 import torch.utils._pytree as pytree
 from torch.fx.experimental.proxy_tensor import make_fx
+
+import inductor_ir
 
 
 @dataclass

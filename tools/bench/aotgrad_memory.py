@@ -20,11 +20,12 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
-import aotgrad
 import torch
 import torch.fx
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
+
+import aotgrad
 
 
 class TransformerBlock(torch.nn.Module):

@@ -13,8 +13,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-import capture
 import torch
+
+import capture
 
 
 def ten_inputs(a0, a1, a2, a3, a4, a5, a6, a7, a8, a9):  # type: ignore[no-untyped-def]

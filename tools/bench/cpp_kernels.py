@@ -22,10 +22,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import inductor_ir
 import torch
-from codegen_cpp import CppBackend, CppConfig
 from torch.fx.experimental.proxy_tensor import make_fx
+
+import inductor_ir
+from codegen_cpp import CppBackend, CppConfig
 
 
 @dataclass(frozen=True)

@@ -5,9 +5,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-import aotgrad
 import torch
 import torch.fx
+
+import aotgrad
 
 
 class RecordingCompiler:

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import functools
 
-import aotgrad
 import torch
 import torch.fx
 from aotgrad_helpers import RecordingCompiler, TransformerBlock, strict
+
+import aotgrad
 
 aten = torch.ops.aten
 

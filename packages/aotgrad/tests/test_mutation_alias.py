@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import aotgrad
 import torch
 import torch.fx
 from aotgrad_helpers import RecordingCompiler, strict
+
+import aotgrad
 
 aten = torch.ops.aten
 

@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
-import aotgrad
 import pytest
 import torch
 import torch.fx
+from aotgrad_helpers import TransformerBlock
+
+import aotgrad
 from aotgrad.compile import trace_region
 from aotgrad.decompositions import default_decompositions
 from aotgrad.partition.maxflow import INFINITE, FlowNetwork
 from aotgrad.report import measure_saved
 from aotgrad.tracing import JointGraph
 from aotgrad.tracing.graph_passes import is_random
-from aotgrad_helpers import TransformerBlock
 
 aten = torch.ops.aten
 EXPENSIVE = {aten.mm.default, aten.bmm.default, aten.addmm.default, aten.convolution.default}

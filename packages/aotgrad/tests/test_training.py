@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import copy
 
-import aotgrad
 import pytest
 import torch
 import torch.fx
 from aotgrad_helpers import RecordingCompiler, TransformerBlock, assert_close_grads, strict
+
+import aotgrad
 
 PARTITIONS = [aotgrad.min_cut, aotgrad.save_all]
 

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
 from codegen_cpp import CppBackend, CppConfig
 
 # Test modules import the helpers in cpp_test_groups.py (pytest runs with --import-mode=importlib).

@@ -6,6 +6,7 @@ from collections.abc import Callable, Sequence
 
 import sympy
 import torch
+
 from inductor_ir import BufferRecord, KernelGroup, KernelNode
 
 ONE = sympy.Integer(1)

@@ -7,9 +7,10 @@ from pathlib import Path
 import pytest
 import sympy
 import torch
+from cpp_test_groups import flat, pointwise_group
+
 from codegen_cpp import CppBackend, CppCompileError, CppCompilerNotFoundError, CppConfig
 from codegen_cpp.compile.cache import KernelCache
-from cpp_test_groups import flat, pointwise_group
 from inductor_ir import KernelGroup, ops
 
 S0 = sympy.Symbol("s0", integer=True, positive=True)

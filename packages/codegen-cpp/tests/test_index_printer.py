@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sympy
+
 from codegen_cpp import cpp_index
 from inductor_ir import FloorDiv, ModularIndexing
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sympy
 import torch
+
 from codegen_cpp.codegen.lanes import lane_stride
 from codegen_cpp.codegen.space import plan_space
 from inductor_ir import BufferRecord, FloorDiv, KernelGroup, KernelNode, ModularIndexing, ops

@@ -9,11 +9,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-import inductor_ir
 import pytest
 import torch
-from codegen_cpp import CppBackend
 from torch.fx.experimental.proxy_tensor import make_fx
+
+import inductor_ir
+from codegen_cpp import CppBackend
 
 
 def compile_and_check(

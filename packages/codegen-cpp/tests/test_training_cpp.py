@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-import inductor_ir
 import pytest
 import torch
+
+import inductor_ir
 from codegen_cpp import CppBackend
 
 aotgrad = pytest.importorskip("aotgrad")

@@ -11,8 +11,9 @@ from collections.abc import Callable, Sequence
 import pytest
 import sympy
 import torch
-from codegen_cpp import CppBackend
 from cpp_test_groups import flat, pointwise_group
+
+from codegen_cpp import CppBackend
 from inductor_ir import KernelGroup, ops
 
 N = 4099  # 256 vectors of 16 lanes and a tail of 3

@@ -15,11 +15,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import inductor_ir
 import torch
 import torch.nn.functional as F
-from codegen_triton import TritonBackend, TritonConfig
 from torch.fx.experimental.proxy_tensor import make_fx
+
+import inductor_ir
+from codegen_triton import TritonBackend, TritonConfig
 
 
 def _time(fn: Callable[[], Any], reps: int = 50) -> float:

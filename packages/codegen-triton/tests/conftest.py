@@ -18,6 +18,7 @@ if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
 import pytest
+
 from codegen_triton import TritonBackend, TritonConfig
 from codegen_triton.config import interpreter_ready
 

@@ -11,12 +11,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import inductor_ir
 import pytest
 import torch
 import torch.nn.functional as F
-from codegen_triton import TritonBackend, TritonConfig
 from torch.fx.experimental.proxy_tensor import make_fx
+
+import inductor_ir
+from codegen_triton import TritonBackend, TritonConfig
 
 
 @dataclass(frozen=True)

@@ -18,12 +18,13 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-import inductor_ir
 import pytest
 import torch
 import torch.utils._pytree as pytree
-from codegen_triton import TritonBackend
 from torch.fx.experimental.proxy_tensor import make_fx
+
+import inductor_ir
+from codegen_triton import TritonBackend
 
 _IR_TESTS = Path(__file__).resolve().parents[2] / "inductor-ir" / "tests"
 

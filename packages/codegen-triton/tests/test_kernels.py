@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 import sympy
 import torch
+
 from codegen_triton import TritonBackend, TritonConfig, TritonKernelCall
 from codegen_triton.codegen.kernel import KernelPlan, KernelWriter
 from inductor_ir import BufferRecord, KernelGroup, KernelNode, KernelSource, ops, verify_ops_handler

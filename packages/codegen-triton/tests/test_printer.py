@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sympy
+
 from codegen_triton.codegen.indexing import AxisDims, collapse_contiguous
 from codegen_triton.codegen.printer import TritonIndexPrinter
 from inductor_ir import FloorDiv, ModularIndexing

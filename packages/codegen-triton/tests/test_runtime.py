@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 import torch
+
 from codegen_triton.config import TritonConfig, default_cache_dir
 from codegen_triton.runtime import LaunchConfig, TuningCache, candidate_configs, load_kernel_module
 from codegen_triton.runtime.cache import atomic_write_text

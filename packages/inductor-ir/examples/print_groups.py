@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import sys
 
-import inductor_ir
 import torch
 from torch.fx.experimental.proxy_tensor import make_fx
+
+import inductor_ir
 
 
 def sin_cos(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

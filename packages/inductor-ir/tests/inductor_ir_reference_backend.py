@@ -13,6 +13,7 @@ from typing import Any
 
 import sympy
 import torch
+
 from inductor_ir import (
     KernelGroup,
     KernelSource,

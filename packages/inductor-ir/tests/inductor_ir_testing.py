@@ -7,10 +7,11 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-import inductor_ir
 import torch
 import torch.utils._pytree as pytree
 from torch.fx.experimental.proxy_tensor import make_fx
+
+import inductor_ir
 
 sys.path.insert(0, str(Path(__file__).parent))
 

@@ -5,13 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import inductor_ir
 import pytest
 import torch
 import torch.nn.functional as F
 from inductor_ir_reference_backend import ReferenceBackend
 from inductor_ir_testing import assert_close, rand
 from torch.fx.experimental.proxy_tensor import make_fx
+
+import inductor_ir
 
 
 def _mlp(x: torch.Tensor, w1: torch.Tensor, b1: torch.Tensor, w2: torch.Tensor) -> Any:

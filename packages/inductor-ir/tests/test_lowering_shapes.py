@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-import inductor_ir
 import pytest
 import torch
 import torch.nn.functional as F
 from inductor_ir_testing import check_interpret, rand
+
+import inductor_ir
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])

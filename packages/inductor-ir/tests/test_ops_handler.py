@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import inductor_ir
 import pytest
 import sympy
 import torch
+
+import inductor_ir
 from inductor_ir import OP_NAMES, TorchOpsHandler, TracingHandler, ops, set_ops_handler, verify_ops_handler
 
 

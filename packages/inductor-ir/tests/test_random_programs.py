@@ -6,12 +6,13 @@ import random
 from collections.abc import Callable
 from typing import Any
 
-import inductor_ir
 import pytest
 import torch
 from inductor_ir_reference_backend import ReferenceBackend
 from inductor_ir_testing import assert_close
 from torch.fx.experimental.proxy_tensor import make_fx
+
+import inductor_ir
 
 N = 6
 STEPS: list[Callable[[torch.Tensor, torch.Tensor], torch.Tensor]] = [

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-import inductor_ir
 import torch
 from inductor_ir_reference_backend import ReferenceBackend
 from inductor_ir_testing import assert_close, rand
 from torch.fx.experimental.proxy_tensor import make_fx
+
+import inductor_ir
 
 
 def _schedule(fn: Any, *inputs: torch.Tensor, backend: Any = None) -> inductor_ir.Schedule:

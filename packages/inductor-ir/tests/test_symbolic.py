@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sympy
+
 from inductor_ir import FloorDiv, ModularIndexing, simplify_index
 from inductor_ir.symbolic import index_symbol
 

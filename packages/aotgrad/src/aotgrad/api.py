@@ -7,6 +7,7 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import sympy
 import torch
 import torch.fx
 from torch.utils import _pytree as pytree
@@ -24,10 +25,36 @@ log = logging.getLogger("aotgrad")
 CompilerFn = Callable[[torch.fx.GraphModule, list[Any]], Callable[..., Any]]
 
 
-def _region_key(flat_inputs: Sequence[Any]) -> tuple[Any, ...]:
+DynamicDims = tuple[frozenset[int], ...]
+
+
+def _region_key(flat_inputs: Sequence[Any], dynamic: DynamicDims = ()) -> tuple[Any, ...]:
     """What a compiled region is specialized on: the gradient pattern, each tensor's metadata, and
-    the value of each non-tensor input (make_fx bakes those into the graph as constants)."""
-    return (_gradient_key(flat_inputs), *(_signature(x, with_grad=False) for x in flat_inputs))
+    the value of each non-tensor input (make_fx bakes those into the graph as constants).
+
+    ``dynamic[i]`` lists the dims of input ``i`` compiled with symbolic sizes: those sizes (and the
+    strides that depend on them) are not part of the key, so one region serves every size.
+    """
+    return (
+        _gradient_key(flat_inputs),
+        *(
+            _signature(x, with_grad=False, dynamic=dynamic[i] if i < len(dynamic) else frozenset())
+            for i, x in enumerate(flat_inputs)
+        ),
+    )
+
+
+def _is_symbolic(value: Any) -> bool:
+    return isinstance(value, torch.SymInt) and not isinstance(getattr(value.node, "expr", None), (int, sympy.Integer))
+
+
+def dynamic_dims_of(flat_inputs: Sequence[Any]) -> DynamicDims:
+    """Per input, the dims whose size is a symbol (fake tensors from a ShapeEnv); empty when static."""
+    dims = tuple(
+        frozenset(d for d, n in enumerate(x.shape) if _is_symbolic(n)) if isinstance(x, torch.Tensor) else frozenset()
+        for x in flat_inputs
+    )
+    return dims if any(dims) else ()
 
 
 def _gradient_key(flat_inputs: Sequence[Any]) -> tuple[bool, ...] | None:
@@ -66,6 +93,8 @@ class AotCallable:
         self._decompositions = decompositions
         self._config = config
         self._regions: dict[tuple[Any, ...], Region | None] = {}
+        # Per flat input, the dims compiled with symbolic sizes (set by `aot_graph` from fake inputs).
+        self._dynamic: DynamicDims = ()
         self._locator = LocatingModule(module) if isinstance(module, torch.fx.GraphModule) else None
         self._state_names: list[str] = []
         if module is not None:
@@ -104,7 +133,7 @@ class AotCallable:
 
     def region_for(self, flat_inputs: Sequence[Any]) -> Region | None:
         """The compiled region for these inputs' gradient pattern (None: run eagerly)."""
-        key = _region_key(flat_inputs)
+        key = _region_key(flat_inputs, self._dynamic)
         if key not in self._regions:
             self._regions[key] = compile_region(
                 self._traceable(),
@@ -159,7 +188,9 @@ def aot_graph(
     module = gm if isinstance(gm, torch.nn.Module) else None
     compilers = Compilers(fw_compiler, bw_compiler or fw_compiler)
     compiled = AotCallable(module, gm, compilers, partition, decompositions, config or AotConfig())
-    compiled.region_for([*compiled.state_tensors(), *example_inputs])
+    flat_inputs = [*compiled.state_tensors(), *example_inputs]
+    compiled._dynamic = dynamic_dims_of(flat_inputs)
+    compiled.region_for(flat_inputs)
     return compiled
 
 
@@ -186,11 +217,30 @@ class _AotFunction:
         return self._compiled[key][0](*leaves)
 
 
-def _signature(value: Any, with_grad: bool = True) -> Any:
+def _signature(value: Any, with_grad: bool = True, dynamic: frozenset[int] = frozenset()) -> Any:
     if isinstance(value, torch.Tensor):
         grad = value.requires_grad if with_grad else None
+        if dynamic:
+            # Sizes of dynamic dims are free; strides are kept only as the dims' memory order
+            # (the compiled graph assumed that order, with symbolic strides).
+            # Sizes 0 and 1 stay specialized (as torch's ShapeEnv does: a symbol is assumed >= 2).
+            shape = tuple(None if d in dynamic and _size_hint(n) >= 2 else _size_hint(n) for d, n in enumerate(value.shape))
+            order = tuple(sorted((d for d in range(value.dim()) if _size_hint(value.shape[d]) != 1), key=lambda d: (_stride_hint(value, d), d)))
+            return (shape, order, value.dtype, value.device, grad)
         return (tuple(value.shape), tuple(value.stride()), value.dtype, value.device, grad)
     return (type(value), value) if isinstance(value, (int, float, bool, str, type(None))) else type(value)
+
+
+def _size_hint(value: Any) -> int:
+    """An int, or a SymInt's hint: never ``int(sym_int)``, which would add a guard."""
+    if isinstance(value, torch.SymInt):
+        hint = getattr(value.node, "hint", None)
+        return int(hint) if hint is not None else 2
+    return int(value)
+
+
+def _stride_hint(value: torch.Tensor, dim: int) -> int:
+    return _size_hint(value.stride(dim))
 
 
 def aot_function(

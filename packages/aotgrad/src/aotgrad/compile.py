@@ -52,7 +52,13 @@ def fake_inputs_for(flat_inputs: Sequence[Any]) -> tuple[FakeTensorMode, list[An
     """A fake mode and fake copies of the tensors among `flat_inputs` (real or already fake)."""
     for value in flat_inputs:
         if isinstance(value, FakeTensor):
-            return value.fake_mode, list(flat_inputs)
+            # Real tensors beside fake ones (a module's parameters next to symbolic-size inputs)
+            # join the same mode, with static shapes.
+            mode = value.fake_mode
+            return mode, [
+                mode.from_tensor(x, static_shapes=True) if isinstance(x, torch.Tensor) and not isinstance(x, FakeTensor) else x
+                for x in flat_inputs
+            ]
     # Tensors a function closes over (not inputs) are constants of the graph: allow them.
     mode = FakeTensorMode(allow_non_fake_inputs=True)
     return mode, [mode.from_tensor(x, static_shapes=True) if isinstance(x, torch.Tensor) else x for x in flat_inputs]

@@ -6,8 +6,6 @@ import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from inductor_ir.backend import KernelGroup, KernelSource
-
 from codegen_cpp.codegen.kernel import generate_kernel
 from codegen_cpp.compile.build import CompileStats, build_libraries
 from codegen_cpp.compile.cache import KernelCache
@@ -15,6 +13,7 @@ from codegen_cpp.compile.loader import CppKernel, load_library
 from codegen_cpp.compile.toolchain import Toolchain, find_toolchain
 from codegen_cpp.config import CppConfig
 from codegen_cpp.errors import CppCompileError, CppCompilerNotFoundError
+from inductor_ir.backend import KernelGroup, KernelSource
 
 __all__ = ["CppBackend", "library_source"]
 

@@ -11,6 +11,7 @@ from typing import Any
 
 import sympy
 import torch
+
 from inductor_ir import KernelGroup, TorchOpsHandler, eval_index, set_ops_handler
 
 __all__ = ["interpreted_kernel"]

@@ -6,13 +6,13 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import sympy
-from inductor_ir.backend import KernelGroup, KernelSource
 
 from codegen_triton.codegen.analysis import choose_plan
 from codegen_triton.codegen.split import plan_split
 from codegen_triton.codegen.template import GeneratedKernel, write_kernel
 from codegen_triton.config import TritonConfig, interpreter_ready
 from codegen_triton.runtime.launcher import KernelSpec, TritonLauncher
+from inductor_ir.backend import KernelGroup, KernelSource
 
 __all__ = ["RandomFallbackRequired", "TritonBackend", "TritonKernelCall"]
 

@@ -1,5 +1,69 @@
-"""Kiln: a just-in-time compiler for PyTorch programs. frontend.compile(model) and the end-user API."""
+"""Kiln: a just-in-time compiler for PyTorch programs. `frontend.compile(model)` and the end-user API.
+
+Example::
+
+    import frontend
+    compiled = frontend.compile(model)                 # inductor: fused C++ / Triton kernels
+    compiled = frontend.compile(model, backend="eager")  # triage: capture only
+    print(frontend.explain(fn, x, y))                  # graphs and graph breaks
+    print(frontend.compile_times())
+"""
 
 from frontend._version import __version__
+from frontend.api import MODES, OptimizedModule, compile, optimize
+from frontend.backends import ENTRY_POINT_GROUP, CompilerFn, list_backends, register_backend
+from frontend.capture_api import (
+    allow_in_graph,
+    disable,
+    disallow_in_graph,
+    explain,
+    export,
+    graph_break,
+    mark_dynamic,
+    reset,
+    run,
+)
+from frontend.capture_events import CaptureEvent
+from frontend.config import Config, config
+from frontend.context import CompileContext
+from frontend.errors import (
+    BackendCompileError,
+    CudaGraphOutputOverwrittenError,
+    InvalidOptionError,
+    KilnError,
+    UnknownBackendError,
+)
+from frontend.profiler import CompileProfiler
+from frontend.stats import compile_times
 
-__all__ = ["__version__"]
+__all__ = [
+    "ENTRY_POINT_GROUP",
+    "MODES",
+    "BackendCompileError",
+    "CaptureEvent",
+    "CompileContext",
+    "CompileProfiler",
+    "CompilerFn",
+    "Config",
+    "CudaGraphOutputOverwrittenError",
+    "InvalidOptionError",
+    "KilnError",
+    "OptimizedModule",
+    "UnknownBackendError",
+    "__version__",
+    "allow_in_graph",
+    "compile",
+    "compile_times",
+    "config",
+    "disable",
+    "disallow_in_graph",
+    "explain",
+    "export",
+    "graph_break",
+    "list_backends",
+    "mark_dynamic",
+    "optimize",
+    "register_backend",
+    "reset",
+    "run",
+]

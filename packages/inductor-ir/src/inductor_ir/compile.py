@@ -18,6 +18,7 @@ from inductor_ir.ir.nodes import InputBuffer
 from inductor_ir.ir.program import Program
 from inductor_ir.lower import lower
 from inductor_ir.scheduler import Schedule, schedule
+from inductor_ir.size_guards import SizeChecker, input_size_checker
 from inductor_ir.wrapper import load_wrapper
 
 __all__ = ["CompileTimings", "CompiledGraph", "InductorIRConfig", "MissingBackendError", "compile_graph"]
@@ -74,6 +75,7 @@ class CompiledGraph:
     call: Callable[[list[Any]], Any]
     kernel_names: dict[str, str] = field(default_factory=dict)
     _expected: list[tuple[int, torch.dtype, tuple[int | None, ...]]] | None = field(default=None, repr=False)
+    _sizes_checker: tuple[SizeChecker | None] | None = field(default=None, repr=False)
 
     def __call__(self, *args: Any) -> Any:
         """Run the wrapper on the flat inputs."""
@@ -98,6 +100,15 @@ class CompiledGraph:
                 if all(n is None or n == m for n, m in zip(shape, value.shape)):
                     continue
             self._input_error(position, value)
+        if self._sizes_checker is None:
+            self._sizes_checker = (input_size_checker(self.program),)
+        checker = self._sizes_checker[0]
+        mismatch = checker(args) if checker is not None else None
+        if mismatch is not None:
+            raise ValueError(
+                f"inputs do not fit the symbolic sizes this graph was compiled for: {mismatch}; "
+                "compile again for these inputs"
+            )
 
     def _input_error(self, position: int, value: Any) -> None:
         item = self.program.graph_inputs[position]

@@ -29,7 +29,7 @@ from inductor_ir.ir.nodes import (
 )
 from inductor_ir.ir.program import Program, SizeSource
 from inductor_ir.lowering import LOWERINGS, LoweringContext, NotLowerable
-from inductor_ir.symbolic import sympify_int
+from inductor_ir.symbolic import concrete_hint, sympify_int
 
 __all__ = ["layout_of", "lower"]
 
@@ -97,15 +97,18 @@ def _lower_inputs(program: Program, placeholders: list[torch.fx.Node], example_i
                     if isinstance(expr, sympy.Symbol) and expr not in program.size_sources:
                         program.size_sources[expr] = SizeSource(position, kind, dim)
                         if isinstance(real, torch.Tensor):
-                            program.size_hints[expr] = int(real.shape[dim] if kind == "size" else real.stride()[dim])
+                            hint = concrete_hint(real.shape[dim] if kind == "size" else real.stride()[dim])
+                            if hint is not None:
+                                program.size_hints[expr] = hint
         elif hasattr(val, "node") or isinstance(val, sympy.Expr):
             expr = sympify_int(val)
             program.graph_inputs.append(expr)
             env[node] = expr
             if isinstance(expr, sympy.Symbol):
                 program.size_sources.setdefault(expr, SizeSource(position, "scalar"))
-                if isinstance(real, int):
-                    program.size_hints[expr] = real
+                hint = concrete_hint(real) if real is not None else None
+                if hint is not None:
+                    program.size_hints[expr] = hint
         else:
             program.graph_inputs.append(None)
             env[node] = val

@@ -19,6 +19,7 @@ import sympy
 __all__ = [
     "FloorDiv",
     "ModularIndexing",
+    "concrete_hint",
     "index_symbol",
     "simplify_index",
     "size_symbol",
@@ -95,13 +96,33 @@ class ModularIndexing(sympy.Function):
 
 
 def sympify_int(value: object) -> sympy.Expr:
-    """A SymPy integer expression for an int, a SymPy expression or a ``torch.SymInt``."""
+    """A SymPy integer expression for an int, a SymPy expression or a ``torch.SymInt``.
+
+    A SymInt's expression is rewritten into this package's vocabulary (see :func:`from_shape_env`).
+    """
     node = getattr(value, "node", None)
     if node is not None and hasattr(node, "expr"):
-        return sympy.sympify(node.expr)
+        from inductor_ir.shape_env_sympy import from_shape_env
+
+        return from_shape_env(sympy.sympify(node.expr), getattr(node, "shape_env", None))
     if isinstance(value, sympy.Expr):
         return value
     return sympy.Integer(int(value))  # type: ignore[call-overload]
+
+
+def concrete_hint(value: object) -> int | None:
+    """The concrete value of an int or a ``torch.SymInt`` (its hint), without adding a guard.
+
+    ``int(sym_int)`` would specialize the symbol in its ShapeEnv (every later read of the fake
+    tensors' sizes would see the constant); the hint is read from the SymNode instead.
+    """
+    node = getattr(value, "node", None)
+    if node is not None and hasattr(node, "expr"):
+        hint = getattr(node, "hint", None)
+        return None if hint is None else int(hint)
+    if isinstance(value, bool) or not isinstance(value, int):
+        return None
+    return value
 
 
 def index_symbol(prefix: str, position: int) -> sympy.Symbol:
@@ -145,10 +166,39 @@ def simplify_index(expr: sympy.Expr, ranges: Sequence[tuple[sympy.Symbol, sympy.
             if coeff.is_Integer and coeff > 0 and rest is not e:
                 bound = upper(rest)
                 return None if bound is None else coeff * (bound - 1) + 1
-            return None
+            # A product of an index variable and positive size symbols (``s1*x0``): the largest
+            # value is the product of the factors' largest values.
+            largest = sympy.Integer(1)
+            for factor in e.args:
+                if isinstance(factor, sympy.Symbol) and factor not in bounds and factor.is_positive:
+                    largest *= factor
+                elif isinstance(factor, sympy.Pow) and factor.exp.is_Integer and factor.exp > 0 and factor.base.is_positive and factor.base not in bounds:
+                    largest *= factor
+                else:
+                    bound = upper(factor)
+                    if bound is None:
+                        return None
+                    largest *= bound - 1
+            return sympy.expand(largest) + 1
         if isinstance(e, ModularIndexing):
             return e.args[2]
         return None
+
+    def split_common(base: sympy.Expr, divisor: sympy.Expr) -> tuple[sympy.Expr, sympy.Expr] | None:
+        """``(q, g)`` with ``base == g*q + rest``, ``0 <= rest < g`` and ``g`` dividing ``divisor`` (symbolic g)."""
+        if not isinstance(base, sympy.Add) or divisor.is_Integer:
+            return None
+        big: list[sympy.Expr] = []
+        rest: list[sympy.Expr] = []
+        for term in base.args:
+            g = sympy.gcd(term, divisor)
+            (big if g != 1 and not g.is_Integer else rest).append(term)
+        if not big or not rest:
+            return None
+        common = sympy.gcd_list([*big, divisor]) if len(big) > 1 else sympy.gcd(big[0], divisor)
+        if common == 1 or common.is_Integer or not fits(upper(sympy.Add(*rest)), common):
+            return None
+        return sympy.expand(sympy.Add(*big) / common), common
 
     def fits(bound: sympy.Expr | None, limit: sympy.Expr) -> bool:
         if bound is None:
@@ -172,4 +222,19 @@ def simplify_index(expr: sympy.Expr, ranges: Sequence[tuple[sympy.Symbol, sympy.
                     expr = expr.xreplace({node: sympy.Integer(0)})
                     changed = True
                     break
+            if isinstance(node, FloorDiv | ModularIndexing):
+                # (g*q + r) // (g*d) == q // d and ((g*q + r) // (g*d)) % m == (q // d) % m when 0 <= r < g.
+                split = split_common(node.args[0], node.args[1])
+                if split is not None:
+                    quotient, common = split
+                    divisor = sympy.cancel(node.args[1] / common)
+                    if sympy.fraction(divisor)[1] == 1:
+                        replacement = (
+                            FloorDiv(quotient, divisor)
+                            if isinstance(node, FloorDiv)
+                            else ModularIndexing(quotient, divisor, node.args[2])
+                        )
+                        expr = expr.xreplace({node: replacement})
+                        changed = True
+                        break
     return sympy.expand(expr)

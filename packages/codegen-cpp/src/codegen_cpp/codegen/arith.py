@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import torch
+
 from codegen_cpp.codegen.dtypes import cpp_dtype
 from codegen_cpp.codegen.values import CppValue
 

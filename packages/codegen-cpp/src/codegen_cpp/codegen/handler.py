@@ -13,6 +13,7 @@ from collections.abc import Callable
 
 import sympy
 import torch
+
 from codegen_cpp.codegen.arith import ArithmeticOps
 from codegen_cpp.codegen.dtypes import cpp_constant, cpp_dtype
 from codegen_cpp.codegen.lanes import VECTOR_LANES, lane_stride

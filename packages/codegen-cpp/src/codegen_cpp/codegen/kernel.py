@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import sympy
+
 from codegen_cpp.codegen.dtypes import cpp_dtype
 from codegen_cpp.codegen.handler import BodyScope, CppOpsHandler, CppValue, KernelState, Unvectorizable
 from codegen_cpp.codegen.lanes import VECTOR_LANES, lane_stride

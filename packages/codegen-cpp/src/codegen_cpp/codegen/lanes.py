@@ -12,6 +12,7 @@ per lane of ``x1``.
 from __future__ import annotations
 
 import sympy
+
 from inductor_ir import FloorDiv, ModularIndexing
 
 __all__ = ["VECTOR_LANES", "lane_stride"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sympy
+
 from inductor_ir.symbolic import FloorDiv, ModularIndexing
 
 __all__ = ["cpp_index", "cpp_int_literal"]

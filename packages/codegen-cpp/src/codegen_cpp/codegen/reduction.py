@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 import sympy
 import torch
+
 from codegen_cpp.codegen.dtypes import cpp_dtype
 from codegen_cpp.codegen.printer import cpp_index
 

@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass, field
 
 import torch
+
 from codegen_cpp.codegen.dtypes import cpp_dtype
 
 __all__ = ["LoopValueReuse", "is_expensive"]

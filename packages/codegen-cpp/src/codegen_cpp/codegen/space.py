@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import sympy
+
 from inductor_ir import KernelGroup, set_ops_handler
 
 __all__ = ["IterationSpace", "plan_space"]

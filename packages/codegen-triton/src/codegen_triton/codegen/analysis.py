@@ -7,10 +7,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import sympy
-from inductor_ir.backend import KernelGroup
-from inductor_ir.ops_handler import set_ops_handler
 
 from codegen_triton.codegen.kernel import KernelPlan
+from inductor_ir.backend import KernelGroup
+from inductor_ir.ops_handler import set_ops_handler
 
 __all__ = ["Access", "choose_plan", "record_accesses"]
 

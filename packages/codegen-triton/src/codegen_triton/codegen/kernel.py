@@ -18,13 +18,13 @@ from dataclasses import dataclass, field
 
 import sympy
 import torch
-from inductor_ir.backend import KernelGroup, KernelNode
-from inductor_ir.ops_handler import set_ops_handler
 
 from codegen_triton.codegen.indexing import AxisDims, collapse_contiguous
 from codegen_triton.codegen.overrides import TritonMathOps, constant_literal
 from codegen_triton.codegen.printer import TritonIndexPrinter
 from codegen_triton.codegen.values import TritonValue, compute_dtype, is_float, triton_type
+from inductor_ir.backend import KernelGroup, KernelNode
+from inductor_ir.ops_handler import set_ops_handler
 
 __all__ = ["KernelPlan", "KernelWriter", "workspace_name"]
 

@@ -14,11 +14,11 @@ import dataclasses
 
 import sympy
 import torch
-from inductor_ir.backend import BufferRecord, KernelGroup
 
 from codegen_triton.codegen.analysis import record_accesses
 from codegen_triton.codegen.kernel import KernelPlan, KernelWriter, workspace_name
 from codegen_triton.codegen.values import compute_dtype
+from inductor_ir.backend import BufferRecord, KernelGroup
 
 __all__ = ["SPLITTABLE", "plan_split", "workspace_name", "write_finish"]
 

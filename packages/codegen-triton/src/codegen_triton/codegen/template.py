@@ -9,9 +9,9 @@ from dataclasses import dataclass
 
 import sympy
 import torch
-from inductor_ir.backend import KernelGroup
 
 from codegen_triton.codegen.kernel import KernelPlan, KernelWriter
+from inductor_ir.backend import KernelGroup
 
 __all__ = ["GeneratedKernel", "kernel_name", "write_kernel"]
 

@@ -34,6 +34,8 @@ class ReadsWrites:
     reads: list[MemoryDep] = field(default_factory=list)
     writes: list[MemoryDep] = field(default_factory=list)
     op_count: int = 0
+    # Symbols in index expressions that are not loads (``ops.index_expr(s0 * x0)``): kernels take them too.
+    index_symbols: set[sympy.Symbol] = field(default_factory=set)
 
     def read_names(self) -> tuple[str, ...]:
         """Distinct buffer names read, in first-read order."""
@@ -120,6 +122,9 @@ def _generic(op_name: str) -> Callable[..., TracedValue]:
             parts = [_fmt(a) for a in args] + [f"{k}={_fmt(v)}" for k, v in kwargs.items()]
             return f"ops.{op_name}({', '.join(parts)})"
 
+        for value in (*args, *kwargs.values()):
+            if isinstance(value, sympy.Expr):
+                self.deps.index_symbols |= value.free_symbols
         return self._new(text)
 
     method.__name__ = op_name

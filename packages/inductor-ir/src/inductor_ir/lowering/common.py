@@ -89,9 +89,54 @@ def const(value: Any, dtype: torch.dtype) -> Any:
         expr = sympify_int(value)
         if expr.is_number:
             return ops.constant(_as_python(expr, dtype), dtype)
+        if not _is_integer_polynomial(expr):
+            return _float_expression(expr, dtype if dtype.is_floating_point else torch.float32)
         result = ops.index_expr(expr, torch.int64)
         return result if dtype == torch.int64 else ops.to_dtype(result, dtype, torch.int64)
     return ops.constant(_as_python(value, dtype), dtype)
+
+
+def _is_integer_polynomial(expr: sympy.Expr) -> bool:
+    """Whether ``expr`` is an index expression (integer coefficients, natural powers)."""
+    for node in sympy.preorder_traversal(expr):
+        if isinstance(node, sympy.Float) or (isinstance(node, sympy.Rational) and not node.is_Integer):
+            return False
+        if isinstance(node, sympy.Pow) and not (node.exp.is_Integer and int(node.exp) > 0):
+            return False
+    return True
+
+
+def _float_expression(expr: sympy.Expr, dtype: torch.dtype) -> Any:
+    """A floating-point value of a symbolic size expression (``s0 ** 0.5``, ``1 / s0``) as ops.
+
+    Integer sub-expressions are index expressions, cast once; the rest is float arithmetic.
+    """
+    if expr.is_number:
+        return ops.constant(float(expr), dtype)
+    if _is_integer_polynomial(expr):
+        return ops.to_dtype(ops.index_expr(expr, torch.int64), dtype, torch.int64)
+    if isinstance(expr, sympy.Add):
+        parts = [_float_expression(a, dtype) for a in expr.args]
+        result = parts[0]
+        for part in parts[1:]:
+            result = ops.add(result, part)
+        return result
+    if isinstance(expr, sympy.Mul):
+        parts = [_float_expression(a, dtype) for a in expr.args]
+        result = parts[0]
+        for part in parts[1:]:
+            result = ops.mul(result, part)
+        return result
+    if isinstance(expr, sympy.Pow):
+        base = _float_expression(expr.base, dtype)
+        if expr.exp == sympy.Rational(1, 2) or expr.exp == 0.5:
+            return ops.sqrt(base)
+        if expr.exp == -1:
+            return ops.reciprocal(base)
+        if expr.exp == sympy.Rational(-1, 2) or expr.exp == -0.5:
+            return ops.rsqrt(base)
+        return ops.pow(base, _float_expression(expr.exp, dtype))
+    raise NotLowerable(f"symbolic scalar {expr} has no float lowering")
 
 
 def _as_python(value: Any, dtype: torch.dtype) -> Scalar:

@@ -187,11 +187,21 @@ def select(ctx: LoweringContext, x: IRNode, dim: int, index: Any) -> IRNode:
     return IndexView(x, tuple(out), lambda idx: list(idx[:dim]) + [i] + list(idx[dim:]))
 
 
-def _infer_shape(shape: Sequence[Any], numel: sympy.Expr) -> list[sympy.Expr]:
+_VIEW_OPS = (aten.view.default, aten._unsafe_view.default, aten.reshape.default)
+
+
+def _infer_shape(shape: Sequence[Any], numel: sympy.Expr, recorded: Any = None) -> list[sympy.Expr]:
     sizes = _sizes(shape)
     if any(s == -1 for s in sizes):
+        if isinstance(recorded, torch.Tensor) and recorded.dim() == len(sizes):
+            # FX knows the inferred size as an integer expression (FloorDiv(s0, 2)); numel / known
+            # would be a fraction (s0/2) when symbolic.
+            return _sizes(recorded.shape)
         known = sympy.Mul(*[s for s in sizes if s != -1])
-        sizes = [sympy.simplify(numel / known) if s == -1 else s for s in sizes]
+        inferred = sympy.simplify(numel / known)
+        if sympy.fraction(sympy.together(inferred))[1] != 1:
+            inferred = FloorDiv(numel, known)
+        sizes = [inferred if s == -1 else s for s in sizes]
     return sizes
 
 
@@ -222,12 +232,23 @@ def reshape_index(old: Sequence[sympy.Expr], new: Sequence[sympy.Expr]) -> Any:
     return reindex
 
 
+def _recorded_view_value(ctx: LoweringContext, shape: Sequence[Any]) -> Any:
+    """The FX-recorded result of the view node being lowered, when ``shape`` is that node's own."""
+    node = ctx.node
+    if node is None or node.target not in _VIEW_OPS or len(node.args) < 2:
+        return None
+    recorded_shape = node.args[1]
+    if not isinstance(recorded_shape, (list, tuple)) or len(recorded_shape) != len(shape):
+        return None
+    return ctx.meta()
+
+
 @lowering(aten.view.default, aten._unsafe_view.default, aten.reshape.default)
 def view(ctx: LoweringContext, x: IRNode, shape: Sequence[Any]) -> IRNode:
     """Reshape: a new layout when the input is contiguous, else index arithmetic."""
     old = x.get_size()
     numel = sympy.Mul(*old) if old else sympy.Integer(1)
-    new = _infer_shape(shape, numel)
+    new = _infer_shape(shape, numel, _recorded_view_value(ctx, shape))
     strided = _strided(x)
     if strided is not None:
         base, layout = strided

@@ -151,6 +151,7 @@ class _GroupRecords:
         for p in group.placements:
             for dep in p.reads + p.writes:
                 symbols |= dep.index.free_symbols
+            symbols |= p.node.index_symbols
         for size in group.pointwise_size + group.reduction_size:
             symbols |= sympy.sympify(size).free_symbols
         for rec in (*inputs, *outputs, *internal):

@@ -41,8 +41,10 @@ def group_vars(pw: Sizes, rd: Sizes) -> tuple[tuple[sympy.Symbol, ...], tuple[sy
     return xs, rs
 
 
-def _squeeze(ranges: Sequence[sympy.Expr]) -> tuple[Sizes, list[bool]]:
+def _squeeze(ranges: Sequence[sympy.Expr], keep_one: bool = False) -> tuple[Sizes, list[bool]]:
     keep = [r != 1 for r in ranges]
+    if keep_one and ranges and not any(keep):
+        keep[-1] = True  # a reduction over one element still has its (one-trip) reduction loop
     return tuple(r for r, k in zip(ranges, keep) if k), keep
 
 
@@ -59,6 +61,8 @@ class SchedulerNode:
     order: int
     reads: frozenset[str]
     mutates: bool = False
+    # Symbols the body uses outside loads and stores (``ops.index_expr``), filled by `trace`.
+    index_symbols: set[sympy.Symbol] = field(default_factory=set)
     _traces: dict[tuple[bool, int, int], tuple[list[MemoryDep], list[MemoryDep]]] = field(default_factory=dict, repr=False)
 
     def trace(self, in_loop: bool, xs: Sequence[sympy.Symbol], rs: Sequence[sympy.Symbol]) -> tuple[list[MemoryDep], list[MemoryDep]]:
@@ -67,6 +71,7 @@ class SchedulerNode:
         if key not in self._traces:
             handler = trace_body(self.body_for(in_loop), xs, rs if in_loop else (), text=False)
             self._traces[key] = (handler.deps.reads, handler.deps.writes)
+            self.index_symbols |= handler.deps.index_symbols
         return self._traces[key]
 
     @property
@@ -89,7 +94,7 @@ class SchedulerNode:
         buf = self.buffer
         assert isinstance(buf, ComputedBuffer)
         pw, _ = _squeeze(buf.data.ranges)
-        rd = _squeeze(buf.data.reduction_ranges)[0] if buf.is_reduction else ()  # type: ignore[union-attr]
+        rd = _squeeze(buf.data.reduction_ranges, keep_one=True)[0] if buf.is_reduction else ()  # type: ignore[union-attr]
         return pw, rd
 
     def body_for(self, in_loop: bool) -> NodeBody:
@@ -106,7 +111,7 @@ class SchedulerNode:
                 buf.store_pointwise(_expand_vars(keep, variables))
 
             return pointwise_body
-        _, rkeep = _squeeze(data.reduction_ranges)
+        _, rkeep = _squeeze(data.reduction_ranges, keep_one=True)
 
         def reduction_body(xs: Sequence[sympy.Expr], rs: Sequence[sympy.Expr]) -> None:
             buf.store_reduction(_expand_vars(keep, xs), _expand_vars(rkeep, rs))

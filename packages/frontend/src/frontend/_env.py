@@ -1,0 +1,80 @@
+"""The one place where Kiln's frontend reads environment variables.
+
+Every other module receives these values through `Config` (see `frontend.config`), never from
+`os.environ` directly, so a test or a user can override them in a scope with `config.patch(...)`.
+
+Variables:
+  KILN_DEBUG=1          write every compiled graph's artifacts to a debug folder (path printed once)
+  KILN_LOGS=a,b,...     log these events: graph_breaks, recompiles, guards, fallbacks, compile ("all" for every one)
+  KILN_CACHE_DIR=path   where Kiln keeps its caches and debug folders (default: ~/.cache/kiln or $TMPDIR/kiln)
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+LOG_EVENTS: tuple[str, ...] = ("graph_breaks", "recompiles", "guards", "fallbacks", "compile")
+
+
+@dataclass(frozen=True)
+class Environment:
+    """The Kiln settings found in the process environment at import time."""
+
+    debug: bool
+    logs: frozenset[str]
+    cache_dir: Path
+
+
+def _truthy(value: str | None) -> bool:
+    return (value or "").strip().lower() in {"1", "true", "yes", "on"}
+
+
+def parse_log_events(text: str) -> frozenset[str]:
+    """The set of log events named by a KILN_LOGS value such as ``"graph_breaks,recompiles"``.
+
+    ``"all"`` names every event; an unknown name raises ValueError listing the valid ones.
+    """
+    names = {part.strip().lstrip("+") for part in text.split(",") if part.strip()}
+    if "all" in names:
+        return frozenset(LOG_EVENTS)
+    unknown = sorted(names - set(LOG_EVENTS))
+    if unknown:
+        raise ValueError(
+            f"KILN_LOGS names unknown event(s) {unknown}; valid events are {', '.join(LOG_EVENTS)} or 'all'"
+        )
+    return frozenset(names)
+
+
+def _default_cache_dir(environ: Mapping[str, str]) -> Path:
+    xdg = environ.get("XDG_CACHE_HOME")
+    home = Path(xdg) if xdg else Path.home() / ".cache"
+    try:
+        home.mkdir(parents=True, exist_ok=True)
+        if os.access(home, os.W_OK):
+            return home / "kiln"
+    except OSError:
+        pass
+    return Path(tempfile.gettempdir()) / "kiln"
+
+
+def read_environment(environ: Mapping[str, str] | None = None) -> Environment:
+    """Read KILN_DEBUG, KILN_LOGS and KILN_CACHE_DIR from `environ` (default: ``os.environ``)."""
+    env = os.environ if environ is None else environ
+    cache = env.get("KILN_CACHE_DIR")
+    try:
+        # Without KILN_LOGS, fallbacks to eager are still reported: they change performance silently.
+        logs = parse_log_events(env["KILN_LOGS"]) if "KILN_LOGS" in env else frozenset({"fallbacks"})
+    except ValueError as error:
+        import warnings
+
+        warnings.warn(f"{error}; ignoring KILN_LOGS", stacklevel=2)
+        logs = frozenset()
+    return Environment(
+        debug=_truthy(env.get("KILN_DEBUG")),
+        logs=logs,
+        cache_dir=Path(cache).expanduser() if cache else _default_cache_dir(env),
+    )

@@ -1,0 +1,39 @@
+"""The one place the frontend calls aotgrad: joint forward/backward tracing with bound compilers."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+
+import aotgrad
+from frontend.context import CompileContext
+
+GraphCompiler = Callable[[torch.fx.GraphModule, list[Any]], Callable[..., Any]]
+
+
+def aot_compile(
+    gm: torch.fx.GraphModule,
+    example_inputs: Sequence[Any],
+    context: CompileContext,
+    *,
+    fw_compiler: GraphCompiler,
+    bw_compiler: GraphCompiler | None = None,
+    decompositions: Any = None,
+) -> Callable[..., Any]:
+    """Trace `gm` into functional ATen forward (and backward) graphs and compile them (aotgrad).
+
+    Time spent here is charged to the "aotgrad" stage, minus the nested compilers' own stages.
+    With ``fallback_to_eager=False`` a graph aotgrad cannot trace raises instead of running eagerly.
+    """
+    kwargs: dict[str, Any] = {
+        "fw_compiler": fw_compiler,
+        "bw_compiler": bw_compiler or fw_compiler,
+        # aotgrad's own "run this graph eagerly" follows the frontend's setting.
+        "config": aotgrad.AotConfig(fallback_to_eager=context.config.fallback_to_eager),
+    }
+    if decompositions is not None:
+        kwargs["decompositions"] = decompositions
+    with context.stage("aotgrad"):
+        return aotgrad.aot_graph(gm, list(example_inputs), **kwargs)

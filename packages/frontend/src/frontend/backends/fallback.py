@@ -1,0 +1,98 @@
+"""Running a graph eagerly when a backend cannot compile it, with the reason logged (or raised)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+
+from frontend.context import CompileContext
+from frontend.errors import BackendCompileError, describe_error
+
+
+def _graph_tensors(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> list[torch.Tensor]:
+    tensors = [x for x in example_inputs if isinstance(x, torch.Tensor)]
+    tensors += list(gm.parameters()) + list(gm.buffers())
+    for node in gm.graph.nodes:
+        value = node.meta.get("val", node.meta.get("example_value"))
+        if isinstance(value, torch.Tensor):
+            tensors.append(value)
+    return tensors
+
+
+def graph_device_types(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> set[str]:
+    """Device types ("cpu", "cuda", ...) of a graph's tensor inputs, parameters, buffers and values.
+
+    CPU scalars (0-dim tensors) count too: eager PyTorch mixes them with any device, but a
+    generated CUDA kernel cannot read CPU memory, so such a graph is treated as mixing devices.
+    """
+    return {t.device.type for t in _graph_tensors(gm, example_inputs)}
+
+
+def mixed_devices_reason(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], devices: set[str]) -> str:
+    """Why a graph on `devices` is not compiled, with the fix when only CPU scalars cause the mix."""
+    reason = f"it mixes devices {sorted(devices)}; Kiln compiles one device per graph"
+    others = [t for t in _graph_tensors(gm, example_inputs) if t.device.type == "cpu"]
+    if others and all(t.dim() == 0 for t in others):
+        reason += " (here: CPU scalar tensors; pass Python numbers or move them to the device)"
+    return reason
+
+
+def fall_back(
+    gm: torch.fx.GraphModule,
+    context: CompileContext,
+    what: str,
+    reason: str,
+    error: BaseException | None = None,
+) -> Callable[..., Any]:
+    """`gm` itself (run eagerly), after logging `reason`; raises instead if fallbacks are off."""
+    message = f"{context.label}: {what} runs eagerly: {reason}"
+    if not context.config.fallback_to_eager:
+        raise BackendCompileError(
+            f"{message}. (fallback_to_eager=False; set it to True to run such graphs eagerly, "
+            "or try backend='aot_eager' to see whether the failure is in the kernel backend)"
+        ) from error
+    context.events.emit("fallbacks", message + " (set fallback_to_eager=False to raise instead)")
+    return gm
+
+
+def compile_or_fall_back(
+    compile_graph: Callable[[], Callable[..., Any]],
+    gm: torch.fx.GraphModule,
+    context: CompileContext,
+    what: str,
+) -> Callable[..., Any]:
+    """`compile_graph()`, or `gm` run eagerly if compiling (or the first call) fails.
+
+    The first call is guarded too: C++ and Triton compile lazily on first launch. Graphs handed
+    over here are functional (aotgrad applies input mutations itself), so re-running one is safe.
+    """
+    try:
+        compiled = compile_graph()
+    except BackendCompileError:
+        raise
+    except Exception as error:
+        return fall_back(gm, context, what, f"compiling it failed ({describe_error(error)})", error)
+    return _FirstCallGuard(compiled, gm, context, what)
+
+
+class _FirstCallGuard:
+    """Calls the compiled graph; if its very first call raises, switches to eager for good."""
+
+    def __init__(self, compiled: Callable[..., Any], gm: torch.fx.GraphModule, context: CompileContext, what: str):
+        self._run = compiled
+        self._gm: torch.fx.GraphModule | None = gm
+        self._context = context
+        self._what = what
+        self.compiled = compiled
+
+    def __call__(self, *args: Any) -> Any:
+        if self._gm is None:
+            return self._run(*args)
+        gm, self._gm = self._gm, None
+        try:
+            return self._run(*args)
+        except Exception as error:
+            self._run = fall_back(gm, self._context, self._what, f"its first run failed ({describe_error(error)})", error)
+            return self._run(*args)

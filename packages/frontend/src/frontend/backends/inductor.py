@@ -1,0 +1,114 @@
+"""The ``inductor`` backend: aotgrad, then inductor_ir with a code generator per device.
+
+Per graph: find its device (CPU -> codegen_cpp, CUDA -> codegen_triton, through the
+``kiln.kernel_backends`` entry points); trace forward and backward with aotgrad using
+inductor_ir's decompositions; compile each ATen graph with ``inductor_ir.compile_graph``; under
+mode="reduce-overhead", replay the compiled graphs as CUDA graphs. A graph mixing devices, or one a
+kernel backend cannot compile, runs eagerly instead (logged; ``fallback_to_eager=False`` raises).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import torch
+
+import inductor_ir
+from frontend.backends._aot import aot_compile
+from frontend.backends.fallback import (
+    compile_or_fall_back,
+    fall_back,
+    graph_device_types,
+    mixed_devices_reason,
+)
+from frontend.backends.kernel_backends import (
+    KernelBackendUnavailable,
+    TimedKernelBackend,
+    load_kernel_backend,
+)
+from frontend.context import CompileContext
+from frontend.cudagraphs import CudaGraphRunner
+from frontend.debug import GraphArtifacts
+from frontend.errors import describe_error
+from frontend.stats import move_seconds
+
+
+def _write_compiled(artifacts: GraphArtifacts, prefix: str, compiled: Any) -> None:
+    """Write what the compiled graph exposes (IR, kernel groups, kernels, wrapper) under `prefix/`."""
+    texts = compiled.artifacts() if callable(getattr(compiled, "artifacts", None)) else {}
+    for name, text in texts.items():
+        artifacts.write(f"{prefix}/{name}", str(text))
+
+
+def _record_split(context: CompileContext, compiled: Any) -> None:
+    """Move inductor_ir's scheduling seconds out of the "lowering" lump.
+
+    Kernel generation and compilation are already charged to "codegen" and "compile" by
+    `TimedKernelBackend`, so only scheduling is taken from inductor_ir's own timings.
+    """
+    timings = getattr(compiled, "timings", None)
+    seconds = getattr(timings, "scheduling", None)
+    if isinstance(seconds, (int, float)):
+        move_seconds(context.times, "lowering", {"scheduling": float(seconds)})
+
+
+def _graph_compiler(
+    backends: Mapping[str, Any], context: CompileContext, artifacts: GraphArtifacts | None, which: str
+) -> Callable[[torch.fx.GraphModule, list[Any]], Callable[..., Any]]:
+    """The aotgrad fw/bw compiler: inductor_ir.compile_graph, with eager fallback and CUDA graphs."""
+
+    def compile_aten(aten_gm: torch.fx.GraphModule, inputs: list[Any]) -> Callable[..., Any]:
+        if artifacts is not None:
+            artifacts.write_graph(f"aten_{which}.py", aten_gm)
+
+        def build() -> Callable[..., Any]:
+            with context.stage("lowering", artifacts):
+                compiled = inductor_ir.compile_graph(aten_gm, inputs, backends=backends)
+            _record_split(context, compiled)
+            if artifacts is not None:
+                _write_compiled(artifacts, which, compiled)
+            return compiled
+
+        runner = compile_or_fall_back(build, aten_gm, context, f"the {which} graph")
+        if context.config.cudagraphs and "cuda" in backends:
+            return CudaGraphRunner(runner, context, which)
+        return runner
+
+    return compile_aten
+
+
+def inductor_backend(gm: torch.fx.GraphModule, example_inputs: list[Any], context: CompileContext) -> Callable[..., Any]:
+    """Compile one captured graph to fused C++ (CPU) or Triton (CUDA) kernels."""
+    artifacts = context.artifacts
+    devices = graph_device_types(gm, example_inputs) or {"cpu"}
+    if len(devices) > 1:
+        return fall_back(gm, context, "a graph", mixed_devices_reason(gm, example_inputs, devices))
+    (device,) = devices
+    if context.config.cudagraphs and device != "cuda":
+        context.events.emit(
+            "fallbacks", f"{context.label}: CUDA graph replay (mode='reduce-overhead') skipped: this graph is on {device}"
+        )
+    try:
+        # Kernel sources reach the debug folder through CompiledGraph.artifacts(), so the code
+        # generators get no debug folder of their own (debug_dir=None).
+        backends = {device: TimedKernelBackend(load_kernel_backend(device, context.config), context.stage)}
+    except KernelBackendUnavailable as error:
+        return fall_back(gm, context, "a graph", str(error), error)
+    try:
+        decompositions = inductor_ir.decompositions()
+    except Exception as error:
+        return fall_back(gm, context, "a graph", f"inductor_ir.decompositions() failed ({describe_error(error)})", error)
+
+    def trace() -> Callable[..., Any]:
+        return aot_compile(
+            gm,
+            example_inputs,
+            context,
+            fw_compiler=_graph_compiler(backends, context, artifacts, "forward"),
+            bw_compiler=_graph_compiler(backends, context, artifacts, "backward"),
+            decompositions=decompositions,
+        )
+
+    # aotgrad's own failures fall back too (try backend="aot_eager" to see them raised).
+    return compile_or_fall_back(trace, gm, context, "a graph (tracing forward/backward with aotgrad)")

@@ -1,0 +1,128 @@
+"""Graphs a kernel backend cannot take run eagerly, with the reason logged, or raise when asked."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+import torch
+
+import frontend
+from frontend.backends.fallback import compile_or_fall_back, graph_device_types, mixed_devices_reason
+from frontend.backends.kernel_backends import KernelBackendUnavailable, instantiate, load_kernel_backend
+from frontend.backends.registry import lookup_backend
+from frontend.config import Config
+from frontend.context import CompileContext
+
+
+class _TwoDevices(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("offset", torch.randn(4, device="meta"))
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return x + 1, self.offset * 2
+
+
+@dataclass(frozen=True)
+class FakeConfig:
+    max_configs: int = 4
+    fallback_random: bool = False
+
+class WithConfig:
+    device_type = "cuda"
+
+    def __init__(self, config: FakeConfig | None = None) -> None:
+        self.config = config
+
+class WithKeywords:
+    device_type = "cpu"
+
+    def __init__(self, max_autotune: bool = False, other: int = 1) -> None:
+        self.max_autotune = max_autotune
+
+
+def _context(**options: Any) -> CompileContext:
+    return CompileContext.for_config(Config().with_options(options), "user_fn")
+
+
+def test_device_types_count_cpu_scalars() -> None:
+    gm = torch.fx.symbolic_trace(lambda x, y: x * y)
+    assert graph_device_types(gm, [torch.randn(3), torch.tensor(2.0)]) == {"cpu"}
+    assert graph_device_types(gm, [torch.randn(3, device="meta"), torch.tensor(2.0)]) == {"cpu", "meta"}
+    assert graph_device_types(_traced_two_devices(), [torch.randn(4)]) == {"cpu", "meta"}
+    reason = mixed_devices_reason(gm, [torch.randn(3, device="meta"), torch.tensor(2.0)], {"cpu", "meta"})
+    assert "CPU scalar tensors" in reason
+
+
+def _traced_two_devices() -> torch.fx.GraphModule:
+    return torch.fx.symbolic_trace(_TwoDevices())
+
+
+def test_mixed_devices_fall_back_with_logged_reason(caplog: pytest.LogCaptureFixture) -> None:
+    gm = _traced_two_devices()
+    x = torch.randn(4)
+    with caplog.at_level(logging.DEBUG, logger="kiln.fallbacks"):
+        compiled = lookup_backend("inductor")(gm, [x], _context())
+    on_cpu, on_meta = compiled(x)
+    assert torch.equal(on_cpu, x + 1) and on_meta.device.type == "meta"
+    assert "mixes devices ['cpu', 'meta']" in caplog.text and "user_fn" in caplog.text
+
+
+def test_mixed_devices_raise_when_fallback_is_off() -> None:
+    with pytest.raises(frontend.BackendCompileError, match="fallback_to_eager=False"):
+        lookup_backend("inductor")(_traced_two_devices(), [torch.randn(4)], _context(fallback_to_eager=False))
+
+
+def test_device_without_kernel_backend_falls_back(caplog: pytest.LogCaptureFixture) -> None:
+    gm = torch.fx.symbolic_trace(lambda x: torch.sin(x) + 1)
+    x = torch.randn(8, device="meta")
+    with caplog.at_level(logging.DEBUG, logger="kiln.fallbacks"):
+        compiled = lookup_backend("inductor")(gm, [x], _context())
+    assert compiled(x).shape == (8,)
+    assert "no kernel backend is installed for device 'meta'" in caplog.text
+    with pytest.raises(KernelBackendUnavailable, match=r"kiln\.kernel_backends"):
+        load_kernel_backend("meta", Config())
+
+
+def test_compile_failure_and_first_run_failure_fall_back(caplog: pytest.LogCaptureFixture) -> None:
+    gm = torch.fx.symbolic_trace(lambda x: x * 3)
+    x = torch.randn(5)
+
+    def broken_compile() -> Any:
+        raise RuntimeError("no C++ compiler found")
+
+    with caplog.at_level(logging.DEBUG, logger="kiln.fallbacks"):
+        runner = compile_or_fall_back(broken_compile, gm, _context(), "the forward graph")
+    assert torch.equal(runner(x), x * 3)
+    assert "no C++ compiler found" in caplog.text
+
+    def crashes_on_first_run(*args: Any) -> Any:
+        raise RuntimeError("kernel launch failed")
+
+    runner = compile_or_fall_back(lambda: crashes_on_first_run, gm, _context(), "the forward graph")
+    assert torch.equal(runner(x), x * 3)
+    assert torch.equal(runner(x + 1), (x + 1) * 3)
+    with pytest.raises(frontend.BackendCompileError, match="no C\\+\\+ compiler"):
+        compile_or_fall_back(broken_compile, gm, _context(fallback_to_eager=False), "the forward graph")
+
+
+def test_kernel_backend_construction_passes_known_settings() -> None:
+    tuned = Config().with_options({"max_autotune": True, "fallback_random": True})
+    made = instantiate(WithConfig, tuned)
+    assert made.config == FakeConfig(max_configs=16, fallback_random=True)
+    assert instantiate(WithKeywords, tuned).max_autotune is True
+    ready = WithKeywords()
+    assert instantiate(ready, tuned) is ready
+
+
+def test_installed_kernel_backends_are_found_by_entry_point() -> None:
+    from frontend.backends.kernel_backends import kernel_backend_entries
+
+    entries = kernel_backend_entries()
+    assert entries["cpu"].value == "codegen_cpp:CppBackend"
+    cpu = load_kernel_backend("cpu", Config())
+    assert cpu.device_type == "cpu"
+    assert hasattr(cpu, "generate") and hasattr(cpu, "compile")

@@ -1,0 +1,55 @@
+"""compile_times() accounting and KILN_DEBUG output."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+import frontend
+from frontend.backends.registry import lookup_backend
+from frontend.context import CompileContext
+from frontend.stats import CompileTimes, move_seconds
+
+
+def test_nested_stages_are_charged_exclusively() -> None:
+    now = [100.0]
+    times = CompileTimes(clock=lambda: now[0])
+    with times.stage("aotgrad"):
+        now[0] += 2.0
+        with times.stage("lowering"):
+            now[0] += 3.0
+            with times.stage("compile"):
+                now[0] += 5.0
+        now[0] += 1.0
+    assert times.seconds == {"aotgrad": 3.0, "lowering": 3.0, "compile": 5.0}
+    assert times.total() == 11.0
+    move_seconds(times, "lowering", {"codegen": 1.0})
+    assert times.seconds["codegen"] == 1.0 and times.seconds["lowering"] == 2.0
+    report = times.report()
+    for stage in ("capture", "aotgrad", "lowering", "scheduling", "codegen", "compile"):
+        assert stage in report
+
+
+def test_compile_times_forms() -> None:
+    as_dict = frontend.compile_times(repr="dict")
+    assert isinstance(as_dict, dict) and "capture" in as_dict
+    assert "Kiln compile times" in str(frontend.compile_times())
+
+
+def test_debug_folder_gets_the_graph(tmp_path: Path, capsys: object) -> None:
+    config = frontend.Config().with_options({"debug": True, "debug_dir": tmp_path})
+    context = CompileContext.for_config(config, "my_function")
+    gm = torch.fx.symbolic_trace(lambda x: torch.relu(x) * 2)
+    artifacts = context.new_artifacts()
+    assert artifacts is not None
+    artifacts.write_graph("fx_graph.py", gm)
+    with context.stage("lowering", artifacts):
+        pass
+    compiled = lookup_backend("eager")(gm, [torch.randn(3)], context)
+    x = torch.randn(3)
+    assert torch.equal(compiled(x), torch.relu(x) * 2)
+    (run,) = tmp_path.glob("run_*")
+    (graph_folder,) = run.glob("my_function_graph*")
+    assert "relu" in (graph_folder / "fx_graph.py").read_text()
+    assert "lowering" in (graph_folder / "timings.json").read_text()
