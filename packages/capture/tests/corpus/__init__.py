@@ -7,73 +7,16 @@ imports them all. `reference.json` beside it holds TorchDynamo's graph and break
 
 from __future__ import annotations
 
-from . import (
-    autograd_features,
-    calls,
-    classes,
-    closures,
-    comprehensions,
-    containers,
-    data_dependent,
-    exceptions,
-    generators,
-    grad_modes,
-    guards,
-    indexing,
-    iterators,
-    language,
-    linalg,
-    mathconst,
-    model_patterns,
-    mutation,
-    nn_containers,
-    nn_state,
-    pointwise,
-    records,
-    reductions,
-    reflection,
-    scalars,
-    semantics,
-    side_effects,
-    sizes,
-    strings,
-    tricky,
-    views,
-)
+import importlib
+import pkgutil
+
 from ._registry import PROGRAMS, Program
 
-FEATURE_MODULES = (
-    autograd_features,
-    calls,
-    classes,
-    closures,
-    comprehensions,
-    containers,
-    data_dependent,
-    exceptions,
-    generators,
-    grad_modes,
-    guards,
-    indexing,
-    iterators,
-    language,
-    linalg,
-    mathconst,
-    model_patterns,
-    mutation,
-    nn_containers,
-    nn_state,
-    pointwise,
-    records,
-    reductions,
-    reflection,
-    scalars,
-    semantics,
-    side_effects,
-    sizes,
-    strings,
-    tricky,
-    views,
+# Every public module of this folder is a feature module; importing it registers its programs.
+FEATURE_MODULES = tuple(
+    importlib.import_module(f"{__name__}.{info.name}")
+    for info in sorted(pkgutil.iter_modules(__path__), key=lambda info: info.name)
+    if not info.name.startswith("_")
 )
 
 __all__ = ["FEATURE_MODULES", "PROGRAMS", "Program"]
