@@ -213,7 +213,7 @@ def test_allow_in_graph_is_one_node() -> None:
 
 def test_cache_limit_warns_once_and_runs_eagerly() -> None:
     backend = RecordingBackend()
-    opt = capture.optimize(backend)(add_one)
+    opt = capture.optimize(backend, dynamic=False)(add_one)  # static: every new size recompiles
     with capture.config.patch(cache_size_limit=2), warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         for n in range(1, 6):

@@ -19,7 +19,7 @@ PUBLIC_NAMES = {
     "CompilerFn", "ExplainOutput", "ExportResult", "GraphBreakError", "GraphBroken", "GraphCompiled", "Guard",
     "InternalCaptureError", "OptimizedModule", "RecompileLimitWarning", "Recompiled", "UserLocation",
     "__version__", "allow_in_graph", "config", "disable", "disallow_in_graph", "explain", "export",
-    "graph_break", "mark_dynamic", "optimize", "reset", "run",
+    "graph_break", "mark_dynamic", "mark_static", "optimize", "reset", "run",
 }
 
 

@@ -1,13 +1,17 @@
-"""Python features inside captured code: user classes, generators, functools, context managers."""
+"""Python features inside captured code: user classes, generators, functools, context managers, collections,
+autograd features (custom Functions, hooks, checkpoint, vmap), match statements."""
 
 from __future__ import annotations
 
+import collections
+import contextlib
 import functools
 from dataclasses import dataclass
 from typing import NamedTuple
 
 import pytest
 import torch
+from capture_helpers import RecordingBackend
 
 import capture
 
@@ -208,3 +212,200 @@ def test_exceptions_caught_inside_the_graph(fn) -> None:
 def test_uncaught_exception_propagates_like_eager() -> None:
     with pytest.raises(KeyError, match="missing"):
         capture.optimize("eager")(uncaught_key_error)(torch.randn(3), {})
+
+
+# --- collections, contexts, autograd features (issue 11, session 2) ---------------------------------
+
+
+def _compiled(fn):  # type: ignore[no-untyped-def]
+    backend = RecordingBackend()
+    return capture.optimize(backend)(fn), backend
+
+
+def test_set_and_deque_rebuilt_after_a_graph_break() -> None:
+    def fn(x):
+        seen = {n % 3 for n in range(7)}
+        window = collections.deque([x], maxlen=2)
+        window.append(x * 2)
+        capture.graph_break()
+        window.append(x * 3)
+        seen.add(9)
+        return window, seen
+
+    compiled, backend = _compiled(fn)
+    x = torch.randn(4)
+    window, seen = compiled(x)
+    assert seen == {0, 1, 2, 9} and isinstance(window, collections.deque) and window.maxlen == 2
+    torch.testing.assert_close(list(window), [x * 2, x * 3])
+    assert backend.count == 2
+
+
+def test_dict_views_keep_their_type_across_a_graph_break() -> None:
+    def fn(x):
+        d = {"a": x, "b": x + 1}
+        keys, values = d.keys(), d.values()
+        capture.graph_break()
+        return x * len(keys & {"a", "z"}), type(keys).__name__, type(values).__name__
+
+    compiled, _ = _compiled(fn)
+    x = torch.randn(3)
+    out, keys_type, values_type = compiled(x)
+    torch.testing.assert_close(out, x)
+    assert (keys_type, values_type) == ("dict_keys", "dict_values")
+
+
+def test_counter_and_defaultdict_missing_keys() -> None:
+    def fn(x):
+        counts = collections.Counter("aab")
+        groups = collections.defaultdict(list)
+        groups["k"].append(x)
+        return x * counts["a"] + counts["zzz"], len(counts), dict(groups)
+
+    compiled, backend = _compiled(fn)
+    x = torch.randn(3)
+    out, size, groups = compiled(x)
+    torch.testing.assert_close(out, x * 2)
+    assert size == 2 and list(groups) == ["k"] and backend.count == 1
+
+
+def test_suppress_continues_after_the_block_in_one_graph() -> None:
+    def fn(x):
+        with contextlib.suppress(KeyError):
+            x = x * 2
+            x = x + {}["missing"]
+        return x + 1
+
+    x = torch.randn(3)
+    assert capture.explain(fn, x).graph_count == 1
+    compiled, _ = _compiled(fn)
+    torch.testing.assert_close(compiled(x), x * 2 + 1)
+
+
+def test_inference_mode_and_no_grad_decorator_stop_gradients() -> None:
+    @torch.no_grad()
+    def stats(t):
+        return t.mean()
+
+    def fn(x):
+        with torch.inference_mode():
+            y = x * 2
+        return y, stats(x), x * 3
+
+    compiled, backend = _compiled(fn)
+    x = torch.randn(3, requires_grad=True)
+    y, s, z = compiled(x)
+    assert not y.requires_grad and not s.requires_grad and z.requires_grad and backend.count == 1
+    assert torch.is_grad_enabled()
+
+
+def test_custom_function_uses_its_own_backward() -> None:
+    class HalfGrad(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, t):  # type: ignore[no-untyped-def]
+            return t * 3
+
+        @staticmethod
+        def backward(ctx, grad):  # type: ignore[no-untyped-def]
+            return grad * 0.5
+
+    compiled, backend = _compiled(lambda x: HalfGrad.apply(x.sin()) + 1)
+    x = torch.randn(4, requires_grad=True)
+    out = compiled(x)
+    torch.testing.assert_close(out, x.detach().sin() * 3 + 1)
+    (grad,) = torch.autograd.grad(out.sum(), x)
+    torch.testing.assert_close(grad, x.detach().cos() * 0.5)
+    assert backend.count == 1
+
+
+def test_tensor_hook_survives_dead_code_elimination() -> None:
+    def fn(x):
+        b = x * 2
+        out = b + 1
+        b.register_hook(lambda g: g * 10)
+        return out
+
+    def eliminating(gm, example_inputs):  # type: ignore[no-untyped-def]
+        gm.graph.eliminate_dead_code()
+        gm.recompile()
+        return gm.forward
+
+    compiled = capture.optimize(eliminating)(fn)
+    x = torch.randn(3, requires_grad=True)
+    (grad,) = torch.autograd.grad(compiled(x).sum(), x)
+    torch.testing.assert_close(grad, torch.full((3,), 20.0))
+
+
+def test_vmap_and_checkpoint_in_one_graph() -> None:
+    def fn(x):
+        rows = torch.vmap(lambda r: r.dot(r))(x)
+        return torch.utils.checkpoint.checkpoint(lambda t: t.relu() * 2, rows, use_reentrant=False)
+
+    compiled, backend = _compiled(fn)
+    x = torch.randn(3, 4)
+    torch.testing.assert_close(compiled(x), (x * x).sum(1).relu() * 2)
+    assert backend.count == 1
+
+
+def test_break_inside_a_loop_runs_the_rest_eagerly() -> None:
+    def fn(x):
+        while x.norm() > 0.1:
+            x = x * 0.5
+        return x
+
+    compiled, backend = _compiled(fn)
+    x = torch.randn(8) * 4
+    torch.testing.assert_close(compiled(x), fn(x))
+    assert backend.count == 1  # the loop's condition; the resumed loop does not compile a graph per iteration
+
+
+def test_slots_and_match_statement() -> None:
+    class Point:
+        __slots__ = ("x", "y")
+        __match_args__ = ("x", "y")
+
+        def __init__(self, x, y):  # type: ignore[no-untyped-def]
+            self.x, self.y = x, y
+
+    def fn(t):
+        match Point(t, 2.0):
+            case Point(a, b):
+                return a * b
+        return t
+
+    compiled, backend = _compiled(fn)
+    t = torch.randn(3)
+    torch.testing.assert_close(compiled(t), t * 2)
+    assert backend.count == 1
+
+
+def test_environment_reads_are_guarded(monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+
+    def fn(x):
+        return x * (2 if os.environ.get("KILN_TEST_CAPTURE_FLAG", "0") == "1" else 3)
+
+    compiled, backend = _compiled(fn)
+    x = torch.randn(3)
+    monkeypatch.setenv("KILN_TEST_CAPTURE_FLAG", "1")
+    torch.testing.assert_close(compiled(x), x * 2)
+    monkeypatch.delenv("KILN_TEST_CAPTURE_FLAG")
+    torch.testing.assert_close(compiled(x), x * 3)
+    assert backend.count == 2
+
+
+def test_tensor_hook_refuses_to_be_traced_by_a_backend() -> None:
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    def fn(x):
+        b = x * 2
+        b.register_hook(lambda g: g * 3)
+        return b + 1
+
+    def tracing(gm, example_inputs):  # type: ignore[no-untyped-def]
+        with pytest.raises(RuntimeError, match="register_hook"):
+            make_fx(gm)(*example_inputs)
+        return gm.forward
+
+    x = torch.randn(3, requires_grad=True)
+    (grad,) = torch.autograd.grad(capture.optimize(tracing)(fn)(x).sum(), x)
+    torch.testing.assert_close(grad, torch.full((3,), 6.0))

@@ -30,6 +30,7 @@ PUBLIC = {
     "graph_break",
     "list_backends",
     "mark_dynamic",
+    "mark_static",
     "optimize",
     "register_backend",
     "reset",

@@ -18,6 +18,7 @@ from aotgrad.decompositions import DecompositionTable
 from aotgrad.partition import min_cut
 from aotgrad.runtime import Region
 from aotgrad.runtime.boxed import boxed_graph_module
+from aotgrad.runtime.dispatch import DispatchCache, StateReader
 from aotgrad.tracing.locate import LocatingModule
 
 log = logging.getLogger("aotgrad")
@@ -96,16 +97,18 @@ class AotCallable:
         # Per flat input, the dims compiled with symbolic sizes (set by `aot_graph` from fake inputs).
         self._dynamic: DynamicDims = ()
         self._locator = LocatingModule(module) if isinstance(module, torch.fx.GraphModule) else None
-        self._state_names: list[str] = []
-        if module is not None:
-            self._state_names = [name for name, _ in module.named_parameters()]
-            self._state_names += [name for name, _ in module.named_buffers()]
+        self._state = StateReader(module)
+        self._state_names: list[str] = self._state.names
+        self._dispatch = DispatchCache(len(self._state_names), self._input_signature)
 
     def state_tensors(self) -> list[torch.Tensor]:
         """The module's parameters then buffers: the first graph inputs, read afresh on each call."""
-        if self._module is None:
-            return []
-        return [*self._module.parameters(), *self._module.buffers()]
+        return self._state.read()
+
+    def _input_signature(self, position: int, value: Any) -> Any:
+        """Input ``position``'s part of the region key (without its requires_grad)."""
+        dynamic = self._dynamic
+        return _signature(value, with_grad=False, dynamic=dynamic[position] if position < len(dynamic) else frozenset())
 
     def _traceable(self) -> Callable[..., Any]:
         """The user's computation as a function of (*state, *inputs), for tracing."""
@@ -149,12 +152,18 @@ class AotCallable:
 
     def __call__(self, *args: Any) -> Any:
         """Run the compiled graph (or eager, for a graph that could not be traced)."""
-        flat_inputs = [*self.state_tensors(), *args]
-        region = self.region_for(flat_inputs)
+        flat_inputs = [*self._state.read(), *args]
+        # Fast path: the inputs look like the last call's in this grad mode (runtime/dispatch.py).
+        entry = self._dispatch.lookup(flat_inputs)
+        if entry is not None:
+            region = entry.region
+        else:
+            region = self.region_for(flat_inputs)
+            self._dispatch.remember(flat_inputs, region)
         if region is None:
             call_args, call_kwargs = self._unflatten(args)
             return self._fn(*call_args, **call_kwargs)
-        return pytree.tree_unflatten(region(flat_inputs), region.graph.out_spec)
+        return region.unflatten(region(flat_inputs))
 
 
 def aot_graph(

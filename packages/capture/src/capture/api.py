@@ -158,7 +158,11 @@ def optimize(backend: CompilerFn | str, *, nopython: bool = False, dynamic: bool
     Args:
         backend: ``backend(gm, example_inputs) -> callable``; the string "eager" runs graphs as they are.
         nopython: raise `GraphBreakError` (with the user's file:line) instead of splitting graphs.
-        dynamic: accepted for compatibility; shapes are specialized (a new shape recompiles).
+        dynamic: True: sizes of the argument tensors are symbols (one graph for all sizes, guarded
+            only on the relations the code relies on); False: every size is specialized (a new
+            size recompiles; `mark_dynamic` still counts); None (default): specialize first, and
+            when a size changes and the function recompiles, make that dim dynamic (automatic
+            dynamic). Sizes 0 and 1 are always specialized. See docs/dynamic-shapes.md.
         hooks: observers of compiled graphs, graph breaks and recompilations.
         config: settings (defaults to `capture.config`).
 
@@ -173,8 +177,10 @@ def optimize(backend: CompilerFn | str, *, nopython: bool = False, dynamic: bool
             raise CaptureError(f"capture.optimize knows only the 'eager' backend by name, not {backend!r}; "
                                "pass a callable backend(gm, example_inputs), or use frontend.compile")
         backend = _eager_backend
-    del dynamic
-    return _Optimizer(CaptureContext(backend, nopython=nopython, config=config or _default_config(), hooks=hooks))
+    if dynamic not in (True, False, None):
+        raise CaptureError(f"dynamic must be True, False or None, got {dynamic!r}")
+    return _Optimizer(CaptureContext(backend, nopython=nopython, config=config or _default_config(), hooks=hooks,
+                                     dynamic=dynamic))
 
 
 def _default_config() -> CaptureConfig:
@@ -220,11 +226,30 @@ def disallow_in_graph(fn: F) -> F:
     return fn
 
 
-def mark_dynamic(tensor: torch.Tensor, dim: int) -> None:
-    """Record that `tensor`'s dimension `dim` varies. Capture specializes shapes for now (recompiles)."""
-    dims: set[int] = getattr(tensor, "_kiln_dynamic_dims", set())
-    dims.add(dim)
-    tensor._kiln_dynamic_dims = dims  # type: ignore[attr-defined]
+def _mark(tensor: torch.Tensor, dim: int | list[int] | tuple[int, ...], attribute: str, what: str) -> None:
+    if not isinstance(tensor, torch.Tensor):
+        raise CaptureError(f"{what} expects a tensor, got {type(tensor).__name__}")
+    dims = [dim] if isinstance(dim, int) else list(dim)
+    for d in dims:
+        if not isinstance(d, int) or not -tensor.dim() <= d < tensor.dim():
+            raise CaptureError(f"{what}: dim {d!r} is out of range for a tensor with {tensor.dim()} dims")
+    marked: set[int] = set(getattr(tensor, attribute, set()))
+    marked.update(d % tensor.dim() for d in dims)
+    setattr(tensor, attribute, marked)
+
+
+def mark_dynamic(tensor: torch.Tensor, dim: int | list[int] | tuple[int, ...]) -> None:
+    """Make `tensor`'s dim(s) symbolic in the next compile that sees this tensor, whatever `dynamic=` says.
+
+    Example: ``capture.mark_dynamic(x, 0)`` before calling a compiled function on ``x`` compiles one
+    graph for every batch size (sizes 0 and 1 still get their own graph).
+    """
+    _mark(tensor, dim, "_kiln_dynamic_dims", "mark_dynamic")
+
+
+def mark_static(tensor: torch.Tensor, dim: int | list[int] | tuple[int, ...]) -> None:
+    """Keep `tensor`'s dim(s) specialized, even under ``dynamic=True`` or automatic dynamic."""
+    _mark(tensor, dim, "_kiln_static_dims", "mark_static")
 
 
 def reset() -> None:

@@ -22,7 +22,8 @@ import torch
 from capture.config import CaptureConfig
 from capture.errors import BackendCompilerError, GraphBreakError, InternalCaptureError, RecompileLimitWarning
 from capture.events import CaptureHooks, Recompiled
-from capture.guards import first_failure
+from capture.guards import failing_values, first_failure
+from capture.symbolic.shapes import AutomaticDynamic
 
 log = logging.getLogger("capture")
 CompilerFn = Callable[[torch.fx.GraphModule, list[torch.Tensor]], Callable[..., Any]]
@@ -38,6 +39,7 @@ class CodeState:
     eager_reason: str | None = None
     warned: bool = False
     ctx: CaptureContext | None = None
+    automatic: AutomaticDynamic = field(default_factory=AutomaticDynamic)
 
 
 @dataclass
@@ -84,10 +86,12 @@ class CaptureContext:
     """What one `optimize(...)` configured; creates wrappers and compiles frames."""
 
     def __init__(self, backend: CompilerFn, *, nopython: bool = False, config: CaptureConfig,
-                 hooks: CaptureHooks | None = None, cache: CodeCache | None = None, export: bool = False) -> None:
+                 hooks: CaptureHooks | None = None, cache: CodeCache | None = None, export: bool = False,
+                 dynamic: bool | None = None) -> None:
         self.backend = backend
         self.backend_key = id(backend)
         self.nopython = nopython
+        self.dynamic = dynamic  # True: symbolic sizes; False: static; None: static, then automatic dynamic
         self.config = config
         self.hooks = hooks or CaptureHooks()
         self.cache = cache if cache is not None else DEFAULT_CACHE
@@ -148,6 +152,19 @@ class CaptureContext:
             return fn(*args, **kwargs)
         return self.compile_and_run(fn, state, L, args, kwargs)
 
+    def _report_recompile(self, code: types.CodeType, state: CodeState, L: Any, G: Any, C: Any) -> str:
+        """Tell the hooks (and the log) which guard of the last entry failed, its value, and its line."""
+        guard_set = state.entries[-1].guard_set
+        failed = first_failure(guard_set, L, G, C)
+        failed_text = str(failed) if failed is not None else "unknown guard"
+        values = failing_values(guard_set, failed, L, G, C) if failed is not None else ""
+        location = failed.location if failed is not None else None
+        self.hooks.recompile(Recompiled(code.co_name, code.co_filename, code.co_firstlineno, failed_text,
+                                        len(state.entries), failed, values, location))
+        where = f" (guard installed at {failed.where()})" if failed is not None and failed.where() else ""
+        log.info("capture: recompiling %s: guard failed: %s; now %s%s", code.co_name, failed_text, values, where)
+        return failed_text
+
     def compile_and_run(self, fn: types.FunctionType, state: CodeState, L: Any, args: tuple[Any, ...],
                         kwargs: dict[str, Any]) -> Any:
         """Compile a new entry for this call (after a cache miss) and run it."""
@@ -159,10 +176,7 @@ class CaptureContext:
             state.eager_reason = "generators and coroutines run eagerly"
             return fn(*args, **kwargs)
         if state.entries:
-            failed = first_failure(state.entries[-1].guard_set, L, G, C)
-            failed_text = str(failed) if failed is not None else "unknown guard"
-            self.hooks.recompile(Recompiled(code.co_name, code.co_filename, code.co_firstlineno, failed_text,
-                                            len(state.entries)))
+            failed_text = self._report_recompile(code, state, L, G, C)
             if len(state.entries) >= self.config.cache_size_limit:
                 state.eager_reason = f"cache_size_limit ({self.config.cache_size_limit}) reached"
                 if not state.warned:

@@ -18,13 +18,14 @@ import torch
 import torch.fx
 
 from capture.bytecode.codegen import ORIGINS, stack_effect, stub_code
-from capture.errors import BackendCompilerError, BreakReason, GraphBreakError
+from capture.errors import BackendCompilerError, BreakReason, GraphBreakError, UserLocation
 from capture.events import GraphBroken, GraphCompiled
-from capture.guards import GuardSet, compile_guards
+from capture.guards import GUARD_NAMESPACE, GuardSet, compile_guards
 from capture.sources import ClosureSource, LocalSource
 from capture.symbolic.code_info import code_info
 from capture.symbolic.output_graph import OutputGraph
 from capture.symbolic.reconstruct import CannotReconstruct, Reconstructor
+from capture.symbolic.shapes import ShapePolicy, first_use_location, shape_guards
 from capture.symbolic.translator import BreakPoint, FirstBreak, InstructionTranslator, StoppedAt
 from capture.variables.base import VariableTracker
 from capture.variables.functions import NestedFunctionVariable, RealCellVariable
@@ -113,21 +114,38 @@ def _cannot_resume(code: types.CodeType, index: int, open_grad_blocks: int = 0) 
     if instr.name in ("FOR_ITER", "LOAD_ATTR", "LOAD_METHOD", "LOAD_GLOBAL", "LOAD_DEREF", "STORE_DEREF",
                       "LOAD_CLOSURE", "MAKE_CELL", "BEFORE_WITH", "LOAD_FAST_AND_CLEAR", "END_FOR"):
         return f"graph break at {instr.name}"
+    if _inside_loop(info, original_index):
+        # Resuming inside a loop would compile one graph per iteration (TorchDynamo skips such frames too).
+        return "graph break inside a for/while loop"
     return None
+
+
+def _inside_loop(info: Any, index: int) -> bool:
+    """True when a backward jump at or after `index` lands at or before it."""
+    for position in range(index, len(info.instructions)):
+        instr = info.instructions[position]
+        if type(instr.arg).__name__ == "Label" and "BACKWARD" in instr.name and info.target(instr) <= index:
+            return True
+    return False
 
 
 def trace_frame(frame: Frame, ctx: CaptureContext,
                 break_point: BreakPoint | None) -> tuple[OutputGraph, VariableTracker | StoppedAt, InstructionTranslator]:
     """One symbolic pass over the frame's bytecode."""
     code = frame.code
-    output = OutputGraph(ctx.config, frame.G, export=ctx.export)
+    automatic = None if ctx.export else ctx.cache.state(code, ctx).automatic
+    policy = ShapePolicy(dynamic=False if ctx.export else ctx.dynamic, automatic=automatic)
+    output = OutputGraph(ctx.config, frame.G, export=ctx.export, policy=policy)
     nargs = _total_args(code)
     local_values: dict[str, VariableTracker] = {}
     for index, name in enumerate(code.co_varnames[:nargs]):
         value = frame.L[index]
         if ctx.export and not isinstance(value, torch.Tensor):
             output.graph.placeholder(name)
+        # Guards on an argument are installed by the line that first reads it.
+        output.location_override = first_use_location(code, name)
         local_values[name] = output.wrap_value(value, LocalSource(index, name))
+    output.location_override = None
     cells: dict[str, VariableTracker] = {}
     if code in ORIGINS:
         arg_names = code.co_varnames[:nargs]
@@ -155,9 +173,10 @@ def _total_args(code: types.CodeType) -> int:
 def build_entry(frame: Frame, ctx: CaptureContext, output: OutputGraph, result: VariableTracker | StoppedAt,
                 tx: InstructionTranslator | None, started: float) -> CompiledFrame:
     """Finish the graph, compile it with the backend, and generate the entry function."""
-    namespace: dict[str, Any] = dict(output.guards.constants)
+    namespace: dict[str, Any] = dict(GUARD_NAMESPACE)
+    namespace.update(output.guards.constants)
     graph_inputs = {graph_input.node for graph_input in output.inputs}
-    rebuild = Reconstructor(namespace, graph_inputs)
+    rebuild = Reconstructor(namespace, graph_inputs, render_symbolic=output.symbols.render)
     body: list[str] = []
     try:
         tail = _tail(frame, ctx, result, rebuild)
@@ -166,10 +185,12 @@ def build_entry(frame: Frame, ctx: CaptureContext, output: OutputGraph, result: 
         raise CannotResume(str(error)) from None
     graphs: list[torch.fx.GraphModule] = []
     call_line = ""
+    output.remove_dead_size_nodes()  # sizes the program only used in Python are read from the inputs
     if rebuild.outputs or output.has_ops():
         gm, call_line = _compile_graph(frame, ctx, output, rebuild, namespace, started)
         if gm is not None:
             graphs.append(gm)
+    _add_shape_guards(frame, output)  # (again, for a frame whose graph had no ops: no backend ran)
     source = "def __entry(L, G, C):\n"
     if call_line:
         source += f"    {call_line}\n"
@@ -263,7 +284,7 @@ def _side_effect_lines(output: OutputGraph, rebuild: Reconstructor) -> list[str]
             applies.append(f"__d = {target}; __d.clear(); __d.update({rendered})")
         else:
             rendered = value("[" + ", ".join(rebuild.expr(v) for v in items) + "]")
-            applies.append(f"{target}[:] = {rendered}")
+            applies.append(f"__l = {target}; __l.clear(); __l.extend({rendered})")  # a list or a deque
     for owner, name, stored in effects.attribute_stores:
         applies.append(f"setattr({rebuild.expr(owner)}, {name!r}, {value(rebuild.expr(stored))})")
     for name, stored in effects.global_stores.items():
@@ -290,7 +311,9 @@ def _compile_graph(frame: Frame, ctx: CaptureContext, output: OutputGraph, rebui
                 output.inputs.remove(graph_input)
     gm = torch.fx.GraphModule(output.root, graph, class_name="GraphModule")
     inputs = ", ".join(graph_input.source.expr() for graph_input in output.inputs)
-    example_inputs = [graph_input.value for graph_input in output.inputs]
+    # With symbolic sizes the backend gets fake tensors of the capture's ShapeEnv (sizes s0, s1, ...),
+    # so it compiles one graph for every size; static graphs get the real tensors of this call.
+    example_inputs = output.backend_example_inputs()
     if not output.has_ops():
         namespace["__graph"] = gm.forward
         return None, f"__o = __graph({inputs})"
@@ -305,9 +328,21 @@ def _compile_graph(frame: Frame, ctx: CaptureContext, output: OutputGraph, rebui
             f"{type(error).__name__}: {error}") from error
     backend_seconds = time.perf_counter() - backend_started
     namespace["__graph"] = compiled
+    _add_shape_guards(frame, output)
+    guards = tuple(f"{g}  (from {g.where()})" if g.where() else str(g) for g in output.guards.guards)
     ctx.hooks.graph(GraphCompiled(frame.code.co_name, frame.code.co_filename, frame.code.co_firstlineno, gm,
-                                  example_inputs, tuple(str(g) for g in output.guards.guards),
-                                  capture_seconds, backend_seconds))
+                                  example_inputs, guards, capture_seconds, backend_seconds))
     if ctx.config.verbose:
         log.info("captured graph for %s:\n%s", frame.code.co_name, gm.code)
     return gm, f"__o = __graph({inputs})"
+
+
+def _add_shape_guards(frame: Frame, output: OutputGraph) -> None:
+    """The size guards of a graph with symbolic sizes (idempotent).
+
+    Called after the backend compiled the graph: it traced with the same ShapeEnv and may have
+    added guards (charged to the function's definition line).
+    """
+    if output.is_dynamic:
+        backend = UserLocation(frame.code.co_filename, frame.code.co_firstlineno, frame.code.co_name)
+        shape_guards(output.symbols, output.guards, backend)

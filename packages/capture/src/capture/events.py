@@ -7,7 +7,8 @@ from dataclasses import dataclass, field
 
 import torch
 
-from capture.errors import BreakReason
+from capture.errors import BreakReason, UserLocation
+from capture.guards import Guard
 
 
 @dataclass(frozen=True)
@@ -35,13 +36,34 @@ class GraphCompiled:
 
 @dataclass(frozen=True)
 class Recompiled:
-    """A code object compiled again because no cached entry's guards passed."""
+    """A code object compiled again because no cached entry's guards passed.
+
+    Attributes:
+        code_name, filename, firstlineno: the function recompiled.
+        failed_guard: the guard of the latest entry that failed (readable text).
+        cache_size: how many entries the function had.
+        guard: that guard (None when none could be named).
+        failing_values: what the guard's values are on this call, e.g. ``L[0].size(0) = 3``.
+        guard_location: the user's line that installed the guard (see `Guard.where`).
+    """
 
     code_name: str
     filename: str
     firstlineno: int
     failed_guard: str
     cache_size: int
+    guard: Guard | None = None
+    failing_values: str = ""
+    guard_location: UserLocation | None = None
+
+    def describe(self) -> str:
+        """One readable paragraph: the guard, the value now, and the line that installed the guard."""
+        text = f"{self.code_name}: guard failed: {self.failed_guard}"
+        if self.failing_values:
+            text += f"; now {self.failing_values}"
+        if self.guard is not None and self.guard.where():
+            text += f"\n  guard installed at {self.guard.where()}"
+        return text
 
 
 @dataclass(frozen=True)

@@ -68,6 +68,8 @@ class ExplainOutput:
             lines.append(f"  Guard {index}:")
             lines.append(f"    Kind: {guard.kind}")
             lines.append(f"    Check: {guard.description}")
+            if guard.where():
+                lines.append(f"    Installed at: {guard.where()}")
         lines.append(f"Compile Time: {self.compile_seconds:.4f} s")
         return "\n".join(lines) + "\n"
 

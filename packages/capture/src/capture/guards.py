@@ -7,28 +7,50 @@ names the first guard that fails (slow path, used for recompile logs and warning
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
+from capture.errors import UserLocation
 from capture.sources import Source
 
 GuardFn = Callable[[Any, Any, Any], bool]
+GUARD_NAMESPACE: dict[str, Any] = {"torch": torch, "math": math}
+"""Names guard code may use besides its constants (rendered size expressions call ``torch.sym_float``, ``math.floor``)."""
 
 
 @dataclass(frozen=True)
 class Guard:
-    """One check: `code` is a Python boolean expression over L, G, C and named constants."""
+    """One check: `code` is a Python boolean expression over L, G, C and named constants.
+
+    Attributes:
+        kind: TENSOR_MATCH, CONSTANT_MATCH, ID_MATCH, TYPE_MATCH, SHAPE, SIZE_RANGE, ...
+        source_expr: the value it checks, as an expression over L (arguments), G (globals), C (cells).
+        code: the Python check; description: the same, readable.
+        location: the user source line whose code installed the guard (None: not from user code).
+        subjects: expressions whose values a failure report shows (the sizes a SHAPE guard reads).
+    """
 
     kind: str
     source_expr: str
     code: str
     description: str
+    location: UserLocation | None = None
+    subjects: tuple[str, ...] = ()
 
     def __str__(self) -> str:
         return f"{self.kind}: {self.description}"
+
+    def where(self) -> str:
+        """``file:line: source text`` of the line that installed the guard ('' when unknown)."""
+        location = self.location
+        if location is None:
+            return ""
+        text = location.source_line
+        return f"{location.filename}:{location.lineno}" + (f": {text}" if text else "")
 
 
 @dataclass
@@ -37,7 +59,9 @@ class GuardSet:
 
     guards: list[Guard] = field(default_factory=list)
     constants: dict[str, object] = field(default_factory=dict)
-    _seen: set[tuple[str, str]] = field(default_factory=set)
+    _seen: set[tuple[str, str]] = field(default_factory=set)  # (kind, source: description)
+    locate: Callable[[], UserLocation | None] | None = None
+    """Where the trace is in the user's code (set by the translator): the location of new guards."""
 
     def constant(self, value: object) -> str:
         """Name under which `value` is visible to guard code."""
@@ -45,14 +69,22 @@ class GuardSet:
         self.constants[name] = value
         return name
 
-    def add(self, kind: str, source: Source | str, code: str, description: str) -> None:
-        """Add a guard unless an identical one is already present."""
+    def add(self, kind: str, source: Source | str, code: str, description: str, *,
+            location: UserLocation | None = None, subjects: tuple[str, ...] | None = None) -> None:
+        """Add a guard unless an identical one is already present.
+
+        `location` defaults to where the trace currently is (`locate`); `subjects` to the source.
+        """
         expr = source if isinstance(source, str) else source.expr()
-        key = (kind, code)
+        # Keyed on what is checked, not on the code: the same constant read twice would get fresh
+        # constant names (`_k6`, `_k8`) and be checked twice on every call.
+        key = (kind, f"{expr}: {description}")
         if key in self._seen:
             return
         self._seen.add(key)
-        self.guards.append(Guard(kind, expr, code, description))
+        if location is None and self.locate is not None:
+            location = self.locate()
+        self.guards.append(Guard(kind, expr, code, description, location, (expr,) if subjects is None else subjects))
 
     def type_is(self, source: Source, value: object) -> None:
         """Guard `type(source) is type(value)`."""
@@ -76,8 +108,16 @@ class GuardSet:
         v = self.constant(value)
         self.add("CONSTANT_MATCH", source, f"type({expr}) is {t} and {expr} == {v}", f"{expr} == {value!r}")
 
-    def tensor(self, source: Source, value: torch.Tensor) -> None:
-        """Guard a tensor's type, dtype, device, shape, strides and requires_grad."""
+    def tensor(self, source: Source, value: torch.Tensor, dynamic_dims: frozenset[int] = frozenset(),
+               location: UserLocation | None = None) -> None:
+        """Guard a tensor's type, dtype, device, shape, strides and requires_grad.
+
+        With `dynamic_dims`, the sizes of those dims (and the strides) are left to the size guards
+        (`capture.symbolic.shapes.shape_guards`); the rank and the other sizes are checked here.
+        """
+        if dynamic_dims:
+            self._dynamic_tensor(source, value, dynamic_dims, location)
+            return
         expr = source.expr()
         t = self.constant(type(value))
         d = self.constant(value.dtype)
@@ -94,7 +134,20 @@ class GuardSet:
             f"{expr} is a {type(value).__name__}(dtype={value.dtype}, device={value.device}, "
             f"shape={list(value.shape)}, stride={list(value.stride())}, requires_grad={value.requires_grad})"
         )
-        self.add("TENSOR_MATCH", source, " and ".join(parts), description)
+        self.add("TENSOR_MATCH", source, " and ".join(parts), description, location=location)
+
+    def _dynamic_tensor(self, source: Source, value: torch.Tensor, dynamic_dims: frozenset[int],
+                        location: UserLocation | None) -> None:
+        expr = source.expr()
+        parts = [f"type(__t := {expr}) is {self.constant(type(value))}", f"__t.dtype is {self.constant(value.dtype)}"]
+        parts.append("__t.is_cpu" if value.device.type == "cpu" else f"__t.device == {self.constant(value.device)}")
+        parts.append(f"__t.dim() == {value.dim()}")
+        parts += [f"__t.size({d}) == {int(n)}" for d, n in enumerate(value.shape) if d not in dynamic_dims]
+        parts.append(f"__t.requires_grad is {value.requires_grad}")
+        shape = ["*" if d in dynamic_dims else str(int(n)) for d, n in enumerate(value.shape)]
+        description = (f"{expr} is a {type(value).__name__}(dtype={value.dtype}, device={value.device}, "
+                       f"shape=[{', '.join(shape)}] (* dynamic), requires_grad={value.requires_grad})")
+        self.add("TENSOR_MATCH", source, " and ".join(parts), description, location=location)
 
     def grad_mode(self, enabled: bool) -> None:
         """Guard the global grad mode."""
@@ -129,16 +182,23 @@ def compile_guards(guard_set: GuardSet) -> GuardFn:
     """One generated function that checks every guard (short-circuiting)."""
     body = " and ".join(f"({g.code})" for g in guard_set.guards) or "True"
     source = f"def check(L, G, C):\n    try:\n        return {body}\n    except Exception:\n        return False\n"
-    namespace: dict[str, Any] = dict(guard_set.constants)
+    namespace: dict[str, Any] = dict(GUARD_NAMESPACE)
+    namespace.update(guard_set.constants)
     exec(compile(source, "<capture guards>", "exec"), namespace)
     check: GuardFn = namespace["check"]
     return check
 
 
+def _namespace(guard_set: GuardSet, L: Any, G: Any, C: Any) -> dict[str, Any]:
+    namespace: dict[str, Any] = dict(GUARD_NAMESPACE)
+    namespace.update(guard_set.constants)
+    namespace.update(L=L, G=G, C=C)
+    return namespace
+
+
 def first_failure(guard_set: GuardSet, L: Any, G: Any, C: Any) -> Guard | None:
     """The first guard that fails for these inputs (None when all pass)."""
-    namespace: dict[str, Any] = dict(guard_set.constants)
-    namespace.update(L=L, G=G, C=C)
+    namespace = _namespace(guard_set, L, G, C)
     for guard in guard_set.guards:
         try:
             ok = eval(guard.code, namespace)
@@ -147,3 +207,24 @@ def first_failure(guard_set: GuardSet, L: Any, G: Any, C: Any) -> Guard | None:
         if not ok:
             return guard
     return None
+
+
+def failing_values(guard_set: GuardSet, guard: Guard, L: Any, G: Any, C: Any) -> str:
+    """What the values `guard` checks are on this call, e.g. ``L[0].size(0) = 3``."""
+    namespace = _namespace(guard_set, L, G, C)
+    shown: list[str] = []
+    for subject in guard.subjects:
+        try:
+            value = eval(subject, namespace)
+        except Exception as error:
+            shown.append(f"{subject} cannot be read ({type(error).__name__})")
+            continue
+        shown.append(f"{subject} = {_describe_value(value)}")
+    return ", ".join(shown)
+
+
+def _describe_value(value: object) -> str:
+    if isinstance(value, torch.Tensor):
+        return (f"{type(value).__name__}(dtype={value.dtype}, device={value.device}, shape={list(value.shape)}, "
+                f"stride={list(value.stride())}, requires_grad={value.requires_grad})")
+    return _short(value)

@@ -7,7 +7,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from ._registry import args, module, program, x
+from ._registry import args, module, program, x, xy
 
 
 def _requires_grad(*shape: int) -> torch.Tensor:
@@ -145,3 +145,142 @@ def backward_inside_region(a: torch.Tensor) -> torch.Tensor:
     leaf = a.detach().clone().requires_grad_(True)
     (leaf * leaf).sum().backward()
     return leaf.grad * 2
+
+
+class ClampGrad(torch.autograd.Function):
+    """Two inputs, a non-tensor argument, saved tensors and a None gradient."""
+
+    @staticmethod
+    def forward(ctx: Any, t: torch.Tensor, w: torch.Tensor, limit: float) -> torch.Tensor:
+        ctx.save_for_backward(t, w)
+        ctx.limit = limit
+        return t * w
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, None]:
+        t, w = ctx.saved_tensors
+        return (grad * w).clamp(-ctx.limit, ctx.limit), grad * t, None
+
+
+class SplitFn(torch.autograd.Function):
+    """Two outputs."""
+
+    @staticmethod
+    def forward(ctx: Any, t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return t.exp(), t.sin()
+
+    @staticmethod
+    def backward(ctx: Any, g1: torch.Tensor, g2: torch.Tensor) -> torch.Tensor:
+        return g1 + g2
+
+
+class StraightThrough(torch.autograd.Function):
+    """Rounding forward, identity backward (a straight-through estimator)."""
+
+    @staticmethod
+    def forward(ctx: Any, t: torch.Tensor) -> torch.Tensor:
+        return t.round()
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> torch.Tensor:
+        return grad
+
+
+@program(F, args(lambda: _requires_grad(4), lambda: _requires_grad(4)))
+def custom_function_two_inputs_and_constant(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    return ClampGrad.apply(a * 2, b, 0.1) + 1
+
+
+@program(F, args(lambda: _requires_grad(3, 4)))
+def custom_function_two_outputs(a: torch.Tensor) -> torch.Tensor:
+    e, s = SplitFn.apply(a)
+    return (e * s).sum(1)
+
+
+@program(F, args(lambda: _requires_grad(6)))
+def straight_through_estimator(a: torch.Tensor) -> torch.Tensor:
+    return StraightThrough.apply(a * 4) / 4 + a.tanh()
+
+
+@module(F, args(lambda: torch.randn(2, 4)))
+class CustomFunctionInModule(nn.Module):
+    """A custom Function applied to a Linear's output; gradients reach the parameters through its backward."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+
+    def forward(self, a: torch.Tensor) -> torch.Tensor:
+        return SquareFn.apply(self.fc(a)).mean(0)
+
+
+@program(F, args(lambda: _requires_grad(4)))
+def register_hook_on_input(a: torch.Tensor) -> torch.Tensor:
+    a.register_hook(lambda grad: grad * 2)
+    return a.sin() + a.cos()
+
+
+@program(F, args(lambda: _requires_grad(4)))
+def register_hook_after_use(a: torch.Tensor) -> torch.Tensor:
+    b = a.exp()
+    c = b * 3
+    b.register_hook(lambda grad: grad.clamp(-1, 1))
+    return c + b
+
+
+@program(F, args(lambda: _requires_grad(4)))
+def register_hook_closure_constant(a: torch.Tensor) -> torch.Tensor:
+    scale = 0.25
+
+    def hook(grad: torch.Tensor) -> torch.Tensor:
+        return grad * scale
+
+    b = a * a
+    b.register_hook(hook)
+    return b.sum(0, keepdim=True) + 1
+
+
+@program(F, x(4, 4))
+def checkpoint_with_extra_args(a: torch.Tensor) -> torch.Tensor:
+    def block(t: torch.Tensor, scale: float, *, shift: float) -> torch.Tensor:
+        return (t * scale).sigmoid() + shift
+
+    return torch.utils.checkpoint.checkpoint(block, a, 2.0, shift=1.0, use_reentrant=False)
+
+
+@module(F, x(2, 8))
+class CheckpointedLayers(nn.Module):
+    """Activation checkpointing of submodules, as large models do."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.layers = nn.ModuleList(nn.Linear(8, 8) for _ in range(3))
+
+    def forward(self, a: torch.Tensor) -> torch.Tensor:
+        for layer in self.layers:
+            a = torch.utils.checkpoint.checkpoint(layer, a, use_reentrant=False).relu()
+        return a
+
+
+@program(F, args(lambda: _requires_grad(4, 4)))
+def checkpoint_two_outputs(a: torch.Tensor) -> torch.Tensor:
+    def block(t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return t.tanh(), t @ t
+
+    first, second = torch.utils.checkpoint.checkpoint(block, a, use_reentrant=False)
+    return first + second
+
+
+@program(F, xy((3, 4), (4,)))
+def vmap_with_in_dims(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    return torch.vmap(torch.dot, in_dims=(0, None))(a, b)
+
+
+@program(F, x(5, 3))
+def func_grad_of_function(a: torch.Tensor) -> torch.Tensor:
+    return torch.vmap(torch.func.grad(lambda row: (row.sin() ** 2).sum()))(a)
+
+
+@program(F, x(3))
+def func_jacrev_matrix(a: torch.Tensor) -> torch.Tensor:
+    return torch.func.jacrev(lambda t: t.exp() * t.sum())(a)

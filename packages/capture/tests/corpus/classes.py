@@ -272,3 +272,78 @@ def list_of_instances(a: torch.Tensor) -> torch.Tensor:
     for step in steps:
         a = step(a)
     return a
+
+
+class SlottedPair:
+    """Two slots, a method and a property."""
+
+    __slots__ = ("left", "right")
+
+    def __init__(self, left: torch.Tensor, right: torch.Tensor) -> None:
+        self.left = left
+        self.right = right
+
+    def combine(self) -> torch.Tensor:
+        return self.left * self.right
+
+    @property
+    def total(self) -> torch.Tensor:
+        return self.left + self.right
+
+
+class SlottedBase:
+    """A slotted base class."""
+
+    __slots__ = ("scale",)
+
+    def __init__(self, scale: float) -> None:
+        self.scale = scale
+
+
+class SlottedChild(SlottedBase):
+    """A slotted subclass adding its own slot."""
+
+    __slots__ = ("shift",)
+
+    def __init__(self, scale: float, shift: float) -> None:
+        super().__init__(scale)
+        self.shift = shift
+
+    def apply(self, t: torch.Tensor) -> torch.Tensor:
+        return t * self.scale + self.shift
+
+
+@program(F, xy((4,)))
+def slots_method_and_property(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    pair = SlottedPair(a, b.exp())
+    return pair.combine() - pair.total
+
+
+@program(F, x(4))
+def slots_inherited(a: torch.Tensor) -> torch.Tensor:
+    return SlottedChild(2.0, -1.0).apply(a)
+
+
+@program(F, x(4))
+def slots_reassigned(a: torch.Tensor) -> torch.Tensor:
+    pair = SlottedPair(a, a)
+    pair.right = a.sin()
+    return pair.combine()
+
+
+@program(F, x(4))
+def slots_object_live_across_break(a: torch.Tensor) -> torch.Tensor:
+    pair = SlottedPair(a.cos(), a.sin())
+    if a.sum() > 0:
+        return pair.combine()
+    return pair.total
+
+
+@program(F, x(4))
+def slots_unset_attribute_caught(a: torch.Tensor) -> torch.Tensor:
+    pair = SlottedPair.__new__(SlottedPair)
+    pair.left = a
+    try:
+        return pair.right
+    except AttributeError:
+        return pair.left * 2

@@ -99,3 +99,29 @@ def all_close_branch(a: torch.Tensor) -> torch.Tensor:
     if torch.allclose(a, a * 1.0):
         return a + 1
     return a
+
+
+@program(F, x(4))
+def while_on_max_halving(a: torch.Tensor) -> torch.Tensor:
+    while a.abs().max() > 1.0:
+        a = a / 2
+    return a + 1
+
+
+@program(F, x(4))
+def while_tensor_condition_with_counter(a: torch.Tensor) -> torch.Tensor:
+    count = 0
+    while (a.sum() > -100) and count < 3:
+        a = a - 1
+        count += 1
+    return a * count
+
+
+@program(F, x(8))
+def for_loop_with_data_dependent_break(a: torch.Tensor) -> torch.Tensor:
+    total = a.new_zeros(())
+    for k in range(8):
+        total = total + a[k]
+        if total > 1.0:
+            break
+    return total * 2

@@ -112,3 +112,24 @@ def map_and_filter(a: torch.Tensor) -> torch.Tensor:
     rows = list(map(torch.relu, a.unbind(0)))
     picked = list(filter(lambda r: True, rows))
     return torch.stack(picked).sum()
+
+
+def _inner_steps(t: torch.Tensor) -> Iterator[torch.Tensor]:
+    yield t.sin()
+    yield t.cos()
+
+
+def _outer_steps(t: torch.Tensor) -> Iterator[torch.Tensor]:
+    yield t
+    yield from _inner_steps(t * 2)
+    yield from [t.exp()]
+
+
+@program(F, x(4))
+def yield_from_nested_generators(a: torch.Tensor) -> torch.Tensor:
+    return sum(_outer_steps(a))
+
+
+@program(F, x(4))
+def yield_from_in_comprehension(a: torch.Tensor) -> torch.Tensor:
+    return torch.stack([step * 2 for step in _outer_steps(a)]).amax(0)

@@ -109,3 +109,15 @@ def tuple_of_ints_argument(a: torch.Tensor, dims: tuple[int, ...]) -> torch.Tens
 def varying_middle_dimension_attention(a: torch.Tensor) -> torch.Tensor:
     scores = a @ a.transpose(-1, -2) / a.shape[-1] ** 0.5
     return scores.softmax(-1) @ a
+
+
+def _maybe_aliased_pair() -> tuple[list[torch.Tensor]]:
+    """Two list items that are one tensor for input seed 0 and two tensors for seed 1."""
+    first = torch.randn(4)
+    second = torch.randn(4)
+    return ([first, _variant([first, second])],)
+
+
+@program(F, _maybe_aliased_pair)
+def aliasing_of_list_items_changes(items: list[torch.Tensor]) -> torch.Tensor:
+    return items[0] * 2 + items[1]

@@ -11,6 +11,7 @@ from codegen_triton.codegen.analysis import choose_plan
 from codegen_triton.codegen.split import plan_split
 from codegen_triton.codegen.template import GeneratedKernel, write_kernel
 from codegen_triton.config import TritonConfig, interpreter_ready
+from codegen_triton.runtime.fast_launch import PrecompileJob, precompile
 from codegen_triton.runtime.launcher import KernelSpec, TritonLauncher
 from inductor_ir.backend import KernelGroup, KernelSource
 
@@ -54,6 +55,9 @@ class TritonBackend:
                     "TRITON_INTERPRET=1 in the environment before triton is first imported (triton's own "
                     "library functions are decorated at import); run e.g. `TRITON_INTERPRET=1 pytest ...`"
                 )
+        # Kernels already compiled by this backend, by `_dedupe_key`: identical kernels (the same
+        # layer repeated, forward and backward) share one compiled kernel and its tuning.
+        self._calls: dict[tuple[object, ...], TritonKernelCall] = {}
 
     def can_fuse_vertical(self, producer: KernelGroup, consumer: KernelGroup) -> bool:
         """Every fusion the IR allows is fine for Triton."""
@@ -105,8 +109,34 @@ class TritonBackend:
         return KernelSource(kernel.name, kernel.source, group, metadata)
 
     def compile(self, sources: Sequence[KernelSource]) -> Sequence[Callable[..., None]]:
-        """Callables running each kernel as `(*input_tensors, *output_tensors, *size_ints)`."""
-        return [TritonKernelCall(self, source) for source in sources]
+        """Callables running each kernel as `(*input_tensors, *output_tensors, *size_ints)`.
+
+        Kernels that differ only in their names share one callable. On CUDA, every launch configuration
+        the kernels will try is first compiled in parallel worker processes (see `fast_launch.py`).
+        """
+        calls: list[TritonKernelCall] = []
+        fresh: list[TritonKernelCall] = []
+        for source in sources:
+            key = _dedupe_key(source)
+            call = self._calls.get(key)
+            if call is None:
+                call = self._calls[key] = TritonKernelCall(self, source)
+                fresh.append(call)
+            calls.append(call)
+        if not self.config.interpreting() and self.config.compile_workers > 1:
+            jobs = [job for call in fresh for job in call.precompile_jobs()]
+            if len(jobs) > 1:
+                from triton.runtime.driver import driver
+
+                precompile(jobs, driver.active.get_current_target(), self.config.compile_workers)
+        return calls
+
+
+def _dedupe_key(source: KernelSource) -> tuple[object, ...]:
+    """What makes two kernels interchangeable: the source up to the group's name, and argument dtypes."""
+    group = source.group
+    dtypes = tuple(str(r.dtype) for r in (*group.inputs, *group.outputs))
+    return (source.source.replace(group.name, "@"), dtypes, group.device, len(group.size_symbols))
 
 
 class TritonKernelCall:
@@ -137,6 +167,10 @@ class TritonKernelCall:
         self._buffer_count = len(self.group.inputs) + len(self.group.outputs)
         device = self.group.device
         self._cuda_index = int(device.split(":")[1]) if device.startswith("cuda:") else None
+        # After the first call of a kernel with static sizes on a one-GPU machine: everything a launch
+        # needs, so that each later call is one alignment check and one call of Triton's launcher.
+        self._direct: tuple[Any, ...] | None = None
+        self._direct_checked = False
 
     def _launcher(self, generated: GeneratedKernel) -> TritonLauncher:
         config = self.backend.config
@@ -158,12 +192,60 @@ class TritonKernelCall:
             interpret=config.interpreting(),
         )
 
+    def precompile_jobs(self) -> list[PrecompileJob]:
+        """The variants its first launch will compile (static sizes only: symbolic ones are unknown yet)."""
+        if self.group.size_symbols:
+            return []
+        dtypes = [r.dtype for r in (*self.group.inputs, *self.group.outputs)]
+        numels = self._numels(())
+        if self.finisher is None:
+            return self.launcher.precompile_jobs([*dtypes, *numels])
+        spaces = list(self.generated.workspaces)
+        jobs = self.launcher.precompile_jobs([*dtypes, *spaces, *numels])
+        return jobs + self.finisher.precompile_jobs([*spaces, *dtypes, numels[0], self.generated.split])
+
     def _numels(self, sizes: tuple[int, ...]) -> tuple[int, ...]:
         bindings = dict(zip(self.group.size_symbols, sizes))
         return tuple(int(sympy.sympify(v).subs(bindings)) for v in self.generated.numels.values())
 
     def __call__(self, *args: Any) -> None:
         """Launch on `(*input_tensors, *output_tensors, *size_ints)`."""
+        direct = self._direct
+        if direct is not None:
+            launch, grid_x, grid_y, grid_z, get_stream, device, function, middle, aligned, tail = direct
+            for position in aligned:
+                if args[position].data_ptr() & 15:
+                    break
+            else:
+                launch(grid_x, grid_y, grid_z, get_stream(device), function, *middle, *args, *tail)
+                return
+        self._call(args)
+        if not self._direct_checked:
+            self._direct_checked = True
+            self._direct = self._direct_launch(args)
+
+    def _direct_launch(self, args: tuple[Any, ...]) -> tuple[Any, ...] | None:
+        """The `_direct` record, when this kernel can be launched that way."""
+        import torch
+
+        if self._cuda_index is None or self.group.size_symbols or self.finisher is not None:
+            return None
+        if self.persistent is not None or torch.cuda.device_count() != 1:
+            return None
+        numels = self._numel_cache.get(())
+        if numels is None:
+            return None
+        prepared = self.launcher.prepared_for((*args, *numels))
+        if prepared is None or prepared.fast is None or prepared.grid[0] == 0:
+            return None
+        fast = prepared.fast
+        grid = prepared.grid
+        return (
+            fast.call, grid[0], grid[1], grid[2], fast.get_stream, prepared.device, fast.function,
+            fast.middle, fast.aligned, (*numels, *fast.blocks),
+        )
+
+    def _call(self, args: tuple[Any, ...]) -> None:
         count = self._buffer_count
         sizes = args[count:]
         numels = self._numel_cache.get(sizes)  # type: ignore[arg-type]

@@ -54,6 +54,8 @@ class TritonConfig:
         split_reductions: cut long reductions with few outputs into two kernels (more parallelism).
         debug_dir: when set, every kernel's source is also written there (`KILN_DEBUG=1` sets it).
         interpret: run under Triton's interpreter (None: read `TRITON_INTERPRET`).
+        compile_workers: processes that compile a graph's kernels in parallel before its first run
+            (CUDA only; 1 or less: each kernel is compiled when first launched).
     """
 
     cache_dir: Path | None = None
@@ -67,6 +69,7 @@ class TritonConfig:
     split_reductions: bool = True
     debug_dir: Path | None = dataclasses.field(default_factory=_env_debug_dir)
     interpret: bool | None = None
+    compile_workers: int = dataclasses.field(default_factory=lambda: min(16, os.cpu_count() or 1))
 
     def resolved_cache_dir(self) -> Path:
         """The cache folder this configuration uses."""

@@ -20,6 +20,7 @@ from frontend.capture_api import (
     export,
     graph_break,
     mark_dynamic,
+    mark_static,
     reset,
     run,
 )
@@ -62,6 +63,7 @@ __all__ = [
     "graph_break",
     "list_backends",
     "mark_dynamic",
+    "mark_static",
     "optimize",
     "register_backend",
     "reset",

@@ -112,8 +112,11 @@ def compile(
             autotuning, with CUDA graphs) or "max-autotune-no-cudagraphs".
         fullgraph: require one graph for the whole function: a graph break raises, naming the
             line in your code that caused it.
-        dynamic: passed to capture (True: symbolic sizes, False: specialize, None: capture
-            decides). The current capture specializes on every shape whatever this says.
+        dynamic: passed to capture. True: the sizes of the input tensors are symbols, one graph
+            (and one kernel set) serves every size; False: every size is specialized (a new size
+            recompiles); None: specialize first, and make a dim dynamic once its size changes
+            (automatic dynamic). `mark_dynamic`/`mark_static` override it per tensor dim.
+            Sizes 0 and 1 are always specialized. See docs/dynamic-shapes.md.
         options: `Config` fields (e.g. ``{"fallback_to_eager": False}``); unknown keys raise with
             the list of valid ones.
         disable: return `model` unchanged (to switch compilation off with one flag).

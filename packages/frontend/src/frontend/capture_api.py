@@ -14,7 +14,16 @@ from typing import Any
 import torch
 
 import capture
-from capture import allow_in_graph, disable, disallow_in_graph, explain, export, graph_break, mark_dynamic
+from capture import (
+    allow_in_graph,
+    disable,
+    disallow_in_graph,
+    explain,
+    export,
+    graph_break,
+    mark_dynamic,
+    mark_static,
+)
 from frontend.stats import PROCESS_TIMES
 
 __all__ = [
@@ -25,6 +34,7 @@ __all__ = [
     "export",
     "graph_break",
     "mark_dynamic",
+    "mark_static",
     "reset",
     "run",
 ]

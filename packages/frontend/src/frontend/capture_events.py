@@ -62,10 +62,16 @@ def adapt_event(raw: Any) -> CaptureEvent:
             tuple(raw.guards),
         )
     if kind == "Recompiled":
+        # The location is the user's line that installed the failing guard (e.g. the line whose
+        # code relied on a size), falling back to the function's definition.
+        guard = getattr(raw, "guard", None)
+        where = guard.where() if guard is not None else ""
+        values = getattr(raw, "failing_values", "")
         return CaptureEvent(
             "recompile",
-            f"recompiling (cache entry {raw.cache_size}) because this guard failed: {raw.failed_guard}",
-            _where(raw.filename, raw.firstlineno),
+            f"recompiling (cache entry {raw.cache_size}) because this guard failed: {raw.failed_guard}"
+            + (f"; on this call {values}" if values else ""),
+            where or _where(raw.filename, raw.firstlineno),
             raw.code_name,
         )
     if kind == "GraphBroken":

@@ -85,11 +85,13 @@ class CompileProfiler:
         for index, event in enumerate(self.graph_breaks, 1):
             lines.append(f"  break {index}. {event.describe()}")
         for index, event in enumerate(self.recompilations, 1):
+            # describe(): the failed guard, its value on the call, and the line that installed it.
             lines.append(f"  recompile {index}. {event.describe()}")
         if self.recompilations:
             lines.append(
-                "  Each recompilation above names the guard that failed; keep that value stable between "
-                "calls (for changing sizes: pad or bucket inputs to a few sizes) to avoid recompiling."
+                "  Each recompilation above names the guard that failed, its value on that call, and the line "
+                "of your code that installed it; keep that value stable between calls, or for changing sizes "
+                "compile with dynamic=True (or frontend.mark_dynamic(tensor, dim)) to get one graph for all sizes."
             )
         elif not graphs:
             lines.append("  No graphs were compiled: was the profiler passed as backend= and the function called?")

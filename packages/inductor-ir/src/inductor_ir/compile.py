@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import operator
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -30,10 +31,15 @@ class InductorIRConfig:
 
     fuse: fuse kernels (False: one kernel per computed buffer).
     debug_dir: when set, every artifact (IR, groups, kernels, wrapper) is written there.
+    layout_optimization: store the feature maps of CUDA convolution graphs channels-last (see ``lower``).
+    check_inputs: check each call's inputs against the compiled dtypes and sizes (a caller that guards
+        its inputs already, as the frontend's capture does, can save that per-call cost).
     """
 
     fuse: bool = True
     debug_dir: str | None = None
+    layout_optimization: bool = True
+    check_inputs: bool = True
 
 
 @dataclass
@@ -74,14 +80,19 @@ class CompiledGraph:
     timings: CompileTimings
     call: Callable[[list[Any]], Any]
     kernel_names: dict[str, str] = field(default_factory=dict)
+    check_inputs: bool = True
     _expected: list[tuple[int, torch.dtype, tuple[int | None, ...]]] | None = field(default=None, repr=False)
     _sizes_checker: tuple[SizeChecker | None] | None = field(default=None, repr=False)
+    _static_check: tuple[Callable[[Sequence[Any]], Any], list[torch.dtype], list[torch.Size]] | None = field(
+        default=None, repr=False
+    )
 
     def __call__(self, *args: Any) -> Any:
         """Run the wrapper on the flat inputs."""
         if len(args) == 1 and isinstance(args[0], list) and len(self.program.graph_inputs) != 1:
             args = tuple(args[0])
-        self._check_inputs(args)
+        if self.check_inputs:
+            self._check_inputs(args)
         outputs = self.call(list(args))
         if self.program.output_spec is not None:
             return pytree.tree_unflatten(list(outputs), self.program.output_spec)
@@ -89,6 +100,16 @@ class CompiledGraph:
 
     def _check_inputs(self, args: Sequence[Any]) -> None:
         """Reject inputs the kernels were not compiled for (a wrong count, dtype, rank or static size)."""
+        static = self._static_check
+        if static is not None and len(args) == len(self.program.graph_inputs):
+            # All sizes static: one comparison of lists (a graph may take hundreds of parameters).
+            pick, dtypes, shapes = static
+            try:
+                tensors = pick(args)
+                if [t.dtype for t in tensors] == dtypes and [t.shape for t in tensors] == shapes:
+                    return
+            except AttributeError:
+                pass
         expected = self._expected
         if expected is None:
             expected = self._expected = _expected_inputs(self.program)
@@ -104,6 +125,8 @@ class CompiledGraph:
             self._sizes_checker = (input_size_checker(self.program),)
         checker = self._sizes_checker[0]
         mismatch = checker(args) if checker is not None else None
+        if checker is None and mismatch is None and static is None:
+            self._static_check = _static_check(expected)
         if mismatch is not None:
             raise ValueError(
                 f"inputs do not fit the symbolic sizes this graph was compiled for: {mismatch}; "
@@ -132,6 +155,19 @@ class CompiledGraph:
     def dump(self, folder: str | Path) -> list[Path]:
         """Write :meth:`artifacts` into ``folder``."""
         return dump_artifacts(folder, self.artifacts())
+
+
+def _static_check(
+    expected: list[tuple[int, torch.dtype, tuple[int | None, ...]]],
+) -> tuple[Callable[[Sequence[Any]], Any], list[torch.dtype], list[torch.Size]] | None:
+    """What ``_check_inputs`` compares when every tensor input has static sizes (None otherwise)."""
+    if not expected or any(n is None for _, _, shape in expected for n in shape):
+        return None
+    positions = [position for position, _, _ in expected]
+    getter = operator.itemgetter(*positions)
+    pick = getter if len(positions) > 1 else (lambda args: (getter(args),))
+    shapes = [torch.Size([int(n or 0) for n in shape]) for _, _, shape in expected]
+    return pick, [dtype for _, dtype, _ in expected], shapes
 
 
 def _expected_inputs(program: Program) -> list[tuple[int, torch.dtype, tuple[int | None, ...]]]:
@@ -165,7 +201,7 @@ def compile_graph(
     config = config or InductorIRConfig()
     timings = CompileTimings()
     with timings.measure("lowering"):
-        program = lower(gm, example_inputs)
+        program = lower(gm, example_inputs, layout_optimization=config.layout_optimization)
     with timings.measure("scheduling"):
         sched = schedule(program, backends, fuse=config.fuse)
     sources: list[KernelSource] = []
@@ -190,7 +226,7 @@ def compile_graph(
                 kernels[source.name] = fn
         names = {s.group.name: s.name for s in sources}
         call, wrapper = load_wrapper(sched, kernels, names)
-    compiled = CompiledGraph(program, sched, sources, wrapper, timings, call, names)
+    compiled = CompiledGraph(program, sched, sources, wrapper, timings, call, names, config.check_inputs)
     if config.debug_dir:
         compiled.dump(config.debug_dir)
     return compiled

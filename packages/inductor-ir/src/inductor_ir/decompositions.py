@@ -2,7 +2,8 @@
 
 It is torch's Core ATen decomposition table, plus decompositions of composite ops that this
 package lowers better as reductions + pointwise (softmax, log_softmax, layer norm, ...), minus ops
-we lower directly as a whole.
+we lower directly as a whole. Layer norm and group norm use our own decompositions, whose
+statistics are one ``var_mean`` (one Welford reduction).
 """
 
 from __future__ import annotations
@@ -63,6 +64,54 @@ _EXTRA = [
 _KEEP = [aten.embedding.default, aten.index_select.default]
 
 
+def _statistics(x: torch.Tensor, dims: list[int], eps: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(x in its computation dtype, mean, rstd) over ``dims`` with kept dims: one ``var_mean``.
+
+    ``var_mean`` lowers to a single Welford reduction, where torch's reference decompositions
+    reach us as separate ``var`` and ``sum`` reductions.
+    """
+    compute = torch.float32 if x.dtype in (torch.float16, torch.bfloat16) else x.dtype
+    x = x.to(compute)
+    var, mean = aten.var_mean.correction(x, dims, correction=0, keepdim=True)
+    return x, mean, aten.rsqrt.default(var + eps)
+
+
+def native_layer_norm(
+    x: torch.Tensor, normalized_shape: list[int], weight: torch.Tensor | None, bias: torch.Tensor | None, eps: float
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``aten.native_layer_norm`` as var_mean + pointwise; (out, mean, rstd) as ATen returns them."""
+    axis = x.dim() - len(normalized_shape)
+    x_acc, mean, rstd = _statistics(x, list(range(axis, x.dim())), eps)
+    out = (x_acc - mean) * rstd
+    if weight is not None:
+        out = out * weight
+    if bias is not None:
+        out = out + bias
+    if x.device.type == "cpu":  # ATen's CPU kernel returns the statistics in the input dtype
+        mean, rstd = mean.to(x.dtype), rstd.to(x.dtype)
+    return out.to(x.dtype), mean, rstd
+
+
+def native_group_norm(
+    x: torch.Tensor, weight: torch.Tensor | None, bias: torch.Tensor | None,
+    batch: int, channels: int, inner: int, groups: int, eps: float,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:  # fmt: skip
+    """``aten.native_group_norm`` as var_mean over each group + pointwise; mean/rstd are (N, groups)."""
+    grouped = x.reshape(batch, groups, channels // groups * inner)
+    x_acc, mean, rstd = _statistics(grouped, [2], eps)
+    out = ((x_acc - mean) * rstd).reshape(x.shape)
+    per_channel = [1, channels] + [1] * (x.dim() - 2)
+    if weight is not None:
+        out = out * weight.reshape(per_channel)
+    if bias is not None:
+        out = out + bias.reshape(per_channel)
+    return out.to(x.dtype), mean.reshape(batch, groups).to(x.dtype), rstd.reshape(batch, groups).to(x.dtype)
+
+
+# Ours replace torch's for these (their statistics become one Welford reduction).
+_OWN = {aten.native_layer_norm.default: native_layer_norm, aten.native_group_norm.default: native_group_norm}
+
+
 def decompositions() -> dict[Any, Any]:
     """Core ATen decompositions plus those that turn composite ops into reductions and pointwise ops."""
     table = dict(core_aten_decompositions())
@@ -72,4 +121,5 @@ def decompositions() -> dict[Any, Any]:
     # Ops we lower directly stay whole: our lowering is at least as good as a decomposition.
     for op in [*_KEEP, *LOWERINGS]:
         table.pop(op, None)
+    table.update(_OWN)
     return table

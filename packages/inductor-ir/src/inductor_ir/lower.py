@@ -20,15 +20,18 @@ import torch.utils._pytree as pytree
 from inductor_ir.ir.layout import Layout
 from inductor_ir.ir.nodes import (
     Buffer,
+    ExternKernel,
     FallbackKernel,
     InputBuffer,
     IRNode,
     MultiOutput,
+    Pointwise,
     Reduction,
     ReinterpretView,
 )
 from inductor_ir.ir.program import Program, SizeSource
 from inductor_ir.lowering import LOWERINGS, LoweringContext, NotLowerable
+from inductor_ir.lowering.registry import channels_last_strides
 from inductor_ir.symbolic import concrete_hint, sympify_int
 
 __all__ = ["layout_of", "lower"]
@@ -51,12 +54,14 @@ def layout_of(value: torch.Tensor) -> Layout:
     return Layout(str(value.device), value.dtype, size, stride)
 
 
-def lower(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Program:
+def lower(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], *, layout_optimization: bool = True) -> Program:
     """Lower an ATen-level FX graph (``make_fx`` / ``aotgrad`` output) to a :class:`Program`.
 
     Args:
         gm: a graph of ``torch.ops.aten.*`` (and ``prims``) calls.
         example_inputs: one value per placeholder (real or fake tensors, ints), used for sizes.
+        layout_optimization: store the 4-D buffers of a CUDA convolution graph channels-last (see
+            ``_wants_channels_last``); graph outputs keep the layouts FX recorded.
 
     Returns:
         The program: inputs, buffers in execution order, outputs.
@@ -67,6 +72,7 @@ def lower(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Program:
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
     _lower_inputs(program, placeholders, example_inputs, env)
     output_nodes = _output_nodes(gm)
+    ctx.channels_last = layout_optimization and _wants_channels_last(gm, output_nodes)
     for node in gm.graph.nodes:
         ctx.node = node
         if node.op == "get_attr":
@@ -175,6 +181,9 @@ def _lower_call(ctx: LoweringContext, node: torch.fx.Node, env: dict[torch.fx.No
             result = None
     if result is None:
         return fallback(ctx, target, args, kwargs, val)
+    _merge_origins(result, args)
+    if ctx.channels_last and target is _aten.convolution.default and isinstance(result, ExternKernel):
+        _channels_last_output(result)
     if isinstance(result, Reduction):
         result = ctx.realize(result)
     if isinstance(result, IRNode) and not isinstance(result, (Buffer, ReinterpretView)):
@@ -185,6 +194,27 @@ def _lower_call(ctx: LoweringContext, node: torch.fx.Node, env: dict[torch.fx.No
         elif _inline_depth(ctx, result, args) > ctx.max_inline_depth:
             result = ctx.realize(result)  # keep kernel bodies (and the cost of tracing them) bounded
     return result
+
+
+_MAX_ORIGINS = 8
+
+
+def _merge_origins(result: Any, args: Any) -> None:
+    """Give a new Pointwise/Reduction the op names of the unrealized values it inlines (for kernel
+    names such as ``fused_sin_cos_add``): producers first, then its own op."""
+    if not isinstance(result, (Pointwise, Reduction)):
+        return
+    merged: list[str] = []
+    for value in pytree.tree_leaves(args):
+        for _ in range(4):  # through a few unrealized views to the computation they wrap
+            if isinstance(value, (Pointwise, Reduction)):
+                merged.extend(value.origins)
+                break
+            if not isinstance(value, IRNode) or isinstance(value, (Buffer, ReinterpretView)):
+                break
+            value = getattr(value, "data", None)
+    if merged:
+        result.origins = tuple(dict.fromkeys([*merged, *result.origins]))[:_MAX_ORIGINS]
 
 
 def _inline_depth(ctx: LoweringContext, result: IRNode, args: Any) -> int:
@@ -223,11 +253,58 @@ def _output_stride(program: Program, val: Any) -> tuple[sympy.Expr, ...] | None:
 
 
 def _lower_output(ctx: LoweringContext, value: Any, env: dict[torch.fx.Node, Any]) -> Any:
-    if isinstance(value, torch.fx.Node):
-        value = env[value]
+    node = value if isinstance(value, torch.fx.Node) else None
+    if node is not None:
+        value = env[node]
     if isinstance(value, IRNode):
-        return ctx.realize(value)
+        result = ctx.realize(value)
+        if ctx.channels_last and node is not None:
+            result = _with_recorded_layout(ctx, result, node.meta.get("val"))
+        return result
     return value
+
+
+def _wants_channels_last(gm: torch.fx.GraphModule, outputs: set[torch.fx.Node]) -> bool:
+    """Whether to store 4-D buffers channels-last: a graph of 2-D convolutions on CUDA (forward only)
+    whose convolution inputs are not graph outputs (a training forward saves them for the backward
+    graph, which was traced for the recorded layouts)."""
+    convs = [n for n in gm.graph.nodes if n.op == "call_function" and n.target is _aten.convolution.default]
+    if not convs or any(n.target is _aten.convolution_backward.default for n in gm.graph.nodes):
+        return False
+    for node in convs:
+        val = node.meta.get("val")
+        if not isinstance(val, torch.Tensor) or val.dim() != 4 or val.device.type != "cuda":
+            return False
+        source = node.args[0]
+        if (len(node.args) > 6 and node.args[6]) or (isinstance(source, torch.fx.Node) and source in outputs):
+            return False  # transposed convolution, or an input saved for the backward graph
+    return True
+
+
+def _same_strides(layout: Layout, stride: Sequence[sympy.Expr]) -> bool:
+    return all(n == 1 or a == b for n, a, b in zip(layout.size, layout.stride, stride))
+
+
+def _channels_last_output(kernel: ExternKernel) -> None:
+    """cuDNN returns a channels-last result for a channels-last input: record that layout."""
+    source = kernel.args[0] if kernel.args else None
+    layout = kernel.layout
+    if not isinstance(source, Buffer) or len(layout.size) != 4:
+        return
+    if _same_strides(source.layout, channels_last_strides(source.layout.size)):
+        kernel.layout = Layout(layout.device, layout.dtype, layout.size, channels_last_strides(layout.size))
+
+
+def _with_recorded_layout(ctx: LoweringContext, result: Any, val: Any) -> Any:
+    """``result``, or a copy of it with the strides FX recorded when layout optimization changed them."""
+    if not isinstance(result, Buffer) or isinstance(result, InputBuffer) or len(result.layout.size) != 4:
+        return result
+    stride = _output_stride(ctx.program, val)
+    if stride is None or _same_strides(result.layout, stride):
+        return result
+    layout = result.layout
+    copy = Pointwise(result.make_loader(), layout.size, layout.dtype, layout.device, ("clone",))
+    return ctx.realize(copy, stride)
 
 
 def _as_arg(ctx: LoweringContext, value: Any) -> Any:

@@ -33,6 +33,14 @@ The vocabulary is closed: ``OP_NAMES`` lists every op, ``ops.<anything else>`` r
   reduction range; see ``REDUCTION_TYPES``. argmax/argmin return int64 linear indices into the
   reduction range (row-major over its dims), first occurrence wins, NaN counts as the maximum
   (and as the minimum for argmin/min). The result is written with ``store_reduction``.
+  ``welford_reduce`` (floating ``value`` only) is tuple-valued: it returns ``(mean, m2, weight)``,
+  three values of ``dtype``: the mean, the sum of squared deviations from it and the element count,
+  computed in one pass with a numerically stable update (Welford's, lanes or blocks merged with
+  Chan's formula); bodies pick one with Python indexing (``ops.reduction(...)[1]``). Two calls with
+  the same arguments in one reduction loop must return the same tuple (generators compute it once),
+  so the sibling nodes storing mean and m2 cost one reduction. ``welford_combine`` takes a tuple
+  ``(mean, m2, weight)`` of partial results (weights may be 0) as ``value`` and merges them into one
+  triple the same way (the second stage of a split Welford reduction).
 * ``store(name, index, value, mode)``: ``mode`` is always ``None`` in this version (plain store).
 """
 
@@ -59,8 +67,12 @@ __all__ = [
 
 T = TypeVar("T")
 
-REDUCTION_TYPES: frozenset[str] = frozenset({"sum", "prod", "max", "min", "argmax", "argmin", "any"})
-"""Reduction kinds that ``ops.reduction`` receives. ``any`` reduces bool to bool (logical or)."""
+REDUCTION_TYPES: frozenset[str] = frozenset(
+    {"sum", "prod", "max", "min", "argmax", "argmin", "any", "welford_reduce", "welford_combine"}
+)
+"""Reduction kinds that ``ops.reduction`` receives. ``any`` reduces bool to bool (logical or);
+``welford_reduce`` and ``welford_combine`` return the tuple ``(mean, m2, weight)`` (see the module
+docstring)."""
 
 
 class OpsHandler(Protocol, Generic[T]):
@@ -76,7 +88,10 @@ class OpsHandler(Protocol, Generic[T]):
         ...
 
     def reduction(self, dtype: torch.dtype, src_dtype: torch.dtype, reduction_type: str, value: T) -> T:
-        """Reduce ``value`` (of ``src_dtype``) over the reduction range; the result has ``dtype``."""
+        """Reduce ``value`` (of ``src_dtype``) over the reduction range; the result has ``dtype``.
+
+        ``welford_reduce`` returns a tuple ``(mean, m2, weight)`` of ``dtype`` values instead.
+        """
         ...
 
     def store_reduction(self, name: str, index: sympy.Expr, value: T) -> None:

@@ -14,6 +14,7 @@ from typing import Any
 
 import torch
 from torch.autograd.function import once_differentiable
+from torch.utils import _pytree as pytree
 
 from aotgrad.runtime.boxed import call_boxed
 from aotgrad.tracing.functional import FunctionalGraph
@@ -27,8 +28,7 @@ class CompiledInference:
 
     def run(self, inputs: Sequence[Any]) -> Sequence[Any]:
         """Call the compiled forward on the flat inputs."""
-        with torch.no_grad():
-            return list(call_boxed(self.forward, list(inputs)))
+        return _without_grad(self.forward, inputs)
 
 
 @dataclasses.dataclass
@@ -56,11 +56,22 @@ class CompiledTraining:
     def run(self, inputs: Sequence[Any]) -> Sequence[Any]:
         """Run the forward through the autograd.Function (or alone when grad mode is off)."""
         if not torch.is_grad_enabled():
-            with torch.no_grad():
-                return list(call_boxed(self.forward, list(inputs)))[: self.num_fwd_outputs]
+            return _without_grad(self.forward, inputs)[: self.num_fwd_outputs]
         if self._function is None:
             self._function = _autograd_function_for(self, len(inputs))
         return list(self._function.apply(*inputs))
+
+
+def _without_grad(forward: Callable[..., Any], inputs: Sequence[Any]) -> list[Any]:
+    """``forward`` called boxed on a copy of ``inputs`` with grad mode off (restored after)."""
+    enabled = torch.is_grad_enabled()
+    if not enabled:
+        return list(call_boxed(forward, list(inputs)))
+    torch._C._set_grad_enabled(False)
+    try:
+        return list(call_boxed(forward, list(inputs)))
+    finally:
+        torch._C._set_grad_enabled(True)
 
 
 def _protect_from_mutation(saved: list[Any], slots: list[int], mutated: list[torch.Tensor]) -> None:
@@ -120,10 +131,36 @@ class Region:
 
     graph: FunctionalGraph
     compiled: CompiledTraining | CompiledInference
+    _simple_outputs: int | None = dataclasses.field(default=None, init=False, repr=False)
+    _single: bool = dataclasses.field(default=False, init=False, repr=False)
+    _flat_tuple: bool = dataclasses.field(default=False, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        # When every user output is a graph output in order, with no views (the common case),
+        # `__call__` slices instead of building each output; -1 marks "build them".
+        graph = self.graph
+        simple = not graph.mutated_inputs and all(
+            spec.kind == "graph" and spec.index == i and not spec.views for i, spec in enumerate(graph.outputs)
+        )
+        self._simple_outputs = len(graph.outputs) if simple else -1
+        spec = graph.out_spec
+        self._single = spec.is_leaf()
+        self._flat_tuple = spec.type is tuple and all(spec.child(i).is_leaf() for i in range(spec.num_children))
+
+    def unflatten(self, flat_outputs: list[Any]) -> Any:
+        """The user's output structure from the flat outputs (a leaf and a flat tuple are quick)."""
+        if self._single:
+            return flat_outputs[0]
+        if self._flat_tuple:
+            return tuple(flat_outputs)
+        return pytree.tree_unflatten(flat_outputs, self.graph.out_spec)
 
     def __call__(self, inputs: Sequence[Any]) -> list[Any]:
         """Run on the flat inputs; mutate inputs as eager would; return the flat user outputs."""
         results = self.compiled.run(inputs)
+        simple = self._simple_outputs
+        if simple is not None and simple >= 0:
+            return list(results[:simple])
         num_mutations = len(self.graph.mutated_inputs)
         if num_mutations:
             with torch.no_grad():

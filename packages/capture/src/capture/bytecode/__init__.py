@@ -11,6 +11,7 @@ from capture.bytecode import (  # noqa: F401
     control_flow,
     exceptions,
     loads_stores,
+    matching,
     operators,
     stack,
 )

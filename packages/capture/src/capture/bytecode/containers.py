@@ -140,3 +140,35 @@ def format_value(tx: InstructionTranslator, instr: Instruction) -> None:
 def build_string(tx: InstructionTranslator, instr: Instruction) -> None:
     parts = tx.popn(instr.arg)
     tx.push(ConstantVariable("".join(p.as_constant() for p in parts)))
+
+
+@opcode("BUILD_SET")
+def build_set(tx: InstructionTranslator, instr: Instruction) -> None:
+    from capture.variables.collections_types import SetVariable, constant_elements
+
+    tx.push(SetVariable(set(constant_elements(tx, tx.popn(instr.arg), "a set"))))
+
+
+@opcode("SET_ADD")
+def set_add(tx: InstructionTranslator, instr: Instruction) -> None:
+    from capture.variables.collections_types import SetVariable, constant_elements
+
+    value = tx.pop()
+    target = tx.stack[-instr.arg]
+    if not isinstance(target, SetVariable):
+        raise Unsupported("SET_ADD on a non-set")
+    target.value.update(constant_elements(tx, [value], "a set"))
+
+
+@opcode("SET_UPDATE")
+def set_update(tx: InstructionTranslator, instr: Instruction) -> None:
+    from capture.variables.collections_types import SetVariable, constant_elements
+
+    value = tx.pop()
+    target = tx.stack[-instr.arg]
+    if not isinstance(target, SetVariable):
+        raise Unsupported("SET_UPDATE on a non-set")
+    if value.is_constant():
+        target.value.update(value.as_constant())
+    else:
+        target.value.update(constant_elements(tx, value.iterate(tx), "a set"))

@@ -85,6 +85,12 @@ def before_with(tx: InstructionTranslator, instr: Instruction) -> None:
     from capture.variables.autocast import AutocastVariable
     from capture.variables.context_managers import GeneratorContextVariable
 
+    enter_with = getattr(context, "enter_with", None)  # contextlib.suppress, nullcontext
+    if enter_with is not None:
+        exit_variable, entered = enter_with(tx)
+        tx.push(exit_variable)
+        tx.push(entered)
+        return
     if isinstance(context, GeneratorContextVariable):
         exit_variable, entered = context.enter(tx)
         tx.push(exit_variable)
@@ -134,3 +140,57 @@ def yield_value(tx: InstructionTranslator, instr: Instruction) -> None:
 
         raise YieldSignal(value)
     tx.yielded.append(value)
+
+
+@opcode("WITH_EXCEPT_START")
+def with_except_start(tx: InstructionTranslator, instr: Instruction) -> None:
+    """An exception left a with-block: call `__exit__(type, exc, traceback)` (4th on the stack), push its result."""
+    from capture.variables.base import ExceptionVariable
+
+    exception = tx.stack[-1]
+    if not isinstance(exception, ExceptionVariable):
+        raise Unsupported("an unknown exception leaving a with-block")
+    exit_callable = tx.stack[-4]
+    kind = tx.output.wrap_value(type(exception.value), None)
+    tx.push(exit_callable.call(tx, [kind, exception, ConstantVariable(None)], {}))
+
+
+@opcode("GET_YIELD_FROM_ITER")
+def get_yield_from_iter(tx: InstructionTranslator, instr: Instruction) -> None:
+    """`yield from iterable` in a generator being inlined: iterate it."""
+    if tx.yielded is None or tx.suspend_on_yield:
+        raise Unsupported("yield from outside an inlined generator")
+    value = tx.pop()
+    tx.push(value if isinstance(value, IteratorVariable) else IteratorVariable(value.iterate(tx)))
+
+
+@opcode("SEND")
+def send(tx: InstructionTranslator, instr: Instruction) -> None:
+    """Resume the delegate of `yield from` with the sent value (always None here): its next item, or done."""
+    sent = tx.pop()
+    iterator = tx.stack[-1]
+    if not isinstance(iterator, IteratorVariable) or not (sent.is_constant() and sent.as_constant() is None):
+        raise Unsupported("send() into a generator")
+    item = iterator.next_item()
+    if item is not None:
+        tx.push(item)
+        return
+    # Exhausted: the delegate's return value replaces the iterator (3.11), or sits on it until END_SEND (3.12).
+    target = tx.info.target(instr)
+    after = tx.info.instructions[target]
+    if after.name == "END_SEND":
+        after = tx.info.instructions[target + 1]
+    else:
+        tx.pop()
+    if after.name != "POP_TOP":
+        raise Unsupported("the return value of a generator delegated to with `yield from`")
+    tx.push(ConstantVariable(None))
+    tx.ip = target
+
+
+@opcode("END_SEND", min_version=(3, 12))
+def end_send(tx: InstructionTranslator, instr: Instruction) -> None:
+    """Drop the exhausted delegate under the result of `yield from`."""
+    value = tx.pop()
+    tx.pop()
+    tx.push(value)

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import enum
 import operator
-from typing import TYPE_CHECKING
+import os
+from typing import TYPE_CHECKING, Any
 
 from capture.bytecode.registry import Instruction, opcode
 from capture.symbolic.operators import BINARY_OPERATORS, COMPARE_OPERATORS, INPLACE_OPERATORS, apply_operator
@@ -21,7 +23,27 @@ def binary_op(tx: InstructionTranslator, instr: Instruction) -> None:
     fn = BINARY_OPERATORS[index] if index < 13 else INPLACE_OPERATORS[index - 13]
     right = tx.pop()
     left = tx.pop()
-    tx.push(apply_operator(tx, fn, [left, right]))
+    result = _collection_operator(fn, left, right)
+    tx.push(result if result is not None else apply_operator(tx, fn, [left, right]))
+
+
+def _collection_operator(fn: Any, left: VariableTracker, right: VariableTracker) -> VariableTracker | None:
+    """Operators of traced sets and Counters (None for other operands)."""
+    from capture.variables.collections_types import counter_operator, set_operator, view_operator
+
+    for rule in (set_operator, counter_operator, view_operator):
+        result = rule(fn, left, right)
+        if result is not None:
+            return result
+    return None
+
+
+def _as_collection(tx: InstructionTranslator, value: VariableTracker) -> VariableTracker:
+    """An existing deque / OrderedDict / defaultdict / Counter as its container tracker (others unchanged)."""
+    from capture.variables.collections_types import existing_collection
+
+    collection = existing_collection(tx, value)
+    return collection if collection is not None else value
 
 
 @opcode("COMPARE_OP")
@@ -29,7 +51,12 @@ def compare_op(tx: InstructionTranslator, instr: Instruction) -> None:
     fn = COMPARE_OPERATORS[int(instr.arg) & 0xF]
     right = tx.pop()
     left = tx.pop()
-    tx.push(apply_operator(tx, fn, [left, right]))
+    from capture.variables.library import structseq_operator
+
+    result = _collection_operator(fn, left, right)
+    if result is None:
+        result = structseq_operator(tx, fn, left, right)
+    tx.push(result if result is not None else apply_operator(tx, fn, [left, right]))
 
 
 @opcode("UNARY_NEGATIVE")
@@ -78,8 +105,15 @@ def identical(left: VariableTracker, right: VariableTracker) -> bool:
 
 @opcode("CONTAINS_OP")
 def contains_op(tx: InstructionTranslator, instr: Instruction) -> None:
-    container = tx.pop()
+    container = _as_collection(tx, tx.pop())
     item = tx.pop()
+    from capture.variables.collections_types import SetVariable
+
+    if isinstance(container, SetVariable):
+        if not item.is_constant():
+            raise Unsupported(f"`in` a set of constants for {item}")
+        tx.push(ConstantVariable((item.as_constant() in container.value) != bool(instr.arg)))
+        return
     result = apply_operator(tx, operator.contains, [container, item])
     tx.push(ConstantVariable(result.as_constant() != bool(instr.arg)))
 
@@ -87,7 +121,33 @@ def contains_op(tx: InstructionTranslator, instr: Instruction) -> None:
 @opcode("BINARY_SUBSCR")
 def binary_subscr(tx: InstructionTranslator, instr: Instruction) -> None:
     index = tx.pop()
-    container = tx.pop()
+    container = _as_collection(tx, tx.pop())
+    from capture.variables.collections_types import CounterVariable, DefaultDictVariable, DequeVariable
+
+    if isinstance(container, (CounterVariable, DefaultDictVariable)) and index.is_constant() and \
+            index.as_constant() not in container.items:
+        if isinstance(container, CounterVariable):
+            tx.push(ConstantVariable(0))  # Counter.__missing__: 0, not stored
+            return
+        container.missing(tx, index.as_constant())
+    from capture.variables.objects import PythonObjectVariable
+
+    if isinstance(container, PythonObjectVariable) and container.value is os.environ:
+        from capture.variables.library import EnvironReadVariable
+
+        tx.push(EnvironReadVariable("__getitem__").call(tx, [index], {}))
+        return
+    if isinstance(container, PythonObjectVariable) and isinstance(container.value, enum.EnumMeta) and \
+            index.is_constant():
+        try:  # `Color["RED"]`: the member of that name
+            member: Any = container.value[index.as_constant()]
+        except KeyError as error:
+            raise Unsupported(f"KeyError: {error}", user_error=True) from error
+        tx.push(tx.output.wrap_value(member, None))
+        return
+    if isinstance(container, DequeVariable) and index.is_constant() and isinstance(index.as_constant(), slice):
+        message = "sequence index must be integer, not 'slice'"
+        raise Unsupported(f"TypeError: {message}", user_error=True) from TypeError(message)
     tx.push(apply_operator(tx, operator.getitem, [container, index]))
 
 
@@ -102,6 +162,10 @@ def binary_slice(tx: InstructionTranslator, instr: Instruction) -> None:
 
 def _make_slice(parts: list[VariableTracker]) -> VariableTracker:
     if not all(p.is_constant() for p in parts):
+        from capture.variables.sym_values import SymNodeVariable, SymSliceVariable
+
+        if all(p.is_constant() or isinstance(p, SymNodeVariable) for p in parts):
+            return SymSliceVariable(parts)  # bounds computed from dynamic sizes
         raise Unsupported("slice with non-constant bounds")
     return ConstantVariable(slice(*[p.as_constant() for p in parts]))
 
@@ -114,7 +178,7 @@ def build_slice(tx: InstructionTranslator, instr: Instruction) -> None:
 @opcode("STORE_SUBSCR")
 def store_subscr(tx: InstructionTranslator, instr: Instruction) -> None:
     index = tx.pop()
-    container = tx.pop()
+    container = _as_collection(tx, tx.pop())
     value = tx.pop()
     if isinstance(container, TensorVariable):
         tx.output.call_graph("call_function", operator.setitem, [container, index, value], {})
@@ -141,7 +205,7 @@ def store_subscr(tx: InstructionTranslator, instr: Instruction) -> None:
 @opcode("DELETE_SUBSCR")
 def delete_subscr(tx: InstructionTranslator, instr: Instruction) -> None:
     index = tx.pop()
-    container = tx.pop()
+    container = _as_collection(tx, tx.pop())
     from capture.variables.model_output import ModelOutputVariable
 
     if isinstance(container, ModelOutputVariable):

@@ -47,15 +47,14 @@ def opcode(*opnames: str, min_version: Version = (3, 11), max_version: Version =
 
 # Opcodes the interpreter deliberately does not handle, with the reason. Meeting one is a graph
 # break (or, where no resume is possible, the frame runs eagerly), never a crash.
-_EXCEPTIONS = "exception groups and exceptions in with-blocks are not modelled (a graph break)"
+_EXCEPTIONS = "exception groups are not modelled (a graph break)"
 _GENERATORS = "generators and coroutines are not captured; their frames run eagerly"
 UNSUPPORTED: dict[str, str] = {
-    "CHECK_EG_MATCH": _EXCEPTIONS, "WITH_EXCEPT_START": _EXCEPTIONS,
+    "CHECK_EG_MATCH": _EXCEPTIONS,
     "PREP_RERAISE_STAR": _EXCEPTIONS, "CLEANUP_THROW": _EXCEPTIONS,
-    "SEND": _GENERATORS,
     "GET_AWAITABLE": _GENERATORS, "GET_AITER": _GENERATORS, "GET_ANEXT": _GENERATORS,
     "BEFORE_ASYNC_WITH": _GENERATORS, "END_ASYNC_FOR": _GENERATORS, "ASYNC_GEN_WRAP": _GENERATORS,
-    "GET_YIELD_FROM_ITER": _GENERATORS, "END_SEND": _GENERATORS, "LOAD_ASYNC_GEN_WRAP": _GENERATORS,
+    "LOAD_ASYNC_GEN_WRAP": _GENERATORS,
     "LOAD_NAME": "module- and class-level code is not captured", "STORE_NAME": "module-level code",
     "DELETE_NAME": "module-level code", "LOAD_CLASSDEREF": "class bodies are not captured",
     "LOAD_FROM_DICT_OR_DEREF": "class bodies are not captured",
@@ -64,9 +63,6 @@ UNSUPPORTED: dict[str, str] = {
     "IMPORT_STAR": "star imports", "PRINT_EXPR": "interactive mode only",
     "DELETE_GLOBAL": "deleting globals", "DELETE_DEREF": "deleting closure variables",
     "DELETE_ATTR": "deleting attributes", "DELETE_SLICE": "deleting slices",
-    "MATCH_CLASS": "match statements", "MATCH_KEYS": "match statements", "MATCH_MAPPING": "match statements",
-    "MATCH_SEQUENCE": "match statements", "GET_LEN": "match statements",
-    "BUILD_SET": "sets are not tracked", "SET_ADD": "sets are not tracked", "SET_UPDATE": "sets are not tracked",
     "CALL_INTRINSIC_2": "exception groups and type parameters",
     "INTERPRETER_EXIT": "never in user code", "CACHE": "inline cache entries are skipped by the decoder",
     "EXTENDED_ARG": "folded into the next instruction by the decoder",

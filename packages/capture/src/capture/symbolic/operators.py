@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any, cast
 from capture.variables.base import ConstantVariable, Unsupported, VariableTracker
 from capture.variables.containers import DictVariable, ListVariable, TupleVariable
 from capture.variables.objects import NNModuleVariable
+from capture.variables.sym_values import SymNodeVariable, SymSliceVariable, record
 from capture.variables.tensor import TensorVariable
 
 if TYPE_CHECKING:
@@ -60,6 +61,10 @@ def apply_operator(tx: InstructionTranslator, fn: Any, args: list[VariableTracke
         if not isinstance(args[0], TensorVariable):  # `number += tensor` rebinds: the binary operator
             fn = _INPLACE_TO_BINARY.get(fn, fn)
         return tx.output.call_graph("call_function", fn, args, {})
+    if any(isinstance(a, SymNodeVariable) for a in args) and \
+            all(isinstance(a, SymNodeVariable) or a.is_constant() for a in args):
+        # Arithmetic and comparisons on sizes of dynamic dims: traced as SymInt/SymFloat/SymBool nodes.
+        return record(tx.output, _INPLACE_TO_BINARY.get(fn, fn), args)
     return _sequence_operator(tx, fn, args)
 
 
@@ -84,17 +89,21 @@ def _sequence_operator(tx: InstructionTranslator, fn: Any, args: list[VariableTr
         if binary is operator.mul and isinstance(left, (TupleVariable, ListVariable)) and right.is_constant():
             return type(left)(left.items * int(right.as_constant()))
         if fn in (operator.eq, operator.ne):
-            same = _structurally_equal(left, right)
+            same = _structurally_equal(tx, left, right)
             return ConstantVariable(same if fn is operator.eq else not same)
     raise Unsupported(f"operator {fn.__name__} on {', '.join(type(a).__name__ for a in args)}")
 
 
-def _structurally_equal(left: VariableTracker, right: VariableTracker) -> bool:
+def _structurally_equal(tx: InstructionTranslator, left: VariableTracker, right: VariableTracker) -> bool:
     sequences = (TupleVariable, ListVariable)
     if isinstance(left, sequences) and isinstance(right, sequences):
         if type(left) is not type(right) or len(left.items) != len(right.items):
             return False
-        return all(_structurally_equal(a, b) for a, b in zip(left.items, right.items))
+        return all(_structurally_equal(tx, a, b) for a, b in zip(left.items, right.items))
+    numbers = (ConstantVariable, SymNodeVariable)
+    if isinstance(left, SymNodeVariable) or isinstance(right, SymNodeVariable):
+        if isinstance(left, numbers) and isinstance(right, numbers):  # `x.shape == y.shape`: guards sizes
+            return record(tx.output, operator.eq, [left, right]).truth(tx)
     if left.is_constant() and right.is_constant():
         return bool(left.as_constant() == right.as_constant())
     if isinstance(left, sequences) != isinstance(right, sequences) and (left.is_constant() or right.is_constant()):
@@ -105,9 +114,9 @@ def _structurally_equal(left: VariableTracker, right: VariableTracker) -> bool:
 def _getitem(tx: InstructionTranslator, container: VariableTracker, index: VariableTracker) -> VariableTracker:
     if isinstance(container, TensorVariable):
         return tx.output.call_graph("call_function", operator.getitem, [container, index], {})
-    if not index.is_constant():
+    if not index.is_constant() and not isinstance(index, (SymNodeVariable, SymSliceVariable)):
         raise Unsupported(f"indexing {type(container).__name__} with a non-constant index")
-    key = index.as_constant()
+    key = index.as_constant()  # a symbolic index into a Python sequence specializes (with a guard)
     if isinstance(container, (TupleVariable, ListVariable)):
         try:
             selected = container.items[key]

@@ -12,12 +12,23 @@ from typing import Any
 import torch
 import torch.fx
 from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.fx.experimental.symbolic_shapes import DimDynamic, StatelessSymbolicContext
 
 from capture.config import CaptureConfig
+from capture.errors import UserLocation
 from capture.guards import GuardSet
 from capture.sources import Source
+from capture.symbolic.shapes import ShapePolicy, SymbolTable, new_shape_env
 from capture.variables.base import ConstantVariable, Unsupported, VariableTracker, is_constant_value
 from capture.variables.containers import DictVariable, ListVariable, TupleVariable
+from capture.variables.sym_values import (
+    SYMBOLIC_NODE,
+    SymNodeVariable,
+    SymSliceVariable,
+    concrete,
+    is_symbolic,
+    wrap_symbolic,
+)
 from capture.variables.tensor import TensorVariable
 
 _DATA_DEPENDENT_ERRORS: tuple[type[BaseException], ...] = ()
@@ -40,6 +51,7 @@ class GraphInput:
     node: torch.fx.Node
     source: Source
     value: torch.Tensor
+    fake: torch.Tensor | None = None  # with symbolic sizes: an untouched fake for the backend
 
 
 @dataclass
@@ -85,14 +97,21 @@ def _sanitize(name: str) -> str:
 class OutputGraph:
     """Owns the FX graph of one capture pass and everything the entry needs to rebuild state."""
 
-    def __init__(self, config: CaptureConfig, f_globals: dict[str, Any], export: bool = False) -> None:
+    def __init__(self, config: CaptureConfig, f_globals: dict[str, Any], export: bool = False,
+                 policy: ShapePolicy | None = None) -> None:
         self.config = config
         self.f_globals = f_globals
         self.export = export
         self.graph = torch.fx.Graph()
         self.root = torch.nn.Module()
-        self.fake_mode = FakeTensorMode(allow_non_fake_inputs=True)
+        self.policy = policy or ShapePolicy(dynamic=False)
+        shape_env = new_shape_env()
+        self.fake_mode = FakeTensorMode(allow_non_fake_inputs=True, shape_env=shape_env)
+        self.symbols = SymbolTable(shape_env)
         self.guards = GuardSet()
+        self.active_tx: Any = None  # the translator running the current instruction
+        self.location_override: UserLocation | None = None
+        self.guards.locate = self.user_location
         self.inputs: list[GraphInput] = []
         self.side_effects = SideEffects()
         self.grad_enabled = torch.is_grad_enabled()
@@ -105,6 +124,18 @@ class OutputGraph:
         self._by_id: dict[int, VariableTracker] = {}
         self.current_location: Any = None
         self.keepalive: list[Any] = []
+
+    # -- where the trace is -------------------------------------------------------------------
+    def user_location(self) -> UserLocation | None:
+        """The user's line being traced (for guards: where each one was installed)."""
+        if self.location_override is not None:
+            return self.location_override
+        return self.active_tx.location() if self.active_tx is not None else None
+
+    def note_shape_guards(self, tx: Any) -> None:
+        """Attribute ShapeEnv guards added by the instruction `tx` just ran to its line."""
+        if len(self.symbols.shape_env.guards) != len(self.symbols.guard_locations):
+            self.symbols.note_new_guards(tx.location())
 
     # -- graph inputs and attributes ----------------------------------------------------------
     def _unique_attr(self, hint: str) -> str:
@@ -119,6 +150,10 @@ class OutputGraph:
         """A tensor read through `source`: a placeholder plus a tensor guard."""
         known = self._tensors.get(id(value))
         if known is not None:
+            if known.source is not None and known.source.expr() != source.expr() and not source.guard_free:
+                # One placeholder for both paths: valid only while they stay the same tensor.
+                same = f"{source.expr()} is {known.source.expr()}"
+                self.guards.add("DUPLICATE_INPUT", source, same, same)
             return known
         first = next((n for n in self.graph.nodes if n.op != "placeholder"), None)
         name = _sanitize(source.name_hint())
@@ -127,14 +162,58 @@ class OutputGraph:
         else:
             with self.graph.inserting_before(first):
                 node = self.graph.placeholder(name)
-        fake = self.fake_mode.from_tensor(value)
+        dims = self.policy.dynamic_dims(value, source)
+        if dims:
+            context: Any = StatelessSymbolicContext(
+                dynamic_sizes=[DimDynamic.DYNAMIC if d in dims else DimDynamic.STATIC for d in range(value.dim())])
+            fake = self.fake_mode.from_tensor(value, symbolic_context=context)
+        else:
+            fake = self.fake_mode.from_tensor(value, static_shapes=True)
         node.meta["example_value"] = fake
         variable = TensorVariable(node, fake, source)
         self._tensors[id(value)] = variable
-        self.inputs.append(GraphInput(node, source, value))
+        symbolic = frozenset(d for d, n in enumerate(fake.shape) if is_symbolic(n))
+        if symbolic:
+            self.symbols.bind_tensor(fake, source.expr(), self.user_location())
+        # A copy the trace never mutates, for the backend to trace again.
+        self.inputs.append(GraphInput(node, source, value, self._fake_copy(fake, value) if symbolic else None))
         if not source.guard_free:
-            self.guards.tensor(source, value)
+            self.guards.tensor(source, value, symbolic)
         return variable
+
+    def _fake_copy(self, like: torch.Tensor, value: torch.Tensor) -> torch.Tensor:
+        with self.fake_mode:
+            copy = torch.empty_strided(like.shape, like.stride(), dtype=like.dtype, device=like.device)
+        return copy.requires_grad_(value.requires_grad)
+
+    def backend_example_inputs(self) -> list[torch.Tensor]:
+        """What the backend is given: the real tensors, or with symbolic sizes fakes of this ShapeEnv.
+
+        Fakes with sizes ``s0, s1, ...`` let a backend (aotgrad) compile one graph for all sizes.
+        """
+        if not self.is_dynamic:
+            return [graph_input.value for graph_input in self.inputs]
+        return [graph_input.fake if graph_input.fake is not None else self._fake_copy(graph_input.value, graph_input.value)
+                for graph_input in self.inputs]
+
+    def tensor_metadata(self, tensor: TensorVariable, method: str, *args: int) -> VariableTracker:
+        """`tensor.size(d)`, `.stride(d)` or `.numel()`: a constant, or a SymInt node for a symbolic size."""
+        value = getattr(tensor.example, method)(*args)
+        if not is_symbolic(value):
+            return ConstantVariable(int(value))
+        # A node per read (not cached: an in-place `unsqueeze_` changes the sizes); unused ones are removed.
+        return wrap_symbolic(self, self.graph.call_method(method, (tensor.node, *args)), value)
+
+    def remove_dead_size_nodes(self) -> None:
+        """Erase symbolic-number nodes nothing in the graph uses (their values are rebuilt from sizes)."""
+        for node in reversed(list(self.graph.nodes)):
+            if not node.users and node.meta.get(SYMBOLIC_NODE, False):
+                self.graph.erase_node(node)
+
+    @property
+    def is_dynamic(self) -> bool:
+        """True when some input has symbolic sizes."""
+        return bool(self.symbols.sources)
 
     def module_tensor(self, value: torch.Tensor, source: Source | None, hint: str) -> TensorVariable:
         """A parameter, buffer or constant tensor: a `get_attr` node on the graph's root."""
@@ -147,7 +226,7 @@ class OutputGraph:
         else:
             self.root.register_buffer(name, value)
         node = self.graph.get_attr(name)
-        fake = self.fake_mode.from_tensor(value)
+        fake = self.fake_mode.from_tensor(value, static_shapes=True)
         node.meta["example_value"] = fake
         variable = TensorVariable(node, fake, source)
         self._tensors[id(value)] = variable
@@ -221,7 +300,7 @@ class OutputGraph:
         """
         from torch.nn.utils.stateless import _reparametrize_module
 
-        state: dict[str, torch.Tensor] = {name: self.fake_mode.from_tensor(t) for name, t in
+        state: dict[str, torch.Tensor] = {name: self.fake_mode.from_tensor(t, static_shapes=True) for name, t in
                  [*module.named_parameters(), *module.named_buffers()]}
         with _reparametrize_module(module, state):
             return type(module).forward(module, *args, **kwargs)
@@ -252,6 +331,8 @@ class OutputGraph:
             return TensorVariable(node, result)
         if result is None:
             return ConstantVariable(None)
+        if isinstance(result, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+            return wrap_symbolic(self, node, result)
         if isinstance(result, (tuple, list)):
             items: list[VariableTracker] = []
             for index, item in enumerate(result):
@@ -259,6 +340,11 @@ class OutputGraph:
                     child = self.graph.call_function(operator.getitem, (node, index))
                     child.meta["example_value"] = item
                     items.append(TensorVariable(child, item))
+                elif is_symbolic(item):
+                    child = self.graph.call_function(operator.getitem, (node, index))
+                    items.append(wrap_symbolic(self, child, item))
+                elif isinstance(item, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+                    items.append(ConstantVariable(concrete(item)))
                 elif is_constant_value(item):
                     items.append(ConstantVariable(item))
                 else:
@@ -332,10 +418,12 @@ def _target_name(target: Any) -> str:
 
 def _unpack(value: Any) -> tuple[Any, Any]:
     """Trackers -> (FX argument, fake argument), recursively."""
-    if isinstance(value, TensorVariable):
-        return value.node, value.example
+    if isinstance(value, (TensorVariable, SymNodeVariable)):
+        return value.node, value.example if isinstance(value, TensorVariable) else value.value
     if isinstance(value, ConstantVariable):
         return value.value, value.value
+    if isinstance(value, SymSliceVariable):
+        return value.unpack()
     if isinstance(value, (TupleVariable, ListVariable)):
         pairs = [_unpack(v) for v in value.items]
         kind = list if isinstance(value, ListVariable) else tuple

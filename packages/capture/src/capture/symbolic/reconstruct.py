@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import types
+from collections.abc import Callable
 from typing import Any
 
 import torch.fx
@@ -20,6 +21,7 @@ from capture.variables.objects import (
     SkippedFunctionVariable,
     TorchFunctionVariable,
 )
+from capture.variables.sym_values import SymNodeVariable
 from capture.variables.tensor import TensorMethodVariable, TensorVariable
 
 _LITERAL_TYPES = (bool, int, str, type(None))
@@ -48,9 +50,11 @@ class CannotReconstruct(Exception):
 class Reconstructor:
     """Renders trackers as Python expressions; tensors made by the graph become `__o[i]`."""
 
-    def __init__(self, namespace: dict[str, Any], graph_inputs: set[torch.fx.Node]) -> None:
+    def __init__(self, namespace: dict[str, Any], graph_inputs: set[torch.fx.Node],
+                 render_symbolic: Callable[[Any], str] | None = None) -> None:
         self.namespace = namespace
         self.graph_inputs = graph_inputs
+        self.render_symbolic = render_symbolic  # a symbolic size as Python over the inputs' sizes
         self.outputs: list[torch.fx.Node] = []
         self.prelude: list[str] = []
         self._constants: dict[int, str] = {}
@@ -91,6 +95,11 @@ class Reconstructor:
             return f"__o[{self.output_index(value.node)}]"
         if isinstance(value, ConstantVariable):
             return self.constant(value.value)
+        if isinstance(value, SymNodeVariable):
+            if self.render_symbolic is None:
+                raise CannotReconstruct(f"cannot rebuild {value} after a graph break")
+            # Recomputed from the inputs' sizes on each call (``L[0].size(1) * 2``), not a graph output.
+            return f"({self.render_symbolic(value.value)})"
         if isinstance(value, NullVariable):
             return self.constant(invoke)
         if isinstance(value, TupleVariable):
@@ -104,6 +113,9 @@ class Reconstructor:
             return f"({inner})"
         if id(value) in self._built:
             return self._built[id(value)]
+        rebuild_self = getattr(value, "reconstruct", None)  # trackers that know their own Python form
+        if rebuild_self is not None:
+            return str(rebuild_self(self))
         from capture.variables.functions import CellVariable, NestedFunctionVariable, RealCellVariable
         from capture.variables.user_objects import NewObjectVariable
 

@@ -150,9 +150,13 @@ class InstructionTranslator:
         handler = handler_for(instr.name)
         if handler is None:
             raise Unsupported(unsupported_reason(instr.name) or instr.name)
+        output = self.output
+        output.active_tx = self  # new guards record this instruction's line
         try:
             handler(self, instr)
+            output.note_shape_guards(self)
         except Unsupported as error:
+            output.note_shape_guards(self)
             entry = self.info.try_entries.get(self.current)
             exception = error.exception
             cause = error.__cause__
@@ -219,6 +223,12 @@ class InstructionTranslator:
             raise Unsupported(f"{name} is a coroutine or async generator")
         cells = dict(zip(code.co_freevars, closure))
         child = InstructionTranslator(self.output, code, f_globals, bound, cells, parent=self)
+        try:
+            return self._run_child(child, code, name)
+        finally:
+            self.output.active_tx = self
+
+    def _run_child(self, child: InstructionTranslator, code: types.CodeType, name: str) -> VariableTracker:
         if not code.co_flags & 0x20:
             return child.run_inline()
         # A generator runs to completion here; its values are what the iterator yields.

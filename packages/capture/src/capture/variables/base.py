@@ -97,7 +97,7 @@ class ConstantVariable(VariableTracker):
         return wrap_constant_attribute(attribute)
 
     def iterate(self, tx: InstructionTranslator) -> list[VariableTracker]:
-        if isinstance(self.value, (range, tuple, list, str, bytes)):
+        if isinstance(self.value, (range, tuple, list, str, bytes, frozenset, set)):
             return [ConstantVariable(item) for item in self.value]
         raise Unsupported(f"iteration over constant {self.value!r}")
 

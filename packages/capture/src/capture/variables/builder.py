@@ -190,6 +190,11 @@ def _special_callable(value: Any) -> VariableTracker | None:
     import typing
 
     from capture.variables.functional import FunctionalVariable
+    from capture.variables.library import library_callable
+
+    known = library_callable(value)  # collections types, contextlib, checkpoint, vmap, itertools
+    if known is not None:
+        return known
 
     if any(value is known for known in (functools.partial, functools.reduce, itertools.chain, map, filter,
                                          typing.cast)):

@@ -63,6 +63,11 @@ class BuiltinVariable(VariableTracker):
 
             if isinstance(args[0], NewObjectVariable):
                 return DictVariable(dict(args[0].attrs))
+        from capture.variables.sym_values import call_builtin
+
+        symbolic = call_builtin(tx, self.fn, args, kwargs)  # None unless an argument is a symbolic size
+        if symbolic is not None:
+            return symbolic
         handler = BUILTIN_HANDLERS.get(self.fn)
         if handler is not None:
             return handler(tx, args, kwargs)
@@ -120,17 +125,42 @@ def _items(tx: InstructionTranslator, value: VariableTracker) -> list[VariableTr
 @builtin(len)
 def _len(tx: InstructionTranslator, args: Args, kwargs: Kwargs) -> VariableTracker:
     (value,) = args
+    from capture.variables.collections_types import existing_collection
     from capture.variables.tensor import TensorVariable
 
+    collection = existing_collection(tx, value)
+    value = collection if collection is not None else value
     if isinstance(value, TensorVariable):
         if value.example.dim() == 0:
             raise Unsupported("len() of a 0-d tensor", user_error=True)
-        return ConstantVariable(int(value.example.shape[0]))
+        return tx.output.tensor_metadata(value, "size", 0)  # symbolic when dim 0 is dynamic
     if isinstance(value, (TupleVariable, ListVariable, DictVariable)):
         return ConstantVariable(len(value.items))
     if value.is_constant():
         return ConstantVariable(len(value.as_constant()))
+    length = _user_len(tx, value)
+    if length is not None:
+        return length
     return ConstantVariable(len(value.iterate(tx)))
+
+
+def _user_len(tx: InstructionTranslator, value: VariableTracker) -> VariableTracker | None:
+    """`len(obj)` through a user class's `__len__` (None when it has none)."""
+    from capture.symbolic.output_graph import is_stdlib_or_skipped
+    from capture.variables.objects import PythonObjectVariable
+    from capture.variables.user_objects import NewObjectVariable
+
+    if not isinstance(value, (NewObjectVariable, PythonObjectVariable)):
+        return None
+    method = getattr(value.python_type(), "__len__", None)
+    if not isinstance(method, types.FunctionType) or is_stdlib_or_skipped(method):
+        return None
+    from capture.variables.functions import UserFunctionVariable
+
+    result = UserFunctionVariable(method).call(tx, [value], {})
+    if not result.is_constant() or not isinstance(result.as_constant(), int) or result.as_constant() < 0:
+        raise Unsupported(f"__len__ of {value} returned {result}")
+    return result
 
 
 @builtin(callable)
@@ -283,6 +313,21 @@ def _dict(tx: InstructionTranslator, args: Args, kwargs: Kwargs) -> VariableTrac
     return DictVariable(items)
 
 
+def _set_builtin(cls: type) -> BuiltinHandler:
+    def handler(tx: InstructionTranslator, args: Args, kwargs: Kwargs) -> VariableTracker:
+        from capture.variables.collections_types import make_set
+
+        if kwargs:
+            raise Unsupported(f"{cls.__name__}() takes no keyword arguments", user_error=True)
+        return make_set(tx, cls, args)
+
+    return handler
+
+
+BUILTIN_HANDLERS[set] = _set_builtin(set)
+BUILTIN_HANDLERS[frozenset] = _set_builtin(frozenset)
+
+
 @builtin(bool)
 def _bool(tx: InstructionTranslator, args: Args, kwargs: Kwargs) -> VariableTracker:
     return ConstantVariable(args[0].truth(tx)) if args else ConstantVariable(False)
@@ -368,11 +413,34 @@ def _sorted(tx: InstructionTranslator, args: Args, kwargs: Kwargs) -> VariableTr
     key = kwargs.get("key")
     reverse = bool(kwargs["reverse"].as_constant()) if "reverse" in kwargs else False
     if key is None or (key.is_constant() and key.as_constant() is None):
-        keys = [item.as_constant() for item in items]
+        ranked = list(items)
     else:
-        keys = [key.call(tx, [item], {}).as_constant() for item in items]
-    order = sorted(range(len(items)), key=lambda i: keys[i], reverse=reverse)
+        ranked = [key.call(tx, [item], {}) for item in items]
+    def compare(i: int, j: int) -> int:
+        return _compare_trackers(ranked[i], ranked[j])
+
+    order = sorted(range(len(items)), key=functools.cmp_to_key(compare), reverse=reverse)
     return ListVariable([items[i] for i in order])
+
+
+def _compare_trackers(left: VariableTracker, right: VariableTracker) -> int:
+    """Python's ordering of two trackers: constants, and tuples compared item by item up to the first
+    difference (so `sorted(d.items())` never compares the tensor values of distinct keys)."""
+    if left.is_constant() and right.is_constant():
+        a, b = left.as_constant(), right.as_constant()
+        try:
+            return -1 if a < b else 1 if b < a else 0
+        except TypeError as error:
+            raise Unsupported(f"TypeError: {error}", user_error=True) from error
+    if isinstance(left, TupleVariable) and isinstance(right, TupleVariable):
+        for a, b in zip(left.items, right.items):
+            if a is b:
+                continue
+            outcome = _compare_trackers(a, b)
+            if outcome:
+                return outcome
+        return (len(left.items) > len(right.items)) - (len(left.items) < len(right.items))
+    raise Unsupported(f"ordering {left} and {right} depends on traced values")
 
 
 @builtin(super)

@@ -68,12 +68,10 @@ def _list_method(tx: InstructionTranslator, lst: ListVariable, name: str, args: 
 
 
 def _dict_method(tx: InstructionTranslator, d: DictVariable, name: str, args: Args, kwargs: Kwargs) -> VariableTracker:
-    if name == "items":
-        return ListVariable([TupleVariable([ConstantVariable(k), v]) for k, v in d.items.items()])
-    if name == "keys":
-        return ListVariable([ConstantVariable(k) for k in d.items])
-    if name == "values":
-        return ListVariable(list(d.items.values()))
+    if name in ("items", "keys", "values"):
+        from capture.variables.collections_types import DictViewVariable
+
+        return DictViewVariable.of(d, name)
     if name == "get":
         key = args[0].as_constant()
         return d.items.get(key, args[1] if len(args) > 1 else ConstantVariable(None))

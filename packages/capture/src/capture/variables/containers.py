@@ -183,3 +183,29 @@ class NamedTupleMethodVariable(VariableTracker):
             raise Unsupported(f"_replace() got unexpected field names {sorted(unknown)}", user_error=True)
         current.update(kwargs)
         return TupleVariable([current[f] for f in self.fields], cls=self.value.cls)
+
+
+def plain_value(value: VariableTracker) -> Any:
+    """The Python value of a constant, or of a plain list, tuple or dict of them (raises Unsupported otherwise).
+
+    The list or dict is a new object: for arguments of pure functions folded at trace time (`math.prod`,
+    `"-".join`), never for ones that may keep or mutate it.
+    """
+    if value.is_constant():
+        return value.as_constant()
+    if type(value) is ListVariable:
+        return [plain_value(item) for item in value.items]
+    if type(value) is TupleVariable and value.cls is None:
+        return tuple(plain_value(item) for item in value.items)
+    if type(value) is DictVariable:
+        return {key: plain_value(item) for key, item in value.items.items()}
+    raise Unsupported(f"{value} is not a Python constant")
+
+
+def is_plain_value(value: VariableTracker) -> bool:
+    """True when `plain_value(value)` succeeds."""
+    try:
+        plain_value(value)
+    except Unsupported:
+        return False
+    return True

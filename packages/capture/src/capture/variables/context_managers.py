@@ -1,10 +1,14 @@
-"""`@contextlib.contextmanager` functions: the generator runs up to its yield on entry, the rest on exit."""
+"""Context managers: `@contextlib.contextmanager` functions (the generator runs up to its yield on entry,
+the rest on exit), `contextlib.suppress` and `nullcontext`, and functions decorated with a grad mode.
+"""
 
 from __future__ import annotations
 
 import contextlib
 import types
 from typing import TYPE_CHECKING, Any
+
+import torch
 
 from capture.variables.base import ConstantVariable, Unsupported, VariableTracker
 from capture.variables.functions import UserFunctionVariable, bind_arguments
@@ -96,3 +100,105 @@ class GeneratorExitVariable(VariableTracker):
 
     def __repr__(self) -> str:
         return f"GeneratorExitVariable({self.child.code.co_qualname})"
+
+
+# --- contextlib.suppress / nullcontext ------------------------------------------------------------
+
+
+class SuppressVariable(VariableTracker):
+    """`contextlib.suppress(*exceptions)`: an exception of those classes raised in the block is swallowed."""
+
+    def __init__(self, classes: tuple[type, ...]) -> None:
+        self.classes = classes
+
+    def python_type(self) -> type:
+        return contextlib.suppress
+
+    def enter_with(self, tx: InstructionTranslator) -> tuple[VariableTracker, VariableTracker]:
+        """BEFORE_WITH: (the exit callable, the value bound by `as`)."""
+        return SuppressExitVariable(self.classes), ConstantVariable(None)
+
+    def __repr__(self) -> str:
+        return f"SuppressVariable({', '.join(c.__name__ for c in self.classes)})"
+
+
+class SuppressExitVariable(VariableTracker):
+    """`suppress.__exit__`: true (swallow) when the exception's class is one of the suppressed."""
+
+    def __init__(self, classes: tuple[type, ...]) -> None:
+        self.classes = classes
+
+    def call(self, tx: InstructionTranslator, args: list[VariableTracker],
+             kwargs: dict[str, VariableTracker]) -> VariableTracker:
+        if not args or (args[0].is_constant() and args[0].as_constant() is None):
+            return ConstantVariable(False)
+        raised = args[1].python_type() if len(args) > 1 else None
+        return ConstantVariable(raised is not None and issubclass(raised, self.classes))
+
+
+class NullContextVariable(VariableTracker):
+    """`contextlib.nullcontext(enter_result)`: entering gives `enter_result`, exiting does nothing."""
+
+    def __init__(self, entered: VariableTracker) -> None:
+        self.entered = entered
+
+    def python_type(self) -> type:
+        return contextlib.nullcontext
+
+    def enter_with(self, tx: InstructionTranslator) -> tuple[VariableTracker, VariableTracker]:
+        """BEFORE_WITH: (the exit callable, the value bound by `as`)."""
+        return NoopExitVariable(), self.entered
+
+
+class NoopExitVariable(VariableTracker):
+    """An `__exit__` that does nothing and lets exceptions through."""
+
+    def call(self, tx: InstructionTranslator, args: list[VariableTracker],
+             kwargs: dict[str, VariableTracker]) -> VariableTracker:
+        return ConstantVariable(None)
+
+
+# --- functions decorated with @torch.no_grad() / enable_grad() / inference_mode() ----------------
+
+_GRAD_DECORATED_CODE = torch.no_grad()(lambda: None).__code__  # torch's shared `decorate_context` wrapper
+
+
+def grad_mode_decoration(fn: types.FunctionType, grad_enabled: bool) -> tuple[bool, Any] | None:
+    """For a function wrapped by a grad-mode decorator: (grad mode inside, the wrapped function), else None."""
+    if fn.__code__ is not _GRAD_DECORATED_CODE or not fn.__closure__:
+        return None
+    cells = dict(zip(fn.__code__.co_freevars, fn.__closure__))
+    try:
+        factory, inner = cells["ctx_factory"].cell_contents, cells["func"].cell_contents
+    except (KeyError, ValueError):
+        return None
+    context = getattr(factory, "__self__", None)
+    if getattr(factory, "__name__", None) != "clone":
+        return None
+    if type(context) is torch.no_grad:
+        return False, inner
+    if type(context) is torch.enable_grad:
+        return True, inner
+    if type(context) is torch.inference_mode:
+        return (False if context.mode else grad_enabled), inner
+    return None
+
+
+class GradModeDecoratedVariable(VariableTracker):
+    """`torch.no_grad()(fn)` made in the region: calls run `fn` in that grad mode."""
+
+    def __init__(self, enabled: bool, fn: VariableTracker) -> None:
+        self.enabled = enabled
+        self.fn = fn
+
+    def python_type(self) -> type:
+        return types.FunctionType
+
+    def call(self, tx: InstructionTranslator, args: list[VariableTracker],
+             kwargs: dict[str, VariableTracker]) -> VariableTracker:
+        from capture.variables.functions import call_in_grad_mode
+
+        return call_in_grad_mode(tx, self.enabled, self.fn, args, kwargs)
+
+    def __repr__(self) -> str:
+        return f"GradModeDecoratedVariable(enabled={self.enabled}, {self.fn})"

@@ -68,11 +68,18 @@ class UserFunctionVariable(VariableTracker):
 
     def call(self, tx: InstructionTranslator, args: list[VariableTracker],
              kwargs: dict[str, VariableTracker]) -> VariableTracker:
-        from capture.variables.context_managers import GeneratorContextVariable, contextmanager_generator
+        from capture.variables.context_managers import (
+            GeneratorContextVariable,
+            contextmanager_generator,
+            grad_mode_decoration,
+        )
 
         generator = contextmanager_generator(self.fn)
         if generator is not None:
             return GeneratorContextVariable(generator, args, kwargs)
+        decorated = grad_mode_decoration(self.fn, tx.grad_enabled)
+        if decorated is not None:
+            return call_in_grad_mode(tx, decorated[0], tx.output.wrap_value(decorated[1], None), args, kwargs)
         defaults = [tx.output.wrap_value(v, None) for v in (self.fn.__defaults__ or ())]
         kwdefaults = {k: tx.output.wrap_value(v, None) for k, v in (self.fn.__kwdefaults__ or {}).items()}
         bound = bind_arguments(self.fn.__code__, self.fn.__qualname__, defaults, kwdefaults, args, kwargs)
@@ -81,6 +88,17 @@ class UserFunctionVariable(VariableTracker):
 
     def __repr__(self) -> str:
         return f"UserFunctionVariable({self.fn.__qualname__})"
+
+
+def call_in_grad_mode(tx: InstructionTranslator, enabled: bool, fn: VariableTracker, args: list[VariableTracker],
+                       kwargs: dict[str, VariableTracker]) -> VariableTracker:
+    """Inline `fn(*args, **kwargs)` with grad mode `enabled`, restoring the previous mode after (as a with-block)."""
+    previous = tx.grad_enabled
+    tx.set_grad_enabled(enabled)
+    try:
+        return fn.call(tx, args, kwargs)
+    finally:
+        tx.set_grad_enabled(previous)
 
 
 class NestedFunctionVariable(VariableTracker):

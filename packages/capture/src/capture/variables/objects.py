@@ -14,6 +14,7 @@ from capture.variables.base import (
     class_attribute,
     is_constant_value,
 )
+from capture.variables.containers import is_plain_value, plain_value
 
 if TYPE_CHECKING:
     from capture.symbolic.translator import InstructionTranslator
@@ -61,8 +62,10 @@ class TorchFunctionVariable(VariableTracker):
             from capture.variables.autocast import make_autocast
 
             return make_autocast(args, kwargs)
-        if fn in (torch.inference_mode,):
-            raise Unsupported("torch.inference_mode inside a captured function")
+        if fn is torch.inference_mode:
+            # Traced as no_grad: the region's results are the same, though not marked as inference tensors.
+            mode = (args[0] if args else kwargs.get("mode", ConstantVariable(True))).as_constant()
+            return GradModeVariable(False if mode else tx.grad_enabled)
         if fn in _FOLDABLE_TORCH and all(a.is_constant() for a in [*args, *kwargs.values()]):
             value = fn(*[a.as_constant() for a in args], **{k: v.as_constant() for k, v in kwargs.items()})
             return ConstantVariable(value)
@@ -104,9 +107,15 @@ class SkippedFunctionVariable(VariableTracker):
         if folded is not None:
             return folded
         constant_foldable = getattr(self.fn, "__module__", None) in ("math", "operator", "_operator")
-        if constant_foldable and all(a.is_constant() for a in [*args, *kwargs.values()]):
+        if constant_foldable:
+            from capture.variables.sym_values import call_builtin
+
+            symbolic = call_builtin(tx, self.fn, args, kwargs)  # math.sqrt(x.shape[-1]) on a dynamic size
+            if symbolic is not None:
+                return symbolic
+        if constant_foldable and all(is_plain_value(a) for a in [*args, *kwargs.values()]):
             try:
-                value = self.fn(*[a.as_constant() for a in args], **{k: v.as_constant() for k, v in kwargs.items()})
+                value = self.fn(*[plain_value(a) for a in args], **{k: plain_value(v) for k, v in kwargs.items()})
             except Exception as error:
                 raise Unsupported(f"{type(error).__name__}: {error}", user_error=True) from error
             return ConstantVariable(value)
@@ -282,16 +291,38 @@ class PythonObjectVariable(VariableTracker):
     def python_type(self) -> type:
         return type(self.value)
 
+    def as_collection(self, tx: InstructionTranslator) -> VariableTracker | None:
+        """This object as a container tracker, when it is an existing deque, OrderedDict, defaultdict or Counter."""
+        from capture.variables.collections_types import existing_collection
+
+        return existing_collection(tx, self)
+
     def truth(self, tx: InstructionTranslator) -> bool:
+        collection = self.as_collection(tx)
+        if collection is not None:
+            return collection.truth(tx)
         return bool(self.value)
 
     def getattr(self, tx: InstructionTranslator, name: str) -> VariableTracker:
         import types
 
+        collection = self.as_collection(tx)
+        if collection is not None:
+            return collection.getattr(tx, name)
         try:
             value = getattr(self.value, name)
         except AttributeError as error:
             raise Unsupported(str(error), user_error=True) from error
+        import os
+
+        if self.value is os.environ and name in ("get", "__getitem__"):
+            from capture.variables.library import EnvironReadVariable
+
+            return EnvironReadVariable(name)
+        if name == "apply" and isinstance(self.value, type) and issubclass(self.value, torch.autograd.Function):
+            from capture.variables.autograd_calls import AutogradFunctionApplyVariable
+
+            return AutogradFunctionApplyVariable(self.value)
         of_module = isinstance(self.value, types.ModuleType)
         source = AttrSource(self.source, name, of_python_module=of_module) if self.source is not None else None
         if isinstance(value, types.MethodType) and value.__self__ is self.value and \
@@ -303,16 +334,24 @@ class PythonObjectVariable(VariableTracker):
 
     def iterate(self, tx: InstructionTranslator) -> list[VariableTracker]:
         import collections.abc
+        import enum
         import types
 
         from capture.symbolic.output_graph import is_stdlib_or_skipped
 
+        collection = self.as_collection(tx)
+        if collection is not None:
+            return collection.iterate(tx)
         value, source = self.value, self.source
         method = getattr(type(value), "__iter__", None)
         if isinstance(method, types.FunctionType) and not is_stdlib_or_skipped(method):
             from capture.variables.functions import UserFunctionVariable
 
             return UserFunctionVariable(method).call(tx, [self], {}).iterate(tx)
+        if isinstance(value, enum.EnumMeta):
+            # The members of an Enum class (fixed once the class exists; the class itself is guarded).
+            return [tx.output.wrap_value(member, AttrSource(source, member.name) if source is not None else None)
+                    for member in cast(Any, value)]
         if source is not None and isinstance(value, (collections.abc.Sequence, collections.abc.Mapping)):
             # Read through the source item by item, guarding the length (or the keys).
             from capture.sources import ItemSource
@@ -346,6 +385,14 @@ class PythonObjectVariable(VariableTracker):
                 raise Unsupported(f"{self.value.__name__}(...) with non-constant arguments")
             return ExceptionVariable(self.value(*[a.as_constant() for a in args],
                                                 **{k: v.as_constant() for k, v in kwargs.items()}))
+        import enum
+
+        if isinstance(self.value, enum.EnumMeta) and all(a.is_constant() for a in [*args, *kwargs.values()]):
+            try:  # `Color(2)`: the member with that value
+                member = self.value(*[a.as_constant() for a in args], **{k: v.as_constant() for k, v in kwargs.items()})
+            except Exception as error:
+                raise Unsupported(f"{type(error).__name__}: {error}", user_error=True) from error
+            return tx.output.wrap_value(member, None)
         if isinstance(self.value, type):
             from capture.variables.model_output import ModelOutputVariable, is_model_output_class
             from capture.variables.user_objects import construct_user_object
@@ -374,6 +421,15 @@ class GradModeVariable(VariableTracker):
     def __init__(self, enabled: bool, already_entered_from: bool | None = None) -> None:
         self.enabled = enabled
         self.already_entered_from = already_entered_from
+
+    def call(self, tx: InstructionTranslator, args: list[VariableTracker],
+             kwargs: dict[str, VariableTracker]) -> VariableTracker:
+        """`torch.no_grad()(fn)`: decorating a function inside the region."""
+        if len(args) != 1 or kwargs or self.already_entered_from is not None:
+            raise Unsupported(f"calling {self} with these arguments")
+        from capture.variables.context_managers import GradModeDecoratedVariable
+
+        return GradModeDecoratedVariable(self.enabled, args[0])
 
     def enter(self, tx: InstructionTranslator) -> VariableTracker:
         """BEFORE_WITH: switch grad mode; returns the exit callable to push."""
@@ -431,10 +487,10 @@ class ConstantMethodVariable(VariableTracker):
 
     def call(self, tx: InstructionTranslator, args: list[VariableTracker],
              kwargs: dict[str, VariableTracker]) -> VariableTracker:
-        if not all(a.is_constant() for a in [*args, *kwargs.values()]):
+        if not all(is_plain_value(a) for a in [*args, *kwargs.values()]):
             raise Unsupported(f"{self.method!r} with non-constant arguments")
         try:
-            value = self.method(*[a.as_constant() for a in args], **{k: v.as_constant() for k, v in kwargs.items()})
+            value = self.method(*[plain_value(a) for a in args], **{k: plain_value(v) for k, v in kwargs.items()})
         except Exception as error:
             raise Unsupported(f"{type(error).__name__}: {error}", user_error=True) from error
         if not is_constant_value(value) and not isinstance(value, list):

@@ -34,6 +34,8 @@ METADATA_METHODS = {"size", "dim", "ndimension", "numel", "nelement", "stride", 
                     "element_size", "is_floating_point", "is_complex", "get_device", "type_as_string"}
 METADATA_ATTRIBUTES = {"shape", "dtype", "device", "ndim", "requires_grad", "is_cuda", "is_leaf", "layout",
                        "is_sparse", "is_quantized", "is_meta", "itemsize", "is_mps", "is_cpu"}
+# Metadata read from sizes: SymInt nodes when the sizes are symbolic (dynamic shapes).
+SIZE_METHODS = {"size", "stride", "numel", "nelement"}
 GRAPH_ATTRIBUTES = {"T", "mT", "H", "mH", "real", "imag", "data"}
 
 
@@ -54,9 +56,10 @@ class TensorVariable(VariableTracker):
     def getattr(self, tx: InstructionTranslator, name: str) -> VariableTracker:
         example = self.example
         if name in METADATA_ATTRIBUTES:
-            value = getattr(example, name)
             if name == "shape":
-                return TupleVariable([ConstantVariable(int(s)) for s in value], cls=None)
+                return TupleVariable([tx.output.tensor_metadata(self, "size", d) for d in range(example.dim())],
+                                     cls=None)
+            value = getattr(example, name)
             if name == "is_leaf":
                 raise Unsupported("Tensor.is_leaf depends on autograd history")
             return ConstantVariable(value)
@@ -93,6 +96,8 @@ class TensorMethodVariable(VariableTracker):
              kwargs: dict[str, VariableTracker]) -> VariableTracker:
         if self.name in BREAKING_METHODS:
             raise Unsupported(BREAKING_METHODS[self.name])
+        if self.name in SIZE_METHODS and not kwargs:
+            return self._size_method(tx, [a.as_constant() for a in args])
         if self.name in METADATA_METHODS:
             const_args = [a.as_constant() for a in args]
             const_kwargs = {k: v.as_constant() for k, v in kwargs.items()}
@@ -104,6 +109,21 @@ class TensorMethodVariable(VariableTracker):
         if self.name in ("type",) and not args and not kwargs:
             return ConstantVariable(self.tensor.example.type())
         return tx.output.call_graph("call_method", self.name, [self.tensor, *args], kwargs)
+
+    def _size_method(self, tx: InstructionTranslator, args: list[Any]) -> VariableTracker:
+        """`size()`, `size(d)`, `stride()`, `stride(d)`, `numel()`: symbolic where the sizes are."""
+        example, output = self.tensor.example, tx.output
+        if self.name in ("numel", "nelement"):
+            return output.tensor_metadata(self.tensor, "numel")
+        if len(args) > 1:
+            raise Unsupported(f"Tensor.{self.name}() takes at most one argument", user_error=True)
+        if args:
+            dim = int(args[0])
+            if not -example.dim() <= dim < max(example.dim(), 1):
+                raise Unsupported(f"IndexError: dimension {dim} out of range for a {example.dim()}-d tensor",
+                                  user_error=True)
+            return output.tensor_metadata(self.tensor, self.name, dim % max(example.dim(), 1))
+        return TupleVariable([output.tensor_metadata(self.tensor, self.name, d) for d in range(example.dim())])
 
     def __repr__(self) -> str:
         return f"TensorMethodVariable({self.tensor.node.name}.{self.name})"

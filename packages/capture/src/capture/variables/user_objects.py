@@ -27,7 +27,8 @@ REVERSED = {"__add__": "__radd__", "__sub__": "__rsub__", "__mul__": "__rmul__",
             "__matmul__": "__rmatmul__", "__pow__": "__rpow__"}
 
 
-def _is_plain_user_class(cls: type) -> bool:
+def is_plain_user_class(cls: type) -> bool:
+    """True for classes whose instances capture models field by field (no custom `__new__`, no builtin base)."""
     from capture.symbolic.output_graph import SKIPPED_LIBRARIES
 
     module = (cls.__module__ or "").split(".")[0]
@@ -38,9 +39,14 @@ def _is_plain_user_class(cls: type) -> bool:
     if getattr(cls, "__abstractmethods__", None):
         return False
     for klass in cls.__mro__[:-1]:
-        if klass.__dict__.get("__slots__", ()) or klass.__module__ == "builtins":
+        if klass.__module__ == "builtins":
             return False
-    return cls.__new__ is object.__new__ and cls.__dictoffset__ != 0
+    return cls.__new__ is object.__new__ and (cls.__dictoffset__ != 0 or _is_slotted(cls))
+
+
+def _is_slotted(cls: type) -> bool:
+    """True for a class whose instances have only `__slots__` storage (no instance dict)."""
+    return cls.__dictoffset__ == 0 and all("__slots__" in klass.__dict__ for klass in cls.__mro__[:-1])
 
 
 def construct_user_object(tx: InstructionTranslator, cls_var: PythonObjectVariable, args: list[VariableTracker],
@@ -49,7 +55,7 @@ def construct_user_object(tx: InstructionTranslator, cls_var: PythonObjectVariab
     cls = cls_var.value
     if isinstance(cls, type) and issubclass(cls, tuple) and hasattr(cls, "_fields"):
         return _construct_namedtuple(cls, args, kwargs)
-    if not isinstance(cls, type) or not _is_plain_user_class(cls):
+    if not isinstance(cls, type) or not is_plain_user_class(cls):
         raise Unsupported(f"call to type object {getattr(cls, '__module__', '')}.{getattr(cls, '__qualname__', cls)}")
     instance = NewObjectVariable(cls)
     init = class_attribute(cls, "__init__")
@@ -144,12 +150,36 @@ class NewObjectVariable(VariableTracker):
 
             UserFunctionVariable(static.fset).call(tx, [self, value], {})  # type: ignore[arg-type]
             return
+        if isinstance(static, types.MemberDescriptorType) and _is_slotted(self.cls):
+            self.attrs[name] = value  # a slot
+            return
         if static is not None and hasattr(type(static), "__set__"):
             raise Unsupported(f"attribute '{name}' is set through a descriptor")
+        if _is_slotted(self.cls):
+            message = f"'{self.cls.__name__}' object has no attribute '{name}'"
+            raise Unsupported(f"AttributeError: {message}", user_error=True, exception=AttributeError(message))
         self.attrs[name] = value
+
+    def reconstruct(self, rebuild: Any) -> str:
+        """A new instance with the attributes the region gave it (slots are set one by one)."""
+        if not _is_slotted(self.cls):
+            from capture.symbolic.reconstruct import new_object
+
+            attrs = "{" + ", ".join(f"{k!r}: {rebuild.expr(v)}" for k, v in self.attrs.items()) + "}"
+            return str(rebuild._once(self, f"{rebuild.constant(new_object)}({rebuild.constant(self.cls)}, {attrs})"))
+        attrs = "{" + ", ".join(f"{k!r}: {rebuild.expr(v)}" for k, v in self.attrs.items()) + "}"
+        return str(rebuild._once(self, f"{rebuild.constant(new_slotted_object)}({rebuild.constant(self.cls)}, {attrs})"))
 
     def __repr__(self) -> str:
         return f"NewObjectVariable({self.cls.__name__})"
+
+
+def new_slotted_object(cls: type, attrs: dict[str, Any]) -> Any:
+    """Rebuild an object of a `__slots__` class made in the traced region."""
+    instance: Any = object.__new__(cls)
+    for name, value in attrs.items():
+        object.__setattr__(instance, name, value)
+    return instance
 
 
 def bind_class_attribute(tx: InstructionTranslator, receiver: VariableTracker, cls: type, static: Any,
@@ -167,6 +197,9 @@ def bind_class_attribute(tx: InstructionTranslator, receiver: VariableTracker, c
         return UserFunctionVariable(static.fget).call(tx, [receiver], {})
     if is_constant_value(static):
         return ConstantVariable(static)
+    if isinstance(static, types.MemberDescriptorType) and isinstance(receiver, NewObjectVariable):
+        message = f"'{cls.__name__}' object has no attribute '{name}'"  # a slot never assigned
+        raise Unsupported(f"AttributeError: {message}", user_error=True, exception=AttributeError(message))
     if hasattr(type(static), "__get__"):
         raise Unsupported(f"descriptor {name!r} of {cls.__name__}")
     return tx.output.wrap_value(static, None)

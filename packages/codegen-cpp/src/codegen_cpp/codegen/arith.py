@@ -7,12 +7,15 @@ overloads for both); where the two differ (``&&`` vs ``&`` for bool masks) the o
 
 from __future__ import annotations
 
+import dataclasses
+import re
 from collections.abc import Callable
 
+import sympy
 import torch
 
 from codegen_cpp.codegen.dtypes import cpp_dtype
-from codegen_cpp.codegen.values import CppValue
+from codegen_cpp.codegen.values import CppValue, KernelState
 
 __all__ = ["ArithmeticOps"]
 
@@ -21,10 +24,14 @@ _UNARY_MATH = (
     "asinh acosh atanh erf erfc lgamma sigmoid floor ceil trunc round reciprocal"
 ).split()
 _COMPARISONS = ("eq", "ne", "lt", "le", "gt", "ge")
+_MULTIPLY_POWERS = (-2.0, -1.0, 0.0, 1.0, 2.0, 3.0, 4.0)
+_NUMBER_LITERAL = re.compile(r"(?:INT64_C\()?(-?[0-9]+(?:\.[0-9]*)?(?:e[-+]?[0-9]+)?)f?\)?")
 
 
 class ArithmeticOps:
     """Ops computed from values alone (no memory, no loops)."""
+
+    state: KernelState
 
     @property
     def vector(self) -> bool:
@@ -52,11 +59,42 @@ class ArithmeticOps:
 
     # ------------------------------------------------------------------ arithmetic
     def _binary(self, op: str, a: CppValue, b: CppValue, dtype: torch.dtype | None = None) -> CppValue:
-        return self._emit(f"({self._lift(a)} {op} {self._lift(b)})", dtype or a.dtype)
+        dtype = dtype or a.dtype
+        if op in "+-*" and self._scalar_form((a, b), dtype):
+            text = f"({self._scalar_arg(a)} {op} {self._scalar_arg(b)})"
+            result = self._scalar_value(text, dtype)
+        else:
+            result = self._emit(f"({self._lift(a)} {op} {self._lift(b)})", dtype)
+        known = self.state.symbolic
+        if op in "+-*" and a.name in known and b.name in known and dtype in (torch.int64, torch.int32):
+            x, y = known[a.name], known[b.name]
+            known[result.name] = sympy.expand(x + y if op == "+" else x - y if op == "-" else x * y)
+        return result
+
+    def _scalar_form(self, args: tuple[CppValue, ...], dtype: torch.dtype) -> bool:
+        """Whether a vector op on ``args`` is computed once, as a scalar: every argument is equal
+        in all lanes (constants, broadcast loads, lane-invariant indices). Float values in a loop
+        whose values are shared with a later loop (codegen/reuse.py) stay vectors."""
+        if not self.vector or not all(a.uniform for a in args):
+            return False
+        integral = all(not a.dtype.is_floating_point for a in args) and not dtype.is_floating_point
+        return integral or getattr(self, "reuse", None) is None
+
+    @staticmethod
+    def _scalar_arg(value: CppValue) -> str:
+        return f"static_cast<{cpp_dtype(value.dtype).scalar}>({value.uniform})"
+
+    def _scalar_value(self, expr: str, dtype: torch.dtype) -> CppValue:
+        """A scalar temporary in vector code; it is splatted where a vector op uses it."""
+        value = self._emit(expr, dtype, vector=False)
+        return dataclasses.replace(value, uniform=value.name)
 
     def _call(self, function: str, *args: CppValue, dtype: torch.dtype | None = None) -> CppValue:
+        dtype = dtype or args[0].dtype
+        if self._scalar_form(args, dtype):
+            return self._scalar_value(f"{function}({', '.join(self._scalar_arg(a) for a in args)})", dtype)
         text = ", ".join(self._lift(a) for a in args)
-        return self._emit(f"{function}({text})", dtype or args[0].dtype)
+        return self._emit(f"{function}({text})", dtype)
 
     def add(self, a: CppValue, b: CppValue) -> CppValue:
         """a + b (or for bool)."""
@@ -100,8 +138,32 @@ class ArithmeticOps:
         return self._binary("%", a, b)
 
     def pow(self, a: CppValue, b: CppValue) -> CppValue:
-        """a ** b."""
+        """a ** b; a float raised to a small integer constant is a chain of multiplications
+        (GELU's ``x ** 3``): ``kiln::pow`` calls ``std::pow`` per lane."""
+        exponent = self._float_constant(b)
+        if self._is_float(a) and exponent is not None and exponent in _MULTIPLY_POWERS:
+            return self._power_by_multiplication(a, int(exponent))
+        if self._is_float(a) and exponent == 0.5:
+            return self._call("kiln::sqrt", a)
         return self._call("kiln::pow", a, b)
+
+    def _power_by_multiplication(self, a: CppValue, exponent: int) -> CppValue:
+        if exponent == 0:
+            return self.constant(1.0, a.dtype)
+        if exponent < 0:
+            return self.truediv(self.constant(1.0, a.dtype), self._power_by_multiplication(a, -exponent))
+        result = a
+        for _ in range(exponent - 1):
+            result = self._binary("*", result, a)
+        return result
+
+    def _float_constant(self, value: CppValue) -> float | None:
+        """The number a value stands for when it is a float literal (a constant op), else None."""
+        text = value.uniform if value.vector else None
+        if text is None:
+            text = self.state.canonical.get(value.name, "")
+        match = _NUMBER_LITERAL.fullmatch(text.strip("()")) if text else None
+        return float(match.group(1)) if match else None
 
     def maximum(self, a: CppValue, b: CppValue) -> CppValue:
         """max(a, b), NaN-propagating."""

@@ -379,11 +379,30 @@ class CppOpsHandler(ArithmeticOps):
     def reduction(
         self, dtype: torch.dtype, src_dtype: torch.dtype, reduction_type: str, value: CppValue
     ) -> CppValue:
-        """Accumulate ``value`` across the reduction loop; the result is a scalar after the loop."""
-        from codegen_cpp.codegen.reduction import emit_reduction
+        """Accumulate ``value`` across the reduction loop; the result is a scalar after the loop.
+
+        ``welford_reduce`` / ``welford_combine`` return (mean, m2, weight); sibling nodes reducing the
+        same value in this loop share one accumulator (the value's variable is the same after CSE).
+        """
+        from codegen_cpp.codegen.reduction import emit_reduction, emit_welford, emit_welford_combine
 
         key = (self.node_name, self._reductions_seen)
         self._reductions_seen += 1
+        if reduction_type in ("welford_reduce", "welford_combine"):
+            named = ",".join(v.name for v in value) if isinstance(value, tuple) else value.name
+            cache = f"{reduction_type}:{named}:{dtype}"
+            shared = [self.scope.cse.get(f"{cache}:{k}") for k in range(3)]
+            if all(v is not None for v in shared):
+                self._target = self.scope.post if (self.outer or not self.vector) else []
+                return tuple(shared)  # type: ignore[return-value]
+            if reduction_type == "welford_combine":
+                results = emit_welford_combine(self, key, dtype, value)  # type: ignore[arg-type]
+            else:
+                results = emit_welford(self, key, dtype, value)
+            for k, v in enumerate(results):
+                self.scope.cse[f"{cache}:{k}"] = v
+            self._target = self.scope.post if (self.outer or not self.vector) else []
+            return results  # type: ignore[return-value]
         result = emit_reduction(self, key, dtype, reduction_type, value)
         # What follows (store_reduction) runs once per pointwise index, after the loop; the copy
         # of an inner vector run is dropped (the scalar tail's run writes it, combining both

@@ -14,14 +14,17 @@ kernel is generated as scalar code.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import sympy
+import torch
 
 from codegen_cpp.codegen.dtypes import cpp_dtype
 from codegen_cpp.codegen.handler import BodyScope, CppOpsHandler, CppValue, KernelState, Unvectorizable
+from codegen_cpp.codegen.indexing import Ranges, simplify_index, upper_bound
 from codegen_cpp.codegen.lanes import VECTOR_LANES, lane_stride
 from codegen_cpp.codegen.printer import cpp_index
 from codegen_cpp.codegen.reduction import combine_partial
@@ -58,6 +61,56 @@ class _Plan:
     outer: bool = False  # reduction group vectorized across its last pointwise dim
 
 
+class _RangedOpsHandler(CppOpsHandler):
+    """The C++ handler, with every index simplified for the loop ranges first (codegen/indexing.py)
+    and lane-invariant index values known as scalars (so indirect loads through them stay loads)."""
+
+    ranges: Ranges = {}
+
+    def load(self, name: str, index: sympy.Expr) -> CppValue:
+        """A load at the simplified index."""
+        return super().load(name, simplify_index(index, self.ranges))
+
+    def store(self, name: str, index: sympy.Expr, value: CppValue, mode: str | None = None) -> None:
+        """A store at the simplified index."""
+        super().store(name, simplify_index(index, self.ranges), value, mode)
+
+    def store_reduction(self, name: str, index: sympy.Expr, value: CppValue) -> None:
+        """A reduction result stored at the simplified index."""
+        super().store_reduction(name, simplify_index(index, self.ranges), value)
+
+    def index_expr(self, expr: sympy.Expr, dtype: torch.dtype) -> CppValue:
+        """The simplified index's value; in vector code, one equal in every lane is marked uniform."""
+        expr = sympy.expand(simplify_index(expr, self.ranges))
+        value = super().index_expr(expr, dtype)
+        if dtype in (torch.int64, torch.int32):
+            self.state.symbolic[value.name] = expr
+        if self.vector and value.vector and value.uniform is None and dtype == torch.int64:
+            if self._lane_kind(expr) == "broadcast":
+                value = dataclasses.replace(value, uniform=cpp_index(expr))
+        return value
+
+    def constant(self, value: bool | int | float, dtype: torch.dtype) -> CppValue:
+        """A literal; integer ones are remembered as index expressions too."""
+        result = super().constant(value, dtype)
+        if dtype in (torch.int64, torch.int32) and not isinstance(value, bool):
+            self.state.symbolic[result.name] = sympy.Integer(int(value))
+        return result
+
+    def indirect_indexing(
+        self, x: CppValue, size: sympy.Expr, check: bool = True, wrap_neg: bool = True
+    ) -> sympy.Expr:
+        """An index read from ``x``; when ``x`` holds a known index expression that stays within
+        ``[0, size)`` (an ``arange`` used to index), that expression itself: no wrap, and loads
+        through it are analysed like any other index (often contiguous vector loads)."""
+        known = self.state.symbolic.get(x.name)
+        if known is not None and size.is_Integer:
+            bound = upper_bound(known, self.ranges)
+            if bound is not None and bound < int(size):
+                return known
+        return super().indirect_indexing(x, size, check, wrap_neg)
+
+
 class _KernelWriter:
     def __init__(
         self,
@@ -82,6 +135,7 @@ class _KernelWriter:
             storage={r.name: r.dtype for r in group.buffers().values()},
             internal=frozenset(r.name for r in group.internal),
         )
+        self.ranges: Ranges = {**dict(zip(self.xs, self.x_sizes)), **dict(zip(self.rs, self.r_sizes))}
         self.plan = self._plan(vectorize, outer)
         self.reuse: LoopValueReuse | None = None
 
@@ -125,7 +179,7 @@ class _KernelWriter:
         in_loop: bool,
     ) -> None:
         for node in nodes:
-            handler = CppOpsHandler(
+            handler = _RangedOpsHandler(
                 self.state,
                 scope,
                 vector_var,
@@ -134,6 +188,7 @@ class _KernelWriter:
                 node_name=node.name,
                 reuse=self.reuse if in_loop else None,
             )
+            handler.ranges = self.ranges
             with set_ops_handler(handler):
                 node.body(self.space.body_xs, self.space.body_rs if in_loop else ())
 
@@ -391,11 +446,18 @@ def _long_enough(size: sympy.Expr) -> bool:
     return not (size.is_Integer and int(size) < VECTOR_LANES)
 
 
+def _strided_loads(loads: Sequence[sympy.Expr], var: sympy.Symbol) -> int:
+    """How many loads neither move by 1 nor stay put along ``var`` (gathers when vectorized on it)."""
+    return sum(1 for index in loads if lane_stride(index, var) not in (0, 1))
+
+
 def _prefers_outer(group: KernelGroup, space: IterationSpace) -> bool:
     """Whether to vectorize a reduction group across its last pointwise dim (a lane per output).
 
     Chosen over vectorizing along the last reduction dim when some load is contiguous across
-    outputs and none is contiguous along the reduction (or the reduction is shorter than a vector).
+    outputs and either the reduction is shorter than a vector or fewer loads would be gathers
+    that way (a column sum: contiguous across columns, strided down the rows; per-row values
+    such as a mean are then one broadcast per vector instead of a contiguous load).
     """
     if not (group.is_reduction and space.loop_xs and _long_enough(space.x_sizes[-1])):
         return False
@@ -405,7 +467,9 @@ def _prefers_outer(group: KernelGroup, space: IterationSpace) -> bool:
     if not space.loop_rs or not _long_enough(space.r_sizes[-1]):
         return True
     r_last = space.loop_rs[-1]
-    return not any(_contiguous_in(index, r_last) for index in space.loads)
+    if not any(_contiguous_in(index, r_last) for index in space.loads):
+        return True
+    return _strided_loads(space.loads, x_last) < _strided_loads(space.loads, r_last)
 
 
 def generate_kernel(group: KernelGroup, config: CppConfig) -> KernelSource:

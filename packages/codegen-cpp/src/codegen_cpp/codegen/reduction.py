@@ -18,7 +18,7 @@ from codegen_cpp.codegen.printer import cpp_index
 if TYPE_CHECKING:
     from codegen_cpp.codegen.handler import CppOpsHandler, CppValue
 
-__all__ = ["combine_partial", "emit_reduction"]
+__all__ = ["combine_partial", "emit_reduction", "emit_welford", "emit_welford_combine"]
 
 _HORIZONTAL = {
     "sum": "kiln::hsum",
@@ -55,6 +55,12 @@ def _scalar_accumulator(reduction_type: str, scalar: str) -> str:
 
 def combine_partial(reduction_type: str, acc: str, partial: str, vector: bool) -> str:
     """The line folding one thread's partial accumulator into the shared one."""
+    if reduction_type == "welford":
+        # ``acc`` is the mean of a (mean, m2, count) triple; the whole triple folds here.
+        names = (acc, _sibling(acc, "m2"), _sibling(acc, "n"))
+        return _chan(*names, partial, _sibling(partial, "m2"), _sibling(partial, "n"), vector)
+    if reduction_type == "welford_part":
+        return ""  # folded with its mean
     return _update(reduction_type, acc, partial, vector)
 
 
@@ -191,3 +197,159 @@ def _emit_outer(
             target.append(_update(reduction_type, acc, value, vector=True))
             scope.post.append(f"const auto {result} = {acc};")
     return CppValue(result, dtype, True)
+
+
+# -- Welford ---------------------------------------------------------------------------------------
+#
+# A welford_reduce keeps a (mean, m2, count) triple per accumulator. The vector loop updates one
+# triple per lane; every lane sees the same number of elements, so the count is one scalar
+# (``accN_vn``) and each step costs one scalar reciprocal per vector. float32 accumulates in double. The scalar tail keeps its own
+# triple (``accN_mean``, ``accN_m2``, ``accN_n``). After the loop the lanes are merged exactly (equal
+# counts: mean of means, m2 plus the spread of the lane means) and folded with the tail by Chan's
+# formula, as are the private triples of threads when a reduction is split across threads.
+
+
+def _sibling(mean_name: str, part: str) -> str:
+    """``accN_vm2`` from ``accN_vmean`` (also with a ``_t`` thread suffix)."""
+    if "_vmean" in mean_name:
+        return mean_name.replace("_vmean", "_v" + part)
+    return mean_name.replace("_mean", "_" + part)
+
+
+def _chan(mean: str, m2: str, n: str, mean_b: str, m2_b: str, n_b: str, vector: bool) -> str:
+    """One line folding the triple ``(mean_b, m2_b, n_b)`` into ``(mean, m2, n)`` (Chan et al.)."""
+    kind = "std::decay_t<decltype(kiln_delta)>"
+    scale = (lambda x: f"kiln::splat<{kind}>({x})") if vector else (lambda x: f"static_cast<{kind}>({x})")
+    return (
+        f"if ({n_b} > 0) {{ const auto kiln_total = {n} + {n_b}; "
+        f"const double kiln_wb = static_cast<double>({n_b}) / static_cast<double>(kiln_total); "
+        f"const auto kiln_delta = {mean_b} - {mean}; "
+        f"{mean} = {mean} + kiln_delta * {scale('kiln_wb')}; "
+        f"{m2} = {m2} + {m2_b} + kiln_delta * kiln_delta * {scale(f'static_cast<double>({n}) * kiln_wb')}; "
+        f"{n} = kiln_total; }}"
+    )
+
+
+def emit_welford(
+    handler: CppOpsHandler, key: tuple[str, int], dtype: torch.dtype, value: CppValue
+) -> tuple[CppValue, CppValue, CppValue]:
+    """Emit a one-pass Welford reduction of ``value``; returns its (mean, m2, weight) values.
+
+    float32 values accumulate in double (lanes of ``kiln::f64x``), as eager's CPU variance does:
+    a float32 running mean near 1e4 has a rounding step (1e-3) that would swamp a small spread.
+    """
+    from codegen_cpp.codegen.handler import CppValue
+
+    state, scope, target = handler.state, handler.scope, handler._target
+    if cpp_dtype(value.dtype).scalar != cpp_dtype(dtype).scalar:
+        value = handler.to_dtype(value, dtype, value.dtype)
+    info = cpp_dtype(dtype)
+    wide = info.scalar == "float"
+    scalar, vector = ("double", "kiln::f64x") if wide else (info.scalar, info.vector)
+    acc = state.accumulators.setdefault(key, state.fresh("acc"))
+    text = handler._lift(value)
+    if wide:
+        text = f"kiln::convert<kiln::f64x>({text})" if handler.vector else f"static_cast<double>({text})"
+    zero = f"static_cast<{scalar}>(0)"
+    mean, m2, n = f"{acc}_vmean", f"{acc}_vm2", f"{acc}_vn"
+    declare = [
+        f"{vector} {mean} = kiln::splat<{vector}>({zero});",
+        f"{vector} {m2} = kiln::splat<{vector}>({zero});",
+        f"int64_t {n} = 0;",
+    ]
+    if handler.outer:
+        # Each lane is one output; all lanes share the step count.
+        scope.pre += declare
+        target.append(_vector_step(mean, m2, n, text, scalar, vector))
+        names = [state.fresh("red") for _ in range(3)]
+        narrow = (lambda x: f"kiln::convert<{info.vector}>({x})") if wide else (lambda x: x)
+        weight = f"kiln::splat<{vector}>(static_cast<{scalar}>({n}))"
+        for name, source in zip(names, (mean, m2, weight)):
+            scope.post.append(f"const auto {name} = {narrow(source)};")
+        return CppValue(names[0], dtype, True), CppValue(names[1], dtype, True), CppValue(names[2], dtype, True)
+    if handler.vector:
+        if mean not in state.vector_accumulators:
+            state.vector_accumulators.add(mean)
+            scope.pre += declare
+            state.combinable[mean] = ("welford", True)
+            state.combinable[m2] = ("welford_part", True)
+            state.combinable[n] = ("welford_part", False)
+        target.append(_vector_step(mean, m2, n, text, scalar, vector))
+        # The vector run's results are never stored (the scalar tail's run finishes the reduction).
+        return CppValue(mean, dtype, True), CppValue(m2, dtype, True), CppValue(n, dtype, True)
+    vmean, vm2, vn = mean, m2, n
+    mean, m2, n = f"{acc}_mean", f"{acc}_m2", f"{acc}_n"
+    scope.pre += [f"{scalar} {mean} = {zero};", f"{scalar} {m2} = {zero};", f"int64_t {n} = 0;"]
+    state.combinable[mean] = ("welford", False)
+    state.combinable[m2] = ("welford_part", False)
+    state.combinable[n] = ("welford_part", False)
+    target.append(
+        f"{{ {n} += 1; const {scalar} kiln_delta = {text} - {mean}; "
+        f"{mean} = {mean} + kiln_delta / static_cast<{scalar}>({n}); {m2} = {m2} + kiln_delta * ({text} - {mean}); }}"
+    )
+    result = state.fresh("red")
+    r_mean, r_m2, r_n = f"{result}_wmean", f"{result}_wm2", f"{result}_n"
+    post = [f"{scalar} {r_mean} = {mean};", f"{scalar} {r_m2} = {m2};", f"int64_t {r_n} = {n};"]
+    if vmean in state.vector_accumulators:
+        post += [
+            f"if ({vn} > 0) {{",
+            f"    {scalar} kiln_lanes_mean = 0;",
+            f"    for (int64_t kiln_l = 0; kiln_l < kiln::VEC; ++kiln_l) kiln_lanes_mean += {vmean}[kiln_l];",
+            f"    kiln_lanes_mean /= static_cast<{scalar}>(kiln::VEC);",
+            f"    {scalar} kiln_lanes_m2 = 0;",
+            "    for (int64_t kiln_l = 0; kiln_l < kiln::VEC; ++kiln_l) {",
+            f"        const {scalar} kiln_d = {vmean}[kiln_l] - kiln_lanes_mean;",
+            f"        kiln_lanes_m2 += {vm2}[kiln_l] + kiln_d * kiln_d * static_cast<{scalar}>({vn});",
+            "    }",
+            f"    const int64_t kiln_lanes_n = {vn} * kiln::VEC;",
+            "    " + _chan(r_mean, r_m2, r_n, "kiln_lanes_mean", "kiln_lanes_m2", "kiln_lanes_n", vector=False),
+            "}",
+        ]
+    out = info.scalar
+    post += [
+        f"const {out} {result}_mean = static_cast<{out}>({r_mean});",
+        f"const {out} {result}_m2 = static_cast<{out}>({r_m2});",
+        f"const {out} {result}_weight = static_cast<{out}>({r_n});",
+    ]
+    scope.post.extend(post)
+    return (
+        CppValue(f"{result}_mean", dtype, False),
+        CppValue(f"{result}_m2", dtype, False),
+        CppValue(f"{result}_weight", dtype, False),
+    )
+
+
+def emit_welford_combine(
+    handler: CppOpsHandler, key: tuple[str, int], dtype: torch.dtype, values: tuple[CppValue, ...]
+) -> tuple[CppValue, CppValue, CppValue]:
+    """Merge partial (mean, m2, weight) triples by Chan's formula, in scalar code (the partials of a
+    split Welford reduction are few); float32 accumulates in double."""
+    from codegen_cpp.codegen.handler import CppValue, Unvectorizable
+
+    if handler.vector:
+        raise Unvectorizable("welford_combine runs in scalar code")
+    state, scope = handler.state, handler.scope
+    info = cpp_dtype(dtype)
+    scalar = "double" if info.scalar == "float" else info.scalar
+    acc = state.accumulators.setdefault(key, state.fresh("acc"))
+    mean, m2, n = f"{acc}_mean", f"{acc}_m2", f"{acc}_n"
+    scope.pre += [f"{scalar} {mean} = 0;", f"{scalar} {m2} = 0;", f"{scalar} {n} = 0;"]
+    state.combinable[mean] = ("welford", False)
+    state.combinable[m2] = ("welford_part", False)
+    state.combinable[n] = ("welford_part", False)
+    b_mean, b_m2, b_n = (f"static_cast<{scalar}>({handler._lift(v)})" for v in values)
+    handler._target.append("{ " + _chan(mean, m2, n, b_mean, b_m2, b_n, vector=False) + " }")
+    result = state.fresh("red")
+    names = (f"{result}_mean", f"{result}_m2", f"{result}_weight")
+    for name, source in zip(names, (mean, m2, n)):
+        scope.post.append(f"const {info.scalar} {name} = static_cast<{info.scalar}>({source});")
+    return CppValue(names[0], dtype, False), CppValue(names[1], dtype, False), CppValue(names[2], dtype, False)
+
+
+def _vector_step(mean: str, m2: str, n: str, value: str, scalar: str, vector: str) -> str:
+    """One Welford step of every lane: ``n`` is the shared count."""
+    return (
+        f"{{ {n} += 1; const auto kiln_delta = {value} - {mean}; "
+        f"{mean} = {mean} + kiln_delta * kiln::splat<{vector}>(static_cast<{scalar}>(1) / static_cast<{scalar}>({n})); "
+        f"{m2} = {m2} + kiln_delta * ({value} - {mean}); }}"
+    )

@@ -40,6 +40,8 @@ class KernelState:
     # accumulator variable -> (reduction type, vector?): how partial results of threads combine
     combinable: dict[str, tuple[str, bool]] = field(default_factory=dict)
     canonical: dict[str, str] = field(default_factory=dict)  # temporary -> its expression, spelled out
+    # integer temporary -> the index expression (in loop variables) it holds, where known
+    symbolic: dict[str, sympy.Expr] = field(default_factory=dict)
 
     def fresh(self, prefix: str) -> str:
         """A new variable name ``<prefix><n>``."""

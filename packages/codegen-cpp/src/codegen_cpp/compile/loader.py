@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import ctypes
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -52,13 +51,14 @@ class CppKernel:
 
     def __call__(self, *args: Any) -> None:
         """Run the kernel on ``(*input_tensors, *output_tensors, *size_ints)``."""
-        expected = self.num_pointers + self.num_sizes
-        if len(args) != expected:
-            raise TypeError(f"kernel {self.name} takes {expected} arguments, got {len(args)}")
-        pointers: Sequence[Any] = [t.data_ptr() for t in args[: self.num_pointers]]
-        sizes = [int(s) for s in args[self.num_pointers :]]
-        threads = self.num_threads if self.num_threads is not None else torch.get_num_threads()
-        self._function(*pointers, *sizes, threads)
+        count = self.num_pointers
+        if len(args) != count + self.num_sizes:
+            raise TypeError(f"kernel {self.name} takes {count + self.num_sizes} arguments, got {len(args)}")
+        threads = self.num_threads or torch.get_num_threads()
+        if self.num_sizes:
+            self._function(*[t.data_ptr() for t in args[:count]], *[int(s) for s in args[count:]], threads)
+        else:
+            self._function(*[t.data_ptr() for t in args], threads)
 
     def __repr__(self) -> str:
         return f"<CppKernel {self.name}>"

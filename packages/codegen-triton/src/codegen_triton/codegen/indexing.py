@@ -10,6 +10,7 @@ loads and stores of contiguous buffers coalesce and vectorize.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -66,7 +67,9 @@ def collapse_contiguous(expr: sympy.Expr, dims: Sequence[AxisDims]) -> sympy.Exp
     return expr
 
 
+@functools.lru_cache(maxsize=1 << 15)
 def _collapse_axis(expr: sympy.Expr, axis: AxisDims) -> sympy.Expr:
+    # Memoized: a pure function of SymPy values, and the same indices recur in every repeated layer.
     variables = axis.variables
     if not variables:
         return expr

@@ -106,6 +106,8 @@ class KernelWriter(TritonMathOps):
         self.index_vars, self.reduction_vars, self.dims = self._make_dims()
         # Names of values defined outside reduction loops (visible inside every later loop).
         self.outer_names: set[str] = set()
+        # welford_reduce results by scope and value: sibling nodes (mean, m2) share one reduction.
+        self.welford_results: dict[str, tuple[V, V, V]] = {}
         # Split reductions: reduction buffer -> (workspace pointer argument, dtype).
         self.workspaces: dict[str, tuple[str, torch.dtype]] = {}
         if plan.split:
@@ -406,10 +408,19 @@ class KernelWriter(TritonMathOps):
 
     # -- reductions ---------------------------------------------------------------------------
     def reduction(self, dtype: torch.dtype, src_dtype: torch.dtype, reduction_type: str, value: V) -> V:
-        """Reduce `value` over the reduction range (see `REDUCTION_TYPES`)."""
-        from codegen_triton.codegen.reductions import emit_reduction
+        """Reduce `value` over the reduction range (see `REDUCTION_TYPES`); welford gives a triple."""
+        from codegen_triton.codegen.reductions import emit_reduction, emit_welford, emit_welford_combine
 
+        if reduction_type == "welford_reduce":
+            return emit_welford(self, dtype, value)  # type: ignore[return-value]
+        if reduction_type == "welford_combine":
+            return emit_welford_combine(self, dtype, value)  # type: ignore[arg-type, return-value]
         return emit_reduction(self, dtype, src_dtype, reduction_type, value)
+
+    @property
+    def scope_name(self) -> str:
+        """`outer` or `loopN`: where lines are being written."""
+        return self._scope
 
     # -- driving ------------------------------------------------------------------------------
     def run_node(self, node: KernelNode) -> None:

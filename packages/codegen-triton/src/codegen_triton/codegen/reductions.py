@@ -4,6 +4,12 @@ A persistent reduction masks the lanes past the range with the reduction's ident
 block along its r axis. A looped reduction keeps an `[XBLOCK, RBLOCK]` accumulator, combines each
 step's block into it elementwise, and reduces the accumulator after the loop. argmax/argmin carry
 (value, index) pairs; indices are linear in the reduction range (`rindex`).
+
+`welford_reduce` gives (mean, m2, weight). Persistent: the block holds the whole row, so the mean
+and then the squared deviations from it are reduced directly (two sums over registers, one read of
+memory). Looped: each lane of an `[XBLOCK, RBLOCK]` block keeps a running Welford triple; after the
+loop the lanes are merged exactly with `tl.sum` (weighted mean of the lane means; m2 plus the lanes'
+spread around it), the closed form of Chan's pairwise combine.
 """
 
 from __future__ import annotations
@@ -17,7 +23,7 @@ from codegen_triton.codegen.values import TritonValue, compute_dtype, triton_typ
 if TYPE_CHECKING:
     from codegen_triton.codegen.kernel import KernelWriter
 
-__all__ = ["emit_reduction"]
+__all__ = ["emit_reduction", "emit_welford", "emit_welford_combine"]
 
 _COMBINE = {"prod": "helpers.prod_combine", "max": "helpers.max_combine", "min": "helpers.min_combine"}
 _ARG_COMBINE = {"argmax": "helpers.argmax_combine", "argmin": "helpers.argmin_combine"}
@@ -113,4 +119,110 @@ def _arg_reduction(
     result = TritonValue(writer.new_name(), torch.int64, x_axes)
     finish.lines.append(f"{result.name} = {name}[:, None]")
     writer.outer_names.add(result.name)
+    return result
+
+
+def emit_welford(writer: KernelWriter, dtype: torch.dtype, value: TritonValue) -> tuple[TritonValue, TritonValue, TritonValue]:
+    """Write a one-pass Welford reduction of `value`; returns `[XBLOCK, 1]` (mean, m2, weight).
+
+    Sibling nodes reducing the same value in the same scope share one reduction.
+    """
+    key = f"{writer.scope_name}:{value.name}:{dtype}"
+    cached = writer.welford_results.get(key)
+    if cached is not None:
+        return cached
+    acc_dtype = compute_dtype(dtype)
+    if value.dtype != acc_dtype:
+        value = writer.to_dtype(value, acc_dtype, value.dtype)
+    ty = triton_type(acc_dtype)
+    both, x_axes = frozenset({"x", "r"}), frozenset({"x"})
+    full = writer.shape(both)
+    if writer.plan.kind == "persistent":
+        block = writer.emit(f"tl.where(rmask, {_full_block(writer, value)}, 0)", acc_dtype, both)
+        ones = writer.emit(f"tl.where(tl.broadcast_to(rmask, {full}), 1.0, 0.0).to({ty})", acc_dtype, both)
+        weight = writer.emit(f"tl.sum({ones.name}, 1)[:, None]", dtype, x_axes)
+        mean = writer.emit(f"tl.sum({block.name}, 1)[:, None] / {weight.name}", dtype, x_axes)
+        deviation = writer.emit(f"tl.where(rmask, {block.name} - {mean.name}, 0)", acc_dtype, both)
+        m2 = writer.emit(f"tl.sum({deviation.name} * {deviation.name}, 1)[:, None]", dtype, x_axes)
+        result = (mean, m2, weight)
+    else:
+        result = _looped_welford(writer, dtype, acc_dtype, value)
+    writer.welford_results[key] = result
+    return result
+
+
+def _looped_welford(
+    writer: KernelWriter, dtype: torch.dtype, acc_dtype: torch.dtype, value: TritonValue
+) -> tuple[TritonValue, TritonValue, TritonValue]:
+    init, finish = writer.loop_init, writer.loop_finish
+    assert init is not None and finish is not None, "looped reduction outside a loop"
+    ty = triton_type(acc_dtype)
+    both = frozenset({"x", "r"})
+    full = writer.shape(both)
+    mean, m2, weight = writer.new_name("_acc_mean"), writer.new_name("_acc_m2"), writer.new_name("_acc_weight")
+    for name in (mean, m2, weight):
+        init.lines.append(f"{name} = tl.zeros({full}, {ty})")
+    step = writer.emit(_full_block(writer, value), acc_dtype, both)
+    lines = writer.target.lines
+    new_weight, delta, new_mean = writer.new_name("_next"), writer.new_name("_next"), writer.new_name("_next")
+    lines.append(f"{new_weight} = {weight} + 1")
+    lines.append(f"{delta} = {step.name} - {mean}")
+    lines.append(f"{new_mean} = {mean} + {delta} / {new_weight}")
+    lines.append(f"{m2} = tl.where(rmask, {m2} + {delta} * ({step.name} - {new_mean}), {m2})")
+    lines.append(f"{mean} = tl.where(rmask, {new_mean}, {mean})")
+    lines.append(f"{weight} = tl.where(rmask, {new_weight}, {weight})")
+    x_axes = frozenset({"x"})
+    total, result_mean, spread, result_m2 = (writer.new_name() for _ in range(4))
+    finish.lines.append(f"{total} = tl.sum({weight}, 1)[:, None]")
+    finish.lines.append(f"{result_mean} = tl.sum({weight} * {mean}, 1)[:, None] / {total}")
+    finish.lines.append(f"{spread} = {mean} - {result_mean}")
+    finish.lines.append(f"{result_m2} = tl.sum({m2} + {weight} * {spread} * {spread}, 1)[:, None]")
+    for name in (total, result_mean, result_m2):
+        writer.outer_names.add(name)
+    return TritonValue(result_mean, dtype, x_axes), TritonValue(result_m2, dtype, x_axes), TritonValue(total, dtype, x_axes)
+
+
+def emit_welford_combine(
+    writer: KernelWriter, dtype: torch.dtype, values: tuple[TritonValue, ...]
+) -> tuple[TritonValue, TritonValue, TritonValue]:
+    """Merge partial (mean, m2, weight) triples (a split Welford's second stage); `[XBLOCK, 1]` results."""
+    key = f"{writer.scope_name}:combine:{','.join(v.name for v in values)}:{dtype}"
+    cached = writer.welford_results.get(key)
+    if cached is not None:
+        return cached
+    acc_dtype = compute_dtype(dtype)
+    values = tuple(v if v.dtype == acc_dtype else writer.to_dtype(v, acc_dtype, v.dtype) for v in values)
+    both, x_axes = frozenset({"x", "r"}), frozenset({"x"})
+    blocks = [writer.emit(f"tl.where(rmask, {_full_block(writer, v)}, 0)", acc_dtype, both) for v in values]
+    target = writer.target
+    if writer.plan.kind == "persistent":
+        mean, m2, weight = (b.name for b in blocks)
+    else:
+        init, finish = writer.loop_init, writer.loop_finish
+        assert init is not None and finish is not None, "looped reduction outside a loop"
+        full, ty = writer.shape(both), triton_type(acc_dtype)
+        mean, m2, weight = writer.new_name("_acc_mean"), writer.new_name("_acc_m2"), writer.new_name("_acc_weight")
+        for name in (mean, m2, weight):
+            init.lines.append(f"{name} = tl.zeros({full}, {ty})")
+        step_mean, step_m2, step_weight = (b.name for b in blocks)
+        total, ratio, delta = writer.new_name("_next"), writer.new_name("_next"), writer.new_name("_next")
+        lines = writer.target.lines
+        lines.append(f"{total} = {weight} + {step_weight}")
+        lines.append(f"{ratio} = tl.where({total} == 0, 0.0, {step_weight} / tl.where({total} == 0, 1.0, {total}))")
+        lines.append(f"{delta} = {step_mean} - {mean}")
+        lines.append(f"{m2} = {m2} + {step_m2} + {delta} * {delta} * {weight} * {ratio}")
+        lines.append(f"{mean} = {mean} + {delta} * {ratio}")
+        lines.append(f"{weight} = {total}")
+        target = finish  # the closed-form merge of the lanes follows the loop
+    names = [writer.new_name() for _ in range(4)]
+    total_name, mean_name, spread, m2_name = names
+    target.lines.append(f"{total_name} = tl.sum({weight}, 1)[:, None]")
+    target.lines.append(f"{mean_name} = tl.sum({weight} * {mean}, 1)[:, None] / {total_name}")
+    target.lines.append(f"{spread} = {mean} - {mean_name}")
+    target.lines.append(f"{m2_name} = tl.sum({m2} + {weight} * {spread} * {spread}, 1)[:, None]")
+    if writer.plan.kind != "persistent":
+        for name in (total_name, mean_name, m2_name):
+            writer.outer_names.add(name)
+    result = (TritonValue(mean_name, dtype, x_axes), TritonValue(m2_name, dtype, x_axes), TritonValue(total_name, dtype, x_axes))
+    writer.welford_results[key] = result
     return result

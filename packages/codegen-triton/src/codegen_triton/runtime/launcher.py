@@ -14,6 +14,13 @@ from codegen_triton.runtime.autotune import (
     candidate_configs,
     next_power_of_2,
 )
+from codegen_triton.runtime.fast_launch import (
+    FastKernel,
+    PrecompileJob,
+    Variant,
+    compile_variant,
+    make_variant,
+)
 from codegen_triton.runtime.loader import interpreter_env, load_kernel_module
 
 __all__ = ["KernelSpec", "TritonLauncher"]
@@ -49,6 +56,17 @@ def _cdiv(a: int, b: int) -> int:
     return -(-a // b)
 
 
+@dataclass
+class _Prepared:
+    """What launching at one set of numels needs: the grid, the configuration and the direct kernel."""
+
+    grid: tuple[int, int, int]
+    config: LaunchConfig
+    options: dict[str, int]
+    fast: FastKernel | None
+    device: int
+
+
 class TritonLauncher:
     """Loads a generated kernel and launches it: `launcher.run(*args)` with the spec's arguments.
 
@@ -80,7 +98,56 @@ class TritonLauncher:
         self._chosen: dict[tuple[int, ...], LaunchConfig] = {}
         self._positions = {name: i for i, name in enumerate(spec.arg_names)}
         self._numel_positions = tuple(self._positions.get(n, -1) for n in ("xnumel", "rnumel", "ynumel"))
-        self._prepared: dict[tuple[int, ...], tuple[tuple[int, ...], dict[str, int], LaunchConfig]] = {}
+        self._prepared: dict[tuple[int, ...], _Prepared] = {}
+        # Direct launches (see fast_launch.py) on CUDA; Triton's own path under the interpreter, or
+        # for a variant the direct path cannot compile.
+        self._direct = not interpret
+        self._compiled: dict[Variant, FastKernel | None] = {}
+        self._target: Any = None
+
+    def block_values(self, config: LaunchConfig) -> tuple[int, ...]:
+        """The config's block sizes in the order of the kernel's constexpr parameters."""
+        names = list(self.fn.arg_names)[len(self.spec.arg_names) :]
+        return tuple(config.blocks[name] for name in names)
+
+    def precompile_jobs(self, example_args: Sequence[Any]) -> list[PrecompileJob]:
+        """The variants a call with these arguments (dtypes stand for aligned tensors) will compile."""
+        if not self._direct:
+            return []
+        key = tuple(int(example_args[p]) if p >= 0 else 1 for p in self._numel_positions)
+        configs = self.configs_for(*key)
+        if not self.autotune:
+            configs = configs[:1]
+        jobs = []
+        for config in configs:
+            variant = make_variant(example_args, self.block_values(config), config.num_warps, config.num_stages)
+            if variant is not None:
+                jobs.append(PrecompileJob(str(self.module.__file__), self.module.__name__, self.spec.name, variant))
+        return jobs
+
+    def _fast_kernel(self, args: Sequence[Any], config: LaunchConfig) -> FastKernel | None:
+        """The directly launchable kernel for these arguments and configuration (compiled once).
+
+        None under the interpreter, for arguments the direct path does not handle, or when compiling or
+        loading this variant failed: Triton's own path then runs it (and reports any real problem).
+        """
+        if not self._direct:
+            return None
+        variant = make_variant(args, self.block_values(config), config.num_warps, config.num_stages)
+        if variant is None:
+            return None
+        if variant not in self._compiled:
+            fast = None
+            try:
+                if self._target is None:
+                    from triton.runtime.driver import driver
+
+                    self._target = driver.active.get_current_target()
+                fast = FastKernel(compile_variant(self.fn, variant, self._target), variant)
+            except Exception:
+                fast = None
+            self._compiled[variant] = fast
+        return self._compiled[variant]
 
     def configs_for(self, xnumel: int, rnumel: int, ynumel: int) -> list[LaunchConfig]:
         """The candidate configurations of this kernel at these sizes."""
@@ -103,6 +170,12 @@ class TritonLauncher:
     def _launch(self, args: Sequence[Any], config: LaunchConfig, xnumel: int, ynumel: int) -> None:
         grid = self.grid(config, xnumel, ynumel)
         if grid[0] == 0:
+            return
+        fast = self._fast_kernel(args, config)
+        if fast is not None:
+            import torch
+
+            fast.launch((*grid, 1, 1)[:3], torch.cuda.current_device(), args)  # type: ignore[arg-type]
             return
         if self.interpret:
             with interpreter_env(True):
@@ -133,24 +206,51 @@ class TritonLauncher:
         self._chosen[bucket] = chosen
         return chosen
 
+    def _prepare(self, args: Sequence[Any], key: tuple[int, ...]) -> _Prepared:
+        xnumel, rnumel, ynumel = key
+        config = self._choose(args, xnumel, rnumel, ynumel)
+        options = {**config.blocks, "num_warps": config.num_warps, "num_stages": config.num_stages}
+        grid = (*self.grid(config, xnumel, ynumel), 1, 1)[:3]
+        fast = None
+        device = -1
+        if self._direct and grid[0] > 0:
+            import torch
+
+            device = torch.cuda.current_device()
+            fast = self._fast_kernel(args, config)
+        prepared = _Prepared(grid, config, options, fast, device)  # type: ignore[arg-type]
+        self._prepared[key] = prepared
+        return prepared
+
+    def prepared_for(self, args: Sequence[Any]) -> _Prepared | None:
+        """How calls with these arguments are launched, once one was (None before)."""
+        return self._prepared.get(tuple(int(args[p]) if p >= 0 else 1 for p in self._numel_positions))
+
     def run(self, *args: Any) -> None:
         """Launch the kernel on `args` (in `spec.arg_names` order)."""
         key = tuple(int(args[p]) if p >= 0 else 1 for p in self._numel_positions)
         prepared = self._prepared.get(key)
         if prepared is None:
-            xnumel, rnumel, ynumel = key
-            config = self._choose(args, xnumel, rnumel, ynumel)
-            options = {**config.blocks, "num_warps": config.num_warps, "num_stages": config.num_stages}
-            prepared = (self.grid(config, xnumel, ynumel), options, config)
-            self._prepared[key] = prepared
-        grid, options, config = prepared
+            prepared = self._prepare(args, key)
+        grid = prepared.grid
         if grid[0] == 0:
             return
+        fast = prepared.fast
+        if fast is not None:
+            for position in fast.aligned:
+                if args[position].data_ptr() & 15:
+                    break
+            else:
+                fast.call(
+                    grid[0], grid[1], grid[2], fast.get_stream(prepared.device), fast.function, *fast.middle,
+                    *args, *fast.blocks,
+                )
+                return
         if self.interpret:
             with interpreter_env(True):
-                self.fn[grid](*args, **config.blocks)
+                self.fn[grid](*args, **prepared.config.blocks)
             return
-        self.fn.run(*args, grid=grid, warmup=False, **options)
+        self.fn.run(*args, grid=grid, warmup=False, **prepared.options)
 
     __call__ = run
 

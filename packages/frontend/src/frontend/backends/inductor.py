@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import torch
+import torch.utils._pytree as pytree
 
 import inductor_ir
 from frontend.backends._aot import aot_compile
@@ -53,6 +54,41 @@ def _record_split(context: CompileContext, compiled: Any) -> None:
         move_seconds(context.times, "lowering", {"scheduling": float(seconds)})
 
 
+class _StaticGraphRunner:
+    """Runs a compiled graph with static shapes without `CompiledGraph`'s per-call input checks.
+
+    aotgrad calls it only with inputs that match the region it was compiled for (its region key
+    pins every input's dtype, shape and strides), so checking them again costs time for nothing.
+    """
+
+    def __init__(self, compiled: Any) -> None:
+        self.compiled = compiled
+        self._call = compiled.call
+        spec = compiled.program.output_spec
+        self._spec = spec
+        self._flat = spec is None or (
+            spec.type in (tuple, list) and all(spec.child(i).is_leaf() for i in range(spec.num_children))
+        )
+
+    def __call__(self, *args: Any) -> Any:
+        """Run the wrapper on the flat inputs; return its outputs (a tuple, or the graph's structure)."""
+        outputs = self._call(list(args))
+        if self._flat:
+            return outputs
+        return pytree.tree_unflatten(list(outputs), self._spec)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.compiled, name)
+
+
+def checked_by_aotgrad(compiled: Any) -> Callable[..., Any]:
+    """`compiled`, or a runner skipping its input checks when its shapes are all static."""
+    program = getattr(compiled, "program", None)
+    if program is None or program.size_sources or not callable(getattr(compiled, "call", None)):
+        return compiled
+    return _StaticGraphRunner(compiled)
+
+
 def _graph_compiler(
     backends: Mapping[str, Any], context: CompileContext, artifacts: GraphArtifacts | None, which: str
 ) -> Callable[[torch.fx.GraphModule, list[Any]], Callable[..., Any]]:
@@ -68,7 +104,7 @@ def _graph_compiler(
             _record_split(context, compiled)
             if artifacts is not None:
                 _write_compiled(artifacts, which, compiled)
-            return compiled
+            return checked_by_aotgrad(compiled)
 
         runner = compile_or_fall_back(build, aten_gm, context, f"the {which} graph")
         if context.config.cudagraphs and "cuda" in backends:

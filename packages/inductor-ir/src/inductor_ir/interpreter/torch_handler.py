@@ -146,11 +146,38 @@ class TorchOpsHandler:
             flat[idx.reshape(-1)] = value.reshape(-1).to(flat.dtype)
         self.stored[name] = (index, value)
 
-    def reduction(self, dtype: torch.dtype, src_dtype: torch.dtype, reduction_type: str, value: torch.Tensor) -> torch.Tensor:
-        """Reduce over the trailing ``reduce_dims`` dims of the iteration space."""
-        value = self._tensor(value).expand(self.full_shape)
+    def reduction(self, dtype: torch.dtype, src_dtype: torch.dtype, reduction_type: str, value: torch.Tensor) -> Any:
+        """Reduce over the trailing ``reduce_dims`` dims of the iteration space.
+
+        ``welford_reduce`` returns ``(mean, m2, weight)``, computed here in float64 by two passes
+        (the reference the one-pass code generators are compared with).
+        """
         keep = self.full_shape[: len(self.full_shape) - self.reduce_dims]
-        flat = value.reshape((*keep, -1))
+        if reduction_type == "welford_combine":
+            return self._welford_combine(dtype, value, keep)
+        value = self._tensor(value).expand(self.full_shape)
+        reduced = 1
+        for n in self.full_shape[len(keep) :]:
+            reduced *= n
+        flat = value.reshape((*keep, reduced))  # explicit: -1 is ambiguous when keep has a 0
+        shape = (*keep, *([1] * self.reduce_dims))
+        if reduced == 0 and reduction_type in ("max", "min", "argmax", "argmin"):
+            # An empty range reduces to the identity (what a kernel's initialized accumulator holds).
+            low = reduction_type in ("max", "argmax")
+            if reduction_type.startswith("arg"):
+                fill: float | int = 0
+            elif dtype.is_floating_point:
+                fill = float("-inf") if low else float("inf")
+            else:
+                info = torch.iinfo(dtype) if dtype != torch.bool else None
+                fill = (info.min if low else info.max) if info is not None else (not low)
+            return torch.full(shape, fill, dtype=dtype, device=flat.device)
+        if reduction_type == "welford_reduce":
+            wide = flat.to(torch.float64)
+            mean = wide.mean(-1, keepdim=True)
+            m2 = (wide - mean).square().sum(-1)
+            weight = torch.full_like(m2, flat.shape[-1])
+            return tuple(t.to(dtype).reshape(shape) for t in (mean.squeeze(-1), m2, weight))
         if reduction_type == "sum":
             result = flat.sum(-1, dtype=dtype)
         elif reduction_type == "prod":
@@ -168,7 +195,16 @@ class TorchOpsHandler:
         else:
             raise ValueError(f"unknown reduction type {reduction_type!r}")
         # Re-insert the reduced dims as size 1 so the result broadcasts like an index tensor.
-        return result.to(dtype).reshape((*keep, *([1] * self.reduce_dims)))
+        return result.to(dtype).reshape(shape)
+
+    def _welford_combine(self, dtype: torch.dtype, value: Any, keep: tuple[int, ...]) -> tuple[torch.Tensor, ...]:
+        """Merge partial (mean, m2, weight) triples over the reduced dims (float64, closed form)."""
+        mean, m2, weight = (self._tensor(v).expand(self.full_shape).reshape((*keep, -1)).to(torch.float64) for v in value)
+        total = weight.sum(-1, keepdim=True)
+        merged = (weight * mean).sum(-1, keepdim=True) / total
+        spread = (m2 + weight * (mean - merged).square()).sum(-1)
+        shape = (*keep, *([1] * self.reduce_dims))
+        return tuple(t.to(dtype).reshape(shape) for t in (merged.squeeze(-1), spread, total.squeeze(-1)))
 
     def indirect_indexing(self, x: torch.Tensor, size: sympy.Expr, check: bool = True, wrap_neg: bool = True) -> sympy.Symbol:
         """Bind a fresh symbol to the (wrapped, clamped) integer values of ``x``."""

@@ -57,10 +57,18 @@ class DtypeHandler:
         """Checks the reduced value has the buffer's dtype."""
         self.store(name, index, value)
 
-    def reduction(self, dtype: torch.dtype, src_dtype: torch.dtype, reduction_type: str, value: torch.dtype) -> torch.dtype:
-        """``dtype``; the value must be of ``src_dtype``."""
+    def reduction(self, dtype: torch.dtype, src_dtype: torch.dtype, reduction_type: str, value: torch.dtype) -> Any:
+        """``dtype`` (a triple of it for the welford kinds); the value must be of ``src_dtype``."""
+        if reduction_type == "welford_combine":
+            if not (isinstance(value, tuple) and len(value) == 3 and all(v == src_dtype for v in value)):
+                self._fail(f"welford_combine of {value}: a (mean, m2, weight) triple of {src_dtype}")
+            return (dtype, dtype, dtype)
         if value != src_dtype:
             self._fail(f"{reduction_type} reduction of a {value} value declared {src_dtype}")
+        if reduction_type == "welford_reduce":
+            if not (src_dtype.is_floating_point and dtype.is_floating_point):
+                self._fail(f"welford_reduce of {src_dtype} into {dtype}: floating dtypes only")
+            return (dtype, dtype, dtype)
         return dtype
 
     def indirect_indexing(self, x: torch.dtype, size: sympy.Expr, check: bool = True, wrap_neg: bool = True) -> sympy.Symbol:

@@ -83,7 +83,13 @@ class Pointwise(IRNode):
 
 @dataclass(slots=True, eq=False)
 class Reduction(IRNode):
-    """``reduction_type`` of ``inner_fn(index, reduction_index)`` over ``reduction_ranges``, per index of ``ranges``."""
+    """``reduction_type`` of ``inner_fn(index, reduction_index)`` over ``reduction_ranges``, per index of ``ranges``.
+
+    ``output_index``: for a reduction with several results (``welford_reduce`` gives
+    ``(mean, m2, weight)``), which result this node stores. Sibling nodes of one Welford reduction
+    share ``inner_fn`` and differ only in ``output_index``; a code generator that runs them in one
+    loop computes the reduction once (``ops.reduction`` on equal values gives the same tuple).
+    """
 
     inner_fn: Callable[[Index, Index], Any]
     ranges: tuple[sympy.Expr, ...]
@@ -93,6 +99,7 @@ class Reduction(IRNode):
     src_dtype: torch.dtype
     device: str
     origins: tuple[str, ...] = ()
+    output_index: int | None = None
 
     def get_size(self) -> tuple[sympy.Expr, ...]:
         """The shape of the result (the pointwise ranges)."""
@@ -176,6 +183,10 @@ class ComputedBuffer(Buffer):
         data = self.data
         assert isinstance(data, Reduction)
         value = ops.reduction(data.dtype, data.src_dtype, data.reduction_type, data.inner_fn(index, reduction_index))
+        if data.output_index is not None and isinstance(value, tuple):
+            # One result of a tuple-valued reduction (welford_reduce). Handlers that compute no
+            # values (index probes) may return one placeholder instead; it is stored as is.
+            value = value[data.output_index]
         ops.store_reduction(self.name, self.layout.index(index), value)
 
 

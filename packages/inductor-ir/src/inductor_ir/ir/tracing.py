@@ -108,6 +108,13 @@ class TracingHandler:
             self.lines.append(f"{self._indent}{symbol} = ops.indirect_indexing({_fmt(x)}, {size})")
         return symbol
 
+    def reduction(self, dtype: torch.dtype, src_dtype: torch.dtype, reduction_type: str, value: Any) -> Any:
+        """Record a reduction; welford kinds give the tuple ``(tmpN[0], tmpN[1], tmpN[2])``."""
+        result = self._new(lambda: f"ops.reduction({dtype}, {src_dtype}, {reduction_type!r}, {_fmt(value)})")
+        if reduction_type in ("welford_reduce", "welford_combine"):
+            return tuple(TracedValue(f"{result.name}[{k}]") for k in range(3))
+        return result
+
     def masked(self, mask: Any, body: Callable[[], Any], other: bool | int | float) -> TracedValue:
         """Trace ``body`` inline, then the masked result."""
         if self.text:

@@ -3,7 +3,17 @@
 Importing this package fills ``LOWERINGS`` (``OpOverload`` -> lowering function).
 """
 
-from inductor_ir.lowering import creation, extern, indexing, misc, pointwise, pooling, reductions, views  # noqa: F401
+from inductor_ir.lowering import (  # noqa: F401
+    creation,
+    extern,
+    indexing,
+    misc,
+    pointwise,
+    pooling,
+    reductions,
+    scatter,
+    views,
+)
 from inductor_ir.lowering.registry import LOWERINGS, Lowering, LoweringContext, NotLowerable, lowering
 
 __all__ = ["LOWERINGS", "Lowering", "LoweringContext", "NotLowerable", "lowering"]

@@ -2,12 +2,13 @@
 
 Each reduction is a ``Reduction`` over the reduced dims (realized into a buffer by the graph
 lowering); float16/bfloat16 inputs reduce in float32 and are cast back by a pointwise epilogue.
-Variance is two-pass (mean, then the sum of squared deviations): two reductions a backend can run
-as two loops of one kernel.
+Variance (var, var_mean, and so the statistics of layer, batch and group norm) is one
+``welford_reduce`` reduction giving (mean, m2, weight) in one pass over the data.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
@@ -17,6 +18,7 @@ import torch
 from inductor_ir.ir.nodes import IRNode, Pointwise, Reduction
 from inductor_ir.lowering.common import compute_dtype_for, convert, expand_loader
 from inductor_ir.lowering.registry import LoweringContext, NotLowerable, lowering
+from inductor_ir.lowering.welford_split import split_factor, split_welford
 from inductor_ir.ops_handler import ops
 
 aten = torch.ops.aten
@@ -194,39 +196,51 @@ def mean(ctx: LoweringContext, x: IRNode, dim: Any = None, keepdim: bool = False
     return _scale(ctx, total, _numel(x, dim), out)
 
 
+WELFORD_MEAN, WELFORD_M2, WELFORD_WEIGHT = 0, 1, 2
+
+
+def welford(
+    ctx: LoweringContext, x: IRNode, dims: Any, keepdim: bool, outputs: Sequence[int] = (WELFORD_MEAN, WELFORD_M2)
+) -> list[IRNode]:
+    """Results ``outputs`` of (mean, m2, weight) of ``x`` over ``dims``: one Welford reduction.
+
+    Each requested result is a buffer computed by a sibling ``Reduction`` node (``output_index``
+    0, 1 or 2) sharing one inner function; a fused kernel computes them in one pass. Values are in
+    the accumulation dtype; ``m2`` is the sum of squared deviations from the mean, ``weight`` the
+    element count. Results no one loads are dropped by the scheduler's dead-code elimination.
+    A long reduction to few outputs is split in two stages (``welford_split.py``).
+    """
+    if not x.dtype.is_floating_point:
+        raise NotLowerable("welford of a non-floating tensor")
+    acc = compute_dtype_for(x.dtype)
+    first = make_reduction(ctx, x, dims, keepdim, "welford_reduce", src_dtype=acc, dtype=acc)
+    if not isinstance(first, Reduction):
+        # Nothing to reduce (a 0-d input): the element itself, no deviation, one element.
+        def constant(value: float) -> Pointwise:
+            return Pointwise(lambda index: ops.constant(value, acc), first.ranges, acc, x.device, (ctx.origin,))
+
+        trivial = [first, constant(0.0), constant(1.0)]
+        return [trivial[k] for k in outputs]
+    split = split_factor(sympy.Mul(*first.ranges), sympy.Mul(*first.reduction_ranges))
+    if split > 1:
+        first = split_welford(ctx, first, split)  # long reductions to few outputs: two stages
+    return [ctx.realize(dataclasses.replace(first, output_index=k)) for k in outputs]
+
+
 def _variance(ctx: LoweringContext, x: IRNode, dim: Any, correction: Any, keepdim: bool) -> tuple[IRNode, IRNode]:
-    """(var, mean) by two passes, in the accumulation dtype, both with ``keepdim`` shapes."""
+    """(var, mean) by one Welford reduction, in the accumulation dtype, both with ``keepdim`` shapes."""
     if not x.dtype.is_floating_point:
         raise NotLowerable("integer var")
     acc = compute_dtype_for(x.dtype)
     n = _numel(x, dim)
-    mean_keep = ctx.realize(_scale(ctx, make_reduction(ctx, x, dim, True, "sum", src_dtype=acc, dtype=acc), n, acc))
-    mean_load = expand_loader(mean_keep, x.get_size())
-
-    size = x.get_size()
-    reduced = _dims(x, dim)
-    x_load, x_dtype = x.make_loader(), x.dtype
-
-    def deviation(index: Index) -> Any:
-        d = ops.sub(convert(x_load(index), acc, x_dtype), mean_load(index))
-        return ops.mul(d, d)
-
-    dev = Pointwise(deviation, size, acc, x.device, (ctx.origin,))
-    total = make_reduction(ctx, dev, reduced, keepdim, "sum", src_dtype=acc, dtype=acc)
+    mean_value, m2 = welford(ctx, x, dim, keepdim)
     corr = 1 if correction is None else correction
-    var = _scale(ctx, total, sympy.Max(n - corr, 0) if not (n - corr).is_number else sympy.Integer(max(int(n - corr), 0)), acc)
-    if keepdim:
-        return var, mean_keep
-    squeezed = [k for k in range(len(size)) if k not in reduced]
-    mean_load_keep = mean_keep.make_loader()
-
-    def mean_inner(index: Index) -> Any:
-        full = [sympy.Integer(0)] * len(size)
-        for pos, k in enumerate(squeezed):
-            full[k] = index[pos]
-        return mean_load_keep(full)
-
-    return var, Pointwise(mean_inner, tuple(size[k] for k in squeezed), acc, x.device, (ctx.origin,))
+    denominator = n - corr
+    if denominator.is_number:
+        divisor: sympy.Expr = sympy.Integer(0) if denominator <= 0 else sympy.sympify(denominator)
+    else:
+        divisor = sympy.Max(denominator, 0)
+    return _scale(ctx, m2, divisor, acc), mean_value
 
 
 @lowering(aten.var.correction, aten.var_mean.correction)

@@ -70,6 +70,26 @@ def lowering(*targets: Any) -> Callable[[Lowering], Lowering]:
     return register
 
 
+def _origins_of(value: Any) -> tuple[str, ...]:
+    """The op names of the computation a view wraps (through a few views), for kernel names."""
+    for _ in range(4):
+        origins = getattr(value, "origins", None)
+        if origins:
+            return tuple(origins)
+        value = getattr(value, "data", None)
+        if value is None or isinstance(value, Buffer):
+            break
+    return ()
+
+
+def channels_last_strides(size: Sequence[sympy.Expr]) -> tuple[sympy.Expr, ...]:
+    """Strides of an ``(N, C, H, W)`` tensor stored as ``(N, H, W, C)``."""
+    n, c, h, w = size
+    del n
+    one = sympy.Integer(1)
+    return (h * w * c, one, w * c, c)
+
+
 @dataclass
 class LoweringContext:
     """What a lowering may use: the program being built and the FX node being lowered."""
@@ -81,6 +101,9 @@ class LoweringContext:
     _counter: itertools.count[int] = field(default_factory=itertools.count)
     _realized: dict[int, Buffer] = field(default_factory=dict)
     inline_depth: dict[int, int] = field(default_factory=dict)
+    # Layout optimization for convolution graphs on CUDA (set by `lower`): 4-D buffers are stored
+    # channels-last, so cuDNN runs its NHWC kernels without converting layouts around each conv.
+    channels_last: bool = False
 
     # -- names and buffers ---------------------------------------------------------------------
     def new_name(self) -> str:
@@ -119,13 +142,18 @@ class LoweringContext:
         if key in self._realized:
             return self._realized[key]
         size = value.get_size()
-        strides = tuple(stride) if stride is not None else contiguous_strides(size)
+        if stride is not None:
+            strides = tuple(stride)
+        elif self.channels_last and len(size) == 4:
+            strides = channels_last_strides(size)
+        else:
+            strides = contiguous_strides(size)
         layout = Layout(value.device, value.dtype, tuple(size), strides)
         data: Pointwise | Reduction
         if isinstance(value, (Pointwise, Reduction)):
             data = value
         else:
-            data = Pointwise(value.make_loader(), tuple(size), value.dtype, value.device, (self.origin,))
+            data = Pointwise(value.make_loader(), tuple(size), value.dtype, value.device, _origins_of(value) or (self.origin,))
         buffer = ComputedBuffer(self.new_name(), layout, data)
         buffer.reads = _read_names(buffer)
         self.register(buffer)

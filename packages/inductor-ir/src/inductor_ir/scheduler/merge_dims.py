@@ -9,6 +9,7 @@ uses collapse to the merged variable, anything else (``index_expr`` of a mask, s
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -26,6 +27,14 @@ Runs = list[list[int]]
 
 def _linear_compatible(expr: sympy.Expr, variables: Sequence[sympy.Symbol], sizes: Sequence[sympy.Expr]) -> bool:
     """Whether ``expr`` uses ``variables`` only as ``c * (row-major linear index of them)``."""
+    return _linear_compatible_cached(expr, tuple(variables), tuple(sizes))
+
+
+@functools.lru_cache(maxsize=1 << 15)
+def _linear_compatible_cached(
+    expr: sympy.Expr, variables: tuple[sympy.Symbol, ...], sizes: tuple[sympy.Expr, ...]
+) -> bool:
+    # Memoized: a pure function of SymPy values, and the same indices recur in every repeated layer.
     poly_vars = set(variables)
     for node in sympy.preorder_traversal(expr):
         if isinstance(node, (FloorDiv, ModularIndexing)) and node.free_symbols & poly_vars:
@@ -79,6 +88,7 @@ class DimMerge:
         self.sizes = tuple(sizes)
         self.placeholders = tuple(sympy.Symbol(f"_{prefix}{k}", integer=True, nonnegative=True) for k in range(len(sizes)))
         self.merged_sizes = tuple(sympy.Mul(*[sizes[j] for j in run]) for run in runs)
+        self._rewritten: dict[tuple[sympy.Expr, tuple[sympy.Expr, ...]], sympy.Expr] = {}
 
     @property
     def trivial(self) -> bool:
@@ -86,7 +96,14 @@ class DimMerge:
         return all(len(run) == 1 for run in self.runs)
 
     def rewrite(self, expr: sympy.Expr, merged_vars: Sequence[sympy.Expr]) -> sympy.Expr:
-        """``expr`` over placeholders -> over the merged variables."""
+        """``expr`` over placeholders -> over the merged variables (memoized per instance)."""
+        key = (expr, tuple(merged_vars))
+        done = self._rewritten.get(key)
+        if done is None:
+            done = self._rewritten[key] = self._rewrite(expr, merged_vars)
+        return done
+
+    def _rewrite(self, expr: sympy.Expr, merged_vars: Sequence[sympy.Expr]) -> sympy.Expr:
         subs: dict[sympy.Symbol, sympy.Expr] = {}
         for run, var in zip(self.runs, merged_vars):
             vs = [self.placeholders[j] for j in run]

@@ -1,0 +1,153 @@
+"""Simplifying index expressions with the ranges of the loop variables.
+
+Views and reshapes leave ``FloorDiv``/``ModularIndexing`` terms that only the loop bounds make
+simple: with ``0 <= x1 < 128``, ``(128*x0 + x1) // 8192`` is ``x0 // 64`` and ``(x1 // 128)`` is
+0. Simplified, an index more often moves by 1 per lane (a vector load instead of a gather),
+costs fewer divisions per element, and lets adjacent dims merge into one loop.
+
+The rules, for nonnegative terms whose bounds are known:
+- ``(g*A + B) // d == A // (d/g)`` when ``g`` divides ``d`` and ``0 <= B < g``;
+- ``X // d == 0`` when ``0 <= X < d``; ``X % m == X`` when ``0 <= X < m``;
+- terms that are multiples of ``d`` (of ``m``) leave the division (drop out of the modulo).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+
+import sympy
+
+from inductor_ir import FloorDiv, ModularIndexing
+
+__all__ = ["Ranges", "simplify_index", "upper_bound"]
+
+Ranges = Mapping[sympy.Symbol, sympy.Expr]  # variable -> its size (the variable lies in [0, size))
+
+
+def upper_bound(expr: sympy.Expr, ranges: Ranges) -> int | None:
+    """The largest value ``expr`` takes, when it is a nonnegative combination of bounded terms."""
+    if expr.is_Integer:
+        return int(expr) if int(expr) >= 0 else None
+    if isinstance(expr, sympy.Symbol):
+        size = ranges.get(expr)
+        return int(size) - 1 if size is not None and size.is_Integer else None
+    if isinstance(expr, sympy.Add):
+        total = 0
+        for term in expr.args:
+            bound = upper_bound(term, ranges)
+            if bound is None:
+                return None
+            total += bound
+        return total
+    if isinstance(expr, sympy.Mul):
+        coeff, rest = expr.as_coeff_Mul()
+        if not (coeff.is_Integer and int(coeff) >= 0):
+            return None
+        bound = upper_bound(rest, ranges)
+        return None if bound is None else int(coeff) * bound
+    if isinstance(expr, FloorDiv) and expr.args[1].is_Integer:
+        bound = upper_bound(expr.args[0], ranges)
+        return None if bound is None else bound // int(expr.args[1])
+    if isinstance(expr, ModularIndexing) and expr.args[2].is_Integer:
+        bound = upper_bound(FloorDiv(expr.args[0], expr.args[1]), ranges)
+        limit = int(expr.args[2]) - 1
+        return limit if bound is None else min(bound, limit)
+    return None
+
+
+def _coefficient(term: sympy.Expr) -> int | None:
+    coeff, _ = term.as_coeff_Mul()
+    return int(coeff) if coeff.is_Integer else None
+
+
+def _floordiv(base: sympy.Expr, divisor: int, ranges: Ranges) -> sympy.Expr:
+    """``base // divisor`` simplified with the ranges."""
+    if divisor == 1:
+        return base
+    bound = upper_bound(base, ranges)
+    if bound is not None and bound < divisor:
+        return sympy.Integer(0)
+    terms = sympy.Add.make_args(sympy.expand(base))
+    whole = [t for t in terms if (c := _coefficient(t)) is not None and c % divisor == 0]
+    rest = [t for t in terms if t not in whole]
+    if whole:
+        taken = sympy.Add(*[sympy.cancel(t / divisor) for t in whole])
+        return taken + _floordiv(sympy.Add(*rest), divisor, ranges)
+    # (g*A + B) // d == A // (d/g) with g | d and 0 <= B < g: try the largest such g.
+    coefficients = {abs(c) for t in terms if (c := _coefficient(t)) is not None}
+    for g in sorted({math.gcd(c, divisor) for c in coefficients if c}, reverse=True):
+        if g < 2:
+            continue
+        big = [t for t in terms if (c := _coefficient(t)) is not None and c % g == 0]
+        small = sympy.Add(*[t for t in terms if t not in big])
+        small_bound = upper_bound(small, ranges)
+        if not big or small_bound is None or small_bound >= g:
+            continue
+        # floor((g*A + B) / d) == floor((A + B/g) / (d/g)) == A // (d/g): A is an integer, B/g in [0, 1)
+        reduced = sympy.Add(*[sympy.cancel(t / g) for t in big])
+        return _floordiv(reduced, divisor // g, ranges)
+    return FloorDiv(base, sympy.Integer(divisor))
+
+
+def _modulo(base: sympy.Expr, modulus: int, ranges: Ranges) -> sympy.Expr:
+    """``base % modulus`` (base nonnegative) simplified with the ranges."""
+    terms = [t for t in sympy.Add.make_args(sympy.expand(base)) if not ((c := _coefficient(t)) is not None and c % modulus == 0)]
+    kept = sympy.Add(*terms)
+    bound = upper_bound(kept, ranges)
+    if bound is not None and bound < modulus:
+        return kept
+    return ModularIndexing(kept, sympy.Integer(1), sympy.Integer(modulus))
+
+
+def _simplify(expr: sympy.Expr, ranges: Ranges) -> sympy.Expr:
+    if not expr.args or expr.is_Atom:
+        return expr
+    args = [_simplify(a, ranges) for a in expr.args]
+    # Both rules hold for any integer base (floor division and floor modulo), so no sign checks.
+    if isinstance(expr, FloorDiv):
+        base, divisor = args
+        if divisor.is_Integer and int(divisor) > 0:
+            return _floordiv(base, int(divisor), ranges)
+        return FloorDiv(base, divisor)
+    if isinstance(expr, ModularIndexing):
+        base, divisor, modulus = args
+        if divisor.is_Integer and modulus.is_Integer and int(divisor) > 0 and int(modulus) > 0:
+            return _modulo(_floordiv(base, int(divisor), ranges), int(modulus), ranges)
+        return ModularIndexing(base, divisor, modulus)
+    return expr.func(*args)
+
+
+def _recombine(expr: sympy.Expr) -> sympy.Expr:
+    """``c*n*(X // n) + c*(X % n)`` back to ``c*X`` (a split dim that is contiguous again)."""
+    terms = list(sympy.Add.make_args(expr))
+    changed = True
+    while changed:
+        changed = False
+        for i, term in enumerate(terms):
+            coeff, rest = term.as_coeff_Mul()
+            if not (isinstance(rest, ModularIndexing) and rest.args[1] == 1 and rest.args[2].is_Integer):
+                continue
+            base, modulus = rest.args[0], rest.args[2]
+            wanted = coeff * modulus * FloorDiv(base, modulus)
+            if wanted in terms:
+                terms = [t for k, t in enumerate(terms) if k != i and t != wanted] + [coeff * base]
+                changed = True
+                break
+    return sympy.expand(sympy.Add(*terms))
+
+
+def simplify_index(expr: sympy.Expr, ranges: Ranges) -> sympy.Expr:
+    """``expr`` with its floor divisions and moduli simplified for loop variables in ``ranges``.
+
+    Example:
+        >>> x0, x1 = sympy.symbols("x0 x1", integer=True, nonnegative=True)
+        >>> simplify_index(FloorDiv(128*x0 + x1, 8192), {x0: sympy.Integer(256), x1: sympy.Integer(128)})
+        FloorDiv(x0, 64)
+    """
+    if not expr.has(FloorDiv, ModularIndexing):
+        return expr
+    try:
+        return _recombine(sympy.expand(_simplify(expr, ranges)))
+    except (TypeError, ValueError, ZeroDivisionError):
+        return expr

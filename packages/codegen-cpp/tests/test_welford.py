@@ -1,0 +1,146 @@
+"""Welford reductions (var, var_mean, norm statistics) in C++ kernels, compared with eager.
+
+Cases are batched into few graphs: each compile is one C++ library.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import torch
+from torch.fx.experimental.proxy_tensor import make_fx
+
+import inductor_ir
+from codegen_cpp import CppBackend
+
+
+def _check(backend: CppBackend, fn: Any, make_inputs: Any, **tolerances: float) -> inductor_ir.CompiledGraph:
+    example = make_inputs()
+    gm = make_fx(fn)(*example)
+    compiled = inductor_ir.compile_graph(gm, list(example), backends={"cpu": backend})
+    fresh = make_inputs()
+    actual, expected = compiled(*fresh), fn(*fresh)
+    assert len(actual) == len(expected)
+    for i, (a, e) in enumerate(zip(actual, expected)):
+        torch.testing.assert_close(a, e, msg=lambda m, i=i: f"output {i}: {m}", **tolerances)
+    return compiled
+
+
+def test_var_mean_shapes_corrections_and_layouts(backend: CppBackend) -> None:
+    def fn(x: torch.Tensor, col: torch.Tensor, one: torch.Tensor, big: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return (
+            *torch.var_mean(x, dim=-1, correction=0),  # 37: vector lanes + scalar tail
+            *torch.var_mean(x, dim=[0, 2], correction=1, keepdim=True),
+            torch.var(x, dim=1),  # 3 < one vector: scalar loop
+            *torch.var_mean(col, dim=0),  # vectorized across outputs
+            *torch.var_mean(one, dim=1, correction=0),  # reductions of size 1
+            *torch.var_mean(big),  # one output: split across threads
+        )
+
+    compiled = _check(
+        backend,
+        fn,
+        lambda: (torch.randn(5, 3, 37), torch.randn(29, 40), torch.randn(7, 1), torch.randn(70001) * 3 + 2),
+        rtol=1e-4,
+        atol=1e-5,
+    )
+    sources = "\n".join(text for name, text in compiled.artifacts().items() if name.startswith("kernel"))
+    assert "_vmean" in sources and "split across threads" in sources
+    assert not any(n.reduction_type == "sum" for g in compiled.schedule.kernel_groups for n in g.nodes)
+
+
+def test_welford_siblings_share_one_accumulator(backend: CppBackend) -> None:
+    compiled = _check(backend, lambda x: torch.var_mean(x, dim=1), lambda: (torch.randn(6, 50),), rtol=1e-5, atol=1e-6)
+    (source,) = [t for n, t in compiled.artifacts().items() if n.startswith("kernel")]
+    assert source.count("_vmean = kiln::splat") == 1  # mean and m2 nodes: one Welford triple
+
+
+def test_large_mean_small_variance_and_dtypes(backend: CppBackend) -> None:
+    def fn(x: torch.Tensor, d: torch.Tensor, h: torch.Tensor, bn: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return (
+            *torch.var_mean(x, dim=1),
+            *torch.var_mean(d, dim=0),
+            *torch.var_mean(h, dim=-1),
+            *torch.var_mean(bn, dim=(0, 2, 3)),  # split: welford_reduce per chunk, then welford_combine
+        )
+
+    def inputs() -> tuple[torch.Tensor, ...]:
+        x = torch.randn(4, 5000) * 1e-2 + 1e4  # E[x^2] - E[x]^2 in float32 would be noise
+        bn = torch.randn(16, 4, 32, 32) * 1e-2 + 1e3
+        return x, torch.randn(33, 3, dtype=torch.float64), torch.randn(3, 70).to(torch.bfloat16), bn
+
+    example = inputs()
+    gm = make_fx(fn)(*example)
+    compiled = inductor_ir.compile_graph(gm, list(example), backends={"cpu": backend})
+    fresh = inputs()
+    actual, expected = compiled(*fresh), fn(*fresh)
+    torch.testing.assert_close(actual[0], expected[0], rtol=2e-3, atol=0)
+    torch.testing.assert_close(actual[1], expected[1], rtol=1e-6, atol=0)
+    torch.testing.assert_close(actual[2:4], expected[2:4], rtol=1e-10, atol=1e-12)
+    torch.testing.assert_close(actual[4:6], expected[4:6], rtol=2e-2, atol=2e-2)
+    torch.testing.assert_close(actual[6:], expected[6:], rtol=2e-3, atol=0)
+    kinds = {n.reduction_type for g in compiled.schedule.kernel_groups for n in g.nodes}
+    assert "welford_combine" in kinds
+
+
+def test_norm_layers_forward_and_backward_through_aotgrad(backend: CppBackend) -> None:
+    aotgrad = pytest.importorskip("aotgrad")
+    torch.manual_seed(0)
+
+    class Net(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.bn = torch.nn.BatchNorm2d(4)
+            self.ln = torch.nn.LayerNorm(21)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.ln(self.bn(x).flatten(1)[:, 3:24] * 2)
+
+    model, reference = Net(), Net()
+    reference.load_state_dict(model.state_dict())
+    groups: list[Any] = []
+
+    def compiler(gm: torch.fx.GraphModule, example: list[Any]) -> Any:
+        compiled = inductor_ir.compile_graph(gm, example, backends={"cpu": backend})
+        groups.extend(compiled.schedule.kernel_groups)
+        return compiled
+
+    x = torch.randn(3, 4, 5, 5, requires_grad=True)
+    compiled = aotgrad.aot_graph(
+        model,
+        [x],
+        fw_compiler=compiler,
+        decompositions=inductor_ir.decompositions(),
+        config=aotgrad.AotConfig(fallback_to_eager=False),
+    )
+    x_ref = x.detach().clone().requires_grad_(True)
+    out, expected = compiled(x), reference(x_ref)
+    torch.testing.assert_close(out, expected, rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(model.bn.running_var, reference.bn.running_var)
+    grad = torch.randn_like(out)
+    got = torch.autograd.grad(out, [x, *model.parameters()], grad)
+    want = torch.autograd.grad(expected, [x_ref, *reference.parameters()], grad)
+    for a, b in zip(got, want, strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-4)
+    assert any(n.reduction_type == "welford_reduce" for g in groups for n in g.nodes)
+
+
+def test_scatter_and_index_put_lowerings(backend: CppBackend) -> None:
+    """scatter / index_put / index_add become dense reductions (see inductor_ir/lowering/scatter.py)."""
+
+    def fn(x: Any, i: Any, s: Any, r: Any, v: Any, y: Any, j: Any) -> tuple[torch.Tensor, ...]:
+        return (
+            torch.scatter_add(x, 0, i, s),
+            x.scatter_reduce(0, i, s, "amax", include_self=False),
+            torch.ops.aten.index_put(y, [r], v, True),  # duplicates add up
+            y.index_add(0, j, v[:4], alpha=0.5),
+        )
+
+    def inputs() -> tuple[torch.Tensor, ...]:
+        rows = torch.randint(-5, 5, (7,))
+        return (torch.randn(5, 6), torch.randint(0, 5, (3, 4)), torch.randn(4, 5), rows, torch.randn(7, 37),
+                torch.randn(5, 37), torch.randint(0, 5, (4,)))  # fmt: skip
+
+    compiled = _check(backend, fn, inputs, rtol=1e-5, atol=1e-5)
+    assert not [b for b in compiled.program.buffers if type(b) is inductor_ir.FallbackKernel]

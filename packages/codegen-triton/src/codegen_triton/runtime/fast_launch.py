@@ -1,0 +1,208 @@
+"""Launching compiled Triton kernels directly, and compiling them ahead of time in worker processes.
+
+Triton's own launch path (`JITFunction.run`) binds and specializes every argument on every call, which
+costs tens of microseconds. Here a kernel is compiled once per `Variant` (argument types, which pointers
+are 16-byte aligned, block sizes, warps, stages) with `triton.compile`, and each call goes straight to
+the compiled kernel's launcher with a precomputed grid.
+
+Compiling is slow (LLVM and ptxas, about a second per kernel and configuration), so `precompile` runs
+the variants a graph will need in a pool of worker processes first: each worker calls `triton.compile`
+with exactly the same source, signature and options, which fills Triton's on-disk cache, and the main
+process then finds every kernel there.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+import warnings
+from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor, wait
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+__all__ = ["FastKernel", "PrecompileJob", "Variant", "compile_variant", "make_variant", "precompile"]
+
+_POINTER_TYPES: dict[torch.dtype, str] = {
+    torch.float32: "fp32",
+    torch.float16: "fp16",
+    torch.bfloat16: "bf16",
+    torch.float64: "fp64",
+    torch.int8: "i8",
+    torch.int16: "i16",
+    torch.int32: "i32",
+    torch.int64: "i64",
+    torch.uint8: "u8",
+    torch.bool: "u1",
+}
+_INT32_MIN, _INT32_MAX = -(2**31), 2**31 - 1
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One specialization of a kernel: what `triton.compile` needs besides the function itself.
+
+    Attributes:
+        types: the Triton type of each runtime argument (`*fp32`, `i32`, ...), in order.
+        aligned: positions of pointer arguments whose address is a multiple of 16 bytes.
+        blocks: the constexpr block sizes, in the order of the function's parameters after the runtime ones.
+        num_warps, num_stages: compile options.
+    """
+
+    types: tuple[str, ...]
+    aligned: tuple[int, ...]
+    blocks: tuple[int, ...]
+    num_warps: int
+    num_stages: int
+
+
+def _value_type(value: Any) -> tuple[str, bool] | None:
+    """(Triton type, 16-byte aligned) of a runtime argument or of its stand-in (a dtype for a pointer)."""
+    if isinstance(value, torch.Tensor):
+        name = _POINTER_TYPES.get(value.dtype)
+        return None if name is None else ("*" + name, value.data_ptr() % 16 == 0)
+    if isinstance(value, torch.dtype):
+        name = _POINTER_TYPES.get(value)
+        return None if name is None else ("*" + name, True)
+    if isinstance(value, bool) or not isinstance(value, int):
+        return None
+    return ("i32" if _INT32_MIN <= value <= _INT32_MAX else "i64"), False
+
+
+def make_variant(args: Sequence[Any], blocks: Sequence[int], num_warps: int, num_stages: int) -> Variant | None:
+    """The variant for these runtime arguments (tensors, or dtypes standing for aligned tensors, and ints).
+
+    Returns None when an argument has a type the direct path does not handle (Triton's path is used).
+    """
+    types: list[str] = []
+    aligned: list[int] = []
+    for position, value in enumerate(args):
+        typed = _value_type(value)
+        if typed is None:
+            return None
+        types.append(typed[0])
+        if typed[1]:
+            aligned.append(position)
+    return Variant(tuple(types), tuple(aligned), tuple(blocks), num_warps, num_stages)
+
+
+def _source(fn: Any, variant: Variant) -> Any:
+    from triton.compiler import ASTSource
+
+    names = list(fn.arg_names)
+    runtime = len(variant.types)
+    if runtime + len(variant.blocks) != len(names):
+        raise ValueError(f"{fn.__name__}: {len(names)} parameters, got {runtime} arguments and {len(variant.blocks)} blocks")
+    signature = dict(zip(names, variant.types))
+    signature.update({name: "constexpr" for name in names[runtime:]})
+    constexprs = {(runtime + k,): block for k, block in enumerate(variant.blocks)}
+    attrs = {(position,): [["tt.divisibility", 16]] for position in variant.aligned}
+    return ASTSource(fn, signature, constexprs, attrs)
+
+
+def compile_variant(fn: Any, variant: Variant, target: Any) -> Any:
+    """`triton.compile` of `fn` (a `@triton.jit` function) for `variant` and a `GPUTarget`."""
+    import triton
+
+    options = {"num_warps": variant.num_warps, "num_stages": variant.num_stages}
+    return triton.compile(_source(fn, variant), target=target, options=options)
+
+
+class FastKernel:
+    """A compiled kernel and its launcher: `launch(grid, args)` with the runtime arguments only."""
+
+    def __init__(self, compiled: Any, variant: Variant) -> None:
+        """Loads the kernel on the current device (raises Triton's `OutOfResources` when it cannot run)."""
+        from triton.runtime.driver import driver
+
+        compiled._init_handles()
+        self.compiled = compiled
+        self.variant = variant
+        runner = compiled.run
+        self.function = compiled.function
+        self.get_stream = driver.active.get_current_stream
+        self.blocks = variant.blocks
+        self.aligned = variant.aligned
+        # `call(grid_x, grid_y, grid_z, stream, function, *middle, *args, *blocks)` launches. Without
+        # scratch memory, Triton's C launch function is called directly (its Python wrapper only
+        # allocates scratch space); otherwise its launcher object, with no launch hooks.
+        raw = getattr(runner, "launch", None)
+        scratch = (getattr(runner, "global_scratch_size", 1), getattr(runner, "profile_scratch_size", 1))
+        if raw is not None and scratch == (0, 0) and hasattr(runner, "launch_pdl"):
+            self.call = raw
+            self.middle: tuple[Any, ...] = (
+                runner.launch_cooperative_grid, runner.launch_pdl, None, None, compiled.packed_metadata, None, None, None,
+            )
+        else:
+            self.call = runner
+            self.middle = (compiled.packed_metadata, None, None, None)
+
+    def launch(self, grid: tuple[int, int, int], device: int, args: Sequence[Any]) -> None:
+        """Launch on the current stream of CUDA device `device`."""
+        self.call(grid[0], grid[1], grid[2], self.get_stream(device), self.function, *self.middle, *args, *self.blocks)
+
+
+@dataclass(frozen=True)
+class PrecompileJob:
+    """One variant of one kernel to compile in a worker: where its module is, and the variant."""
+
+    module_path: str
+    module_name: str
+    function: str
+    variant: Variant
+
+
+def _load_function(job: PrecompileJob) -> Any:
+    module = sys.modules.get(job.module_name)
+    if module is None:
+        spec = importlib.util.spec_from_file_location(job.module_name, job.module_path)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        sys.modules[job.module_name] = module
+    return getattr(module, job.function)
+
+
+def _run_job(job: PrecompileJob, target: tuple[str, int, int]) -> bool:
+    """Compile one variant (worker side): fills Triton's disk cache, and its launcher's too."""
+    from triton.backends.compiler import GPUTarget
+
+    compiled = compile_variant(_load_function(job), job.variant, GPUTarget(*target))
+    try:  # The launcher is a small C module built per signature; building it here caches it on disk.
+        from triton.backends.nvidia.driver import CudaLauncher
+
+        CudaLauncher(compiled.src, compiled.metadata)
+    except Exception:
+        pass
+    return True
+
+
+def precompile(jobs: Sequence[PrecompileJob], target: Any, workers: int) -> int:
+    """Compile `jobs` in up to `workers` processes (forked); returns how many succeeded.
+
+    Failures are ignored here: the same variant compiled again at launch reports the error.
+    """
+    unique = list(dict.fromkeys(jobs))
+    if len(unique) < 2 or workers < 2:
+        return 0
+    import multiprocessing
+
+    if "fork" not in multiprocessing.get_all_start_methods():
+        return 0
+    target_tuple = (str(target.backend), int(target.arch), int(target.warp_size))
+    count = min(workers, len(unique), os.cpu_count() or 1)
+    done = 0
+    with warnings.catch_warnings():
+        # Python warns that forking a multi-threaded process may deadlock the child; the workers only
+        # run Triton's compiler (no CUDA, no locks taken by the parent's threads).
+        warnings.filterwarnings("ignore", message=".*multi-threaded, use of fork", category=DeprecationWarning)
+        with ProcessPoolExecutor(count, mp_context=multiprocessing.get_context("fork")) as pool:
+            futures = [pool.submit(_run_job, job, target_tuple) for job in unique]
+            wait(futures)
+        for future in futures:
+            if future.exception() is None:
+                done += 1
+    return done

@@ -1,0 +1,99 @@
+"""The lean launch path: variants, direct launches, sharing identical kernels, parallel precompiling."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+from torch.fx.experimental.proxy_tensor import make_fx
+
+import inductor_ir
+from codegen_triton import TritonBackend, TritonConfig
+from codegen_triton.runtime.fast_launch import make_variant
+
+
+def test_variant_types_and_alignment() -> None:
+    base = torch.randn(64)
+    variant = make_variant([base, base[1:], torch.bfloat16, 7, 2**40], (128,), 4, 1)
+    assert variant is not None
+    assert variant.types == ("*fp32", "*fp32", "*bf16", "i32", "i64")
+    # A view starting 4 bytes into its storage is not 16-byte aligned; a dtype stands for an aligned tensor.
+    assert variant.aligned == (0, 2)
+    assert variant.blocks == (128,)
+    assert make_variant([base, 1.5], (128,), 4, 1) is None
+
+
+def _two_identical_chains(x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    return torch.sin(x) * 2 + 1, torch.sin(y) * 2 + 1
+
+
+def test_identical_kernels_share_one_compiled_call(cpu_backend: TritonBackend) -> None:
+    x, y = torch.randn(33, 17), torch.randn(33, 17)
+    gm = make_fx(_two_identical_chains)(x, y)
+    compiled = inductor_ir.compile_graph(gm, [x, y], backends={"cpu": cpu_backend})
+    assert len(compiled.sources) == 2
+    calls = cpu_backend.compile(compiled.sources)
+    assert calls[0] is calls[1]
+    x, y = torch.randn(33, 17), torch.randn(33, 17)
+    for got, want in zip(compiled(x, y), _two_identical_chains(x, y)):
+        torch.testing.assert_close(got, want)
+
+
+def _mixed(x: torch.Tensor, w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    h = torch.relu(x @ w)
+    return torch.softmax(h, -1), (h * 3).sum(0)
+
+
+@pytest.mark.gpu
+def test_direct_launch_matches_eager(kiln_cache: Path) -> None:
+    backend = TritonBackend(config=TritonConfig(cache_dir=kiln_cache, compile_workers=4))
+    x, w = torch.randn(300, 64, device="cuda"), torch.randn(64, 500, device="cuda")
+    gm = make_fx(_mixed)(x, w)
+    compiled = inductor_ir.compile_graph(gm, [x, w], backends={"cuda": backend})
+    for _ in range(2):
+        x, w = torch.randn(300, 64, device="cuda"), torch.randn(64, 500, device="cuda")
+        for got, want in zip(compiled(x, w), _mixed(x, w)):
+            torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
+    launchers = [call.launcher for call in backend._calls.values()]
+    assert launchers and all(p.fast is not None for launcher in launchers for p in launcher._prepared.values())
+    # Kernels with static sizes are then launched straight through Triton's launcher.
+    assert all(call._direct is not None for call in backend._calls.values() if call.finisher is None)
+
+
+@pytest.mark.gpu
+def test_misaligned_input_takes_the_checked_path(kiln_cache: Path) -> None:
+    backend = TritonBackend(config=TritonConfig(cache_dir=kiln_cache))
+    base = torch.randn(1025, device="cuda")
+    gm = make_fx(lambda t: torch.cos(t) + 1)(base[1:])
+    compiled = inductor_ir.compile_graph(gm, [base[1:]], backends={"cuda": backend})
+    aligned = torch.randn(1024, device="cuda")
+    torch.testing.assert_close(compiled(aligned), torch.cos(aligned) + 1)
+    misaligned = torch.randn(1025, device="cuda")[1:]
+    torch.testing.assert_close(compiled(misaligned), torch.cos(misaligned) + 1)
+
+
+def _conv_net(x: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor, bias: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    y = torch.relu(torch.nn.functional.conv2d(x, w1, padding=1) * 2 + 1)
+    z = torch.nn.functional.conv2d(y, w2, padding=1, groups=2)
+    return torch.relu(z + y).mean((2, 3)) + bias, z
+
+
+@pytest.mark.gpu
+def test_channels_last_conv_graph_matches_eager(kiln_cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(torch.backends.cudnn, "allow_tf32", False)
+    backend = TritonBackend(config=TritonConfig(cache_dir=kiln_cache))
+
+    def inputs() -> list[torch.Tensor]:
+        shapes = [(4, 8, 12, 12), (8, 8, 3, 3), (8, 4, 3, 3), (8,)]
+        return [torch.randn(*shape, device="cuda") for shape in shapes]
+
+    example = inputs()
+    gm = make_fx(_conv_net)(*example)
+    compiled = inductor_ir.compile_graph(gm, example, backends={"cuda": backend})
+    assert any(s == (1152, 1, 96, 8) for b in compiled.program.buffers for s in [tuple(map(int, b.layout.stride))])
+    fresh = inputs()
+    got, want = compiled(*fresh), _conv_net(*fresh)
+    for g, w in zip(got, want):
+        assert g.stride() == w.stride()
+        torch.testing.assert_close(g, w, rtol=1e-4, atol=1e-4)
