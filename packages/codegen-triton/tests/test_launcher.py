@@ -90,7 +90,8 @@ def test_channels_last_conv_graph_matches_eager(kiln_cache: Path, monkeypatch: p
 
     example = inputs()
     gm = make_fx(_conv_net)(*example)
-    compiled = inductor_ir.compile_graph(gm, example, backends={"cuda": backend})
+    config = inductor_ir.InductorIRConfig(layout_optimization=True)
+    compiled = inductor_ir.compile_graph(gm, example, backends={"cuda": backend}, config=config)
     assert any(s == (1152, 1, 96, 8) for b in compiled.program.buffers for s in [tuple(map(int, b.layout.stride))])
     fresh = inputs()
     got, want = compiled(*fresh), _conv_net(*fresh)

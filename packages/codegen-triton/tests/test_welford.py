@@ -129,8 +129,13 @@ def test_split_welford_persistent_and_looped(kiln_cache: Any) -> None:
 
 
 @pytest.mark.gpu
-def test_var_mean_on_gpu(gpu_backend: TritonBackend) -> None:
+def test_var_mean_split_welford_and_scatter_on_gpu(gpu_backend: TritonBackend) -> None:
     _check(gpu_backend, _fn, _inputs, device="cuda", rtol=1e-3, atol=1e-5)
+    bn = lambda: (torch.randn(64, 16, 32, 32) * 0.1 + 1e3,)  # noqa: E731
+    compiled = _check(gpu_backend, lambda x: torch.var_mean(x, dim=(0, 2, 3)), bn, device="cuda", rtol=2e-3, atol=0)
+    assert "welford_combine" in {n.reduction_type for g in compiled.schedule.kernel_groups for n in g.nodes}
+    scatter = lambda: (torch.randn(50, 64), torch.randint(0, 50, (300, 64)), torch.randn(300, 64))  # noqa: E731
+    _check(gpu_backend, lambda x, i, s: (torch.scatter_add(x, 0, i, s),), scatter, device="cuda", rtol=1e-4, atol=1e-4)
 
 
 def test_scatter_and_index_put_lowerings(cpu_backend: TritonBackend) -> None:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import logging
+
+import pytest
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -107,3 +110,19 @@ def test_mark_dynamic_through_frontend() -> None:
         y = torch.randn(n, 3)
         torch.testing.assert_close(compiled(y), torch.relu(y) * 2)
     assert compiled.kiln_context.graphs_compiled == 1
+
+
+def test_kiln_logs_recompiles_with_the_guard_line(caplog: pytest.LogCaptureFixture) -> None:
+    def halves(x: torch.Tensor) -> torch.Tensor:
+        if x.shape[0] % 2 == 0:  # installs the size guard
+            return x.view(2, -1).sum(0)
+        return x * 2
+
+    with frontend.config.patch(logs=frozenset({"recompiles"})):
+        compiled = frontend.compile(halves, backend="eager", dynamic=True)
+    with caplog.at_level(logging.WARNING, logger="kiln"):
+        for n in (4, 8, 5):
+            x = torch.randn(n)
+            torch.testing.assert_close(compiled(x), halves(x))
+    assert "L[0].size(0) = 5" in caplog.text
+    assert "if x.shape[0] % 2 == 0:" in caplog.text

@@ -84,8 +84,8 @@ def test_cuda_conv_graph_stores_feature_maps_channels_last() -> None:
         shapes = [(2, 8, 10, 10), (8, 8, 3, 3), (8, 8, 3, 3), (8,)]
         example = [torch.empty(*shape, device="cuda") for shape in shapes]
         gm = make_fx(_conv_net)(*example)
-        program = inductor_ir.lower(gm, example)
-        plain = inductor_ir.lower(gm, example, layout_optimization=False)
+        program = inductor_ir.lower(gm, example, layout_optimization=True)
+        plain = inductor_ir.lower(gm, example)
     convs = [b for b in program.buffers if isinstance(b, inductor_ir.ExternKernel)]
     # The first conv reads the NCHW graph input; the feature map it feeds the second conv is channels-last.
     assert [tuple(int(s) for s in c.layout.stride) for c in convs] == [(800, 100, 10, 1), (800, 1, 80, 8)]
@@ -96,3 +96,22 @@ def test_cuda_conv_graph_stores_feature_maps_channels_last() -> None:
     assert all(
         tuple(int(s) for s in b.layout.stride) != (800, 1, 80, 8) for b in plain.buffers if len(b.layout.size) == 4
     )
+
+
+def _patch_attention(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    tokens = F.conv2d(x, w, stride=4).flatten(2).transpose(1, 2)  # (N, 4, 8) patches
+    heads = tokens.view(2, 4, 2, 4).transpose(1, 2) * 2  # a 4-D value realized for the attention call
+    return torch.ops.aten._scaled_dot_product_efficient_attention.default(heads, heads, heads, None, False)[0]
+
+
+def test_attention_graphs_keep_contiguous_layouts() -> None:
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with FakeTensorMode(allow_non_fake_inputs=True):
+        example = [torch.empty(2, 3, 8, 8, device="cuda"), torch.empty(8, 3, 4, 4, device="cuda")]
+        gm = make_fx(_patch_attention)(*example)
+        program = inductor_ir.lower(gm, example, layout_optimization=True)
+    # Attention needs a contiguous last dim: no buffer of this graph is stored channels-last.
+    for buf in program.buffers:
+        if len(buf.layout.size) == 4:
+            assert buf.layout.stride[-1] == 1 or buf.layout.size[-1] == 1, (buf.name, buf.layout)

@@ -142,3 +142,10 @@ def test_put_index_add_and_index_reduce() -> None:
         )
 
     check_interpret(fn, inputs)
+
+
+def test_masked_scatter() -> None:
+    def inputs() -> list[torch.Tensor]:
+        return [torch.randn(4, 6), torch.rand(4, 6) > 0.5, torch.randn(5, 5), torch.rand(6) > 0.3]
+
+    check_interpret(lambda x, m, s, row: (x.masked_scatter(m, s), x.masked_scatter(row, s)), inputs)

@@ -199,6 +199,7 @@ def build_entry(frame: Frame, ctx: CaptureContext, output: OutputGraph, result: 
     source += f"    return {tail}\n"
     exec(compile(source, f"<capture entry for {frame.code.co_name}>", "exec"), namespace)
     entry: EntryFn = namespace["__entry"]
+    output.guards.locate = None  # the entry keeps its guards, not the trace they point back into
     return CompiledFrame(output.guards, compile_guards(output.guards), entry, graphs)
 
 

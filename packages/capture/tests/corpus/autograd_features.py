@@ -284,3 +284,17 @@ def func_grad_of_function(a: torch.Tensor) -> torch.Tensor:
 @program(F, x(3))
 def func_jacrev_matrix(a: torch.Tensor) -> torch.Tensor:
     return torch.func.jacrev(lambda t: t.exp() * t.sum())(a)
+
+
+@module(F, x(2, 4))
+class ReentrantCheckpointOfModule(nn.Module):
+    """The reentrant checkpoint (use_reentrant=True): its output does not require grad when no input does,
+    even though the module has parameters (so inlining it would change what requires grad)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+
+    def forward(self, a: torch.Tensor) -> torch.Tensor:
+        b = a * 2
+        return torch.utils.checkpoint.checkpoint(self.fc, b, use_reentrant=True) + 1

@@ -157,3 +157,73 @@ class InferenceModeEvalHead(nn.Module):
         with torch.inference_mode():
             probe = self.head(a).argmax(-1)
         return feats * probe.clone().unsqueeze(-1).float()
+
+
+@program(F, x(4, 4))
+def profiler_record_function_block(a: torch.Tensor) -> torch.Tensor:
+    b = a @ a
+    with torch.profiler.record_function("attention"):
+        c = b.softmax(-1)
+    return c * 2
+
+
+@module(F, args(lambda: torch.randn(2, 4)))
+class ProfiledSubmodules(nn.Module):
+    """Profiler labels around submodule calls, as training code often has."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.first = nn.Linear(4, 4)
+        self.second = nn.Linear(4, 2)
+
+    def forward(self, a: torch.Tensor) -> torch.Tensor:
+        with torch.autograd.profiler.record_function("first"):
+            a = self.first(a).relu()
+        with torch.autograd.profiler.record_function("second"):
+            return self.second(a)
+
+
+@program(F, args(lambda: _requires_grad(4)))
+@torch.inference_mode()
+def whole_function_in_inference_mode(a: torch.Tensor) -> torch.Tensor:
+    return (a * 2).softmax(0) + 1
+
+
+@program(F, args(lambda: _requires_grad(4)))
+@torch.no_grad()
+def whole_function_under_no_grad(a: torch.Tensor) -> torch.Tensor:
+    return a.exp() / a.exp().sum()
+
+
+@module(F, args(lambda: torch.randn(3, 4)))
+class NoGradForward(nn.Module):
+    """An inference module whose forward is decorated with @torch.no_grad()."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(4, 3)
+
+    @torch.no_grad()
+    def forward(self, a: torch.Tensor) -> torch.Tensor:
+        return self.fc(a).argmax(-1).float() + self.fc.bias.sum()
+
+
+@program(F, lambda: (torch.randn(8, 8), torch.randn(8, 8)))
+@torch.autocast("cpu", dtype=torch.bfloat16)
+def whole_function_under_autocast(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    return (a @ b).float().relu()
+
+
+@module(F, args(lambda: torch.randn(2, 8)))
+class AutocastContextAttribute(nn.Module):
+    """An autocast object kept as an attribute and entered in forward."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(8, 8)
+        self.mixed = torch.autocast("cpu", dtype=torch.bfloat16)
+
+    def forward(self, a: torch.Tensor) -> torch.Tensor:
+        with self.mixed:
+            b = self.fc(a)
+        return b.float() * 2

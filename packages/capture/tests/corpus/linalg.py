@@ -150,3 +150,18 @@ class MultiheadAttentionModule(torch.nn.Module):
     def forward(self, a: torch.Tensor) -> torch.Tensor:
         out, _ = self.attn(a, a, a, need_weights=False)
         return out
+
+
+@module(F, x(3, 4, 6))
+class StackedGRUAndLSTM(torch.nn.Module):
+    """A GRU feeding a two-layer LSTM: nested tuple results of leaf modules."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gru = torch.nn.GRU(6, 5, batch_first=True)
+        self.lstm = torch.nn.LSTM(5, 4, num_layers=2, batch_first=True)
+
+    def forward(self, a: torch.Tensor) -> torch.Tensor:
+        seq, _ = self.gru(a)
+        out, (h, c) = self.lstm(seq)
+        return out[:, -1] + h[-1] - c.mean(0)

@@ -139,3 +139,11 @@ def mutation_in_called_function(a: torch.Tensor) -> torch.Tensor:
 def setitem_broadcast_on_input(a: torch.Tensor) -> torch.Tensor:
     a[:, 1:3] = torch.tensor([5.0, -5.0])
     return a.mean(0)
+
+
+@program(F, x(4))
+def python_attribute_on_tensor(a: torch.Tensor) -> tuple[torch.Tensor, int]:
+    b = a * 2
+    b.tag = 3
+    c = b + b.tag
+    return c, b.tag

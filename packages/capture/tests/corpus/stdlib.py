@@ -11,6 +11,7 @@ import math
 import operator
 import os
 import sys
+import typing
 
 import torch
 
@@ -281,3 +282,23 @@ def inspect_predicates(a: torch.Tensor) -> torch.Tensor:
     if inspect.isfunction(helper) and not inspect.isclass(helper):
         return helper(b)
     return b
+
+
+@program(F, x(4))
+def jit_annotate_typed_containers(a: torch.Tensor) -> torch.Tensor:
+    b = a * 2
+    parts = torch.jit.annotate(typing.List[torch.Tensor], [])  # noqa: UP006 (TorchScript-style code)
+    scales = torch.jit.annotate(dict[str, float], {})
+    extra = torch.jit.annotate(typing.Optional[torch.Tensor], None)  # noqa: UP045
+    parts.append(b)
+    scales["s"] = 3.0
+    out = parts[0] * scales["s"]
+    return out if extra is None else out + extra
+
+
+@program(F, x(4))
+def dict_view_follows_later_insertions(a: torch.Tensor) -> torch.Tensor:
+    d = {"x": a}
+    keys, values = d.keys(), d.values()
+    d["y"] = a * 2
+    return a * len(keys) + sum(values)

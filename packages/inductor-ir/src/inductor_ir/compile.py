@@ -31,14 +31,15 @@ class InductorIRConfig:
 
     fuse: fuse kernels (False: one kernel per computed buffer).
     debug_dir: when set, every artifact (IR, groups, kernels, wrapper) is written there.
-    layout_optimization: store the feature maps of CUDA convolution graphs channels-last (see ``lower``).
+    layout_optimization: store the feature maps of CUDA convolution graphs channels-last (see ``lower``;
+        off by default: less GPU time, more CPU time per convolution call, so it pays under CUDA graphs).
     check_inputs: check each call's inputs against the compiled dtypes and sizes (a caller that guards
         its inputs already, as the frontend's capture does, can save that per-call cost).
     """
 
     fuse: bool = True
     debug_dir: str | None = None
-    layout_optimization: bool = True
+    layout_optimization: bool = False
     check_inputs: bool = True
 
 

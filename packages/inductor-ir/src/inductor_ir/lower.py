@@ -54,14 +54,15 @@ def layout_of(value: torch.Tensor) -> Layout:
     return Layout(str(value.device), value.dtype, size, stride)
 
 
-def lower(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], *, layout_optimization: bool = True) -> Program:
+def lower(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], *, layout_optimization: bool = False) -> Program:
     """Lower an ATen-level FX graph (``make_fx`` / ``aotgrad`` output) to a :class:`Program`.
 
     Args:
         gm: a graph of ``torch.ops.aten.*`` (and ``prims``) calls.
         example_inputs: one value per placeholder (real or fake tensors, ints), used for sizes.
         layout_optimization: store the 4-D buffers of a CUDA convolution graph channels-last (see
-            ``_wants_channels_last``); graph outputs keep the layouts FX recorded.
+            ``_wants_channels_last``); graph outputs keep the layouts FX recorded. Off by default: it
+            cuts GPU time but adds CPU time per convolution call (see docs/inductor-ir.md).
 
     Returns:
         The program: inputs, buffers in execution order, outputs.
@@ -264,12 +265,24 @@ def _lower_output(ctx: LoweringContext, value: Any, env: dict[torch.fx.Node, Any
     return value
 
 
+# A backward graph (traced for the recorded layouts), or attention and batched matmuls whose 4-D
+# operands are not images (attention kernels need a contiguous last dim, as in ViT).
+_NOT_CHANNELS_LAST = {
+    _aten.convolution_backward.default,
+    _aten.bmm.default,
+    _aten._scaled_dot_product_flash_attention.default,
+    _aten._scaled_dot_product_efficient_attention.default,
+    _aten._scaled_dot_product_cudnn_attention.default,
+    _aten._scaled_dot_product_flash_attention_for_cpu.default,
+}
+
+
 def _wants_channels_last(gm: torch.fx.GraphModule, outputs: set[torch.fx.Node]) -> bool:
     """Whether to store 4-D buffers channels-last: a graph of 2-D convolutions on CUDA (forward only)
     whose convolution inputs are not graph outputs (a training forward saves them for the backward
     graph, which was traced for the recorded layouts)."""
     convs = [n for n in gm.graph.nodes if n.op == "call_function" and n.target is _aten.convolution.default]
-    if not convs or any(n.target is _aten.convolution_backward.default for n in gm.graph.nodes):
+    if not convs or any(n.target in _NOT_CHANNELS_LAST for n in gm.graph.nodes):
         return False
     for node in convs:
         val = node.meta.get("val")

@@ -96,6 +96,12 @@ class _Writer:
     def line(self, text: str) -> None:
         self.lines.append("    " + text)
 
+    def device(self, device: Any) -> str:
+        """A name bound to ``torch.device(device)`` (parsed once, not on every allocation)."""
+        name = "_device_" + re.sub(r"\W", "_", str(device))
+        self.constants[name] = torch.device(device)
+        return name
+
     def op(self, op: Any) -> str:
         """A name bound to the op ``torch.ops.<op>`` (looked up once, not on every call)."""
         path = str(op)
@@ -158,7 +164,7 @@ def _generate(schedule: Schedule, kernel_names: Mapping[str, str]) -> tuple[str,
             else:
                 w.line(
                     f"{rec.name} = empty_strided({_tuple(rec.size)}, {_tuple(rec.stride)}, "
-                    f"device={rec.device!r}, dtype={rec.dtype})"
+                    f"device={w.device(rec.device)}, dtype={rec.dtype})"
                 )
         if isinstance(step, KernelStep):
             group = step.group

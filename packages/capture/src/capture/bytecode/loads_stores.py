@@ -296,6 +296,10 @@ def store_attr(tx: InstructionTranslator, instr: Instruction) -> None:
     if isinstance(owner, NewObjectVariable):
         owner.setattr(tx, name, value)
         return
+    if isinstance(owner, TensorVariable) and not hasattr(torch.Tensor, name) and not name.startswith("__"):
+        # A plain Python attribute on a tensor (`t.tag = ...`): read back from the region, set after the graph.
+        tx.output.side_effects.store_attribute(owner, name, value)
+        return
     from capture.variables.model_output import ModelOutputVariable
 
     if isinstance(owner, ModelOutputVariable):

@@ -5,12 +5,13 @@ from __future__ import annotations
 import enum
 import operator
 import os
+import types
 from typing import TYPE_CHECKING, Any
 
 from capture.bytecode.registry import Instruction, opcode
 from capture.symbolic.operators import BINARY_OPERATORS, COMPARE_OPERATORS, INPLACE_OPERATORS, apply_operator
 from capture.variables.base import ConstantVariable, Unsupported, VariableTracker
-from capture.variables.containers import DictVariable, ListVariable
+from capture.variables.containers import DictVariable, ListVariable, TupleVariable
 from capture.variables.tensor import TensorVariable
 
 if TYPE_CHECKING:
@@ -36,6 +37,39 @@ def _collection_operator(fn: Any, left: VariableTracker, right: VariableTracker)
         if result is not None:
             return result
     return None
+
+
+def _generic_alias(tx: InstructionTranslator, container: VariableTracker,
+                   index: VariableTracker) -> VariableTracker | None:
+    """`list[torch.Tensor]`, `typing.Optional[int]`: a type expression, evaluated now (types do not change)."""
+    import typing
+
+    from capture.variables.builtins import BuiltinVariable
+    from capture.variables.objects import PythonObjectVariable, SkippedFunctionVariable, TorchFunctionVariable
+
+    if isinstance(container, BuiltinVariable) and isinstance(container.fn, type):
+        origin: Any = container.fn
+    elif isinstance(container, SkippedFunctionVariable) and getattr(container.fn, "__module__", None) == "typing":
+        origin = container.fn
+    elif isinstance(container, PythonObjectVariable) and (
+            getattr(container.value, "__module__", None) == "typing" or isinstance(container.value, type)):
+        origin = container.value
+    else:
+        return None
+    if isinstance(origin, type) and not hasattr(origin, "__class_getitem__"):
+        return None
+    from capture.variables.autograd_calls import realize_value
+
+    if not isinstance(index, (PythonObjectVariable, BuiltinVariable, TorchFunctionVariable, TupleVariable)) and \
+            not (index.is_constant() and (index.as_constant() is None or isinstance(index.as_constant(), tuple))):
+        return None
+    try:
+        alias = origin[realize_value(tx, index)]
+    except Exception:
+        return None
+    if not isinstance(alias, (types.GenericAlias, typing._GenericAlias)) and type(alias).__module__ != "typing":  # type: ignore[attr-defined]
+        return None
+    return PythonObjectVariable(alias, None)
 
 
 def _as_collection(tx: InstructionTranslator, value: VariableTracker) -> VariableTracker:
@@ -132,6 +166,10 @@ def binary_subscr(tx: InstructionTranslator, instr: Instruction) -> None:
         container.missing(tx, index.as_constant())
     from capture.variables.objects import PythonObjectVariable
 
+    alias = _generic_alias(tx, container, index)
+    if alias is not None:
+        tx.push(alias)
+        return
     if isinstance(container, PythonObjectVariable) and container.value is os.environ:
         from capture.variables.library import EnvironReadVariable
 

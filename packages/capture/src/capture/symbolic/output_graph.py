@@ -347,6 +347,9 @@ class OutputGraph:
                     items.append(ConstantVariable(concrete(item)))
                 elif is_constant_value(item):
                     items.append(ConstantVariable(item))
+                elif type(item) in (tuple, list):  # nested, as nn.LSTM's `(out, (h, c))`
+                    child = self.graph.call_function(operator.getitem, (node, index))
+                    items.append(self._wrap_result(child, item))
                 else:
                     raise Unsupported(f"{_target_name(node.target)} returned a {type(item).__name__}")
             if isinstance(result, list):

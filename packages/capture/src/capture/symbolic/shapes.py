@@ -159,12 +159,24 @@ def shape_guards(table: SymbolTable, guards: GuardSet, backend_location: UserLoc
     for reader, first, location in table.aliases:
         guards.add("SIZE_MATCH", reader, f"{reader} == {first}", f"{reader} == {first}", location=location,
                    subjects=(reader, first))
-    for index, shape_guard in enumerate(table.shape_env.guards):
-        location = table.guard_locations[index] if index < len(table.guard_locations) else backend_location
-        _add_expression_guard(table, guards, shape_guard.expr, location)
-    for symbol, replacement in table.shape_env.replacements.items():
-        if symbol in table.sources and replacement != symbol:
-            _add_expression_guard(table, guards, sympy.Eq(symbol, replacement), table.locations.get(symbol))
+    try:
+        for index, shape_guard in enumerate(table.shape_env.guards):
+            location = table.guard_locations[index] if index < len(table.guard_locations) else backend_location
+            _add_expression_guard(table, guards, shape_guard.expr, location)
+        for symbol, replacement in table.shape_env.replacements.items():
+            if symbol in table.sources and replacement != symbol:
+                _add_expression_guard(table, guards, sympy.Eq(symbol, replacement), table.locations.get(symbol))
+    except KeyError as error:
+        # A relation over a symbol no input provides cannot be checked: reuse the graph only for
+        # exactly these sizes (correct, just not general).
+        hints = getattr(table.shape_env, "backed_var_to_val", None)
+        if hints is None:  # torch before 2.12
+            hints = table.shape_env.var_to_val
+        for symbol, reader in table.sources.items():
+            value = hints.get(symbol)
+            if value is not None:
+                guards.add("SHAPE", reader, f"{reader} == {int(value)}", f"{reader} == {int(value)} ({error})",
+                           location=table.locations.get(symbol), subjects=(reader,))
 
 
 def _add_expression_guard(table: SymbolTable, guards: GuardSet, expr: Any, location: UserLocation | None) -> None:

@@ -27,6 +27,12 @@ def make_autocast(args: list[VariableTracker], kwargs: dict[str, VariableTracker
                              bool(context._cache_enabled)))
 
 
+def existing_autocast(context: torch.autocast) -> AutocastVariable:
+    """An autocast object made outside the region (as `@torch.autocast(...)` on a function keeps one)."""
+    return AutocastVariable((context.device, context.fast_dtype, bool(context._enabled),
+                             bool(context._cache_enabled)))
+
+
 class AutocastVariable(VariableTracker):
     """An autocast context, not entered yet (BEFORE_WITH enters it)."""
 

@@ -188,7 +188,9 @@ _CHECKPOINT_OPTIONS = {"use_reentrant", "preserve_rng_state", "determinism_check
 
 
 class CheckpointVariable(VariableTracker):
-    """`torch.utils.checkpoint.checkpoint(fn, *args, ...)`: `fn` is inlined (same values and gradients)."""
+    """`torch.utils.checkpoint.checkpoint(fn, *args, ...)`: `fn` is inlined (recomputing saves memory, it
+    computes the same values and gradients); the reentrant variant runs it without grad when no tensor
+    argument requires grad, as that variant's output then does not require grad either."""
 
     def python_type(self) -> type:
         return types.FunctionType
@@ -196,11 +198,27 @@ class CheckpointVariable(VariableTracker):
     def call(self, tx: InstructionTranslator, args: Args, kwargs: Kwargs) -> VariableTracker:
         if not args:
             raise Unsupported("checkpoint() needs a function", user_error=True)
+        reentrant_var = kwargs.get("use_reentrant")
+        if reentrant_var is not None and not reentrant_var.is_constant():
+            raise Unsupported("checkpoint(use_reentrant=<traced value>)")
+        reentrant = reentrant_var is None or bool(reentrant_var.as_constant())  # unset means True (torch 2.x)
         context_fn = kwargs.get("context_fn")
         if context_fn is not None and not _is_default_context_fn(context_fn):
             raise Unsupported("checkpoint(context_fn=...) is not captured")
         passed = {k: v for k, v in kwargs.items() if k not in _CHECKPOINT_OPTIONS and k != "context_fn"}
-        return args[0].call(tx, list(args[1:]), passed)
+        if not reentrant:
+            return args[0].call(tx, list(args[1:]), passed)
+        if passed:
+            message = "Unexpected keyword arguments: " + ",".join(passed)
+            raise Unsupported(f"ValueError: {message}", user_error=True) from ValueError(message)
+        from capture.variables.functions import call_in_grad_mode
+        from capture.variables.tensor import TensorVariable
+
+        # The reentrant variant is an autograd.Function of its tensor arguments running `fn` without grad:
+        # when none of them requires grad, neither does its output (even through parameters).
+        if any(isinstance(a, TensorVariable) and a.example.requires_grad for a in args[1:]):
+            return args[0].call(tx, list(args[1:]), {})
+        return call_in_grad_mode(tx, False, args[0], list(args[1:]), {})
 
     def reconstruct(self, rebuild: Any) -> str:
         """The real `checkpoint` function."""

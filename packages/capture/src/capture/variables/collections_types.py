@@ -146,20 +146,32 @@ def make_set(tx: InstructionTranslator, cls: type, args: Args) -> VariableTracke
 
 
 class DictViewVariable(ListVariable):
-    """`d.keys()`, `d.values()` or `d.items()`: a snapshot of the entries, rebuilt as a real view."""
+    """`d.keys()`, `d.values()` or `d.items()`: a live view of a traced dict, rebuilt as a real view."""
 
-    def __init__(self, items: list[VariableTracker], kind: str = "keys") -> None:
-        super().__init__(items)
+    def __init__(self, mapping: DictVariable, kind: str = "keys") -> None:
+        self.mapping = mapping
         self.kind = kind
+        self.source = None
+        self.mutated = False
 
     @classmethod
     def of(cls, d: DictVariable, kind: str) -> DictViewVariable:
         """The `kind` view of a traced dict."""
-        if kind == "keys":
-            return cls([ConstantVariable(k) for k in d.items], kind)
-        if kind == "values":
-            return cls(list(d.items.values()), kind)
-        return cls([TupleVariable([ConstantVariable(k), v]) for k, v in d.items.items()], kind)
+        return cls(d, kind)
+
+    @property  # type: ignore[override]
+    def items(self) -> list[VariableTracker]:
+        """The view's entries now (a view follows later changes of its dict)."""
+        d = self.mapping.items
+        if self.kind == "keys":
+            return [ConstantVariable(k) for k in d]
+        if self.kind == "values":
+            return list(d.values())
+        return [TupleVariable([ConstantVariable(k), v]) for k, v in d.items()]
+
+    @items.setter
+    def items(self, value: list[VariableTracker]) -> None:
+        raise Unsupported(f"'dict_{self.kind}' object does not support item assignment", user_error=True)
 
     def python_type(self) -> type:
         return type(getattr({}, self.kind)())
@@ -170,15 +182,8 @@ class DictViewVariable(ListVariable):
         raise Unsupported(f"'{self.python_type().__name__}' object has no attribute '{name}'")
 
     def reconstruct(self, rebuild: Reconstructor) -> str:
-        """A view of a new dict holding the same entries."""
-        if self.kind == "keys":
-            entries = ", ".join(f"{rebuild.expr(item)}: None" for item in self.items)
-        elif self.kind == "values":
-            entries = ", ".join(f"{index}: {rebuild.expr(item)}" for index, item in enumerate(self.items))
-        else:
-            entries = ", ".join(f"{rebuild.expr(item.items[0])}: {rebuild.expr(item.items[1])}"  # type: ignore[attr-defined]
-                                for item in self.items)
-        return rebuild._once(self, f"{{{entries}}}.{self.kind}()")
+        """The same view of the rebuilt (or existing) dict."""
+        return f"{rebuild.expr(self.mapping)}.{self.kind}()"
 
 
 # --- collections.deque -------------------------------------------------------------------------------

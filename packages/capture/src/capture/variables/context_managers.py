@@ -175,13 +175,39 @@ def grad_mode_decoration(fn: types.FunctionType, grad_enabled: bool) -> tuple[bo
     context = getattr(factory, "__self__", None)
     if getattr(factory, "__name__", None) != "clone":
         return None
+    enabled = grad_mode_of(context, grad_enabled)
+    return None if enabled is None else (enabled, inner)
+
+
+def grad_mode_of(context: Any, grad_enabled: bool) -> bool | None:
+    """The grad mode inside a `torch.no_grad()`, `enable_grad()` or `inference_mode(mode)` object (else None)."""
     if type(context) is torch.no_grad:
-        return False, inner
+        return False
     if type(context) is torch.enable_grad:
-        return True, inner
+        return True
     if type(context) is torch.inference_mode:
-        return (False if context.mode else grad_enabled), inner
+        return False if context.mode else grad_enabled
     return None
+
+
+class GradModeFactoryVariable(VariableTracker):
+    """`ctx.clone` of a grad-mode object (what torch's decorators call to get a fresh context)."""
+
+    def __init__(self, context: Any) -> None:
+        self.context = context
+
+    def call(self, tx: InstructionTranslator, args: list[VariableTracker],
+             kwargs: dict[str, VariableTracker]) -> VariableTracker:
+        from capture.variables.objects import GradModeVariable
+
+        enabled = grad_mode_of(self.context, tx.grad_enabled)
+        if args or kwargs or enabled is None:
+            raise Unsupported(f"{self.context!r}.clone() with arguments")
+        return GradModeVariable(enabled)
+
+    def reconstruct(self, rebuild: Any) -> str:
+        """The real bound `clone`."""
+        return f"{rebuild.constant(self.context)}.clone"
 
 
 class GradModeDecoratedVariable(VariableTracker):
@@ -202,3 +228,29 @@ class GradModeDecoratedVariable(VariableTracker):
 
     def __repr__(self) -> str:
         return f"GradModeDecoratedVariable(enabled={self.enabled}, {self.fn})"
+
+
+class ProfilerRangeVariable(VariableTracker):
+    """`torch.profiler.record_function(name)`: a profiler label, not modelled inside graphs (entering it does
+    nothing; the object it gives to `as` cannot be used in the region)."""
+
+    def python_type(self) -> type:
+        return torch.autograd.profiler.record_function
+
+    def enter_with(self, tx: InstructionTranslator) -> tuple[VariableTracker, VariableTracker]:
+        """BEFORE_WITH: (the exit callable, the value bound by `as`)."""
+        return NoopExitVariable(), OpaqueVariable("the record_function object")
+
+
+class OpaqueVariable(VariableTracker):
+    """A value the region may hold but not use: any use is a graph break (and it cannot outlive the graph)."""
+
+    def __init__(self, what: str) -> None:
+        self.what = what
+
+    def getattr(self, tx: InstructionTranslator, name: str) -> VariableTracker:
+        raise Unsupported(f"using {self.what} inside the captured region")
+
+    def call(self, tx: InstructionTranslator, args: list[VariableTracker],
+             kwargs: dict[str, VariableTracker]) -> VariableTracker:
+        raise Unsupported(f"using {self.what} inside the captured region")

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from capture.symbolic.translator import InstructionTranslator
 
 _COLLECTION_TYPES = (collections.deque, collections.OrderedDict, collections.defaultdict, collections.Counter)
-_CONTEXT_TYPES = (contextlib.suppress, contextlib.nullcontext)
+_CONTEXT_TYPES = (contextlib.suppress, contextlib.nullcontext, torch.autograd.profiler.record_function)
 _ITERTOOLS = (itertools.product, itertools.combinations, itertools.combinations_with_replacement,
               itertools.permutations, itertools.islice, itertools.zip_longest, itertools.repeat,
               itertools.starmap, itertools.accumulate, itertools.compress, itertools.takewhile,
@@ -57,6 +57,15 @@ def library_callable(value: Any) -> VariableTracker | None:
         return None
     if value is object.__new__:
         return ObjectNewVariable()
+    if isinstance(value, torch.autocast):  # an autocast object made outside (`@torch.autocast(...)` keeps one)
+        from capture.variables.autocast import existing_autocast
+
+        return existing_autocast(value)
+    if isinstance(value, types.MethodType) and getattr(value, "__name__", "") == "clone":
+        from capture.variables.context_managers import GradModeFactoryVariable, grad_mode_of
+
+        if grad_mode_of(value.__self__, True) is not None:  # the decorators' `ctx_factory`
+            return GradModeFactoryVariable(value.__self__)
     if isinstance(value, types.BuiltinMethodType) and getattr(value, "__name__", "") == "fromkeys" and \
             getattr(value, "__self__", None) in (dict, collections.OrderedDict):
         return FromKeysVariable(cast(type, value.__self__))
@@ -64,6 +73,8 @@ def library_callable(value: Any) -> VariableTracker | None:
         return _cached_function(value)
     if value is functools.wraps:
         return WrapsVariable()
+    if value is torch.jit.annotate:
+        return AnnotateVariable()
     if value is os.getenv:
         return EnvironReadVariable("get")
     if any(value is predicate for predicate in _INSPECT_PREDICATES):
@@ -98,6 +109,10 @@ class ContextTypeVariable(PythonObjectVariable):
     def call(self, tx: InstructionTranslator, args: Args, kwargs: Kwargs) -> VariableTracker:
         from capture.variables.context_managers import NullContextVariable, SuppressVariable
 
+        if self.value is torch.autograd.profiler.record_function:
+            from capture.variables.context_managers import ProfilerRangeVariable
+
+            return ProfilerRangeVariable()
         if self.value is contextlib.nullcontext:
             if len(args) + len(kwargs) > 1:
                 raise Unsupported("nullcontext() takes at most one argument", user_error=True)
@@ -444,3 +459,16 @@ def structseq_operator(tx: InstructionTranslator, fn: Any, left: VariableTracker
         return ConstantVariable(fn(*sides))
     except TypeError as error:
         raise Unsupported(f"TypeError: {error}", user_error=True) from error
+
+
+class AnnotateVariable(VariableTracker):
+    """`torch.jit.annotate(type, value)`: the value itself (the type is for TorchScript only)."""
+
+    def call(self, tx: InstructionTranslator, args: Args, kwargs: Kwargs) -> VariableTracker:
+        if len(args) != 2 or kwargs:
+            raise Unsupported("torch.jit.annotate() takes a type and a value", user_error=True)
+        return args[1]
+
+    def reconstruct(self, rebuild: Any) -> str:
+        """The real `torch.jit.annotate`."""
+        return str(rebuild.constant(torch.jit.annotate))

@@ -96,8 +96,9 @@ class TensorMethodVariable(VariableTracker):
              kwargs: dict[str, VariableTracker]) -> VariableTracker:
         if self.name in BREAKING_METHODS:
             raise Unsupported(BREAKING_METHODS[self.name])
-        if self.name in SIZE_METHODS and not kwargs:
-            return self._size_method(tx, [a.as_constant() for a in args])
+        if self.name in SIZE_METHODS and set(kwargs) <= {"dim"}:
+            dims = [a.as_constant() for a in args] + [v.as_constant() for v in kwargs.values()]
+            return self._size_method(tx, dims)
         if self.name in METADATA_METHODS:
             const_args = [a.as_constant() for a in args]
             const_kwargs = {k: v.as_constant() for k, v in kwargs.items()}

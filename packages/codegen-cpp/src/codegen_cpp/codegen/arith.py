@@ -215,11 +215,15 @@ class ArithmeticOps:
     def logical_and(self, a: CppValue, b: CppValue) -> CppValue:
         """a and b."""
         a, b = self._as_bool(a), self._as_bool(b)
+        if self._scalar_form((a, b), torch.bool):
+            return self._scalar_value(f"({self._scalar_arg(a)} && {self._scalar_arg(b)})", torch.bool)
         return self._binary("&" if self.vector else "&&", a, b, torch.bool)
 
     def logical_or(self, a: CppValue, b: CppValue) -> CppValue:
         """a or b."""
         a, b = self._as_bool(a), self._as_bool(b)
+        if self._scalar_form((a, b), torch.bool):
+            return self._scalar_value(f"({self._scalar_arg(a)} || {self._scalar_arg(b)})", torch.bool)
         return self._binary("|" if self.vector else "||", a, b, torch.bool)
 
     def logical_xor(self, a: CppValue, b: CppValue) -> CppValue:
@@ -230,6 +234,8 @@ class ArithmeticOps:
     def logical_not(self, x: CppValue) -> CppValue:
         """not x."""
         x = self._as_bool(x)
+        if self._scalar_form((x,), torch.bool):
+            return self._scalar_value(f"(!{self._scalar_arg(x)})", torch.bool)
         return self._emit(f"({'~' if self.vector else '!'}{self._lift(x)})", torch.bool)
 
     def _as_bool(self, x: CppValue) -> CppValue:
@@ -237,10 +243,14 @@ class ArithmeticOps:
 
     def bitwise_and(self, a: CppValue, b: CppValue) -> CppValue:
         """a & b."""
+        if a.dtype == torch.bool and b.dtype == torch.bool:
+            return self.logical_and(a, b)
         return self._binary("&", a, b)
 
     def bitwise_or(self, a: CppValue, b: CppValue) -> CppValue:
         """a | b."""
+        if a.dtype == torch.bool and b.dtype == torch.bool:
+            return self.logical_or(a, b)
         return self._binary("|", a, b)
 
     def bitwise_xor(self, a: CppValue, b: CppValue) -> CppValue:

@@ -90,6 +90,13 @@ class _RangedOpsHandler(CppOpsHandler):
                 value = dataclasses.replace(value, uniform=cpp_index(expr))
         return value
 
+    def where(self, condition: CppValue, a: CppValue, b: CppValue) -> CppValue:
+        """``a`` where ``condition`` else ``b``; once, as a scalar, when all three are lane-invariant."""
+        if self._scalar_form((condition, a, b), a.dtype):
+            text = f"({self._scalar_arg(condition)} ? {self._scalar_arg(a)} : {self._scalar_arg(b)})"
+            return self._scalar_value(text, a.dtype)
+        return super().where(condition, a, b)
+
     def constant(self, value: bool | int | float, dtype: torch.dtype) -> CppValue:
         """A literal; integer ones are remembered as index expressions too."""
         result = super().constant(value, dtype)

@@ -180,10 +180,11 @@ def _run_job(job: PrecompileJob, target: tuple[str, int, int]) -> bool:
     return True
 
 
-def precompile(jobs: Sequence[PrecompileJob], target: Any, workers: int) -> int:
+def precompile(jobs: Sequence[PrecompileJob], target: Any, workers: int, timeout: float = 600.0) -> int:
     """Compile `jobs` in up to `workers` processes (forked); returns how many succeeded.
 
-    Failures are ignored here: the same variant compiled again at launch reports the error.
+    Failures are ignored here: the same variant compiled again at launch reports the error. After
+    `timeout` seconds the workers are stopped and the rest is compiled at launch.
     """
     unique = list(dict.fromkeys(jobs))
     if len(unique) < 2 or workers < 2:
@@ -199,10 +200,23 @@ def precompile(jobs: Sequence[PrecompileJob], target: Any, workers: int) -> int:
         # Python warns that forking a multi-threaded process may deadlock the child; the workers only
         # run Triton's compiler (no CUDA, no locks taken by the parent's threads).
         warnings.filterwarnings("ignore", message=".*multi-threaded, use of fork", category=DeprecationWarning)
-        with ProcessPoolExecutor(count, mp_context=multiprocessing.get_context("fork")) as pool:
+        pool = ProcessPoolExecutor(count, mp_context=multiprocessing.get_context("fork"))
+        finished: set[Any] = set()
+        clean = False
+        try:
             futures = [pool.submit(_run_job, job, target_tuple) for job in unique]
-            wait(futures)
-        for future in futures:
+            finished, pending = wait(futures, timeout=timeout)
+            clean = not pending
+        finally:
+            if clean:
+                pool.shutdown(wait=True)
+            else:
+                # A worker that hangs (a lock held in the parent when it forked) must not hang the
+                # compile: stop the pool; what did not finish compiles at first launch instead.
+                for process in list(getattr(pool, "_processes", {}).values()):
+                    process.terminate()
+                pool.shutdown(wait=False, cancel_futures=True)
+        for future in finished:
             if future.exception() is None:
                 done += 1
     return done

@@ -238,6 +238,8 @@ def _variance(ctx: LoweringContext, x: IRNode, dim: Any, correction: Any, keepdi
     denominator = n - corr
     if denominator.is_number:
         divisor: sympy.Expr = sympy.Integer(0) if denominator <= 0 else sympy.sympify(denominator)
+    elif float(corr) != int(corr):
+        raise NotLowerable("a fractional correction with a symbolic element count")
     else:
         divisor = sympy.Max(denominator, 0)
     return _scale(ctx, m2, divisor, acc), mean_value

@@ -188,16 +188,11 @@ def _last_write(
 
         def picked() -> Any:
             flat = ops.indirect_indexing(position, total, check=False)
-            return source(index, _as_index(flat, strides, sources))
+            return source(index, _delinearize(flat, sources))
 
         return ops.where(hit, ops.masked(hit, picked, _zero(x.dtype)), x_load(index))
 
     return Pointwise(out, tuple(size), x.dtype, x.device, (ctx.origin,))
-
-
-def _as_index(flat: sympy.Symbol, strides: Sequence[sympy.Expr], sizes: Sequence[sympy.Expr]) -> list[sympy.Expr]:
-    """The row-major multi-index of linear position ``flat``."""
-    return _delinearize(flat, sizes)
 
 
 def _delinearize(linear: sympy.Expr, sizes: Sequence[sympy.Expr]) -> list[sympy.Expr]:
@@ -460,19 +455,7 @@ def _index_put_mask(ctx: LoweringContext, x: IRNode, at: int, mask: IRNode, valu
     mload, mdtype = mask.make_loader(), mask.dtype
     vload, vdtype, xload = values.make_loader(), values.dtype, x.make_loader()
     ranked = 0 <= at - offset < len(vsize) and vsize[at - offset] != 1
-    rank_load = None
-    if ranked:
-        _check_cost(ctx, msize, msize)
-        strides = [_numel(msize[k + 1 :]) for k in range(span)]
-
-        def before(index: Index, rindex: Index) -> Any:
-            earlier = ops.lt(ops.index_expr(sympy.Add(*[r * s for r, s in zip(rindex, strides)]), torch.int64),
-                             ops.index_expr(sympy.Add(*[i * s for i, s in zip(index, strides)]), torch.int64))  # fmt: skip
-            hit = ops.logical_and(earlier, convert(mload(list(rindex)), torch.bool, mdtype))
-            return ops.where(hit, ops.constant(1, torch.int64), ops.constant(0, torch.int64))
-
-        reduction = Reduction(before, tuple(msize), tuple(msize), "sum", torch.int64, torch.int64, x.device, (ctx.origin,))
-        rank_load = ctx.realize(reduction).make_loader()
+    rank_load = _rank_of_set(ctx, mload, mdtype, msize, x.device) if ranked else None
 
     def out(index: Index) -> Any:
         covered = list(index[at : at + span])
@@ -490,5 +473,45 @@ def _index_put_mask(ctx: LoweringContext, x: IRNode, at: int, mask: IRNode, valu
         if accumulate:
             new = ops.logical_or(old, new) if x.dtype == torch.bool else ops.add(old, new)
         return ops.where(selected, new, old)
+
+    return Pointwise(out, tuple(size), x.dtype, x.device, (ctx.origin,))
+
+
+def _rank_of_set(ctx: LoweringContext, mload: Any, mdtype: torch.dtype, msize: Sequence[sympy.Expr], device: str) -> Any:
+    """A loader of each position's count of set mask elements before it (row-major): a sum reduction."""
+    _check_cost(ctx, msize, msize)
+    strides = [_numel(msize[k + 1 :]) for k in range(len(msize))]
+
+    def before(index: Index, rindex: Index) -> Any:
+        earlier = ops.lt(ops.index_expr(sympy.Add(*[r * s for r, s in zip(rindex, strides)]), torch.int64),
+                         ops.index_expr(sympy.Add(*[i * s for i, s in zip(index, strides)]), torch.int64))  # fmt: skip
+        hit = ops.logical_and(earlier, convert(mload(list(rindex)), torch.bool, mdtype))
+        return ops.where(hit, ops.constant(1, torch.int64), ops.constant(0, torch.int64))
+
+    reduction = Reduction(before, tuple(msize), tuple(msize), "sum", torch.int64, torch.int64, device, (ctx.origin,))
+    return ctx.realize(reduction).make_loader()
+
+
+@lowering(aten.masked_scatter.default)
+def masked_scatter(ctx: LoweringContext, x: IRNode, mask: IRNode, source: IRNode) -> Pointwise:
+    """``x`` whose k-th set position of ``mask`` (both broadcast, row-major) takes ``source.flatten()[k]``."""
+    require_same_device(x, mask, source)
+    size = list(broadcast_shapes(x.get_size(), mask.get_size()))  # self broadcasts too (out of place)
+    if not size:
+        raise NotLowerable("masked_scatter of a scalar")
+    mload, mdtype = expand_loader(mask, size), mask.dtype
+    rank = _rank_of_set(ctx, mload, mdtype, size, x.device)
+    sload, sdtype, xload = source.make_loader(), source.dtype, expand_loader(x, size)
+    ssize = list(source.get_size())
+    total = _numel(ssize)
+
+    def out(index: Index) -> Any:
+        selected = convert(mload(index), torch.bool, mdtype)
+
+        def value() -> Any:
+            flat = ops.indirect_indexing(rank(index), total, check=False)
+            return convert(sload(_delinearize(flat, ssize)), x.dtype, sdtype)
+
+        return ops.where(selected, ops.masked(selected, value, _zero(x.dtype)), xload(index))
 
     return Pointwise(out, tuple(size), x.dtype, x.device, (ctx.origin,))
