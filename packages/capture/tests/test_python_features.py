@@ -409,3 +409,52 @@ def test_tensor_hook_refuses_to_be_traced_by_a_backend() -> None:
     x = torch.randn(3, requires_grad=True)
     (grad,) = torch.autograd.grad(capture.optimize(tracing)(fn)(x).sum(), x)
     torch.testing.assert_close(grad, torch.full((3,), 6.0))
+
+
+def test_aliased_inputs_are_guarded() -> None:
+    compiled, backend = _compiled(lambda xs: xs[0] * 2 + xs[1])
+    t, u = torch.randn(3), torch.randn(3)
+    torch.testing.assert_close(compiled([t, t]), t * 3)
+    torch.testing.assert_close(compiled([t, u]), t * 2 + u)  # one placeholder no longer fits: recompiled
+    assert backend.count == 2
+
+
+def test_existing_ordered_dict_and_deque_are_updated_in_place() -> None:
+    history = collections.deque([1.0], maxlen=2)
+    scales = collections.OrderedDict(a=1.0, b=2.0)
+
+    def fn(x):
+        history.append(3.0)
+        scales.move_to_end("a")
+        scales["c"] = 4.0
+        return x * sum(history) * len(scales)
+
+    compiled, backend = _compiled(fn)
+    x = torch.randn(3)
+    torch.testing.assert_close(compiled(x), x * 4.0 * 3)
+    assert list(history) == [1.0, 3.0] and list(scales) == ["b", "a", "c"] and backend.count == 1
+
+
+def test_module_built_in_the_function_gets_new_weights_each_call() -> None:
+    def fn(x):
+        return torch.nn.Linear(3, 3)(x)
+
+    compiled, _ = _compiled(fn)
+    x = torch.randn(2, 3)
+    torch.manual_seed(0)
+    expected = [fn(x), fn(x)]
+    torch.manual_seed(0)
+    torch.testing.assert_close([compiled(x), compiled(x)], expected)
+
+
+def test_decorated_function_is_captured_whole() -> None:
+    @torch.no_grad()
+    def fn(x):
+        return x.exp() + 1
+
+    x = torch.randn(3, requires_grad=True)
+    assert capture.explain(fn, x).graph_count == 1
+    compiled, _ = _compiled(fn)
+    out = compiled(x)
+    assert not out.requires_grad and torch.is_grad_enabled()
+    torch.testing.assert_close(out, x.detach().exp() + 1)

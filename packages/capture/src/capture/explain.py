@@ -15,7 +15,7 @@ from capture.cache import CaptureContext, CodeCache
 from capture.config import CaptureConfig, config
 from capture.convert_frame import Frame, trace_frame
 from capture.errors import BreakReason, GraphBreakError
-from capture.events import CaptureHooks, GraphCompiled
+from capture.events import CaptureHooks, GraphCompiled, Recompiled
 from capture.guards import Guard
 from capture.symbolic.output_graph import _unpack
 from capture.symbolic.translator import FirstBreak, StoppedAt
@@ -30,9 +30,11 @@ class ExplainOutput:
         graph_count, graph_break_count: how many graphs and graph breaks.
         break_reasons: why each break happened, with the user's file:line and source line.
         ops_per_graph: the call targets of each graph.
-        guards: the guards of every compiled entry.
+        guards: the guards of every compiled entry (each with the user line that installed it).
         compile_seconds: total time spent capturing and compiling.
         result: the function's return value for this call.
+        recompile_reasons: recompilations during the call (a resume function called again in a
+            loop): the guard that failed, its value, and the line that installed it.
     """
 
     graphs: list[torch.fx.GraphModule]
@@ -43,6 +45,7 @@ class ExplainOutput:
     guards: list[Guard]
     compile_seconds: float = 0.0
     result: Any = field(default=None, repr=False)
+    recompile_reasons: list[Recompiled] = field(default_factory=list)
 
     @property
     def op_count(self) -> int:
@@ -70,6 +73,9 @@ class ExplainOutput:
             lines.append(f"    Check: {guard.description}")
             if guard.where():
                 lines.append(f"    Installed at: {guard.where()}")
+        if self.recompile_reasons:
+            lines.append("Recompiles:")
+            lines += [f"  {event.describe()}" for event in self.recompile_reasons]
         lines.append(f"Compile Time: {self.compile_seconds:.4f} s")
         return "\n".join(lines) + "\n"
 
@@ -88,6 +94,8 @@ def explain(fn: Any, *args: Any, **kwargs: Any) -> ExplainOutput:
     hooks = CaptureHooks()
     hooks.on_graph.append(events.append)
     hooks.on_graph_break.append(lambda event: breaks.append(event.reason))
+    recompiles: list[Recompiled] = []
+    hooks.on_recompile.append(recompiles.append)
     cache = CodeCache()
 
     def recording_backend(gm: torch.fx.GraphModule, example_inputs: list[torch.Tensor]) -> Any:
@@ -101,7 +109,8 @@ def explain(fn: Any, *args: Any, **kwargs: Any) -> ExplainOutput:
     guards = [guard for state in cache.states.values() for entry in state.entries
               for guard in entry.guard_set.guards]
     return ExplainOutput(graphs, len(graphs), len(breaks), breaks, [_ops(g) for g in graphs], guards,
-                         sum(e.capture_seconds + e.backend_seconds for e in events) or elapsed, result)
+                         sum(e.capture_seconds + e.backend_seconds for e in events) or elapsed, result,
+                         recompiles)
 
 
 class ExportResult(NamedTuple):

@@ -248,3 +248,21 @@ class ParameterRequiresGradCheck(nn.Module):
         if self.fc.bias.requires_grad:
             return self.fc(a)
         return self.fc(a) - self.fc.bias
+
+
+@module(F, x(4))
+class BufferAugmentedAssignment(torch.nn.Module):
+    """`self.buffer += x` in training: an in-place update of a buffer through augmented assignment."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.randn(4))
+        self.register_buffer("steps", torch.zeros(()))
+        self.register_buffer("running", torch.zeros(4))
+
+    def forward(self, a: torch.Tensor) -> torch.Tensor:
+        if self.training:
+            self.steps += 1
+            self.running *= 0.5
+            self.running += a.detach()
+        return a * self.weight + self.running / self.steps

@@ -273,3 +273,10 @@ def method_rebound_on_instance(a: torch.Tensor) -> torch.Tensor:
     before = g.run(a)
     g.run = lambda t: t * 10  # type: ignore[method-assign]
     return before + g.run(a)
+
+
+@program(F, x(2, 4))
+def modules_built_in_the_function(a: torch.Tensor) -> torch.Tensor:
+    # A new Linear (new random weights) on every call, and a stateless ReLU: only the ReLU can be traced.
+    layer = torch.nn.Linear(4, 4)
+    return torch.nn.ReLU()(layer(a)) + torch.nn.Identity()(a)

@@ -36,8 +36,10 @@ class CppConfig:
         interpreter instead of raising :class:`codegen_cpp.CppCompilerNotFoundError`.
     vectorize: generate SIMD vector loops (with scalar tails) where a kernel allows.
     merge_dims: run adjacent dims as one loop where every index allows (longer vector loops).
-    parallel_threshold: the least number of elements a kernel touches before its outer loop runs
-        on several threads (``#pragma omp parallel for if(...)``): no thread start-up on tiny kernels.
+    parallel_threshold: the least number of elements each thread gets (as ATen's grain size): a
+        kernel runs on threads from twice this many elements, on at most ``elements / threshold``
+        threads (``#pragma omp parallel for num_threads(...) if(...)``): no thread start-up on
+        small kernels.
     num_threads: OpenMP threads per kernel; None: ``torch.get_num_threads()`` at each call.
     compile_workers: compiler processes run at once; None: the number of CPUs.
     kernels_per_part: a graph with at least twice this many kernels is compiled as several

@@ -307,6 +307,15 @@ def store_attr(tx: InstructionTranslator, instr: Instruction) -> None:
         return
     if not isinstance(owner, (NNModuleVariable, PythonObjectVariable)) or owner.source is None:
         raise Unsupported(f"storing attribute {name!r} on {owner}")
+    if isinstance(owner, NNModuleVariable) and isinstance(value, TensorVariable) and \
+            (name in owner.module._buffers or name in owner.module._parameters):
+        current = owner.getattr(tx, name)
+        if isinstance(current, TensorVariable) and current.example is value.example:
+            return  # `self.buf += x`: the in-place update already happened; rebinding the same tensor
+    if isinstance(owner, NNModuleVariable) and owner.source is not None and name in owner.module._modules and \
+            isinstance(value, NNModuleVariable):
+        tx.output.side_effects.store_attribute(owner, name, value)  # swapping a submodule: set after the graph
+        return
     if isinstance(owner, NNModuleVariable) and (name in owner.module._parameters or name in owner.module._modules
                                                 or name in owner.module._buffers):
         raise Unsupported(f"replacing parameter, buffer or submodule {name!r} of a module")

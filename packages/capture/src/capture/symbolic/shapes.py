@@ -16,6 +16,7 @@ Three pieces, all owned by one `OutputGraph`:
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -29,6 +30,8 @@ from capture.sources import ItemSource, LocalSource, Source
 
 if TYPE_CHECKING:
     from capture.guards import GuardSet
+
+log = logging.getLogger("capture")
 
 MIN_SYMBOLIC_SIZE = 2
 """A dynamic dim is a symbol only for sizes >= 2: sizes 0 and 1 stay specialized (as torch's ShapeEnv does)."""
@@ -55,7 +58,11 @@ class AutomaticDynamic:
         previous = self.sizes.get(key)
         changing = self.dynamic.setdefault(key, set())
         if previous is not None and len(previous) == len(shape):
-            changing.update(d for d, (a, b) in enumerate(zip(previous, shape)) if a != b)
+            new = {d for d, (a, b) in enumerate(zip(previous, shape)) if a != b} - changing
+            if new:
+                log.info("capture: automatic dynamic: the size of %s in dim(s) %s changed (%s -> %s); "
+                         "compiling those dims as symbols", key, sorted(new), list(previous), list(shape))
+                changing.update(new)
         self.sizes[key] = shape
         return changing
 

@@ -143,13 +143,21 @@ class _RegisterHook:
         self.hook = hook
 
     def __call__(self, tensor: torch.Tensor) -> torch.Tensor:
-        from torch.fx.experimental.proxy_tensor import get_proxy_mode
-
-        if type(tensor) not in (torch.Tensor, torch.nn.Parameter) or get_proxy_mode() is not None:
+        if _being_traced(tensor):
             raise RuntimeError("a graph that registers a tensor hook (Tensor.register_hook) cannot be traced "
                                "by a backend: run it on real tensors")
         tensor.register_hook(self.hook)
         return tensor
+
+
+def _being_traced(tensor: torch.Tensor) -> bool:
+    """True when a backend runs the graph on stand-ins (fake or functional tensors, make_fx proxies)."""
+    from torch._subclasses.fake_tensor import is_fake
+    from torch._subclasses.functional_tensor import FunctionalTensor
+    from torch.fx.experimental.proxy_tensor import get_proxy_mode
+
+    return is_fake(tensor) or isinstance(tensor, FunctionalTensor) or torch._is_functional_tensor(tensor) or \
+        get_proxy_mode() is not None
 
 
 class TensorRegisterHookVariable(VariableTracker):

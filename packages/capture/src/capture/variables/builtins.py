@@ -158,6 +158,10 @@ def _user_len(tx: InstructionTranslator, value: VariableTracker) -> VariableTrac
     from capture.variables.functions import UserFunctionVariable
 
     result = UserFunctionVariable(method).call(tx, [value], {})
+    from capture.variables.sym_values import SymNodeVariable
+
+    if isinstance(result, SymNodeVariable) and result.python_type() is int:
+        return result  # the length of a tensor with a dynamic first dim
     if not result.is_constant() or not isinstance(result.as_constant(), int) or result.as_constant() < 0:
         raise Unsupported(f"__len__ of {value} returned {result}")
     return result

@@ -43,9 +43,24 @@ def real_set(value: VariableTracker) -> set[Any] | frozenset[Any] | None:
         return value.value
     if isinstance(value, DictViewVariable) and value.kind == "keys":
         return {item.as_constant() for item in value.items}
+    if isinstance(value, DictViewVariable) and value.kind == "items" and all(item.is_constant() for item in value.items):
+        return {item.as_constant() for item in value.items}  # (key, value) pairs of constants
     if value.is_constant() and isinstance(value.as_constant(), (set, frozenset)):
         return value.as_constant()  # type: ignore[no-any-return]
     return None
+
+
+def _surely_not_a_set(value: VariableTracker) -> bool:
+    """True when `value` is known not to be a set-like object (so `==` with a set is False)."""
+    import collections.abc
+
+    if isinstance(value, DictViewVariable):
+        return False
+    try:
+        kind = value.python_type()
+    except Unsupported:
+        return False
+    return not issubclass(kind, (collections.abc.Set, collections.abc.KeysView, collections.abc.ItemsView))
 
 
 def wrap_set_result(result: Any) -> VariableTracker:
@@ -116,12 +131,13 @@ class SetMethodVariable(VariableTracker):
 
 def set_operator(fn: Any, left: VariableTracker, right: VariableTracker) -> VariableTracker | None:
     """`left <op> right` when a traced set is involved (None when neither side is one)."""
-    if not any(isinstance(side, SetVariable) or (isinstance(side, DictViewVariable) and side.kind == "keys")
+    if not any(isinstance(side, SetVariable) or (isinstance(side, DictViewVariable) and side.kind != "values")
                for side in (left, right)):
         return None
     left_value, right_value = real_set(left), real_set(right)
     if left_value is None or right_value is None:
-        if fn in (operator.eq, operator.ne):
+        other = right if left_value is not None else left
+        if fn in (operator.eq, operator.ne) and _surely_not_a_set(other):
             return ConstantVariable(fn is operator.ne)  # a set never equals a non-set
         raise Unsupported(f"operator {fn.__name__} between a set and {right if left_value is not None else left}")
     try:

@@ -1,8 +1,9 @@
 """Library callables capture models by what they do: `collections` types, `contextlib` contexts, itertools,
-`torch.utils.checkpoint`, torch.func transforms.
+operator getters, enum/dataclasses/functools/inspect/os helpers, `torch.utils.checkpoint`, torch.func
+transforms, grad-mode and autocast objects made outside the region.
 
 `library_callable(value)` is consulted when an existing value is wrapped (see `builder.classify`): it
-returns the tracker for a known callable, or None.
+returns the tracker for a known callable or context object, or None.
 """
 
 from __future__ import annotations

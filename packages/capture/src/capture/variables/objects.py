@@ -83,10 +83,20 @@ class TorchFunctionVariable(VariableTracker):
 
 def construct_module(tx: InstructionTranslator, cls: type, args: list[VariableTracker],
                      kwargs: dict[str, VariableTracker]) -> VariableTracker:
-    """`nn.SomeModule(consts...)` inside the region: built once at trace time, then traced."""
+    """`nn.SomeModule(consts...)` inside the region: built once at trace time, then traced.
+
+    Only stateless modules (no parameters or buffers, e.g. `nn.ReLU()`): eager builds a new module on every
+    call, whose parameters would be new random values each time.
+    """
     if not all(a.is_constant() for a in [*args, *kwargs.values()]):
         raise Unsupported(f"constructing {cls.__name__} with non-constant arguments")
-    module = cls(*[a.as_constant() for a in args], **{k: v.as_constant() for k, v in kwargs.items()})
+    with torch.random.fork_rng(devices=[]):  # building it here must not consume the program's random numbers
+        try:
+            module = cls(*[a.as_constant() for a in args], **{k: v.as_constant() for k, v in kwargs.items()})
+        except Exception as error:
+            raise Unsupported(f"{type(error).__name__}: {error}", user_error=True) from error
+    if any(True for _ in module.parameters()) or any(True for _ in module.buffers()):
+        raise Unsupported(f"constructing {cls.__name__} (a module with parameters or buffers) inside the region")
     return NNModuleVariable(module, None)
 
 

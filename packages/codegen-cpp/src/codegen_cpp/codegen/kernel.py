@@ -52,6 +52,26 @@ def _product(sizes: Sequence[sympy.Expr]) -> sympy.Expr:
     return sympy.Mul(*sizes) if sizes else sympy.Integer(1)
 
 
+def _parallel_condition(work: sympy.Expr, grain: int) -> str | None:
+    """When a loop of ``work`` elements runs on threads: "" always, None never, else an ``if``.
+
+    As ATen's ``parallel_for``: every thread gets at least ``grain`` elements, so a kernel runs on
+    threads only from two grains of work (a parallel region costs a fork and a join, and on a busy
+    machine a join can wait a whole time slice for a descheduled thread).
+    """
+    if work.is_Integer:
+        return "" if int(work) >= 2 * grain else None
+    return f"{cpp_index(work)} >= {2 * grain}"
+
+
+def _thread_count(work: sympy.Expr, grain: int) -> str:
+    """``kiln_threads``, capped by the number of ``grain``-sized shares of static work."""
+    if work.is_Integer:
+        shares = max(1, int(work) // grain)
+        return f"(kiln_threads < {shares} ? kiln_threads : {shares})"
+    return "kiln_threads"
+
+
 @dataclass(frozen=True)
 class _Plan:
     """Decisions made before writing: the vector variable and whether to parallelize."""
@@ -157,20 +177,18 @@ class _KernelWriter:
             if not (last.is_Integer and int(last) < VECTOR_LANES):
                 vector_var = inner_vars[-1]
         work = _product(self.x_sizes) * _product(self.r_sizes)
-        threshold = self.config.parallel_threshold
-        parallel: str | None
-        if not self.x_sizes:
-            parallel = None
-        elif work.is_Integer:
-            parallel = "" if int(work) >= threshold else None
-        else:
-            parallel = f"{cpp_index(work)} >= {threshold}"
+        parallel = _parallel_condition(work, self.config.parallel_threshold) if self.x_sizes else None
         return _Plan(vector_var, parallel, outer and vector_var is not None)
+
+    def _threads(self) -> str:
+        """The ``num_threads`` of a parallel region: no more threads than shares of the work."""
+        work = _product(self.x_sizes) * _product(self.r_sizes)
+        return _thread_count(work, self.config.parallel_threshold)
 
     def _pragma(self, collapse: int) -> list[str]:
         if self.plan.parallel is None or collapse == 0:
             return []
-        text = "#pragma omp parallel for num_threads(kiln_threads)"
+        text = f"#pragma omp parallel for num_threads({self._threads()})"
         if collapse > 1:
             text += f" collapse({collapse})"
         if self.plan.parallel:
@@ -323,11 +341,7 @@ class _KernelWriter:
             return None
         if any(n.reduction_type in ("argmax", "argmin") for n in self.group.nodes):
             return None
-        work = _product(self.r_sizes)
-        threshold = self.config.parallel_threshold
-        if work.is_Integer:
-            return "" if int(work) >= threshold else None
-        return f"{cpp_index(work)} >= {threshold}"
+        return _parallel_condition(_product(self.r_sizes), self.config.parallel_threshold)
 
     def _split_reduction_loop(
         self,
@@ -372,7 +386,8 @@ class _KernelWriter:
                 nest = self._nest(list(zip(self.rs[:-1], sizes[:-1])), inner)
             loops = ["#pragma omp for nowait", *nest]
         combine = [combine_partial(kind, acc, f"{acc}_t", vector) for acc, (kind, vector) in partials.items()]
-        pragma = "#pragma omp parallel num_threads(kiln_threads)" + (f" if({condition})" if condition else "")
+        threads = _thread_count(_product(self.r_sizes), self.config.parallel_threshold)
+        pragma = f"#pragma omp parallel num_threads({threads})" + (f" if({condition})" if condition else "")
         return [
             f"// reduction loop {loop}, split across threads",
             *pre,

@@ -1,22 +1,24 @@
-"""Lowerings of writes at data-dependent positions: scatter, scatter_add, scatter_reduce, index_put, index_add.
+"""Lowerings of writes at data-dependent positions: scatter, scatter_add, scatter_reduce, index_put,
+index_add, index_reduce, put, masked_scatter.
 
 Each is lowered as a *gather over the sources*: every output element reduces over all source
 positions, keeping those whose index equals its own position::
 
     scatter_add(x, dim, index, src)[p] = x[p] + sum_j where(index[p; dim=j] == p[dim], src[p; dim=j], 0)
 
-A ``Reduction`` (sum, prod, max, min over the matching sources) followed by a pointwise combine
-with the destination. Plain ``scatter`` and ``index_put`` without ``accumulate`` reduce the *last*
-matching source position with ``max`` and then load that source, so duplicates resolve as eager
-CPU does (the last write wins). The result is deterministic on every backend (no atomics, the
-same order of additions in every run), fuses like any reduction, and needs no mutation in the IR.
+A ``Reduction`` (sum, prod, max, min over the matching sources; mean as sum and count) followed by a
+pointwise combine with the destination. Plain ``scatter``, ``put`` and ``index_put`` without
+``accumulate`` reduce the *last* matching source position with ``max`` and then load that source, so
+duplicates resolve as eager CPU does (the last write wins). A boolean mask's k-th set element takes
+``values[k]``: its rank is a sum reduction over the mask. The result is deterministic on every
+backend (no atomics, the same order of additions in every run), fuses like any reduction, and needs
+no mutation in the IR.
 
-The cost is ``numel(out) * numel(sources)`` element comparisons, so only ops with a static number
-of sources where that product is at most ``DENSE_SCATTER_LIMIT`` are lowered; larger ones (an embedding gradient over a big
-vocabulary) raise ``NotLowerable`` and run as ATen fallbacks, as do bool masks in ``index_put``,
-``scatter_reduce`` with ``mean`` on integers, and reductions of bool values.
+The cost is ``numel(out) * numel(sources)`` element comparisons, so only ops with a static number of
+sources where that product is at most ``DENSE_SCATTER_LIMIT`` are lowered; larger ones (an embedding
+gradient over a big vocabulary) raise ``NotLowerable`` and run as ATen fallbacks, as do several
+boolean masks in one ``index_put``, ``mean`` of integers, and reductions of bool values.
 """
-
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
