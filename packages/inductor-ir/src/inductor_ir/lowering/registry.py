@@ -97,7 +97,6 @@ class LoweringContext:
     program: Program
     node: torch.fx.Node | None = None
     inline_op_limit: int = 24
-    inline_read_limit: int = 4
     max_inline_depth: int = 48
     _counter: itertools.count[int] = field(default_factory=itertools.count)
     _realized: dict[int, Buffer] = field(default_factory=dict)
@@ -176,16 +175,10 @@ class LoweringContext:
         return trace_body(value.inner_fn, index, text=False).deps.op_count
 
     def should_inline(self, value: IRNode) -> bool:
-        """Whether a pointwise value with several users is cheap enough to recompute in each.
-
-        Cheap means few ops and few buffers read: a residual stream (``x = x + f(x)`` layer after
-        layer) inlined into every user would make layer k re-read k buffers.
-        """
+        """Whether a pointwise value with several users is cheap enough to recompute in each."""
         if not isinstance(value, Pointwise):
             return True
-        index = [index_symbol("i", k) for k in range(len(value.ranges))]
-        deps = trace_body(value.inner_fn, index, text=False).deps
-        return deps.op_count <= self.inline_op_limit and len(deps.read_names()) <= self.inline_read_limit
+        return self.op_count(value) <= self.inline_op_limit
 
     def __post_init__(self) -> None:
         self._keepalive: list[IRNode] = []
