@@ -16,6 +16,9 @@ Graphs that aotgrad hands to a compiler use torch's Core ATen opset
 * **Kept whole** (`KEPT_WHOLE`): random ops (`bernoulli`, `rand`, `randn`, ...). They stay single
   ATen calls so that, under the same seed, a compiled graph draws exactly the numbers eager draws
   (dropout masks are bit-identical to eager), and the partitioner never recomputes them.
+* **Never under autograd** (`INFERENCE_ONLY`, whatever table the caller passes): CPU flash attention,
+  whose decomposition returns the attention weights in place of the log-sum-exp its backward reads.
+  The joint trace keeps it whole (`joint_decompositions`); inference graphs may decompose it.
 
 Everything else in the Core ATen table is decomposed; ops outside it (e.g. `convolution`,
 `addmm`, `native_layer_norm`, `_softmax`) are Core ATen already and stay as they are. A code
@@ -74,6 +77,21 @@ def _overloads(packets: tuple[Any, ...]) -> set[Any]:
         for name in packet.overloads():
             found.add(getattr(packet, name))
     return found
+
+
+# Decompositions that are right only where nothing differentiates the op. torch's decomposition of
+# CPU flash attention returns the attention weights where the kernel returns its log-sum-exp, and
+# lays its output out differently; the op's derivative formula reads that log-sum-exp (wrong
+# gradients) and later `view`s rely on that layout. Under autograd they stay whole (forward and
+# backward run the fused kernels); inference graphs may still decompose them.
+INFERENCE_ONLY: tuple[Any, ...] = (aten._scaled_dot_product_flash_attention_for_cpu,)
+
+
+def joint_decompositions(table: DecompositionTable) -> DecompositionTable:
+    """`table` without the decompositions that are wrong under autograd (`INFERENCE_ONLY`): the one
+    the joint forward+backward trace applies."""
+    inference_only = _overloads(INFERENCE_ONLY)
+    return {op: fn for op, fn in table.items() if op not in inference_only}
 
 
 def mutation_decompositions() -> DecompositionTable:

@@ -28,6 +28,7 @@ from aotgrad.tracing.graph_passes import (
     output_node,
     output_values,
     placeholders,
+    views_as_reshapes,
 )
 
 aten = torch.ops.aten
@@ -240,20 +241,6 @@ def _drop_detaches(gm: torch.fx.GraphModule) -> None:
             gm.graph.erase_node(node)
 
 
-def _views_as_reshapes(gm: torch.fx.GraphModule) -> None:
-    """Turn `aten.view` calls into `aten.reshape`, which re-decides view-or-copy when traced again.
-
-    The first trace records `view` where the eager kernels' output strides allowed one; after
-    decomposition (e.g. of scaled-dot-product attention) an intermediate may have other strides,
-    and a recorded `view` of it would fail. Where a view is possible `reshape` still is one, so
-    aliasing (and thus mutation through views) is unchanged.
-    """
-    for node in gm.graph.nodes:
-        if node.op == "call_function" and node.target is torch.ops.aten.view.default:
-            node.target = torch.ops.aten.reshape.default
-    gm.recompile()
-
-
 def trace_functional(
     fn: Callable[..., Any],
     fake_inputs: Sequence[Any],
@@ -293,7 +280,7 @@ def trace_functional(
         with torch.enable_grad() if training else torch.no_grad():
             decomposed = make_fx(flat_fn, decomposition_table=early)(*fake_inputs)
         _check_no_metadata_mutation(decomposed)
-        _views_as_reshapes(decomposed)
+        views_as_reshapes(decomposed)
         # ...then functionalize: in-place ops become out-of-place, input mutations trailing copies.
         with torch.no_grad():
             functional = make_fx(

@@ -55,6 +55,21 @@ def clean(gm: torch.fx.GraphModule, *, differentiated: bool = False) -> torch.fx
     return gm
 
 
+def views_as_reshapes(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
+    """Turn `aten.view` calls into `aten.reshape`, which re-decides view-or-copy when traced again.
+
+    A trace records `view` where the strides it saw allowed one; traced again with other
+    decompositions (e.g. of scaled-dot-product attention) an intermediate may have other strides,
+    and a recorded `view` of it would fail. Where a view is possible `reshape` still is one, so
+    aliasing (and thus mutation through views) is unchanged. Changes `gm` in place and returns it.
+    """
+    for node in gm.graph.nodes:
+        if node.op == "call_function" and node.target is aten.view.default:
+            node.target = aten.reshape.default
+    gm.recompile()
+    return gm
+
+
 def output_node(graph: torch.fx.Graph) -> torch.fx.Node:
     """The graph's single `output` node."""
     for node in reversed(graph.nodes):

@@ -8,6 +8,7 @@ are those of the primals in `grad_inputs`, given one tangent per output in
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 from collections.abc import Sequence
 from typing import Any
@@ -17,9 +18,9 @@ import torch.fx
 import torch.fx.traceback as fx_traceback
 from torch.fx.experimental.proxy_tensor import make_fx
 
-from aotgrad.decompositions import DecompositionTable
+from aotgrad.decompositions import DecompositionTable, joint_decompositions
 from aotgrad.tracing.functional import FunctionalGraph
-from aotgrad.tracing.graph_passes import clean
+from aotgrad.tracing.graph_passes import clean, views_as_reshapes
 
 
 @dataclasses.dataclass
@@ -69,7 +70,7 @@ def trace_joint(
         forward: the functional forward graph (stage 1).
         fake_inputs: fake tensors for its inputs.
         grad_mask: per input, whether its gradient is wanted (only floating tensors may say True).
-        decompositions: the table make_fx applies to the backward's ops.
+        decompositions: the table make_fx applies to the backward's ops (less `INFERENCE_ONLY`).
     """
     num_mutations = len(forward.mutated_inputs)
     grad_inputs = tuple(i for i, wants in enumerate(grad_mask) if wants)
@@ -79,10 +80,14 @@ def trace_joint(
     differentiable = tuple(i for i, out in enumerate(probe) if i >= num_mutations and _requires_grad(out))
     tangents = [torch.empty(probe[i].shape, dtype=probe[i].dtype, device=probe[i].device) for i in differentiable]
 
+    # The forward's views were recorded for the strides its ops had undecomposed; decomposed
+    # below autograd they may differ, so each view re-decides view-or-copy (`reshape`).
+    replayed = views_as_reshapes(torch.fx.GraphModule(forward.gm, copy.deepcopy(forward.gm.graph)))
+
     def joint(primals: list[Any], tangents: list[torch.Tensor]) -> tuple[Any, ...]:
         leaves = _as_primals(primals, grad_mask)
         with torch.enable_grad():
-            outputs = torch.fx.Interpreter(forward.gm).run(*leaves)
+            outputs = torch.fx.Interpreter(replayed).run(*leaves)
             wanted = [leaves[i] for i in grad_inputs]
             grads: Sequence[Any] = ()
             if wanted and differentiable:
@@ -93,6 +98,6 @@ def trace_joint(
         return (*(out.detach() if isinstance(out, torch.Tensor) else out for out in outputs), *grads)
 
     with fx_traceback.preserve_node_meta():
-        gm = make_fx(joint, decomposition_table=decompositions)(list(fake_inputs), tangents)
+        gm = make_fx(joint, decomposition_table=joint_decompositions(decompositions))(list(fake_inputs), tangents)
     clean(gm, differentiated=True)
     return JointGraph(gm, len(fake_inputs), len(probe), grad_inputs, differentiable)
