@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 import torch
 import torch.nn.functional as F
-from aotgrad_helpers import assert_close_grads, strict
+from aotgrad_helpers import RecordingCompiler, assert_close_grads, strict
 
 import aotgrad
 from aotgrad.decompositions import default_decompositions
@@ -155,3 +155,17 @@ def test_transformers_vit_training_matches_eager() -> None:
     seed = torch.randn_like(ref)
     params = list(model.parameters())
     assert_close_grads(_grads(out, params, seed), _grads(ref, params, seed), rtol=1e-4, atol=1e-4)
+
+
+def test_backward_without_inputs_is_not_handed_to_the_compiler() -> None:
+    # Inputs require grad but no output does (nothing saved, no tangent): the backward graph has no
+    # inputs and only returns Nones; code generators are not asked to compile it.
+    def mask_count(w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return (w > 0).sum(), w.detach().argmax()
+
+    forward, backward = RecordingCompiler(), RecordingCompiler()
+    w = torch.randn(5, 3, requires_grad=True)
+    compiled = aotgrad.aot_function(mask_count, fw_compiler=forward, bw_compiler=backward, config=strict())
+    count, index = compiled(w)
+    assert int(count) == int((w > 0).sum()) and int(index) == int(w.argmax())
+    assert len(forward.graphs) == 1 and backward.graphs == []

@@ -20,6 +20,7 @@ from aotgrad.runtime import Region
 from aotgrad.runtime.boxed import boxed_graph_module
 from aotgrad.runtime.dispatch import DispatchCache, StateReader
 from aotgrad.tracing.locate import LocatingModule
+from aotgrad.tracing.opaque import split_at_opaque_nodes
 
 log = logging.getLogger("aotgrad")
 
@@ -196,6 +197,13 @@ def aot_graph(
     """
     module = gm if isinstance(gm, torch.nn.Module) else None
     compilers = Compilers(fw_compiler, bw_compiler or fw_compiler)
+    if isinstance(gm, torch.fx.GraphModule):
+        # Custom autograd.Functions and tensor hooks run eagerly between compiled parts, each
+        # part compiled on its first call (tracing/opaque.py).
+        options = (compilers, partition, decompositions, config or AotConfig())
+        split = split_at_opaque_nodes(gm, lambda part: AotCallable(part, part, *options))
+        if split is not None:
+            return split
     compiled = AotCallable(module, gm, compilers, partition, decompositions, config or AotConfig())
     flat_inputs = [*compiled.state_tensors(), *example_inputs]
     compiled._dynamic = dynamic_dims_of(flat_inputs)

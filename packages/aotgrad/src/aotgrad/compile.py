@@ -23,6 +23,8 @@ from aotgrad.errors import (
     unsupported_op_name,
 )
 from aotgrad.runtime import CompiledInference, CompiledTraining, Region
+from aotgrad.runtime.boxed import boxed_graph_module
+from aotgrad.runtime.writeback import MUTATED_INPUTS_META
 from aotgrad.tracing import FunctionalGraph, JointGraph, trace_functional, trace_joint
 from aotgrad.tracing.graph_passes import placeholders
 
@@ -131,6 +133,14 @@ def _explain_failure(error: BaseException, node: torch.fx.Node | None) -> AotGra
     return TracingError(f"{type(error).__name__}: {error}", location)
 
 
+def _compile_backward(compiler: CompilerFn, backward_gm: torch.fx.GraphModule) -> Callable[..., Any]:
+    # No output needs a gradient (and nothing is saved): the backward only returns Nones; a code
+    # generator need not see a graph without inputs.
+    if not placeholders(backward_gm.graph):
+        return boxed_graph_module(backward_gm)
+    return compiler(backward_gm, _example_inputs(backward_gm))
+
+
 def compile_region(
     fn: Callable[..., Any],
     flat_inputs: Sequence[Any],
@@ -167,6 +177,8 @@ def compile_region(
         log.warning("aotgrad: running this graph eagerly: %s", failure)
         return None
     # 3. compile each side and wrap them for eager autograd
+    forward_gm = split[0] if split is not None else traced.forward.gm
+    forward_gm.meta[MUTATED_INPUTS_META] = traced.forward.mutated_inputs  # see runtime/writeback.py
     if split is None:
         gm = traced.forward.gm
         return Region(traced.forward, CompiledInference(compilers.forward(gm, _example_inputs(gm))))
@@ -182,7 +194,7 @@ def compile_region(
         traced.forward,
         CompiledTraining(
             forward=compilers.forward(forward_gm, _example_inputs(forward_gm)),
-            backward=compilers.backward(backward_gm, _example_inputs(backward_gm)),
+            backward=_compile_backward(compilers.backward, backward_gm),
             num_fwd_outputs=traced.joint.num_fwd_outputs,
             differentiable_outputs=traced.joint.differentiable_outputs,
             grad_inputs=traced.joint.grad_inputs,

@@ -205,6 +205,9 @@ class CaptureContext:
             state.eager_reason = f"internal error: {type(error).__name__}: {error}"
             log.warning("capture: falling back to eager for %s (%s:%s): %s: %s", code.co_name,
                         code.co_filename, code.co_firstlineno, type(error).__name__, error)
+            warnings.warn(f"capture: internal error while compiling {code.co_name} ({code.co_filename}:"
+                          f"{code.co_firstlineno}): {type(error).__name__}: {error}; it runs eagerly",
+                          RuntimeWarning, stacklevel=3)
             return fn(*args, **kwargs)
         state.entries.append(entry)
         return entry.run(L, G, C)

@@ -15,6 +15,7 @@ from typing import Any
 import torch
 
 from capture.errors import UserLocation
+from capture.guard_compiler import compile_guard_function, tensor_state
 from capture.sources import Source
 
 GuardFn = Callable[[Any, Any, Any], bool]
@@ -62,6 +63,10 @@ class GuardSet:
     _seen: set[tuple[str, str]] = field(default_factory=set)  # (kind, source: description)
     locate: Callable[[], UserLocation | None] | None = None
     """Where the trace is in the user's code (set by the translator): the location of new guards."""
+    tracked: dict[str, tuple[Source, object]] = field(default_factory=dict)
+    """Modules, parameters and buffers guarded by identity, by expression (for the module-tree check)."""
+    constant_values: dict[str, tuple[Source, object]] = field(default_factory=dict)
+    """Values of CONSTANT_MATCH guards, by expression (attributes of proven modules are checked in one batch)."""
 
     def constant(self, value: object) -> str:
         """Name under which `value` is visible to guard code."""
@@ -95,12 +100,24 @@ class GuardSet:
     def identity(self, source: Source, value: object) -> None:
         """Guard `source is value` (by id; the value is kept alive by the entry)."""
         self.constant(value)  # keep alive so the id cannot be reused
+        if isinstance(value, torch.nn.Module):
+            self.tracked.setdefault(source.expr(), (source, value))
         self.add("ID_MATCH", source, f"id({source.expr()}) == {id(value)}",
                  f"{source.expr()} is the object {_short(value)}")
+
+    def module_tensor(self, source: Source, value: torch.Tensor) -> None:
+        """Guard a parameter or buffer read from a module: the same object, same requires_grad/dtype/device."""
+        expr = source.expr()
+        self.constant(value)  # keep alive so the id cannot be reused
+        self.tracked.setdefault(expr, (source, value))
+        state = self.constant(tensor_state(value))
+        self.add("PARAM_MATCH", source, f"id({expr}) == {id(value)} and {self.constant(tensor_state)}({expr}) == {state}",
+                 f"{expr} is the tensor {_describe_value(value)}")
 
     def equals(self, source: Source, value: object) -> None:
         """Guard type and value of a Python constant."""
         expr = source.expr()
+        self.constant_values.setdefault(expr, (source, value))
         if value is None or isinstance(value, bool):
             self.add("CONSTANT_MATCH", source, f"{expr} is {value!r}", f"{expr} is {value!r}")
             return
@@ -179,7 +196,13 @@ def _short(value: object) -> str:
 
 
 def compile_guards(guard_set: GuardSet) -> GuardFn:
-    """One generated function that checks every guard (short-circuiting)."""
+    """One generated function that checks every guard (see `capture.guard_compiler`)."""
+    return compile_guard_function(guard_set.guards, guard_set.constants, guard_set.tracked, GUARD_NAMESPACE,
+                                  guard_set.constant_values)
+
+
+def compile_guards_plainly(guard_set: GuardSet) -> GuardFn:
+    """The reference check: every guard's code in order, no batching (tests compare it with the fast one)."""
     body = " and ".join(f"({g.code})" for g in guard_set.guards) or "True"
     source = f"def check(L, G, C):\n    try:\n        return {body}\n    except Exception:\n        return False\n"
     namespace: dict[str, Any] = dict(GUARD_NAMESPACE)

@@ -105,3 +105,55 @@ def new_full_from_shape(a: torch.Tensor) -> torch.Tensor:
 def shape_in_fstring_free_math(a: torch.Tensor) -> torch.Tensor:
     scale = 1.0 / math.sqrt(a.shape[-1])
     return a * scale
+
+
+# torch.Size values in the region (session 2, issue 11 bug): `shape` is a torch.Size, not a tuple.
+@program(F, x(2, 3, 4))
+def shape_is_torch_size(a: torch.Tensor) -> torch.Tensor:
+    s = a.shape
+    return a * float(isinstance(s, torch.Size)) + float(isinstance(a.size(), torch.Size))
+
+
+@program(F, x(2, 3, 4))
+def shape_numel_method(a: torch.Tensor) -> torch.Tensor:
+    s = a.shape
+    return a.reshape(-1) / s.numel()
+
+
+@program(F, x(2, 3, 4))
+def shape_slice_is_size(a: torch.Tensor) -> torch.Tensor:
+    tail = a.shape[1:]
+    return a.new_ones(tail) * tail.numel() + float(isinstance(tail, torch.Size))
+
+
+@program(F, x(2, 3, 4))
+def shape_plus_tuple_view(a: torch.Tensor) -> torch.Tensor:
+    s = a.shape[:-1] + (2, 2)
+    return a.view(s) * float(isinstance(s, torch.Size))
+
+
+@program(F, x(2, 3, 4))
+def tuple_plus_shape_reshape(a: torch.Tensor) -> torch.Tensor:
+    s = (1,) + a.shape
+    return a.reshape(s).sum(0) * float(isinstance(s, torch.Size))
+
+
+@program(F, x(3, 4))
+def shape_index_count_len(a: torch.Tensor) -> torch.Tensor:
+    s = a.shape
+    return a * (s.index(4) + s.count(3) + len(s))
+
+
+@program(F, x(3, 4))
+def shape_iteration_and_equality(a: torch.Tensor) -> torch.Tensor:
+    total = 0
+    for n in a.shape:
+        total += n
+    same = a.shape == (3, 4) and a.size() == torch.Size([3, 4])
+    return a * total if same else a
+
+
+@program(F, xy((2, 3), (3, 2)))
+def torch_size_of_other_shape(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    size = torch.Size([b.shape[1], b.shape[0]])
+    return a.new_zeros(size) + a + size.numel()

@@ -17,6 +17,7 @@ from torch.autograd.function import once_differentiable
 from torch.utils import _pytree as pytree
 
 from aotgrad.runtime.boxed import call_boxed
+from aotgrad.runtime.writeback import WriteBack
 from aotgrad.tracing.functional import FunctionalGraph
 
 
@@ -134,11 +135,13 @@ class Region:
     _simple_outputs: int | None = dataclasses.field(default=None, init=False, repr=False)
     _single: bool = dataclasses.field(default=False, init=False, repr=False)
     _flat_tuple: bool = dataclasses.field(default=False, init=False, repr=False)
+    _write_back: WriteBack = dataclasses.field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         # When every user output is a graph output in order, with no views (the common case),
         # `__call__` slices instead of building each output; -1 marks "build them".
         graph = self.graph
+        self._write_back = WriteBack(graph.mutated_inputs)
         simple = not graph.mutated_inputs and all(
             spec.kind == "graph" and spec.index == i and not spec.views for i, spec in enumerate(graph.outputs)
         )
@@ -163,8 +166,6 @@ class Region:
             return list(results[:simple])
         num_mutations = len(self.graph.mutated_inputs)
         if num_mutations:
-            with torch.no_grad():
-                for index, value in zip(self.graph.mutated_inputs, results[:num_mutations]):
-                    inputs[index].copy_(value)
+            self._write_back(inputs, results)
         graph_outputs = results[num_mutations : num_mutations + self.graph.num_graph_outputs]
         return [spec.build(inputs, graph_outputs) for spec in self.graph.outputs]

@@ -241,6 +241,34 @@ def _drop_detaches(gm: torch.fx.GraphModule) -> None:
             gm.graph.erase_node(node)
 
 
+def _lift_tensor_constants(gm: torch.fx.GraphModule) -> list[torch.Tensor]:
+    """Turn `gm`'s tensor constants into trailing inputs and return their values.
+
+    Functionalization only sees through tensors passed to it: an in-place op on a tensor made from a
+    constant (`zeros_like(mask).masked_fill_(mask, -inf)`, as attention does with a closed-over
+    mask) would otherwise stay in place. Passed as inputs, the constants are traced as constants.
+    """
+    graph = gm.graph
+    last_input = placeholders(graph)[-1] if placeholders(graph) else None
+    values: list[torch.Tensor] = []
+    lifted: dict[str, torch.fx.Node] = {}
+    for node in list(graph.nodes):
+        if node.op != "get_attr":
+            continue
+        value = getattr(gm, str(node.target), None)
+        if not isinstance(value, torch.Tensor):
+            continue
+        if node.target not in lifted:
+            where = graph.inserting_after(last_input) if last_input is not None else graph.inserting_before()
+            with where:
+                lifted[str(node.target)] = last_input = graph.placeholder(f"constant_{len(values)}")
+            values.append(value)
+        node.replace_all_uses_with(lifted[str(node.target)])
+        graph.erase_node(node)
+    gm.recompile()
+    return values
+
+
 def trace_functional(
     fn: Callable[..., Any],
     fake_inputs: Sequence[Any],
@@ -282,11 +310,10 @@ def trace_functional(
         _check_no_metadata_mutation(decomposed)
         views_as_reshapes(decomposed)
         # ...then functionalize: in-place ops become out-of-place, input mutations trailing copies.
+        constants = _lift_tensor_constants(decomposed)
+        run = torch.func.functionalize(torch.fx.Interpreter(decomposed).run, remove="mutations")
         with torch.no_grad():
-            functional = make_fx(
-                torch.func.functionalize(torch.fx.Interpreter(decomposed).run, remove="mutations"),
-                decomposition_table=table,
-            )(*fake_inputs)
+            functional = make_fx(lambda *args: run(*args, *constants), decomposition_table=table)(*fake_inputs)
     if not training:
         _drop_detaches(functional)
     draw_random_in_memory_order(functional)

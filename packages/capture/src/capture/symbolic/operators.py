@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any, cast
 from capture.variables.base import ConstantVariable, Unsupported, VariableTracker
 from capture.variables.containers import DictVariable, ListVariable, TupleVariable
 from capture.variables.objects import NNModuleVariable
+from capture.variables.sizes import SizeVariable
 from capture.variables.sym_values import SymNodeVariable, SymSliceVariable, record
 from capture.variables.tensor import TensorVariable
 
@@ -79,6 +80,11 @@ def _sequence_operator(tx: InstructionTranslator, fn: Any, args: list[VariableTr
             return result
     if len(args) == 2:
         left, right = args
+        if binary is operator.add and _tuple_like(left) and _tuple_like(right):
+            # torch.Size + tuple and tuple + torch.Size are a torch.Size (as in eager)
+            items = left.items + right.items  # type: ignore[attr-defined]
+            return SizeVariable(items) if isinstance(left, SizeVariable) or isinstance(right, SizeVariable) \
+                else TupleVariable(items)
         if binary is operator.add and isinstance(left, (TupleVariable, ListVariable)) and \
                 type(left) is type(right):
             if fn is operator.iadd and isinstance(left, ListVariable):
@@ -94,11 +100,15 @@ def _sequence_operator(tx: InstructionTranslator, fn: Any, args: list[VariableTr
     raise Unsupported(f"operator {fn.__name__} on {', '.join(type(a).__name__ for a in args)}")
 
 
+def _tuple_like(value: VariableTracker) -> bool:
+    return isinstance(value, TupleVariable) and (value.cls is None or isinstance(value, SizeVariable))
+
+
 def _structurally_equal(tx: InstructionTranslator, left: VariableTracker, right: VariableTracker) -> bool:
     sequences = (TupleVariable, ListVariable)
     if isinstance(left, sequences) and isinstance(right, sequences):
-        if type(left) is not type(right) or len(left.items) != len(right.items):
-            return False
+        if isinstance(left, ListVariable) != isinstance(right, ListVariable) or len(left.items) != len(right.items):
+            return False  # a torch.Size equals a tuple of the same sizes
         return all(_structurally_equal(tx, a, b) for a, b in zip(left.items, right.items))
     numbers = (ConstantVariable, SymNodeVariable)
     if isinstance(left, SymNodeVariable) or isinstance(right, SymNodeVariable):
@@ -123,6 +133,8 @@ def _getitem(tx: InstructionTranslator, container: VariableTracker, index: Varia
         except (IndexError, TypeError) as error:
             raise Unsupported(f"{type(error).__name__}: {error}", user_error=True) from error
         if isinstance(key, slice):
+            if isinstance(container, SizeVariable):
+                return SizeVariable(selected)
             return type(container)(selected) if isinstance(container, ListVariable) else TupleVariable(selected)
         return selected
     from capture.variables.model_output import ModelOutputVariable

@@ -17,7 +17,7 @@ from torch.fx.experimental.symbolic_shapes import DimDynamic, StatelessSymbolicC
 from capture.config import CaptureConfig
 from capture.errors import UserLocation
 from capture.guards import GuardSet
-from capture.sources import Source
+from capture.sources import AttrSource, Source
 from capture.symbolic.shapes import ShapePolicy, SymbolTable, new_shape_env
 from capture.variables.base import ConstantVariable, Unsupported, VariableTracker, is_constant_value
 from capture.variables.containers import DictVariable, ListVariable, TupleVariable
@@ -217,6 +217,8 @@ class OutputGraph:
 
     def module_tensor(self, value: torch.Tensor, source: Source | None, hint: str) -> TensorVariable:
         """A parameter, buffer or constant tensor: a `get_attr` node on the graph's root."""
+        if source is not None and not source.guard_free:
+            self.guards.module_tensor(source, value)
         known = self._tensors.get(id(value))
         if known is not None:
             return known
@@ -237,6 +239,13 @@ class OutputGraph:
         known = self._modules.get(id(module))
         if known is not None:
             return known
+        if source is not None and not source.guard_free:
+            # The backend may read (or lift) these tensors once: replacing one must recompile.
+            for dotted, tensor in [*module.named_parameters(), *module.named_buffers()]:
+                path: Source = source
+                for part in dotted.split("."):
+                    path = AttrSource(path, part)
+                self.guards.module_tensor(path, tensor)
         name = self._unique_attr(source.name_hint() if source is not None else type(module).__name__.lower())
         self.root.add_module(name, module)
         self._modules[id(module)] = name

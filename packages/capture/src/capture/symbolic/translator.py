@@ -8,6 +8,7 @@ translators that share the same `OutputGraph` (inlining). A graph break anywhere
 from __future__ import annotations
 
 import types
+import warnings
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -53,6 +54,16 @@ class StoppedAt:
     locals: dict[str, VariableTracker]
     grad_blocks: list[Any] = field(default_factory=list)
     cells: dict[str, VariableTracker] = field(default_factory=dict)
+
+
+def _is_control_flow(error: Exception) -> bool:
+    """Exceptions the tracer and its callers use on purpose (returns, yields, breaks, user-facing errors)."""
+    from capture.errors import CaptureError
+    from capture.symbolic.reconstruct import CannotReconstruct
+    from capture.variables.context_managers import YieldSignal
+
+    return isinstance(error, (ReturnSignal, FirstBreak, YieldSignal, CaptureError, CannotReconstruct)) or \
+        type(error).__module__.startswith("capture.convert_frame")
 
 
 @dataclass
@@ -165,6 +176,17 @@ class InstructionTranslator:
             if exception is None or entry is None or not error.user_error:
                 raise
             self._unwind_to(entry, exception)
+        except Exception as error:
+            if _is_control_flow(error) or not output.config.fallback_on_internal_error:
+                raise
+            # A bug in capture, not in the user's program: break the graph here (this instruction then
+            # runs in plain Python, as eager runs it) instead of crashing the user's program.
+            where = self.location()
+            reason = f"internal error in capture at {instr.name}: {type(error).__name__}: {error}"
+            warnings.warn(f"capture: {reason}; graph break at {where.filename}:{where.lineno}"
+                          f"{': ' + where.source_line if where.source_line else ''}", RuntimeWarning, stacklevel=2)
+            output.note_shape_guards(self)
+            raise Unsupported(reason) from error
 
     def _unwind_to(self, entry: Any, exception: BaseException) -> None:
         """Continue at the exception handler of `entry`, as CPython's exception table says."""

@@ -44,6 +44,10 @@ class TorchFunctionVariable(VariableTracker):
         fn = self.fn
         if fn is torch.is_grad_enabled:
             return ConstantVariable(tx.grad_enabled)
+        if fn is torch.Size and len(args) <= 1 and not kwargs:
+            from capture.variables.sizes import SizeVariable
+
+            return SizeVariable(args[0].iterate(tx) if args else [])
         if fn in _COMPILING_QUERIES:
             # Code under capture is being compiled; libraries use this to pick compile-friendly paths.
             return ConstantVariable(tx.output.export if fn is _IS_EXPORTING else True)
@@ -225,6 +229,16 @@ class NNModuleVariable(VariableTracker):
 
     def iterate(self, tx: InstructionTranslator) -> list[VariableTracker]:
         module = self.module
+        if self.source is not None and not self.source.guard_free:
+            # Iteration depends on which entries exist: an appended layer must recompile.
+            expr = self.source.expr()
+            if isinstance(module, torch.nn.ModuleDict):
+                keys = list(module.keys())
+                tx.output.guards.add("DICT_KEYS", self.source, f"list({expr}.keys()) == {keys!r}",
+                                     f"keys of {expr} are {keys!r}")
+            elif isinstance(module, (torch.nn.ModuleList, torch.nn.Sequential, torch.nn.ParameterList)):
+                tx.output.guards.add("LENGTH", self.source, f"len({expr}) == {len(module)}",
+                                     f"len({expr}) == {len(module)}")
         if isinstance(module, (torch.nn.ModuleList, torch.nn.Sequential)):
             items = []
             for index, sub in enumerate(module._modules.values()):

@@ -11,6 +11,7 @@ import torch.fx
 from capture.sources import Source
 from capture.variables.base import ConstantVariable, Unsupported, VariableTracker
 from capture.variables.containers import TupleVariable
+from capture.variables.sizes import SizeVariable
 
 if TYPE_CHECKING:
     from capture.symbolic.translator import InstructionTranslator
@@ -57,8 +58,7 @@ class TensorVariable(VariableTracker):
         example = self.example
         if name in METADATA_ATTRIBUTES:
             if name == "shape":
-                return TupleVariable([tx.output.tensor_metadata(self, "size", d) for d in range(example.dim())],
-                                     cls=None)
+                return SizeVariable([tx.output.tensor_metadata(self, "size", d) for d in range(example.dim())])
             value = getattr(example, name)
             if name == "is_leaf":
                 raise Unsupported("Tensor.is_leaf depends on autograd history")
@@ -104,7 +104,7 @@ class TensorMethodVariable(VariableTracker):
             const_kwargs = {k: v.as_constant() for k, v in kwargs.items()}
             value: Any = getattr(self.tensor.example, self.name)(*const_args, **const_kwargs)
             if isinstance(value, torch.Size):
-                value = tuple(int(v) for v in value)
+                return SizeVariable([ConstantVariable(int(v)) for v in value])
             return ConstantVariable(value) if not isinstance(value, tuple) else TupleVariable(
                 [ConstantVariable(v) for v in value])
         if self.name in ("type",) and not args and not kwargs:
@@ -124,7 +124,8 @@ class TensorMethodVariable(VariableTracker):
                 raise Unsupported(f"IndexError: dimension {dim} out of range for a {example.dim()}-d tensor",
                                   user_error=True)
             return output.tensor_metadata(self.tensor, self.name, dim % max(example.dim(), 1))
-        return TupleVariable([output.tensor_metadata(self.tensor, self.name, d) for d in range(example.dim())])
+        items = [output.tensor_metadata(self.tensor, self.name, d) for d in range(example.dim())]
+        return SizeVariable(items) if self.name == "size" else TupleVariable(items)
 
     def __repr__(self) -> str:
         return f"TensorMethodVariable({self.tensor.node.name}.{self.name})"

@@ -81,6 +81,9 @@ class _Plan:
     outer: bool = False  # reduction group vectorized across its last pointwise dim
 
 
+_PLAIN_LOAD_DTYPES = (torch.float32, torch.float64, torch.int64, torch.int32)
+
+
 class _RangedOpsHandler(CppOpsHandler):
     """The C++ handler, with every index simplified for the loop ranges first (codegen/indexing.py)
     and lane-invariant index values known as scalars (so indirect loads through them stay loads)."""
@@ -88,8 +91,30 @@ class _RangedOpsHandler(CppOpsHandler):
     ranges: Ranges = {}
 
     def load(self, name: str, index: sympy.Expr) -> CppValue:
-        """A load at the simplified index."""
-        return super().load(name, simplify_index(index, self.ranges))
+        """A load at the simplified index.
+
+        Under ``ops.masked`` (concatenation, padding) a contiguous load is a plain vector load
+        when every lane is active, zeros when none is, and a masked gather only for the vectors
+        that straddle the mask.
+        """
+        index = sympy.expand(simplify_index(index, self.ranges))
+        masks = self._masks
+        dtype = self.state.storage.get(name)
+        if (
+            self.vector
+            and masks
+            and dtype in _PLAIN_LOAD_DTYPES
+            and name not in self.state.internal
+            and name not in self.scope.stored
+            and self._lane_kind(index) == "contiguous"
+        ):
+            pointer, mask = self.state.pointers[name], masks[-1]
+            whole = f"kiln::load({pointer} + {cpp_index(index)})"
+            part = f"kiln::gather_masked({pointer}, {self._lane_lambda(index)}, {mask})"
+            none = f"kiln::splat<{cpp_dtype(dtype).vector}>(0)"
+            text = f"(!kiln::any_lane(~{mask}) ? {whole} : kiln::any_lane({mask}) ? {part} : {none})"
+            return self._emit(text, dtype)
+        return super().load(name, index)
 
     def store(self, name: str, index: sympy.Expr, value: CppValue, mode: str | None = None) -> None:
         """A store at the simplified index."""

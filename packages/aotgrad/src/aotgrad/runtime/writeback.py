@@ -1,0 +1,82 @@
+"""Writing the new values of mutated inputs back into the real inputs, batched.
+
+A training step of a network with batch norm mutates three buffers per layer (running mean,
+running variance, batches seen): resnet18 has 60. Copying them one by one costs a dispatch (and
+on a GPU a kernel launch) each; `WriteBack` copies them with one `torch._foreach_copy_` per
+(device, dtype) group, and not at all where the compiled graph already wrote the new value into
+the input's own memory (a compiler may do that for the graph's leading outputs, see
+`MUTATED_INPUTS_META`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+__all__ = ["MUTATED_INPUTS_META", "WriteBack"]
+
+# Key of `GraphModule.meta` on a forward graph: for each of its leading outputs, the index of the
+# graph input that output is the new value of. A compiler may store such a value straight into
+# that input's memory and return that input (or any tensor sharing its memory): the copy back is
+# then skipped. A compiler that does so must read the old value first wherever the graph reads it.
+MUTATED_INPUTS_META = "aotgrad_mutated_inputs"
+
+_HAS_FOREACH_COPY = hasattr(torch, "_foreach_copy_")
+
+_Group = tuple[tuple[int, ...], tuple[int, ...]]  # (input indices, result indices)
+
+
+def _same_memory(value: Any, target: Any) -> bool:
+    if value is target:
+        return True
+    return (
+        isinstance(value, torch.Tensor)
+        and value.numel() > 0
+        and value.data_ptr() == target.data_ptr()
+        and value.shape == target.shape
+        and value.stride() == target.stride()
+    )
+
+
+class WriteBack:
+    """Copies the new values of `mutated_inputs` (the compiled graph's leading results) into them.
+
+    The grouping is decided on the first call (devices, dtypes and shapes are fixed for one compiled
+    region); later calls only gather the tensors and copy.
+    """
+
+    def __init__(self, mutated_inputs: Sequence[int]) -> None:
+        self._mutated = tuple(mutated_inputs)
+        self._groups: list[_Group] | None = None
+        self._singles: list[tuple[int, int]] = []
+
+    def _plan(self, inputs: Sequence[Any], values: Sequence[Any]) -> list[_Group]:
+        grouped: dict[tuple[Any, ...], list[tuple[int, int]]] = {}
+        for slot, index in enumerate(self._mutated):
+            target, value = inputs[index], values[slot]
+            if _same_memory(value, target):
+                continue  # the compiled graph wrote the new value in place
+            if not isinstance(value, torch.Tensor) or value.shape != target.shape:
+                self._singles.append((index, slot))  # a broadcast or a number: plain copy_
+                continue
+            grouped.setdefault((target.device, target.dtype, value.device, value.dtype), []).append((index, slot))
+        groups: list[_Group] = []
+        for pairs in grouped.values():
+            if len(pairs) == 1 or not _HAS_FOREACH_COPY:
+                self._singles.extend(pairs)
+            else:
+                groups.append((tuple(i for i, _ in pairs), tuple(s for _, s in pairs)))
+        return groups
+
+    def __call__(self, inputs: Sequence[Any], values: Sequence[Any]) -> None:
+        """Write `values[k]` into `inputs[mutated_inputs[k]]` for each k (under no_grad)."""
+        groups = self._groups
+        if groups is None:
+            groups = self._groups = self._plan(inputs, values)
+        with torch.no_grad():
+            for indices, slots in groups:
+                torch._foreach_copy_([inputs[i] for i in indices], [values[s] for s in slots])
+            for index, slot in self._singles:
+                inputs[index].copy_(values[slot])

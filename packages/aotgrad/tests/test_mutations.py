@@ -1,0 +1,142 @@
+"""Mutated inputs written back: batch-norm running statistics over training steps, the batched
+write-back (one `_foreach_copy_` per device and dtype), and no copy where a compiler wrote in place."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from typing import Any
+
+import torch
+import torch.fx
+from aotgrad_helpers import strict
+from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
+
+import aotgrad
+from aotgrad.runtime.writeback import MUTATED_INPUTS_META
+
+aten = torch.ops.aten
+
+
+class ConvBNNet(torch.nn.Module):
+    """Three conv + batch-norm stages and a residual: nine mutated buffers per training step."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stem = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.BatchNorm2d(8), torch.nn.ReLU())
+        self.conv = torch.nn.Conv2d(8, 8, 3, padding=1, bias=False)
+        self.bn = torch.nn.BatchNorm2d(8)
+        self.bn1d = torch.nn.BatchNorm1d(8, momentum=0.3)
+        self.head = torch.nn.Linear(8, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.stem(x)
+        y = torch.relu(self.bn(self.conv(y)) + y)
+        return self.head(self.bn1d(y.mean(dim=(2, 3))))
+
+
+def _train(model: torch.nn.Module, forward: Callable[[torch.Tensor], torch.Tensor], batches: list[torch.Tensor]) -> None:
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    for batch in batches:
+        optimizer.zero_grad()
+        forward(batch).square().mean().backward()
+        optimizer.step()
+
+
+def test_running_stats_match_eager_after_three_training_steps() -> None:
+    torch.manual_seed(0)
+    model = ConvBNNet()
+    reference = copy.deepcopy(model)
+    batches = [torch.randn(4, 3, 8, 8) * 2 + 1 for _ in range(3)]
+    compiled = aotgrad.aot_module(model, fw_compiler=aotgrad.eager_compiler, config=strict())
+    _train(model, compiled, batches)
+    _train(reference, reference, batches)
+    for (name, actual), (_, expected) in zip(model.named_buffers(), reference.named_buffers()):
+        torch.testing.assert_close(actual, expected, msg=lambda m, n=name: f"{n}: {m}")
+    for (name, actual), (_, expected) in zip(model.named_parameters(), reference.named_parameters()):
+        torch.testing.assert_close(actual, expected, rtol=1e-4, atol=1e-5, msg=lambda m, n=name: f"{n}: {m}")
+    assert int(model.bn.num_batches_tracked) == 3
+
+
+class _CountCopies(TorchDispatchMode):
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: dict[str, int] = {}
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        name = func.overloadpacket.__name__
+        if name in ("copy_", "_foreach_copy_"):
+            self.calls[name] = self.calls.get(name, 0) + 1
+        return func(*args, **(kwargs or {}))
+
+
+def test_write_back_is_one_foreach_copy_per_dtype() -> None:
+    torch.manual_seed(0)
+    model = ConvBNNet()
+    x = torch.randn(4, 3, 8, 8)
+    compiled = aotgrad.aot_graph(model, [x], fw_compiler=aotgrad.eager_compiler, config=strict())
+    region = compiled.region_for([*compiled.state_tensors(), x])
+    assert region is not None and len(region.graph.mutated_inputs) == 9
+    means = [m.running_mean.clone() for m in (model.stem[1], model.bn, model.bn1d)]
+    with _CountCopies() as counter:
+        region([*compiled.state_tensors(), x])
+    # float32 statistics in one call, int64 batch counters in another; no per-buffer copy_
+    assert counter.calls == {"_foreach_copy_": 2}
+    assert all(not torch.equal(m.running_mean, old) for m, old in zip((model.stem[1], model.bn, model.bn1d), means))
+    assert int(model.bn.num_batches_tracked) == 1
+
+
+def _in_place_compiler(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Callable[..., Any]:
+    """A compiler that stores the new values of mutated inputs into the inputs themselves and
+    returns those inputs, as `MUTATED_INPUTS_META` allows."""
+    mutated = gm.meta.get(MUTATED_INPUTS_META, ())  # the backward graph mutates nothing
+
+    def run(*inputs: Any) -> tuple[Any, ...]:
+        results = list(gm(*inputs))
+        for slot, index in enumerate(mutated):
+            with _disable_current_modes():  # the compiler's own store, not counted as a write-back
+                inputs[index].copy_(results[slot])
+            results[slot] = inputs[index]
+        return tuple(results)
+
+    return run
+
+
+def test_no_copy_back_when_the_compiler_wrote_in_place() -> None:
+    torch.manual_seed(0)
+    model = ConvBNNet()
+    reference = copy.deepcopy(model)
+    x = torch.randn(4, 3, 8, 8)
+    compiled = aotgrad.aot_graph(model, [x], fw_compiler=_in_place_compiler, config=strict())
+    region = compiled.region_for([*compiled.state_tensors(), x])
+    assert region is not None
+    region([*compiled.state_tensors(), x])  # the first call decides what to copy
+    reference(x)
+    with _CountCopies() as counter:
+        out = compiled(x)
+    expected = reference(x)
+    assert counter.calls == {}
+    torch.testing.assert_close(out, expected)
+    for actual, wanted in zip(model.buffers(), reference.buffers()):
+        torch.testing.assert_close(actual, wanted)
+
+
+def test_user_input_mutations_of_several_kinds_are_written_back() -> None:
+    def update(x: torch.Tensor, count: torch.Tensor, table: torch.Tensor, flags: torch.Tensor) -> torch.Tensor:
+        x.mul_(2)
+        count.fill_(7)  # a number broadcast into the tensor
+        table[1].add_(x.sum())  # through a view of the input
+        flags.logical_not_()
+        return x + table.sum()
+
+    torch.manual_seed(0)
+    make = lambda: [torch.randn(5), torch.zeros(3, dtype=torch.int64), torch.randn(3, 4), torch.rand(6) > 0.5]  # noqa: E731
+    inputs = make()
+    copies = [t.clone() for t in inputs]
+    compiled = aotgrad.aot_function(update, fw_compiler=aotgrad.eager_compiler, config=strict())
+    with torch.no_grad():
+        out = compiled(*inputs)
+    expected = update(*copies)
+    torch.testing.assert_close(out, expected)
+    for actual, wanted in zip(inputs, copies):
+        torch.testing.assert_close(actual, wanted)

@@ -1,0 +1,315 @@
+"""Compiling a `GuardSet` into one fast check function.
+
+The generated ``check(L, G, C) -> bool`` is a flat list of statements, one per guard, with three
+speed-ups that keep it exactly as strict as checking every guard on its own:
+
+- Module trees: a submodule, parameter or buffer reached from a guarded module through its
+  `_modules` / `_parameters` / `_buffers` dicts (``L[0].encoder.layer[3].attention``) is an *edge*
+  (parent, dict, key, child). All edges are checked at once (``list(map(dict.get, dicts, keys)) ==
+  children``, C-speed), and so are all `training` flags and the parameters' requires_grad/dtype/device.
+  Once that passes, every such path IS the recorded object, so other guards use the object directly
+  instead of walking `nn.Module.__getattr__` chains.
+- Common sub-paths (``G['registry']._global_mapping``) are computed once into a local.
+- Cheap, likely-to-fail checks (grad mode, the arguments' tensors) come first.
+
+Guards are pure and failures (exceptions included) make the whole check False, so the order in
+which they are evaluated does not change the result.
+"""
+
+from __future__ import annotations
+
+import ast
+import operator
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from capture.sources import AttrSource, ItemSource, Source
+
+GuardFn = Callable[[Any, Any, Any], bool]
+_TREE_KINDS = ("ID_MATCH", "MODULE_TRAINING", "PARAM_MATCH")
+_FIRST_KINDS = ("GRAD_MODE", "AUTOCAST_MODE", "TENSOR_MATCH", "TYPE_MATCH", "LENGTH", "ID_MATCH")
+_TENSOR_STATE = operator.attrgetter("requires_grad", "dtype", "device")
+
+
+def tensor_state(value: torch.Tensor) -> tuple[Any, ...]:
+    """What a parameter/buffer guard compares besides identity: (requires_grad, dtype, device).
+
+    The batched module-tree check compares requires_grad of every tensor and dtype/device of one
+    tensor per owning module (see `_tree_checks`).
+    """
+    return _TENSOR_STATE(value)
+
+
+@dataclass
+class _Edge:
+    child_expr: str
+    parent_object: object
+    parent: str  # the parent module's expression
+    slot: str  # "_modules", "_parameters" or "_buffers"
+    key: str
+    child: object
+
+
+@dataclass
+class ModuleTree:
+    """Objects whose identity the tree check proves, by expression."""
+
+    objects: dict[str, object] = field(default_factory=dict)
+    edges: list[_Edge] = field(default_factory=list)
+    roots: set[str] = field(default_factory=set)
+
+
+def _edge_for(source: Source, value: object, parent: object) -> tuple[str, str] | None:
+    """(slot, key) when `source` reads `value` out of module `parent`'s registration dicts."""
+    if not isinstance(parent, torch.nn.Module):
+        return None
+    if isinstance(source, AttrSource):
+        key = source.attr
+        if key in parent.__dict__ or any(key in klass.__dict__ for klass in type(parent).__mro__):
+            return None  # an instance or class attribute shadows the registered one
+    elif isinstance(source, ItemSource):
+        if type(parent) in (torch.nn.ModuleList, torch.nn.Sequential, torch.nn.ParameterList) \
+                and type(source.key) is int and 0 <= source.key < len(parent._modules if not isinstance(parent, torch.nn.ParameterList) else parent._parameters):
+            key = str(source.key)
+        elif type(parent) in (torch.nn.ModuleDict, torch.nn.ParameterDict) and type(source.key) is str:
+            key = source.key
+        else:
+            return None
+    else:
+        return None
+    for slot in ("_modules", "_parameters", "_buffers"):
+        registered = parent.__dict__.get(slot)
+        if registered is not None and key in registered:
+            return (slot, key) if registered[key] is value else None
+    return None
+
+
+def module_tree(tracked: dict[str, tuple[Source, object]], candidates: set[str]) -> ModuleTree:
+    """Which tracked paths are proven by edges from a root (a module whose own identity guard stays).
+
+    `candidates`: the tracked modules that have an identity guard; those not reachable by an edge
+    from another tree object are roots.
+    """
+    tree = ModuleTree()
+    pending = dict(tracked)
+    while True:
+        progress = True
+        while progress:
+            progress = False
+            for expr, (source, value) in list(pending.items()):
+                base = getattr(source, "base", None)
+                if base is None or base.expr() not in tree.objects:
+                    continue
+                edge = _edge_for(source, value, tree.objects[base.expr()])
+                del pending[expr]
+                if edge is not None:
+                    tree.objects[expr] = value
+                    tree.edges.append(_Edge(expr, tree.objects[base.expr()], base.expr(), edge[0], edge[1], value))
+                    progress = True
+                elif expr in candidates:
+                    tree.objects[expr] = value
+                    tree.roots.add(expr)
+                    progress = True
+        new_roots = [expr for expr in candidates if expr in pending
+                     and (getattr(pending[expr][0], "base", None) is None
+                          or pending[expr][0].base.expr() not in pending)]  # type: ignore[attr-defined]
+        if not new_roots:
+            return tree
+        for expr in new_roots:
+            tree.objects[expr] = pending.pop(expr)[1]
+            tree.roots.add(expr)
+
+
+_ROOTS: set[str] = {"L", "G", "C"}
+
+
+def _is_path(node: ast.AST, roots: set[str] = _ROOTS) -> bool:
+    """A side-effect-free read of an argument, global, cell or constant (never of a name the guard code
+    assigns, such as ``__t``): attributes, constant subscripts, getattr(x, 'c'), d.get(consts)."""
+    if isinstance(node, ast.Name):
+        return node.id in roots
+    if isinstance(node, ast.Attribute):
+        return _is_path(node.value, roots)
+    if isinstance(node, ast.Subscript):
+        return isinstance(node.slice, ast.Constant) and _is_path(node.value, roots)
+    if isinstance(node, ast.Call) and not node.keywords:
+        func = node.func
+        if isinstance(func, ast.Name) and func.id == "getattr" and len(node.args) == 2:
+            return isinstance(node.args[1], ast.Constant) and _is_path(node.args[0], roots)
+        if isinstance(func, ast.Attribute) and func.attr == "get" and _is_path(func.value, roots):
+            return all(isinstance(a, ast.Constant) or _is_path(a, roots) for a in node.args)
+    return False
+
+
+class _Rewriter:
+    """Replaces proven module paths by constants and hoists repeated paths into locals."""
+
+    def __init__(self, proven: dict[str, str], counts: dict[str, int], roots: set[str]) -> None:
+        self.roots = roots
+        self.proven = proven  # ast.dump of an expression -> constant name of its object
+        self.counts = counts
+        self.locals: dict[str, str] = {}
+        self.statements: list[str] = []
+
+    def rewrite(self, node: ast.expr, hoist: bool = True) -> ast.expr:
+        if isinstance(node, (ast.Attribute, ast.Subscript, ast.Call, ast.Name)):
+            key = ast.dump(node)
+            if key in self.proven:
+                return ast.Name(self.proven[key], ast.Load())
+            if key in self.locals:
+                return ast.Name(self.locals[key], ast.Load())
+            if hoist and not isinstance(node, ast.Name) and self.counts.get(key, 0) > 1 and _is_path(node, self.roots):
+                inner = self._children(node, hoist)
+                name = f"_p{len(self.locals)}"
+                self.statements.append(f"{name} = {ast.unparse(inner)}")
+                self.locals[key] = name
+                return ast.Name(name, ast.Load())
+        return self._children(node, hoist)
+
+    def _children(self, node: ast.expr, hoist: bool) -> ast.expr:
+        # Operands that may not be evaluated (after `or`, in conditionals, lambdas, comprehensions)
+        # are never hoisted: evaluating them early could raise where the original did not.
+        conditional = isinstance(node, (ast.IfExp, ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp,
+                                         ast.GeneratorExp)) or (isinstance(node, ast.BoolOp)
+                                                                and isinstance(node.op, ast.Or))
+        for name, value in ast.iter_fields(node):
+            if isinstance(value, ast.expr):
+                setattr(node, name, self.rewrite(value, hoist and not conditional))
+            elif isinstance(value, list):
+                setattr(node, name, [self.rewrite(v, hoist and not conditional) if isinstance(v, ast.expr) else v
+                                     for v in value])
+        return node
+
+
+def _count_paths(trees: list[ast.expr], roots: set[str]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for tree in trees:
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.Attribute, ast.Subscript, ast.Call)) and _is_path(node, roots):
+                key = ast.dump(node)
+                counts[key] = counts.get(key, 0) + 1
+    return counts
+
+
+def compile_guard_function(guards: list[Any], constants: dict[str, object],
+                           tracked: dict[str, tuple[Source, object]], namespace: dict[str, Any],
+                           constant_values: dict[str, tuple[Source, object]] | None = None) -> GuardFn:
+    """The fast check for `guards` (see the module docstring).
+
+    `tracked`: expr -> (source, object) of modules/parameters/buffers guarded by identity;
+    `constant_values`: expr -> (source, value) of CONSTANT_MATCH guards.
+    """
+    candidates = {g.source_expr for g in guards if g.kind == "ID_MATCH" and g.source_expr in tracked
+                  and isinstance(tracked[g.source_expr][1], torch.nn.Module)}
+    tree = module_tree(tracked, candidates)
+    roots = tree.roots
+    names: dict[str, Any] = dict(namespace)
+    names.update(constants)
+    lines: list[str] = []
+
+    def constant(value: object) -> str:
+        name = f"_g{len(names)}"
+        names[name] = value
+        return name
+
+    proven: dict[str, str] = {}
+    for expr, value in tree.objects.items():
+        if expr not in roots:
+            proven[ast.dump(ast.parse(expr, mode="eval").body)] = constant(value)
+    tree_checks = _tree_checks(tree, guards, constant)
+    batched = _module_attribute_constants(tree, guards, constant_values or {})
+    if batched:
+        objects, names_, values = zip(*batched.values(), strict=True)
+        got = f"list(map(getattr, {constant(list(objects))}, {constant(list(names_))}))"
+        tree_checks.append(f"_a = {got}")
+        tree_checks.append(f"if _a != {constant(list(values))} or list(map(type, _a)) != "
+                           f"{constant([type(v) for v in values])}: return False")
+    remaining = [g for g in guards if not (g.kind in _TREE_KINDS and g.source_expr in tree.objects
+                                           and (g.source_expr not in roots or g.kind != "ID_MATCH"))
+                 and not (g.kind == "CONSTANT_MATCH" and g.source_expr in batched)]
+    first = [g for g in remaining if g.kind in _FIRST_KINDS and g.source_expr.startswith("L[")]
+    rest = [g for g in remaining if not (g.kind in _FIRST_KINDS and g.source_expr.startswith("L["))]
+    seen: set[str] = set()
+
+    def parse(batch: list[Any]) -> list[ast.expr]:
+        trees = []
+        for guard in batch:
+            if guard.code not in seen:
+                seen.add(guard.code)
+                trees.append(ast.parse(guard.code, mode="eval").body)
+        return trees
+
+    first_trees, rest_trees = parse(first), parse(rest)
+    roots_names = _ROOTS | {name for name in names if not name.startswith("__t")}
+    rewriter = _Rewriter(proven, _count_paths(first_trees + rest_trees, roots_names), roots_names)
+    for batch, checks in ((first_trees, tree_checks), (rest_trees, [])):
+        for node in batch:
+            rewritten = rewriter.rewrite(node)
+            lines += rewriter.statements
+            rewriter.statements = []
+            lines.append(f"if not ({ast.unparse(rewritten)}): return False")
+        lines += checks
+    body = "".join(f"        {line}\n" for line in lines)
+    source = f"def check(L, G, C):\n    try:\n{body}        return True\n    except Exception:\n        return False\n"
+    exec(compile(source, "<capture guards>", "exec"), names)
+    check: GuardFn = names["check"]
+    check.__kiln_source__ = source  # type: ignore[attr-defined]
+    return check
+
+
+def _module_attribute_constants(tree: ModuleTree, guards: list[Any],
+                                constant_values: dict[str, tuple[Source, object]]) -> dict[str, tuple[object, str, object]]:
+    """CONSTANT_MATCH guards on plain attributes of tree modules: expr -> (module, attribute, value)."""
+    batched: dict[str, tuple[object, str, object]] = {}
+    for guard in guards:
+        known = constant_values.get(guard.source_expr) if guard.kind == "CONSTANT_MATCH" else None
+        if known is None:
+            continue
+        source, value = known
+        if isinstance(source, AttrSource) and source.base.expr() in tree.objects and \
+                type(value) in (bool, int, float, str, type(None)) and not (type(value) is float and value != value):
+            batched[guard.source_expr] = (tree.objects[source.base.expr()], source.attr, value)
+    return batched
+
+
+def _tree_checks(tree: ModuleTree, guards: list[Any], constant: Callable[[object], str]) -> list[str]:
+    """The batched checks of a module tree: edges, training flags, tensor states."""
+    lines: list[str] = []
+    if tree.edges:
+        parents = [tree.objects[e.parent] for e in tree.edges]
+        dicts = constant([p.__dict__[e.slot] for p, e in zip(parents, tree.edges, strict=True)])
+        # `del module_list[i]` replaces `_modules` by a new dict: check each parent still holds one equal
+        # to the dict the edges are looked up in (the same object, normally).
+        owners = {(id(p), e.slot): (p, e.slot) for p, e in zip(parents, tree.edges, strict=True)}
+        owner_objects = [p for p, _ in owners.values()]
+        owner_slots = [slot for _, slot in owners.values()]
+        owner_dicts = [p.__dict__[slot] for p, slot in owners.values()]
+        lines.append(f"if list(map(getattr, {constant(owner_objects)}, {constant(owner_slots)})) != "
+                     f"{constant(owner_dicts)}: return False")
+        keys = constant([e.key for e in tree.edges])
+        children = constant([e.child for e in tree.edges])
+        lines.append(f"if list(map(dict.get, {dicts}, {keys})) != {children}: return False")
+    training = [(tree.objects[g.source_expr], g.code.endswith("True")) for g in guards
+                if g.kind == "MODULE_TRAINING" and g.source_expr in tree.objects]
+    if training:
+        modules = constant([m for m, _ in training])
+        flags = constant([flag for _, flag in training])
+        getter = constant(operator.attrgetter("training"))
+        lines.append(f"if list(map({getter}, {modules})) != {flags}: return False")
+    exprs = [g.source_expr for g in guards if g.kind == "PARAM_MATCH" and g.source_expr in tree.objects]
+    tensors: list[Any] = [tree.objects[expr] for expr in exprs]
+    if tensors:
+        getter = constant(operator.attrgetter("requires_grad"))
+        flags = constant([t.requires_grad for t in tensors])
+        lines.append(f"if list(map({getter}, {constant(tensors)})) != {flags}: return False")
+        # dtype/device change in place only through `Module._apply` (`.to()`, `.half()`, ...), which
+        # converts every tensor of a module: the first tensor of each owner (module, dict) stands for all.
+        owners = {(id(e.parent_object), e.slot): e.child for e in tree.edges if e.child_expr in set(exprs)}
+        samples: list[Any] = list(owners.values())
+        placement = operator.attrgetter("dtype", "device")
+        states = constant([placement(t) for t in samples])
+        lines.append(f"if list(map({constant(placement)}, {constant(samples)})) != {states}: return False")
+    return lines
