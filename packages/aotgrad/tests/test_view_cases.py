@@ -52,6 +52,29 @@ def test_multihead_attention_training_matches_eager(batch_first: bool, need_weig
     _check_training(SelfAttention(batch_first, need_weights), torch.randn(3, 7, 32, requires_grad=True))
 
 
+class MaskedSelfAttention(torch.nn.Module):
+    """Self-attention with a padding mask the module closes over (a constant of the graph)."""
+
+    def __init__(self, mask: torch.Tensor, need_weights: bool) -> None:
+        super().__init__()
+        self.attention = torch.nn.MultiheadAttention(32, 4, batch_first=True)
+        self.mask = mask  # a plain attribute, not a buffer
+        self.need_weights = need_weights
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.attention(x, x, x, key_padding_mask=self.mask, need_weights=self.need_weights)[0]
+
+
+@pytest.mark.parametrize("need_weights", [False, True])
+def test_attention_with_a_constant_padding_mask(need_weights: bool) -> None:
+    # The mask becomes `zeros_like(mask).masked_fill_(mask, -inf)`: an in-place op on a tensor made
+    # from a graph constant, which functionalization must see through too.
+    torch.manual_seed(0)
+    mask = torch.rand(3, 7) > 0.6
+    mask[:, 0] = False
+    _check_training(MaskedSelfAttention(mask, need_weights), torch.randn(3, 7, 32, requires_grad=True))
+
+
 @pytest.mark.parametrize("layout", ["transposed", "permuted", "sliced"])
 def test_sdpa_backward_with_non_contiguous_qkv(layout: str) -> None:
     def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:

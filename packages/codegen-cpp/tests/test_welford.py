@@ -144,3 +144,12 @@ def test_scatter_and_index_put_lowerings(backend: CppBackend) -> None:
 
     compiled = _check(backend, fn, inputs, rtol=1e-5, atol=1e-5)
     assert not [b for b in compiled.program.buffers if type(b) is inductor_ir.FallbackKernel]
+
+
+def test_siblings_over_masked_loads_agree_in_vector_and_scalar_runs(backend: CppBackend) -> None:
+    # Masked loads (from cat) are CSE'd in the vector run but not in the scalar tail: the siblings
+    # must share one accumulator in both runs, or m2 misses the vector lanes (ViT's layer norm).
+    def fn(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return (torch.nn.functional.layer_norm(torch.cat([a, b.permute(0, 2, 1)], 1), (64,)),)
+
+    _check(backend, fn, lambda: (torch.randn(2, 1, 64), torch.randn(2, 64, 16)), rtol=1e-4, atol=1e-5)

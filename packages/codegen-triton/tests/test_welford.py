@@ -154,3 +154,11 @@ def test_scatter_and_index_put_lowerings(cpu_backend: TritonBackend) -> None:
 
     compiled = _check(cpu_backend, fn, inputs, rtol=1e-5, atol=1e-5)
     assert not [b for b in compiled.program.buffers if type(b) is inductor_ir.FallbackKernel]
+
+
+def test_layer_norm_over_cat_with_masked_loads(cpu_backend: TritonBackend) -> None:
+    # The mean and m2 siblings read masked loads (cat of a permuted input): ViT's first layer norm.
+    def fn(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return (torch.nn.functional.layer_norm(torch.cat([a, b.permute(0, 2, 1)], 1), (64,)),)
+
+    _check(cpu_backend, fn, lambda: (torch.randn(2, 1, 64), torch.randn(2, 64, 16)), rtol=1e-4, atol=1e-5)

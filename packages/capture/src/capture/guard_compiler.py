@@ -227,8 +227,7 @@ def compile_guard_function(guards: list[Any], constants: dict[str, object],
         tree_checks.append(f"_a = {got}")
         tree_checks.append(f"if _a != {constant(list(values))} or list(map(type, _a)) != "
                            f"{constant([type(v) for v in values])}: return False")
-    remaining = [g for g in guards if not (g.kind in _TREE_KINDS and g.source_expr in tree.objects
-                                           and (g.source_expr not in roots or g.kind != "ID_MATCH"))
+    remaining = [g for g in guards if not _implied_by_tree(g, tree)
                  and not (g.kind == "CONSTANT_MATCH" and g.source_expr in batched)]
     first = [g for g in remaining if g.kind in _FIRST_KINDS and g.source_expr.startswith("L[")]
     rest = [g for g in remaining if not (g.kind in _FIRST_KINDS and g.source_expr.startswith("L["))]
@@ -258,6 +257,19 @@ def compile_guard_function(guards: list[Any], constants: dict[str, object],
     check: GuardFn = names["check"]
     check.__kiln_source__ = source  # type: ignore[attr-defined]
     return check
+
+
+def _implied_by_tree(guard: Any, tree: ModuleTree) -> bool:
+    """True when the batched tree checks cover `guard` (the same object the tree proves, by id)."""
+    expr = guard.source_expr
+    if expr not in tree.objects:
+        return False
+    if guard.kind == "MODULE_TRAINING":
+        return True
+    same = f"id({expr}) == {id(tree.objects[expr])}"
+    if guard.kind == "ID_MATCH":
+        return expr not in tree.roots and guard.code == same
+    return guard.kind == "PARAM_MATCH" and guard.code.startswith(same + " and ")
 
 
 def _module_attribute_constants(tree: ModuleTree, guards: list[Any],
@@ -299,7 +311,7 @@ def _tree_checks(tree: ModuleTree, guards: list[Any], constant: Callable[[object
         flags = constant([flag for _, flag in training])
         getter = constant(operator.attrgetter("training"))
         lines.append(f"if list(map({getter}, {modules})) != {flags}: return False")
-    exprs = [g.source_expr for g in guards if g.kind == "PARAM_MATCH" and g.source_expr in tree.objects]
+    exprs = [g.source_expr for g in guards if g.kind == "PARAM_MATCH" and _implied_by_tree(g, tree)]
     tensors: list[Any] = [tree.objects[expr] for expr in exprs]
     if tensors:
         getter = constant(operator.attrgetter("requires_grad"))
@@ -307,8 +319,9 @@ def _tree_checks(tree: ModuleTree, guards: list[Any], constant: Callable[[object
         lines.append(f"if list(map({getter}, {constant(tensors)})) != {flags}: return False")
         # dtype/device change in place only through `Module._apply` (`.to()`, `.half()`, ...), which
         # converts every tensor of a module: the first tensor of each owner (module, dict) stands for all.
-        owners = {(id(e.parent_object), e.slot): e.child for e in tree.edges if e.child_expr in set(exprs)}
-        samples: list[Any] = list(owners.values())
+        guarded = set(exprs)
+        by_owner = {(id(e.parent_object), e.slot): e.child for e in tree.edges if e.child_expr in guarded}
+        samples: list[Any] = list(by_owner.values())
         placement = operator.attrgetter("dtype", "device")
         states = constant([placement(t) for t in samples])
         lines.append(f"if list(map({constant(placement)}, {constant(samples)})) != {states}: return False")

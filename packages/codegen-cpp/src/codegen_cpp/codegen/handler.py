@@ -391,8 +391,16 @@ class CppOpsHandler(ArithmeticOps):
         if reduction_type in ("welford_reduce", "welford_combine"):
             named = ",".join(v.name for v in value) if isinstance(value, tuple) else value.name
             cache = f"{reduction_type}:{named}:{dtype}"
-            shared = [self.scope.cse.get(f"{cache}:{k}") for k in range(3)]
-            if all(v is not None for v in shared):
+            owner = self.state.welford_owner.get(key)
+            if owner is None:
+                # First run of this body: share the accumulator of an earlier sibling reducing the
+                # same value (same variable after CSE). Later runs (the scalar tail, whose masked
+                # loads are not CSE'd) follow this decision instead of re-deciding it.
+                owner = self.state.welford_owner[key] = self.scope.welford_keys.setdefault(cache, key)
+            if owner != key:
+                shared = [self.scope.cse.get(f"welford:{owner}:{k}") for k in range(3)]
+                if any(v is None for v in shared):
+                    raise AssertionError(f"welford sibling {key} runs before its owner {owner}")
                 self._target = self.scope.post if (self.outer or not self.vector) else []
                 return tuple(shared)  # type: ignore[return-value]
             if reduction_type == "welford_combine":
@@ -400,7 +408,7 @@ class CppOpsHandler(ArithmeticOps):
             else:
                 results = emit_welford(self, key, dtype, value)
             for k, v in enumerate(results):
-                self.scope.cse[f"{cache}:{k}"] = v
+                self.scope.cse[f"welford:{key}:{k}"] = v
             self._target = self.scope.post if (self.outer or not self.vector) else []
             return results  # type: ignore[return-value]
         result = emit_reduction(self, key, dtype, reduction_type, value)

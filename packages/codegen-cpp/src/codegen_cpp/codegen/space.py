@@ -118,15 +118,15 @@ def plan_space(group: KernelGroup, merge: bool = True) -> IterationSpace:
     x_sizes = tuple(sympy.sympify(s) for s in group.pointwise_size)
     r_sizes = tuple(sympy.sympify(s) for s in group.reduction_size)
     if not merge:
-        ranges = {**dict(zip(xs, x_sizes)), **dict(zip(rs, r_sizes))}
-        loads = tuple(simplify_index(index, ranges) for index in _record(group, xs, rs).loads)
-        return IterationSpace(xs, rs, xs, rs, x_sizes, r_sizes, loads)
+        plain_ranges = {**dict(zip(xs, x_sizes)), **dict(zip(rs, r_sizes))}
+        plain_loads = tuple(simplify_index(index, plain_ranges) for index in _record(group, xs, rs).loads)
+        return IterationSpace(xs, rs, xs, rs, x_sizes, r_sizes, plain_loads)
     indices = _record(group, xs, rs).indices
     body_xs, loop_xs, loop_x_sizes = _merge(xs, x_sizes, indices, "x")
     body_rs, loop_rs, loop_r_sizes = _merge(rs, r_sizes, indices, "r")
-    loads = _record(group, tuple(body_xs), tuple(body_rs)).loads
     ranges = {**dict(zip(loop_xs, loop_x_sizes)), **dict(zip(loop_rs, loop_r_sizes))}
-    loads = [simplify_index(index, ranges) for index in loads]  # as the kernel will see them
+    # every load index, simplified as the kernel will see it
+    loads = [simplify_index(index, ranges) for index in _record(group, tuple(body_xs), tuple(body_rs)).loads]
     return IterationSpace(
         body_xs=tuple(body_xs),
         body_rs=tuple(body_rs),

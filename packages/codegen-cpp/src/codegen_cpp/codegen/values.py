@@ -37,6 +37,9 @@ class KernelState:
     counter: int = 0
     accumulators: dict[tuple[str, int], str] = field(default_factory=dict)
     vector_accumulators: set[str] = field(default_factory=set)
+    # welford reduction key -> the key whose accumulator it shares (itself when it owns one); decided
+    # by the first run of the body (the vector run) and kept by the others, so every run agrees
+    welford_owner: dict[tuple[str, int], tuple[str, int]] = field(default_factory=dict)
     # accumulator variable -> (reduction type, vector?): how partial results of threads combine
     combinable: dict[str, tuple[str, bool]] = field(default_factory=dict)
     canonical: dict[str, str] = field(default_factory=dict)  # temporary -> its expression, spelled out
@@ -67,6 +70,8 @@ class BodyScope:
     reduced: dict[str, CppValue] = field(default_factory=dict)
     stored: dict[str, tuple[sympy.Expr, CppValue]] = field(default_factory=dict)
     cse: dict[str, CppValue] = field(default_factory=dict)
+    # welford reductions run so far in this body: "<type>:<value>:<dtype>" -> the reduction's key
+    welford_keys: dict[str, tuple[str, int]] = field(default_factory=dict)
     vector_symbols: dict[sympy.Symbol, str] = field(default_factory=dict)
 
 
