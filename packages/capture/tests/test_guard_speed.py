@@ -80,6 +80,16 @@ def _delete_list_item(m: Deep) -> None:
     del m.layers[2]  # ModuleList rebuilds its `_modules` dict
 
 
+def _delete_then_append(m: Deep) -> None:
+    del m.layers[2]  # a new `_modules` dict, of the same length once a layer is appended
+    m.layers.append(Block())
+
+
+def _rebuild_modules_dict(m: Deep) -> None:
+    # A new `_modules` dict (the old one left untouched) holding a new layer 2.
+    m.layers._modules = {k: Block() if k == "2" else v for k, v in m.layers._modules.items()}
+
+
 def _append_list_item(m: Deep) -> None:
     m.layers.append(Block())
 
@@ -107,7 +117,8 @@ def _to_double(m: Deep) -> None:
 CHANGES: dict[str, Callable[[Deep], None]] = {
     "replace_param": _replace_param, "replace_buffer": _replace_buffer, "replace_submodule": _replace_submodule,
     "replace_list_item": _replace_list_item, "delete_list_item": _delete_list_item,
-    "append_list_item": _append_list_item, "requires_grad": _requires_grad, "training": _training,
+    "append_list_item": _append_list_item, "delete_then_append": _delete_then_append,
+    "rebuild_modules_dict": _rebuild_modules_dict, "requires_grad": _requires_grad, "training": _training,
     "python_attribute": _python_attribute, "top_parameter": _top_parameter, "to_double": _to_double,
 }
 

@@ -147,3 +147,36 @@ def test_random_numbers_are_deterministic_per_seed_and_well_distributed(
     assert 0.0 <= float(uniform.min()) and float(uniform.max()) < 1.0
     assert abs(float(uniform.mean()) - 0.5) < 0.03
     assert abs(float(normal.mean())) < 0.1 and abs(float(normal.std()) - 1.0) < 0.1
+
+
+DENSE_N = (1 << 20) + 5  # a million points on a uniform grid, a scalar tail of 5
+DENSE_SPECIALS = [0.0, -0.0, float("inf"), float("-inf"), float("nan"), 1e-40, -1e-40, 1e-7, -1e-7]
+DENSE_SPECIALS += [0.921875, -0.921875, 0.9218749, 4.0, -4.0, 3.9, 6.0, -6.0, 10.0, 88.0, 3.4e38, -3.4e38]
+
+
+@pytest.mark.parametrize("op_name", ["erf", "tanh"])
+def test_dense_erf_and_tanh_stay_within_2e7_of_the_exact_value(backend: CppBackend, op_name: str) -> None:
+    """erf and tanh on 1M points of [-6, 6] plus edge values, against float64 and torch's float32."""
+
+    def body(x: sympy.Symbol) -> None:
+        ops.store("dst", x, getattr(ops, op_name)(ops.load("src", x)))
+
+    group = pointwise_group(
+        f"dense_{op_name}",
+        body,
+        [flat("src", torch.float32, DENSE_N)],
+        [flat("dst", torch.float32, DENSE_N)],
+        DENSE_N,
+    )
+    (kernel,) = backend.compile([backend.generate(group)])
+    src = torch.linspace(-6.0, 6.0, DENSE_N)
+    src[: len(DENSE_SPECIALS)] = torch.tensor(DENSE_SPECIALS)  # in the vector loop
+    src[-5:] = torch.tensor(DENSE_SPECIALS[:5])  # and in the scalar tail
+    dst = torch.empty_like(src)
+    kernel(src, dst)
+    reference = getattr(torch, op_name)
+    exact = reference(src.double())
+    torch.testing.assert_close(dst.double(), exact, rtol=0, atol=2.5e-7, equal_nan=True)
+    torch.testing.assert_close(dst, reference(src), rtol=0, atol=1e-6, equal_nan=True)
+    # erf(-0.0) and tanh(-0.0) are -0.0, bit for bit.
+    assert torch.equal(dst[:2].view(torch.int32), src[:2].view(torch.int32))

@@ -1,7 +1,10 @@
 """Ops the wrapper calls through ATen as ``ExternKernel``s: matmuls and convolutions.
 
 Their inputs are realized into buffers (strided views are passed as ``as_strided`` views) and
-the output layout is the one FX recorded for the node.
+the output layout is the one FX recorded for the node. A matmul operand that is a transpose of a
+value not yet in memory (a backward graph's ``permute(gelu_backward(...))``) is computed in its own
+row-major order and passed as a transposed view: ATen's matmuls take either order without a copy,
+and the kernel computing it keeps unit-stride (vectorized) stores.
 """
 
 from __future__ import annotations
@@ -10,8 +13,10 @@ from typing import Any
 
 import torch
 
-from inductor_ir.ir.nodes import ExternKernel, IRNode, MultiOutput
+from inductor_ir.ir.layout import Layout
+from inductor_ir.ir.nodes import Buffer, ExternKernel, IndexView, IRNode, MultiOutput, ReinterpretView
 from inductor_ir.lowering.registry import LoweringContext, NotLowerable, lowering
+from inductor_ir.symbolic import index_symbol
 
 aten = torch.ops.aten
 
@@ -28,11 +33,41 @@ EXTERN_OPS = [
 ]
 
 
-def _realized(ctx: LoweringContext, value: Any) -> Any:
+# Matmuls whose operands may be a transposed view (the last two dims swapped) of a buffer.
+TRANSPOSABLE_OPS = frozenset([aten.mm.default, aten.addmm.default, aten.bmm.default, aten.baddbmm.default])
+
+
+def _transposed_operand(ctx: LoweringContext, value: IRNode) -> ReinterpretView | None:
+    """``value`` as a transposed view of its realized base when it swaps the base's last two dims."""
+    if not isinstance(value, IndexView):
+        return None
+    size = value.get_size()
+    ndim = len(size)
+    if ndim not in (2, 3) or len(value.data.get_size()) != ndim:
+        return None
+    index = [index_symbol("i", k) for k in range(ndim)]
+    swapped = [*index[:-2], index[-1], index[-2]]
+    if list(value.reindex(index)) != swapped:
+        return None
+    base = ctx.realize(value.data)
+    if isinstance(base, ReinterpretView):
+        buffer, layout = base.data, base.layout
+    elif isinstance(base, Buffer):
+        buffer, layout = base, base.layout
+    else:
+        return None
+    if getattr(buffer, "output_is_tuple", False) or tuple(layout.size) != (*size[:-2], size[-1], size[-2]):
+        return None
+    stride = (*layout.stride[:-2], layout.stride[-1], layout.stride[-2])
+    return ReinterpretView(buffer, Layout(layout.device, layout.dtype, tuple(size), stride, layout.offset))
+
+
+def _realized(ctx: LoweringContext, value: Any, transposable: bool) -> Any:
     if isinstance(value, IRNode):
-        return ctx.realize(value)
+        view = _transposed_operand(ctx, value) if transposable else None
+        return ctx.realize(value) if view is None else view
     if isinstance(value, (list, tuple)):
-        return type(value)(_realized(ctx, v) for v in value)
+        return type(value)(_realized(ctx, v, transposable) for v in value)
     return value
 
 
@@ -44,8 +79,9 @@ def extern(ctx: LoweringContext, *args: Any, **kwargs: Any) -> Any:
     val = ctx.meta()
     assert ctx.node is not None
     op = ctx.node.target
-    args = _realized(ctx, args)
-    kwargs = {k: _realized(ctx, v) for k, v in kwargs.items()}
+    transposable = op in TRANSPOSABLE_OPS
+    args = _realized(ctx, args, transposable)
+    kwargs = {k: _realized(ctx, v, transposable) for k, v in kwargs.items()}
     if isinstance(val, torch.Tensor):
         return ctx.register(ExternKernel(ctx.new_name(), layout_of(val), op, args, kwargs))
     if not isinstance(val, (list, tuple)):
