@@ -31,8 +31,8 @@ inline f32x scale_by_pow2(f32x y, i32x n) {
   return y * a * b;
 }
 
-inline f32x exp(f32x x) {
-  const f32x clamped = x < -104.0f ? splat<f32x>(-104.0f) : (x > 89.0f ? splat<f32x>(89.0f) : x);
+// exp of x in [-104, 89] (not NaN): the range checks are the caller's.
+inline f32x exp_in_range(f32x clamped) {
   const f32x n = vfloor(clamped * 1.44269504088896341f + 0.5f);
   f32x r = clamped - n * 0.693359375f;
   r = r - n * -2.12194440e-4f;
@@ -45,7 +45,12 @@ inline f32x exp(f32x x) {
   p = p * (r * r) + r + 1.0f;
   // Overflow (x > 88.72) and underflow (x < -103.97) need no test: with x clamped to
   // [-104, 89], 2^n in two steps rounds to inf and to 0 (or a subnormal) exactly as expf does.
-  const f32x result = scale_by_pow2(p, __builtin_convertvector(n, i32x));
+  return scale_by_pow2(p, __builtin_convertvector(n, i32x));
+}
+
+inline f32x exp(f32x x) {
+  const f32x clamped = x < -104.0f ? splat<f32x>(-104.0f) : (x > 89.0f ? splat<f32x>(89.0f) : x);
+  const f32x result = exp_in_range(clamped);
   return x != x ? x : result;
 }
 
@@ -137,7 +142,8 @@ inline f64x sigmoid(f64x x) { return map(x, [](double v) { return 1.0 / (1.0 + s
 // Two least-squares fits (float32 coefficients), max abs error ~1.2e-7 against erf in double;
 // no division and one exp, so it costs about as much as exp plus two short polynomials.
 inline f32x erf(f32x x) {
-  const f32x ax = x < 0.0f ? -x : x;
+  const i32x sign = bits_of(x) & static_cast<int32_t>(0x80000000u);
+  const f32x ax = float_of(bits_of(x) & 0x7fffffff);
   // |x| < 0.921875: erf(x) = x * P(x^2), a least-squares fit of degree 5 in x^2.
   const f32x z = x * x;
   f32x s = splat<f32x>(-6.008739583194256e-4f);
@@ -159,8 +165,7 @@ inline f32x erf(f32x x) {
   q = q * a - 6.341474652290344e-1f;
   q = q * a - 1.1290888786315918f;
   q = q * a + 8.026063733268529e-5f;
-  f32x large = 1.0f - exp(q);
-  large = x < 0.0f ? -large : large;
+  const f32x large = float_of(bits_of(1.0f - exp_in_range(q)) | sign);  // Q(a) lies in [-18, 0]
   const f32x result = ax < 0.921875f ? small : large;
   return x != x ? x : result;
 }
