@@ -64,31 +64,27 @@ def combine_partial(reduction_type: str, acc: str, partial: str, vector: bool) -
     return _update(reduction_type, acc, partial, vector)
 
 
-def _update(reduction_type: str, acc: str, value: str, vector: bool) -> str:
+def _fold(reduction_type: str, a: str, b: str, vector: bool) -> str:
+    """The expression combining two partial results of one reduction type."""
     if reduction_type == "sum":
-        return f"{acc} = {acc} + {value};"
+        return f"{a} + {b}"
     if reduction_type == "prod":
-        return f"{acc} = {acc} * {value};"
+        return f"{a} * {b}"
     if reduction_type == "max":
-        return f"{acc} = kiln::maximum({acc}, {value});"
+        return f"kiln::maximum({a}, {b})"
     if reduction_type == "min":
-        return f"{acc} = kiln::minimum({acc}, {value});"
+        return f"kiln::minimum({a}, {b})"
     if reduction_type == "any":
-        return f"{acc} = {acc} {'|' if vector else '||'} {value};"
+        return f"({a} {'|' if vector else '||'} {b})"
     raise NotImplementedError(f"reduction type {reduction_type!r} is not supported by the C++ backend")
 
 
+def _update(reduction_type: str, acc: str, value: str, vector: bool) -> str:
+    return f"{acc} = {_fold(reduction_type, acc, value, vector)};"
+
+
 def _combine(reduction_type: str, scalar: str, vector: str) -> str:
-    horizontal = f"{_HORIZONTAL[reduction_type]}({vector})"
-    if reduction_type == "sum":
-        return f"{scalar} + {horizontal}"
-    if reduction_type == "prod":
-        return f"{scalar} * {horizontal}"
-    if reduction_type == "max":
-        return f"kiln::maximum({scalar}, {horizontal})"
-    if reduction_type == "min":
-        return f"kiln::minimum({scalar}, {horizontal})"
-    return f"({scalar} || {horizontal})"
+    return _fold(reduction_type, scalar, f"{_HORIZONTAL[reduction_type]}({vector})", vector=False)
 
 
 def _linear_reduction_index(handler: CppOpsHandler) -> str:
