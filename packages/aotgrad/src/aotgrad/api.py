@@ -153,14 +153,16 @@ class AotCallable:
 
     def __call__(self, *args: Any) -> Any:
         """Run the compiled graph (or eager, for a graph that could not be traced)."""
-        flat_inputs = [*self._state.read(), *args]
+        flat_inputs = self._state.read()
+        flat_inputs += args
         # Fast path: the inputs look like the last call's in this grad mode (runtime/dispatch.py).
         entry = self._dispatch.lookup(flat_inputs)
         if entry is not None:
             region = entry.region
         else:
             region = self.region_for(flat_inputs)
-            self._dispatch.remember(flat_inputs, region)
+            dynamic = frozenset(position for position, dims in enumerate(self._dynamic) if dims)
+            self._dispatch.remember(flat_inputs, region, dynamic)
         if region is None:
             call_args, call_kwargs = self._unflatten(args)
             return self._fn(*call_args, **call_kwargs)

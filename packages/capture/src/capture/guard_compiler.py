@@ -10,7 +10,7 @@ speed-ups that keep it exactly as strict as checking every guard on its own:
   Once that passes, every such path IS the recorded object, so other guards use the object directly
   instead of walking `nn.Module.__getattr__` chains.
 - Common sub-paths (``G['registry']._global_mapping``) are computed once into a local.
-- Cheap, likely-to-fail checks (grad mode, the arguments' tensors) come first.
+- Cheap, likely-to-fail checks come first: grad mode, then the arguments' tensors (and autocast).
 
 Guards are pure and failures (exceptions included) make the whole check False, so the order in
 which they are evaluated does not change the result.
@@ -229,8 +229,13 @@ def compile_guard_function(guards: list[Any], constants: dict[str, object],
                            f"{constant([type(v) for v in values])}: return False")
     remaining = [g for g in guards if not _implied_by_tree(g, tree)
                  and not (g.kind == "CONSTANT_MATCH" and g.source_expr in batched)]
+    # Grad mode first: the cheapest check, and the one that tells apart the entries a training
+    # loop compiles (an inference entry is tried first on every training step, and the reverse).
+    modes = [g for g in remaining if g.kind == "GRAD_MODE"]
     first = [g for g in remaining if g.kind in _FIRST_KINDS and g.source_expr.startswith("L[")]
-    rest = [g for g in remaining if not (g.kind in _FIRST_KINDS and g.source_expr.startswith("L["))]
+    first += [g for g in remaining if g.kind == "AUTOCAST_MODE"]
+    placed = {id(g) for g in modes + first}
+    rest = [g for g in remaining if id(g) not in placed]
     seen: set[str] = set()
 
     def parse(batch: list[Any]) -> list[ast.expr]:
@@ -241,10 +246,10 @@ def compile_guard_function(guards: list[Any], constants: dict[str, object],
                 trees.append(ast.parse(guard.code, mode="eval").body)
         return trees
 
-    first_trees, rest_trees = parse(first), parse(rest)
+    mode_trees, first_trees, rest_trees = parse(modes), parse(first), parse(rest)
     roots_names = _ROOTS | {name for name in names if not name.startswith("__t")}
-    rewriter = _Rewriter(proven, _count_paths(first_trees + rest_trees, roots_names), roots_names)
-    for batch, checks in ((first_trees, tree_checks), (rest_trees, [])):
+    rewriter = _Rewriter(proven, _count_paths(mode_trees + first_trees + rest_trees, roots_names), roots_names)
+    for batch, checks in ((mode_trees, []), (first_trees, tree_checks), (rest_trees, [])):
         for node in batch:
             rewritten = rewriter.rewrite(node)
             lines += rewriter.statements

@@ -42,7 +42,6 @@ _EXTRA = [
     aten.addcdiv,
     aten.lerp,
     aten.logsumexp,
-    aten.embedding_dense_backward,
     aten.nll_loss_forward,
     aten.nll_loss_backward,
     aten.masked_fill,
@@ -60,7 +59,8 @@ _EXTRA = [
     aten.triu,
 ]
 
-# Lowered directly: keep them whole.
+# Lowered directly: keep them whole. (So is every op in LOWERINGS, e.g. the extern calls, among
+# them `embedding_dense_backward`: see lowering/extern.py.)
 _KEEP = [aten.embedding.default, aten.index_select.default]
 
 

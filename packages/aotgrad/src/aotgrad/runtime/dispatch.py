@@ -3,15 +3,18 @@
 `AotCallable` runs on every call of a compiled graph, so its bookkeeping is on the hot path.
 `StateReader` reads the module's parameters and buffers through (owner dict, name) slots
 resolved once, instead of walking the module tree. `DispatchCache` remembers, per grad mode, the
-region the last call used and what its inputs looked like: module state by identity (plus
-``requires_grad`` and the data pointer, so ``p.requires_grad_(False)``, ``p.data = ...`` and
-``module.half()`` are noticed) and the other inputs by their full signature. Anything it cannot
-vouch for goes back to the slow path, which computes the full region key.
+region the last call used and a check generated for what its inputs looked like: module state by
+identity (plus ``requires_grad`` and the data pointer, so ``p.requires_grad_(False)``,
+``p.data = ...`` and ``module.half()`` are noticed; these are compared for all state tensors at
+once, at C speed) and each other input by its type, requires_grad, dtype, shape, strides and
+device (or, for inputs with symbolic sizes and non-tensors, by their full signature). Anything
+the check cannot vouch for goes back to the slow path, which computes the full region key.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import operator
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -20,6 +23,7 @@ import torch
 __all__ = ["DispatchCache", "StateReader"]
 
 Signature = Callable[[int, Any], Any]
+Matcher = Callable[[Sequence[Any]], bool]
 
 
 def _slot(module: torch.nn.Module, name: str, kind: str) -> tuple[dict[str, Any], str]:
@@ -39,20 +43,22 @@ class StateReader:
     def __init__(self, module: torch.nn.Module | None) -> None:
         self._module = module
         self.names: list[str] = []
-        self._slots: list[tuple[dict[str, Any], str]] = []
+        self._owners: list[dict[str, Any]] = []
+        self._keys: list[str] = []
         if module is None:
             return
-        for name, _ in module.named_parameters():
+        slots = [(name, _slot(module, name, "parameter")) for name, _ in module.named_parameters()]
+        slots += [(name, _slot(module, name, "buffer")) for name, _ in module.named_buffers()]
+        for name, (owner, key) in slots:
             self.names.append(name)
-            self._slots.append(_slot(module, name, "parameter"))
-        for name, _ in module.named_buffers():
-            self.names.append(name)
-            self._slots.append(_slot(module, name, "buffer"))
+            self._owners.append(owner)
+            self._keys.append(key)
 
     def read(self) -> list[torch.Tensor]:
         """The current state tensors (parameters, then buffers)."""
         try:
-            return [owner[name] for owner, name in self._slots]
+            # One C-level loop over the (owner dict, key) slots.
+            return list(map(dict.__getitem__, self._owners, self._keys))
         except KeyError:
             if self._module is None:
                 return []
@@ -61,19 +67,10 @@ class StateReader:
 
 @dataclasses.dataclass
 class _Entry:
-    """What the inputs of the last call that used `region` looked like."""
+    """The region the last call used, and the generated check that later inputs look the same."""
 
     region: Any
-    state: tuple[Any, ...]  # the state tensors themselves (identity)
-    state_checks: tuple[tuple[bool, int], ...]  # (requires_grad, data_ptr) per state tensor
-    signatures: tuple[Any, ...]  # per other input: its signature
-    requires_grad: tuple[bool, ...]  # per other input
-
-
-def _state_check(value: Any) -> tuple[bool, int]:
-    if isinstance(value, torch.Tensor):
-        return value.requires_grad, value.data_ptr()
-    return False, id(value)
+    matches: Matcher
 
 
 class DispatchCache:
@@ -82,7 +79,7 @@ class DispatchCache:
     Args:
         num_state: how many leading flat inputs are module state (checked by identity).
         signature: ``(position, value) -> signature`` of the other inputs (what the full region
-            key holds for them).
+            key holds for them, without requires_grad).
     """
 
     def __init__(self, num_state: int, signature: Signature) -> None:
@@ -93,40 +90,82 @@ class DispatchCache:
     def lookup(self, flat_inputs: Sequence[Any]) -> _Entry | None:
         """The entry (``.region``) whose inputs these match, or None when the slow path must decide."""
         entry = self._entries.get(torch.is_grad_enabled())
-        if entry is None:
-            return None
-        count = self._num_state
-        if len(flat_inputs) - count != len(entry.signatures):
-            return None
-        try:
-            for value, known, check in zip(flat_inputs, entry.state, entry.state_checks):
-                if value is not known or _state_check(value) != check:
-                    return None
-            signature = self._signature
-            for position in range(count, len(flat_inputs)):
-                value = flat_inputs[position]
-                slot = position - count
-                if isinstance(value, torch.Tensor) and value.requires_grad != entry.requires_grad[slot]:
-                    return None
-                if signature(position, value) != entry.signatures[slot]:
-                    return None
-        except (RuntimeError, TypeError, ValueError):  # a tensor without storage, say
-            return None
-        return entry
+        if entry is not None and entry.matches(flat_inputs):
+            return entry
+        return None
 
-    def remember(self, flat_inputs: Sequence[Any], region: Any) -> None:
-        """Record that these inputs use `region` (after the slow path found it)."""
-        count = self._num_state
+    def remember(self, flat_inputs: Sequence[Any], region: Any, dynamic_positions: frozenset[int] = frozenset()) -> None:
+        """Record that these inputs use `region` (after the slow path found it).
+
+        `dynamic_positions`: inputs compiled with symbolic sizes; they are checked through
+        `signature` (which leaves those sizes free), never by their exact shape.
+        """
         try:
-            state = tuple(flat_inputs[:count])
-            checks = tuple(_state_check(value) for value in state)
-            others = range(count, len(flat_inputs))
-            signatures = tuple(self._signature(position, flat_inputs[position]) for position in others)
-        except (RuntimeError, TypeError, ValueError):
+            matches = _compile_matcher(flat_inputs, self._num_state, self._signature, dynamic_positions)
+        except (RuntimeError, TypeError, ValueError):  # a tensor without storage, say: no fast path
+            self._entries.pop(torch.is_grad_enabled(), None)
             return
-        grads = tuple(isinstance(flat_inputs[p], torch.Tensor) and flat_inputs[p].requires_grad for p in others)
-        self._entries[torch.is_grad_enabled()] = _Entry(region, state, checks, signatures, grads)
+        self._entries[torch.is_grad_enabled()] = _Entry(region, matches)
 
     def clear(self) -> None:
         """Forget every entry."""
         self._entries.clear()
+
+
+_REQUIRES_GRAD = operator.attrgetter("requires_grad")
+
+
+def _compile_matcher(
+    flat_inputs: Sequence[Any], num_state: int, signature: Signature, dynamic_positions: frozenset[int]
+) -> Matcher:
+    """A generated ``matches(flat) -> bool``: True only when `flat` looks like `flat_inputs`.
+
+    State tensors are compared by identity, then their requires_grad flags and data pointers in
+    one C-level ``map`` each; every other input is unrolled into one expression. Any exception
+    (a tensor without storage, say) makes the check False: the slow path decides.
+    """
+    state = list(flat_inputs[:num_state])
+    tensors = [t for t in state if isinstance(t, torch.Tensor)]
+    names: dict[str, Any] = {
+        "_is_not": operator.is_not,
+        "_requires_grad": _REQUIRES_GRAD,
+        "_data_ptr": torch.Tensor.data_ptr,
+        "_signature": signature,
+        "_state": state,
+        "_tensors": tensors,
+        "_grads": [t.requires_grad for t in tensors],
+        "_pointers": [t.data_ptr() for t in tensors],
+    }
+    lines = [f"if len(flat) != {len(flat_inputs)}: return False"]
+    if state:
+        lines.append("if any(map(_is_not, flat, _state)): return False")
+    if tensors:
+        # The state tensors are the remembered objects (checked above), so read them directly.
+        lines.append("if list(map(_requires_grad, _tensors)) != _grads: return False")
+        lines.append("if list(map(_data_ptr, _tensors)) != _pointers: return False")
+    for position in range(num_state, len(flat_inputs)):
+        value = flat_inputs[position]
+        lines.append(f"x = flat[{position}]")
+        if isinstance(value, torch.Tensor) and position not in dynamic_positions:
+            names.update({
+                f"_t{position}": type(value), f"_d{position}": value.dtype, f"_s{position}": tuple(value.shape),
+                f"_st{position}": tuple(value.stride()), f"_dev{position}": value.device,
+            })
+            lines.append(
+                f"if not (type(x) is _t{position} and x.requires_grad is {value.requires_grad} and x.dtype is "
+                f"_d{position} and x.shape == _s{position} and x.stride() == _st{position} and x.device == "
+                f"_dev{position}): return False"
+            )
+            continue
+        names[f"_sig{position}"] = signature(position, value)
+        if isinstance(value, torch.Tensor):
+            lines.append(f"if not (isinstance(x, torch.Tensor) and x.requires_grad is {value.requires_grad}): return False")
+        else:
+            lines.append("if isinstance(x, torch.Tensor): return False")
+        lines.append(f"if _signature({position}, x) != _sig{position}: return False")
+    body = "".join(f"        {line}\n" for line in lines)
+    source = f"def matches(flat):\n    try:\n{body}        return True\n    except Exception:\n        return False\n"
+    names["torch"] = torch
+    exec(compile(source, "<aotgrad dispatch check>", "exec"), names)
+    matcher: Matcher = names["matches"]
+    return matcher

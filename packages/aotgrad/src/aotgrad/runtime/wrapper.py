@@ -27,9 +27,17 @@ class CompiledInference:
 
     forward: Callable[..., Any]
 
+    def __post_init__(self) -> None:
+        self._boxed = bool(getattr(self.forward, "_boxed_call", False))
+
     def run(self, inputs: Sequence[Any]) -> Sequence[Any]:
-        """Call the compiled forward on the flat inputs."""
-        return _without_grad(self.forward, inputs)
+        """Call the compiled forward on the flat inputs (grad mode off while it runs)."""
+        if torch.is_grad_enabled():
+            return _without_grad(self.forward, inputs)
+        # The common case, under torch.no_grad(): call it directly (boxed on a copy it may empty).
+        if self._boxed:
+            return self.forward(list(inputs))  # type: ignore[no-any-return]
+        return self.forward(*inputs)  # type: ignore[no-any-return]
 
 
 @dataclasses.dataclass
@@ -53,29 +61,55 @@ class CompiledTraining:
     grad_inputs: tuple[int, ...]
     mutated_inputs: tuple[int, ...] = ()
     _function: type[torch.autograd.Function] | None = None
+    _apply: Callable[..., Any] | None = None
 
     def run(self, inputs: Sequence[Any]) -> Sequence[Any]:
         """Run the forward through the autograd.Function (or alone when grad mode is off)."""
         if not torch.is_grad_enabled():
             return _without_grad(self.forward, inputs)[: self.num_fwd_outputs]
-        if self._function is None:
+        apply = self._apply
+        if apply is None:
             self._function = _autograd_function_for(self, len(inputs))
-        return list(self._function.apply(*inputs))
+            all_tensors = all(isinstance(x, torch.Tensor) for x in inputs)  # fixed per region (its key)
+            apply = self._apply = _fast_apply(self._function, all_tensors)
+        return apply(inputs)  # type: ignore[no-any-return]
 
 
-def _without_grad(forward: Callable[..., Any], inputs: Sequence[Any]) -> list[Any]:
+def _without_grad(forward: Callable[..., Any], inputs: Sequence[Any]) -> Sequence[Any]:
     """``forward`` called boxed on a copy of ``inputs`` with grad mode off (restored after)."""
-    enabled = torch.is_grad_enabled()
-    if not enabled:
-        return list(call_boxed(forward, list(inputs)))
+    if not torch.is_grad_enabled():
+        return call_boxed(forward, list(inputs))  # type: ignore[no-any-return]
     torch._C._set_grad_enabled(False)
     try:
-        return list(call_boxed(forward, list(inputs)))
+        return call_boxed(forward, list(inputs))  # type: ignore[no-any-return]
     finally:
         torch._C._set_grad_enabled(True)
 
 
-def _protect_from_mutation(saved: list[Any], slots: list[int], mutated: list[torch.Tensor]) -> None:
+def _fast_apply(function: type[torch.autograd.Function], all_tensors: bool) -> Callable[[Sequence[Any]], Any]:
+    """``function.apply(*inputs)`` without `Function.apply`'s per-call Python work.
+
+    `Function.apply` checks for functorch transforms, unwraps dead functorch wrappers with a
+    generator over every argument, then calls the C++ apply. This does the same with less Python:
+    with no transform active, the C++ apply directly, after unwrapping with one C-level ``map``
+    (`all_tensors`: every input of this region is a tensor) or torch's own helper (otherwise).
+    """
+    base_apply = torch._C._FunctionBase.__dict__["apply"].__get__(None, function)
+    transforms_active = torch._C._are_functorch_transforms_active
+    unwrap_if_dead = torch._C._functorch.unwrap_if_dead
+    from torch._functorch.utils import unwrap_dead_wrappers
+
+    def apply(inputs: Sequence[Any]) -> Any:
+        if transforms_active():
+            return function.apply(*inputs)
+        if all_tensors:
+            return base_apply(*map(unwrap_if_dead, inputs))
+        return base_apply(*unwrap_dead_wrappers(inputs))
+
+    return apply
+
+
+def _protect_from_mutation(saved: list[Any], slots: Sequence[int], mutated: list[torch.Tensor]) -> None:
     """Clone saved tensors that share memory with an input about to be overwritten."""
     pointers = {t.untyped_storage().data_ptr() for t in mutated}
     for slot in slots:
@@ -83,9 +117,70 @@ def _protect_from_mutation(saved: list[Any], slots: list[int], mutated: list[tor
             saved[slot] = saved[slot].clone()
 
 
+@dataclasses.dataclass
+class _SavedLayout:
+    """How a compiled forward's saved values are kept, learned on its first call.
+
+    ``plain``: they are all tensors and no input is mutated, so they go to `save_for_backward`
+    as they are and come back as `saved_tensors` (the common case); otherwise non-tensors (sizes)
+    are kept aside and saved tensors aliasing a mutated input are copied first.
+    """
+
+    plain: bool | None = None
+
+
+def _save_with_layout(ctx: Any, saved: Sequence[Any], inputs: Sequence[Any], mutated: tuple[int, ...]) -> None:
+    values = list(saved)
+    tensor_slots = [i for i, value in enumerate(values) if isinstance(value, torch.Tensor)]
+    if mutated:
+        _protect_from_mutation(values, tensor_slots, [inputs[i] for i in mutated])
+    ctx.save_for_backward(*(values[i] for i in tensor_slots))
+    ctx.saved_layout = (len(values), tensor_slots, {i: v for i, v in enumerate(values) if i not in tensor_slots})
+
+
+def _restore_with_layout(ctx: Any) -> list[Any]:
+    count, tensor_slots, others = ctx.saved_layout
+    args: list[Any] = [others.get(i) for i in range(count)]
+    for slot, value in zip(tensor_slots, ctx.saved_tensors):
+        args[slot] = value
+    return args
+
+
 def _autograd_function_for(plan: CompiledTraining, num_inputs: int) -> type[torch.autograd.Function]:
-    """A fresh autograd.Function class bound to `plan` (one per compiled graph)."""
-    differentiable = set(plan.differentiable_outputs)
+    """A fresh autograd.Function class bound to `plan` (one per compiled graph).
+
+    Everything that is the same on every call is decided here, not per call: which outputs are
+    non-differentiable, where each input's gradient sits among the backward's results, whether
+    the compiled graphs are called boxed; the saved values' layout on the first call.
+    """
+    num_outputs = plan.num_fwd_outputs
+    differentiable = plan.differentiable_outputs
+    all_differentiable = differentiable == tuple(range(num_outputs))
+    non_differentiable = tuple(i for i in range(num_outputs) if i not in set(differentiable))
+    compiled_forward, compiled_backward = plan.forward, plan.backward
+    forward_boxed = bool(getattr(compiled_forward, "_boxed_call", False))
+    backward_boxed = bool(getattr(compiled_backward, "_boxed_call", False))
+    # Per input, its gradient's index in `[*backward results, None]` (-1: no gradient, None).
+    positions = [-1] * num_inputs
+    for slot, index in enumerate(plan.grad_inputs):
+        positions[index] = slot
+    mutated = plan.mutated_inputs
+    layout = _SavedLayout()
+    contiguous = torch.Tensor.contiguous
+
+    def run_backward(ctx: Any, *grad_outputs: Any) -> tuple[Any, ...]:
+        args = list(ctx.saved_tensors) if layout.plain else _restore_with_layout(ctx)
+        # The autograd node lets go of the saved values (unless retain_graph): `args` holds
+        # the only references, and a boxed backward drops them as it goes.
+        ctx.maybe_clear_saved_tensors()
+        if all_differentiable:
+            args += map(contiguous, grad_outputs)
+        else:
+            args += [grad_outputs[i].contiguous() for i in differentiable]
+        grads = [*(compiled_backward(args) if backward_boxed else compiled_backward(*args)), None]
+        return tuple(map(grads.__getitem__, positions))
+
+    run_backward_once = once_differentiable(run_backward)
 
     class CompiledFunction(torch.autograd.Function):
         """The compiled forward and backward as one autograd op."""
@@ -93,35 +188,28 @@ def _autograd_function_for(plan: CompiledTraining, num_inputs: int) -> type[torc
         @staticmethod
         def forward(ctx: Any, *inputs: Any) -> tuple[Any, ...]:  # type: ignore[override]
             """Run the compiled forward; keep the saved values for the backward."""
-            results = list(call_boxed(plan.forward, list(inputs)))
-            outputs, saved = results[: plan.num_fwd_outputs], results[plan.num_fwd_outputs :]
-            tensor_slots = [i for i, value in enumerate(saved) if isinstance(value, torch.Tensor)]
-            if plan.mutated_inputs:
-                _protect_from_mutation(saved, tensor_slots, [inputs[i] for i in plan.mutated_inputs])
-            ctx.save_for_backward(*(saved[i] for i in tensor_slots))
-            ctx.saved_layout = (len(saved), tensor_slots, {i: v for i, v in enumerate(saved) if i not in tensor_slots})
-            ctx.mark_non_differentiable(
-                *(out for i, out in enumerate(outputs) if i not in differentiable and isinstance(out, torch.Tensor))
-            )
-            return tuple(outputs)
+            results = compiled_forward(list(inputs)) if forward_boxed else compiled_forward(*inputs)
+            saved = results[num_outputs:]
+            plain = layout.plain
+            if plain is None:
+                plain = layout.plain = not mutated and all(isinstance(v, torch.Tensor) for v in saved)
+            if plain:
+                ctx.save_for_backward(*saved)
+            else:
+                _save_with_layout(ctx, saved, inputs, mutated)
+            outputs = tuple(results[:num_outputs])
+            if non_differentiable:
+                ctx.mark_non_differentiable(
+                    *(outputs[i] for i in non_differentiable if isinstance(outputs[i], torch.Tensor))
+                )
+            return outputs
 
         @staticmethod
-        @once_differentiable
         def backward(ctx: Any, *grad_outputs: Any) -> tuple[Any, ...]:  # type: ignore[override]
-            """Run the compiled backward on the saved values and the tangents."""
-            count, tensor_slots, others = ctx.saved_layout
-            args: list[Any] = [others.get(i) for i in range(count)]
-            for slot, value in zip(tensor_slots, ctx.saved_tensors):
-                args[slot] = value
-            # The autograd node lets go of the saved values (unless retain_graph): `args` holds
-            # the only references, and a boxed backward drops them as it goes.
-            ctx.maybe_clear_saved_tensors()
-            args += [grad_outputs[i].contiguous() for i in plan.differentiable_outputs]
-            grads = list(call_boxed(plan.backward, args))
-            result: list[Any] = [None] * num_inputs
-            for index, grad in zip(plan.grad_inputs, grads):
-                result[index] = grad
-            return tuple(result)
+            """Run the compiled backward on the saved values and the tangents (once differentiable)."""
+            if torch.is_grad_enabled():  # create_graph=True: a second backward through it must raise
+                return run_backward_once(ctx, *grad_outputs)  # type: ignore[no-any-return]
+            return run_backward(ctx, *grad_outputs)
 
     return CompiledFunction
 
@@ -150,20 +238,20 @@ class Region:
         self._single = spec.is_leaf()
         self._flat_tuple = spec.type is tuple and all(spec.child(i).is_leaf() for i in range(spec.num_children))
 
-    def unflatten(self, flat_outputs: list[Any]) -> Any:
+    def unflatten(self, flat_outputs: Sequence[Any]) -> Any:
         """The user's output structure from the flat outputs (a leaf and a flat tuple are quick)."""
         if self._single:
             return flat_outputs[0]
         if self._flat_tuple:
             return tuple(flat_outputs)
-        return pytree.tree_unflatten(flat_outputs, self.graph.out_spec)
+        return pytree.tree_unflatten(list(flat_outputs), self.graph.out_spec)
 
-    def __call__(self, inputs: Sequence[Any]) -> list[Any]:
+    def __call__(self, inputs: Sequence[Any]) -> Sequence[Any]:
         """Run on the flat inputs; mutate inputs as eager would; return the flat user outputs."""
         results = self.compiled.run(inputs)
         simple = self._simple_outputs
         if simple is not None and simple >= 0:
-            return list(results[:simple])
+            return results if len(results) == simple else results[:simple]
         num_mutations = len(self.graph.mutated_inputs)
         if num_mutations:
             self._write_back(inputs, results)

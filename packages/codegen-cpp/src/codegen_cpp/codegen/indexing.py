@@ -119,7 +119,8 @@ def _simplify(expr: sympy.Expr, ranges: Ranges) -> sympy.Expr:
 
 
 def _recombine(expr: sympy.Expr) -> sympy.Expr:
-    """``c*n*(X // n) + c*(X % n)`` back to ``c*X`` (a split dim that is contiguous again)."""
+    """``c*n*(X // n) + c*(X % n)`` back to ``c*X`` (a split dim that is contiguous again), and
+    ``c*n*((X // n) % k) + c*(X % n)`` to ``c*(X % (n*k))`` (two split dims that are one again)."""
     terms = list(sympy.Add.make_args(expr))
     changed = True
     while changed:
@@ -134,7 +135,28 @@ def _recombine(expr: sympy.Expr) -> sympy.Expr:
                 terms = [t for k, t in enumerate(terms) if k != i and t != wanted] + [coeff * base]
                 changed = True
                 break
+            merged = _merged_modulo(terms, i, coeff, base, modulus)
+            if merged is not None:
+                terms = merged
+                changed = True
+                break
     return sympy.expand(sympy.Add(*terms))
+
+
+def _merged_modulo(
+    terms: list[sympy.Expr], i: int, coeff: sympy.Expr, base: sympy.Expr, modulus: sympy.Expr
+) -> list[sympy.Expr] | None:
+    """``terms`` with ``terms[i] == c*(X % n)`` and some ``c*n*((X // n) % k)`` merged into ``c*(X % (n*k))``."""
+    for j, other in enumerate(terms):
+        other_coeff, other_rest = other.as_coeff_Mul()
+        if j == i or not isinstance(other_rest, ModularIndexing) or other_coeff != coeff * modulus:
+            continue
+        inner, divisor, k = other_rest.args
+        if divisor == 1 and isinstance(inner, FloorDiv) and inner.args == (base, modulus) and k.is_Integer:
+            return [t for n, t in enumerate(terms) if n not in (i, j)] + [
+                coeff * ModularIndexing(base, sympy.Integer(1), modulus * k)
+            ]
+    return None
 
 
 def simplify_index(expr: sympy.Expr, ranges: Ranges) -> sympy.Expr:

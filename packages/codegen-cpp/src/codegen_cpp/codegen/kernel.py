@@ -27,9 +27,10 @@ from codegen_cpp.codegen.handler import BodyScope, CppOpsHandler, CppValue, Kern
 from codegen_cpp.codegen.indexing import Ranges, simplify_index, upper_bound
 from codegen_cpp.codegen.lanes import VECTOR_LANES, lane_stride
 from codegen_cpp.codegen.printer import cpp_index
-from codegen_cpp.codegen.reduction import combine_partial
+from codegen_cpp.codegen.reduction import REDUCTION_BLOCK, REDUCTION_OUTER_BLOCK, combine_partial
 from codegen_cpp.codegen.reuse import MAX_SCRATCH_ELEMENTS, LoopValueReuse
 from codegen_cpp.codegen.space import IterationSpace, plan_space
+from codegen_cpp.codegen.tiling import TiledAccumulators, tile_loop, tile_vectors
 from codegen_cpp.config import CppConfig
 from inductor_ir.backend import KernelGroup, KernelNode, KernelSource
 from inductor_ir.ops_handler import set_ops_handler
@@ -70,6 +71,14 @@ def _thread_count(work: sympy.Expr, grain: int) -> str:
         shares = max(1, int(work) // grain)
         return f"(kiln_threads < {shares} ? kiln_threads : {shares})"
     return "kiln_threads"
+
+
+@dataclass(frozen=True)
+class _Block:
+    """Lines run before and after each block of a reduction's vector loop (codegen/reduction.py)."""
+
+    pre: list[str]
+    post: list[str]
 
 
 @dataclass(frozen=True)
@@ -190,6 +199,7 @@ class _KernelWriter:
         self.ranges: Ranges = {**dict(zip(self.xs, self.x_sizes)), **dict(zip(self.rs, self.r_sizes))}
         self.plan = self._plan(vectorize, outer)
         self.reuse: LoopValueReuse | None = None
+        self.tile = 1  # output vectors per tile of a reduction vectorized across outputs
 
     # ------------------------------------------------------------------ planning
     def _plan(self, vectorize: bool, outer: bool) -> _Plan:
@@ -255,18 +265,52 @@ class _KernelWriter:
         return lines
 
     def _vector_and_tail(
-        self, var: sympy.Symbol, size: sympy.Expr, vector_body: list[str], scalar_body: list[str]
+        self,
+        var: sympy.Symbol,
+        size: sympy.Expr,
+        vector_body: list[str],
+        scalar_body: list[str],
+        block: _Block | None = None,
     ) -> list[str]:
         end = f"{var.name}_vec_end"
         return [
             "{",
             _INDENT + f"const int64_t {end} = ({cpp_index(size)}) / {VECTOR_LANES} * {VECTOR_LANES};",
-            _INDENT + self._for(var, "0", end, VECTOR_LANES) + " {",
-            *_indent(vector_body, 2),
-            _INDENT + "}",
+            *_indent(self._vector_loop(var, end, size, vector_body, block)),
             _INDENT + self._for(var, end, cpp_index(size)) + " {",
             *_indent(scalar_body, 2),
             _INDENT + "}",
+            "}",
+        ]
+
+    def _vector_loop(
+        self,
+        var: sympy.Symbol,
+        end: str,
+        size: sympy.Expr,
+        body: list[str],
+        block: _Block | None,
+        pragma: Sequence[str] = (),
+    ) -> list[str]:
+        """The vector loop ``[0, end)`` of ``body``; with ``block`` lines, run in blocks of
+        ``REDUCTION_BLOCK`` elements, each between the block's declarations and its fold.
+        ``pragma`` goes right before the loop that threads share (the block loop, if any)."""
+        loop = [self._for(var, "0", end, VECTOR_LANES) + " {", *_indent(body), "}"]
+        if block is None or not (block.pre or block.post):
+            return [*pragma, *loop]
+        if size.is_Integer and int(size) <= REDUCTION_BLOCK:
+            return ["{", *_indent(block.pre), *_indent([*pragma, *loop]), *_indent(block.post), "}"]
+        start = f"{var.name}_block"
+        stop = f"{var.name}_block_end"
+        return [
+            *pragma,
+            self._for(sympy.Symbol(start), "0", end, REDUCTION_BLOCK) + " {",
+            *_indent(block.pre),
+            _INDENT + f"const int64_t {stop} = {start} + {REDUCTION_BLOCK} < {end} ? {start} + {REDUCTION_BLOCK} : {end};",
+            _INDENT + self._for(var, start, stop, VECTOR_LANES) + " {",
+            *_indent(body, 2),
+            _INDENT + "}",
+            *_indent(block.post),
             "}",
         ]
 
@@ -291,22 +335,41 @@ class _KernelWriter:
         vector_var: sympy.Symbol,
         vector_body: list[str],
         scalar_body: list[str],
+        tile: int = 1,
     ) -> list[str]:
-        """Pointwise loops whose last dim runs ``vector_body`` per vector and ``scalar_body`` per tail index."""
+        """Pointwise loops whose last dim runs ``vector_body`` per vector (per tile of ``tile``
+        vectors, codegen/tiling.py) and ``scalar_body`` per tail index."""
+        end = f"{vector_var.name}_vec_end"
+        if tile > 1:
+            tile_var = sympy.Symbol(f"{vector_var.name}_tile")
+            count = f"({end} - {tile_var.name}) / {VECTOR_LANES}"
+            vector_loop = [
+                self._for(tile_var, "0", end, VECTOR_LANES * tile) + " {",
+                _INDENT + f"const int64_t kiln_tile_n = {count} < {tile} ? {count} : {tile};",
+                *_indent(vector_body),
+                "}",
+            ]
+        else:
+            vector_loop = [self._for(vector_var, "0", end, VECTOR_LANES) + " {", *_indent(vector_body), "}"]
         if len(sizes) == 1:
             # One dimension: the vector loop itself is what the threads share.
-            end = f"{vector_var.name}_vec_end"
             return [
                 f"const int64_t {end} = ({cpp_index(sizes[0])}) / {VECTOR_LANES} * {VECTOR_LANES};",
                 *self._pragma(1),
-                self._for(vector_var, "0", end, VECTOR_LANES) + " {",
-                *_indent(vector_body),
-                "}",
+                *vector_loop,
                 self._for(vector_var, end, cpp_index(sizes[0])) + " {",
                 *_indent(scalar_body),
                 "}",
             ]
-        inner = self._vector_and_tail(vector_var, sizes[-1], vector_body, scalar_body)
+        inner = [
+            "{",
+            _INDENT + f"const int64_t {end} = ({cpp_index(sizes[-1])}) / {VECTOR_LANES} * {VECTOR_LANES};",
+            *_indent(vector_loop),
+            _INDENT + self._for(vector_var, end, cpp_index(sizes[-1])) + " {",
+            *_indent(scalar_body, 2),
+            _INDENT + "}",
+            "}",
+        ]
         outer = list(zip(self.xs[:-1], sizes[:-1]))
         return self._pragma(len(outer)) + self._nest(outer, inner)
 
@@ -329,15 +392,21 @@ class _KernelWriter:
         pre: list[str] = []
         post: list[str] = []
         if outer:
-            scope = BodyScope(lines=[], pre=pre, post=post, values={}, reduced=values)
+            outer_block = _Block([], [])
+            scope = BodyScope(
+                lines=[], pre=pre, post=post, values={}, reduced=values, block_pre=outer_block.pre, block_post=outer_block.post
+            )
             self._run(in_loop, scope, vector_var, in_loop=True)
             after_scope = BodyScope(lines=post, pre=pre, post=post, values=values, reduced=values)
             self._run(after, after_scope, vector_var, in_loop=False)
-            loops_body = self._nest(list(zip(self.rs, sizes)), scope.lines) if scope.lines else []
-            return lambda: [f"// reduction loop {loop}", *pre, *loops_body, *post]
+            assert vector_var is not None
+            return lambda: self._outer_loop(loop, vector_var, pre, scope.lines, post, outer_block)
         vector_lines: list[str] = []
+        block = _Block([], [])
         if vector_var is not None:
-            vector_scope = BodyScope(lines=[], pre=pre, post=[], values={}, reduced=dict(values))
+            vector_scope = BodyScope(
+                lines=[], pre=pre, post=[], values={}, reduced=dict(values), block_pre=block.pre, block_post=block.post
+            )
             self._run(in_loop, vector_scope, vector_var, in_loop=True)
             vector_lines = vector_scope.lines
         scalar_scope = BodyScope(lines=[], pre=pre, post=post, values={}, reduced=values)
@@ -347,18 +416,69 @@ class _KernelWriter:
         split = self._split_condition()
         scalar_lines = scalar_scope.lines
         if split is not None:
-            lines = self._split_reduction_loop(loop, split, pre, vector_var, vector_lines, scalar_lines, post)
+            lines = self._split_reduction_loop(loop, split, pre, vector_var, vector_lines, scalar_lines, post, block)
             return lambda: lines
 
         def assemble() -> list[str]:
             if vector_var is None:
                 loops_body = self._nest(list(zip(self.rs, sizes)), scalar_lines)
             else:
-                inner = self._vector_and_tail(vector_var, sizes[-1], vector_lines, scalar_lines)
+                inner = self._vector_and_tail(vector_var, sizes[-1], vector_lines, scalar_lines, block)
                 loops_body = self._nest(list(zip(self.rs[:-1], sizes[:-1])), inner)
             return [f"// reduction loop {loop}", *pre, *loops_body, *post]
 
         return assemble
+
+    def _outer_loop(
+        self,
+        loop: int,
+        vector_var: sympy.Symbol,
+        pre: list[str],
+        body: list[str],
+        post: list[str],
+        block: _Block,
+    ) -> list[str]:
+        """A reduction loop vectorized across outputs; tiled (codegen/tiling.py) when ``self.tile > 1``
+        and its accumulators allow (else ``self.tile`` drops to 1: the caller loops per vector).
+        With ``block`` lines, the last reduction dim runs in blocks of ``REDUCTION_OUTER_BLOCK`` steps."""
+        accumulators = TiledAccumulators.parse([*pre, *block.pre], self.tile) if self.tile > 1 and body else None
+        if accumulators is None:
+            self.tile = 1
+            if not body:
+                return [f"// reduction loop {loop}", *pre, *post]
+            return [f"// reduction loop {loop}", *pre, *self._outer_nest(body, block), *post]
+        inner = tile_loop(vector_var, "kiln_tile_n", accumulators.per_vector(body), _INDENT)
+        finish = tile_loop(vector_var, "kiln_tile_n", accumulators.per_vector(post), _INDENT)
+        names = {name for _, name, _ in accumulators.declarations}
+        block_names = {line.split()[1] for line in block.pre}
+        tiled = TiledAccumulators([d for d in accumulators.declarations if d[1] in names - block_names], self.tile)
+        per_block = TiledAccumulators([d for d in accumulators.declarations if d[1] in block_names], self.tile)
+        fold = tile_loop(vector_var, "kiln_tile_n", accumulators.per_vector(block.post), _INDENT) if block.post else []
+        loops_body = self._outer_nest(inner, _Block(per_block.declare(), fold))
+        comment = f"// reduction loop {loop}, {self.tile} vectors of outputs at once"
+        return [comment, *tiled.declare(), *loops_body, *finish]
+
+    def _outer_nest(self, body: list[str], block: _Block) -> list[str]:
+        """The reduction loops around ``body``; the last in blocks between ``block``'s lines."""
+        if not (block.pre or block.post):
+            return self._nest(list(zip(self.rs, self.r_sizes)), body)
+        var, size = self.rs[-1], self.r_sizes[-1]
+        if size.is_Integer and int(size) <= REDUCTION_OUTER_BLOCK:
+            last = ["{", *_indent(block.pre), *_indent(self._nest([(var, size)], body)), *_indent(block.post), "}"]
+        else:
+            start, stop = f"{var.name}_block", f"{var.name}_block_end"
+            step = REDUCTION_OUTER_BLOCK
+            last = [
+                self._for(sympy.Symbol(start), "0", cpp_index(size), step) + " {",
+                *_indent(block.pre),
+                _INDENT + f"const int64_t {stop} = {start} + {step} < {cpp_index(size)} ? {start} + {step} : {cpp_index(size)};",
+                _INDENT + self._for(var, start, stop) + " {",
+                *_indent(body, 2),
+                _INDENT + "}",
+                *_indent(block.post),
+                "}",
+            ]
+        return self._nest(list(zip(self.rs[:-1], self.r_sizes[:-1])), last)
 
     def _split_condition(self) -> str | None:
         """For one big reduction to a scalar: the ``if`` of the thread split ("" always, None never)."""
@@ -377,6 +497,7 @@ class _KernelWriter:
         vector_lines: list[str],
         scalar_lines: list[str],
         post: list[str],
+        block: _Block,
     ) -> list[str]:
         """A reduction to one value, split across threads: each thread reduces a share of the range
         into private accumulators (``accN_t``), which are then folded into the shared ones."""
@@ -388,14 +509,15 @@ class _KernelWriter:
             return [pattern.sub(r"\1_t", line) for line in lines] if partials else list(lines)
 
         sizes = self.r_sizes
+        block = _Block(private(block.pre), private(block.post))
         if vector_var is not None and len(self.rs) == 1:
             end = f"{vector_var.name}_vec_end"
+            vector_loop = self._vector_loop(
+                vector_var, end, sizes[0], private(vector_lines), block, pragma=["#pragma omp for nowait"]
+            )
             loops = [
                 f"const int64_t {end} = ({cpp_index(sizes[0])}) / {VECTOR_LANES} * {VECTOR_LANES};",
-                "#pragma omp for nowait",
-                self._for(vector_var, "0", end, VECTOR_LANES) + " {",
-                *_indent(private(vector_lines)),
-                "}",
+                *vector_loop,
                 "#pragma omp single nowait",
                 self._for(vector_var, end, cpp_index(sizes[0])) + " {",
                 *_indent(private(scalar_lines)),
@@ -406,7 +528,7 @@ class _KernelWriter:
                 nest = self._nest(list(zip(self.rs, sizes)), private(scalar_lines))
             else:
                 inner = self._vector_and_tail(
-                    vector_var, sizes[-1], private(vector_lines), private(scalar_lines)
+                    vector_var, sizes[-1], private(vector_lines), private(scalar_lines), block
                 )
                 nest = self._nest(list(zip(self.rs[:-1], sizes[:-1])), inner)
             loops = ["#pragma omp for nowait", *nest]
@@ -460,9 +582,12 @@ class _KernelWriter:
             loops = list(zip(self.xs, sizes))
             return self._pragma(len(loops)) + self._nest(loops, body)
         assert vector_var is not None
+        self.tile = tile_vectors(sizes[-1]) if self.group.num_loops == 1 else 1
         vector_body = self._reduction_body(vector_var, outer=True)
+        tile = self.tile  # 1 when the accumulators could not be tiled
+        self.tile = 1
         scalar_body = self._reduction_body(None, outer=False)
-        return self._vectorized_loops(sizes, vector_var, vector_body, scalar_body)
+        return self._vectorized_loops(sizes, vector_var, vector_body, scalar_body, tile)
 
     # ------------------------------------------------------------------ the function
     def signature(self, name: str) -> str:

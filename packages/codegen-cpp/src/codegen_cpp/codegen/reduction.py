@@ -3,6 +3,13 @@
 A reduction loop with a vector part keeps two accumulators: ``accN_vec`` (one partial result per
 lane, updated by the vector loop) and ``accN`` (updated by the scalar tail); after the loop the
 lanes are reduced horizontally and combined with the scalar one.
+
+Long float32 sums and every float32 Welford reduction are blocked (cascade summation): the vector
+loop runs in blocks of ``REDUCTION_BLOCK`` elements, each accumulating in float32 lanes (full
+SIMD width, no conversions per element: ``accN_blk``, or the ``accN_bmean``/``accN_bm2``/``accN_bn``
+triple), and after each block the partial result is folded into double lanes (``accN_vec``, or
+the ``accN_vmean`` triple by Chan's formula). Each float32 lane then adds at most
+``REDUCTION_BLOCK / VEC`` terms, so the result stays as exact as eager's.
 """
 
 from __future__ import annotations
@@ -18,7 +25,7 @@ from codegen_cpp.codegen.printer import cpp_index
 if TYPE_CHECKING:
     from codegen_cpp.codegen.handler import CppOpsHandler, CppValue
 
-__all__ = ["combine_partial", "emit_reduction", "emit_welford", "emit_welford_combine"]
+__all__ = ["REDUCTION_BLOCK", "REDUCTION_OUTER_BLOCK", "combine_partial", "emit_reduction", "emit_welford", "emit_welford_combine"]
 
 _HORIZONTAL = {
     "sum": "kiln::hsum",
@@ -39,13 +46,17 @@ def _identity(reduction_type: str, scalar: str) -> str:
     }[reduction_type]
 
 
-LONG_REDUCTION = 16384  # longer float sums (or symbolic ones) accumulate in double lanes
+LONG_REDUCTION = 16384  # longer float sums (or symbolic ones) fold float32 blocks into double lanes
+REDUCTION_BLOCK = 4096  # elements per float32 block of a blocked (cascade) reduction
+REDUCTION_OUTER_BLOCK = REDUCTION_BLOCK // 16  # steps per block when each lane is one output
 
 
 def _long(handler: CppOpsHandler) -> bool:
-    """Whether the reduction is long enough for float lanes to lose accuracy (n / 16 adds each)."""
+    """Whether the reduction is long enough for float lanes to lose accuracy (n / 16 adds each,
+    or n adds each when every lane is one output)."""
     size = sympy.Mul(*handler.reduction_sizes) if handler.reduction_sizes else sympy.Integer(1)
-    return not (size.is_Integer and int(size) <= LONG_REDUCTION)
+    limit = REDUCTION_OUTER_BLOCK if handler.outer else LONG_REDUCTION
+    return not (size.is_Integer and int(size) <= limit)
 
 
 def _scalar_accumulator(reduction_type: str, scalar: str) -> str:
@@ -125,6 +136,8 @@ def emit_reduction(
                 scope.pre.append(f"kiln::maskx {vec_acc} = kiln::splat_mask(false);")
             elif reduction_type == "sum" and info.vector == "kiln::f32x" and _long(handler):
                 scope.pre.append(f"kiln::f64x {vec_acc} = kiln::splat<kiln::f64x>(0.0);")
+                scope.block_pre.append(f"kiln::f32x {acc}_blk = kiln::splat<kiln::f32x>(0.0f);")
+                scope.block_post.append(f"{vec_acc} = {vec_acc} + kiln::convert<kiln::f64x>({acc}_blk);")
             else:
                 identity = _identity(reduction_type, info.scalar)
                 scope.pre.append(f"{info.vector} {vec_acc} = kiln::splat<{info.vector}>({identity});")
@@ -134,9 +147,10 @@ def emit_reduction(
             )
         else:
             if reduction_type == "sum" and info.vector == "kiln::f32x" and _long(handler):
-                # Long float sums accumulate in double lanes: they stay as exact as eager's.
-                text = f"kiln::convert<kiln::f64x>({text})"
-            target.append(_update(reduction_type, vec_acc, text, vector=True))
+                # Long float sums: float32 lanes per block, folded into double lanes per block.
+                target.append(_update(reduction_type, f"{acc}_blk", text, vector=True))
+            else:
+                target.append(_update(reduction_type, vec_acc, text, vector=True))
             state.combinable[vec_acc] = (reduction_type, True)
         return CppValue(vec_acc, dtype, True)
     if is_arg:
@@ -182,10 +196,13 @@ def _emit_outer(
             scope.pre.append(f"kiln::maskx {acc} = kiln::splat_mask(false);")
             target.append(_update(reduction_type, acc, value, vector=True))
             scope.post.append(f"const auto {result} = {acc};")
-        elif reduction_type == "sum" and vector == "kiln::f32x":
-            # A long sequential float sum per lane: accumulate in double, round once at the end.
+        elif reduction_type == "sum" and vector == "kiln::f32x" and _long(handler):
+            # A long sequential float sum per lane: float32 lanes per block of REDUCTION_OUTER_BLOCK
+            # steps, folded into double lanes after each block, rounded once at the end.
             scope.pre.append(f"kiln::f64x {acc} = kiln::splat<kiln::f64x>(0.0);")
-            target.append(_update(reduction_type, acc, f"kiln::convert<kiln::f64x>({value})", vector=True))
+            scope.block_pre.append(f"kiln::f32x {acc}_blk = kiln::splat<kiln::f32x>(0.0f);")
+            scope.block_post.append(f"{acc} = {acc} + kiln::convert<kiln::f64x>({acc}_blk);")
+            target.append(_update(reduction_type, f"{acc}_blk", value, vector=True))
             scope.post.append(f"const auto {result} = kiln::convert<kiln::f32x>({acc});")
         else:
             identity = _identity(reduction_type, cpp_dtype(dtype).scalar)
@@ -264,13 +281,31 @@ def emit_welford(
             scope.post.append(f"const auto {name} = {narrow(source)};")
         return CppValue(names[0], dtype, True), CppValue(names[1], dtype, True), CppValue(names[2], dtype, True)
     if handler.vector:
+        b_mean, b_m2, b_n = f"{acc}_bmean", f"{acc}_bm2", f"{acc}_bn"
         if mean not in state.vector_accumulators:
             state.vector_accumulators.add(mean)
             scope.pre += declare
             state.combinable[mean] = ("welford", True)
             state.combinable[m2] = ("welford_part", True)
             state.combinable[n] = ("welford_part", False)
-        target.append(_vector_step(mean, m2, n, text, scalar, vector))
+            if wide:
+                # float32 lanes per block, Chan-merged into the double lanes after each block. The
+                # block runs on values shifted by its first one (per lane): a large mean with a
+                # small spread keeps its precision in float32 (x - shift is exact, Sterbenz).
+                zero32 = "kiln::splat<kiln::f32x>(0.0f)"
+                scope.block_pre += [f"kiln::f32x {b_mean} = {zero32};", f"kiln::f32x {b_m2} = {zero32};"]
+                scope.block_pre += [f"kiln::f32x {acc}_shift = {zero32};", f"int64_t {b_n} = 0;"]
+                wide_mean = f"(kiln::convert<kiln::f64x>({acc}_shift) + kiln::convert<kiln::f64x>({b_mean}))"
+                wide_m2 = f"kiln::convert<kiln::f64x>({b_m2})"
+                scope.block_post.append(_chan(mean, m2, n, wide_mean, wide_m2, b_n, vector=True))
+        if wide:
+            lifted = handler._lift(value)
+            shifted = f"({lifted} - {acc}_shift)"
+            step = _vector_step(b_mean, b_m2, b_n, shifted, "float", "kiln::f32x")
+            target.append(f"if ({b_n} == 0) {acc}_shift = {lifted};")
+            target.append(step)
+        else:
+            target.append(_vector_step(mean, m2, n, text, scalar, vector))
         # The vector run's results are never stored (the scalar tail's run finishes the reduction).
         return CppValue(mean, dtype, True), CppValue(m2, dtype, True), CppValue(n, dtype, True)
     vmean, vm2, vn = mean, m2, n

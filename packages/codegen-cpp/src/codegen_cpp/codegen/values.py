@@ -60,7 +60,9 @@ class BodyScope:
     it (reduction results and their stores); values: internal buffers stored so far in this body;
     reduced: internal buffers holding finished reductions (one value per pointwise index);
     stored: the last value stored to each output and its index (loads at that index reuse it);
-    vector_symbols: indirect-index symbols whose values are vectors.
+    vector_symbols: indirect-index symbols whose values are vectors;
+    block_pre / block_post: lines around each block of the innermost vector loop of a reduction
+    (float32 partial accumulators declared, then folded into the wide ones; see codegen/reduction.py).
     """
 
     lines: list[str]
@@ -73,6 +75,8 @@ class BodyScope:
     # welford reductions run so far in this body: "<type>:<value>:<dtype>" -> the reduction's key
     welford_keys: dict[str, tuple[str, int]] = field(default_factory=dict)
     vector_symbols: dict[sympy.Symbol, str] = field(default_factory=dict)
+    block_pre: list[str] = field(default_factory=list)
+    block_post: list[str] = field(default_factory=list)
 
 
 _UNARY_MATH = (

@@ -18,9 +18,18 @@ inline f32x float_of(i32x x) {
   return r;
 }
 inline bool any_lane(maskx m) {
+#if defined(__AVX512F__)
+  return _mm512_test_epi32_mask(reinterpret_cast<__m512i>(m), reinterpret_cast<__m512i>(m)) != 0;
+#elif defined(__AVX__)
+  __m256i halves[2];
+  std::memcpy(halves, &m, sizeof halves);
+  const __m256i both = _mm256_or_si256(halves[0], halves[1]);
+  return !_mm256_testz_si256(both, both);
+#else
   int32_t acc = 0;
   for (int64_t i = 0; i < VEC; ++i) acc |= m[i];
   return acc != 0;
+#endif
 }
 inline f32x vfloor(f32x x) { return map(x, [](float v) { return __builtin_floorf(v); }); }
 // 2 ** n for integral n in [-252, 254], in two steps so subnormal and large results stay exact.
@@ -49,8 +58,18 @@ inline f32x exp_in_range(f32x clamped) {
 }
 
 inline f32x exp(f32x x) {
-  const f32x clamped = x < -104.0f ? splat<f32x>(-104.0f) : (x > 89.0f ? splat<f32x>(89.0f) : x);
-  const f32x result = exp_in_range(clamped);
+  // Results below FLT_MIN (x < -87.33) are subnormal or 0. Arithmetic that produces subnormals
+  // costs a microcode assist (~100 cycles) per instruction on x86, and a masked softmax feeds exp
+  // a huge negative number in every masked lane: lanes that round to 0 are selected, not
+  // computed, and only vectors with a truly subnormal result take the exact two-step path.
+  const maskx tiny = x < -87.33f;
+  if (any_lane(tiny & (x > -104.0f))) {
+    const f32x clamped = x < -104.0f ? splat<f32x>(-104.0f) : (x > 89.0f ? splat<f32x>(89.0f) : x);
+    const f32x result = exp_in_range(clamped);
+    return x != x ? x : result;
+  }
+  const f32x clamped = tiny ? splat<f32x>(0.0f) : (x > 89.0f ? splat<f32x>(89.0f) : x);
+  const f32x result = tiny ? splat<f32x>(0.0f) : exp_in_range(clamped);
   return x != x ? x : result;
 }
 

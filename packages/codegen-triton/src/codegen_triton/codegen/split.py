@@ -59,13 +59,10 @@ def plan_split(group: KernelGroup, plan: KernelPlan) -> KernelPlan:
         return plan
     if int(rnumel) < _MIN_RNUMEL:
         return plan
-    internal = {record.name for record in group.internal}
+    # Pointwise nodes inside the loop (e.g. a batch-norm backward's gradient term, stored while its
+    # per-channel sums accumulate) run in the first kernel: each chunk stores its own elements.
     for node in group.nodes:
-        if not node.in_reduction_loop:
-            continue
-        if node.kind == "reduction" and node.reduction_type not in SPLITTABLE:
-            return plan
-        if node.kind != "reduction" and node.name not in internal:
+        if node.in_reduction_loop and node.kind == "reduction" and node.reduction_type not in SPLITTABLE:
             return plan
     # Outer reductions (contiguous along the outputs) run wide XBLOCKs, so fewer x programs.
     x_programs = int(xnumel) if _is_inner(group) else _cdiv(int(xnumel), _OUTER_XBLOCK)

@@ -67,6 +67,7 @@ def compile_or_fall_back(
 
     The first call is guarded too: C++ and Triton compile lazily on first launch. Graphs handed
     over here are functional (aotgrad applies input mutations itself), so re-running one is safe.
+    A compiled callable that takes aotgrad's boxed convention (``fn(args)``) stays boxed.
     """
     try:
         compiled = compile_graph()
@@ -74,7 +75,21 @@ def compile_or_fall_back(
         raise
     except Exception as error:
         return fall_back(gm, context, what, f"compiling it failed ({describe_error(error)})", error)
+    if getattr(compiled, "_boxed_call", False):
+        return _BoxedFirstCallGuard(compiled, gm, context, what)
     return _FirstCallGuard(compiled, gm, context, what)
+
+
+def unboxed(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """`fn` called with its inputs as arguments, whether it takes them boxed (one list) or not."""
+    if not getattr(fn, "_boxed_call", False):
+        return fn
+
+    def call(*args: Any) -> Any:
+        return fn(list(args))
+
+    call.compiled = getattr(fn, "compiled", fn)  # type: ignore[attr-defined]
+    return call
 
 
 class _FirstCallGuard:
@@ -96,3 +111,40 @@ class _FirstCallGuard:
         except Exception as error:
             self._run = fall_back(gm, self._context, self._what, f"its first run failed ({describe_error(error)})", error)
             return self._run(*args)
+
+
+class _BoxedFirstCallGuard:
+    """`_FirstCallGuard` for a compiled graph called boxed (``fn(args)``, which may empty `args`)."""
+
+    _boxed_call = True
+
+    def __init__(self, compiled: Callable[..., Any], gm: torch.fx.GraphModule, context: CompileContext, what: str):
+        self._run = compiled
+        self._gm: torch.fx.GraphModule | None = gm
+        self._context = context
+        self._what = what
+        self.compiled = compiled
+
+    def __call__(self, args: list[Any]) -> Any:
+        if self._gm is None:
+            return self._run(args)
+        gm, self._gm = self._gm, None
+        inputs = list(args)  # the compiled graph empties `args`; eager needs them again if it fails
+        try:
+            return self._run(args)
+        except Exception as error:
+            eager = fall_back(gm, self._context, self._what, f"its first run failed ({describe_error(error)})", error)
+            self._run = _Unboxing(eager)
+            return eager(*inputs)
+
+
+class _Unboxing:
+    """Calls an unboxed callable (the eager graph) with a boxed list of inputs."""
+
+    def __init__(self, fn: Callable[..., Any]) -> None:
+        self.fn = fn
+
+    def __call__(self, args: list[Any]) -> Any:
+        inputs = list(args)
+        args.clear()
+        return self.fn(*inputs)

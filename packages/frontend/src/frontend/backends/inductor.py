@@ -22,6 +22,7 @@ from frontend.backends.fallback import (
     fall_back,
     graph_device_types,
     mixed_devices_reason,
+    unboxed,
 )
 from frontend.backends.kernel_backends import (
     KernelBackendUnavailable,
@@ -59,7 +60,11 @@ class _StaticGraphRunner:
 
     aotgrad calls it only with inputs that match the region it was compiled for (its region key
     pins every input's dtype, shape and strides), so checking them again costs time for nothing.
+    Called boxed (``runner(args)``, aotgrad's convention, see `aotgrad.runtime.boxed`): the list
+    goes straight to the wrapper's ``call(args)``, which empties it as it reads the inputs.
     """
+
+    _boxed_call = True
 
     def __init__(self, compiled: Any) -> None:
         self.compiled = compiled
@@ -70,9 +75,9 @@ class _StaticGraphRunner:
             spec.type in (tuple, list) and all(spec.child(i).is_leaf() for i in range(spec.num_children))
         )
 
-    def __call__(self, *args: Any) -> Any:
-        """Run the wrapper on the flat inputs; return its outputs (a tuple, or the graph's structure)."""
-        outputs = self._call(list(args))
+    def __call__(self, args: list[Any]) -> Any:
+        """Run the wrapper on the flat inputs (emptied); return its outputs (a tuple, or the graph's structure)."""
+        outputs = self._call(args)
         if self._flat:
             return outputs
         return pytree.tree_unflatten(list(outputs), self._spec)
@@ -82,7 +87,7 @@ class _StaticGraphRunner:
 
 
 def checked_by_aotgrad(compiled: Any) -> Callable[..., Any]:
-    """`compiled`, or a runner skipping its input checks when its shapes are all static."""
+    """`compiled`, or a boxed runner skipping its input checks when its shapes are all static."""
     program = getattr(compiled, "program", None)
     if program is None or program.size_sources or not callable(getattr(compiled, "call", None)):
         return compiled
@@ -108,7 +113,7 @@ def _graph_compiler(
 
         runner = compile_or_fall_back(build, aten_gm, context, f"the {which} graph")
         if context.config.cudagraphs and "cuda" in backends:
-            return CudaGraphRunner(runner, context, which)
+            return CudaGraphRunner(unboxed(runner), context, which)
         return runner
 
     return compile_aten

@@ -1,4 +1,4 @@
-"""Ops the wrapper calls through ATen as ``ExternKernel``s: matmuls and convolutions.
+"""Ops the wrapper calls through ATen as ``ExternKernel``s: matmuls, convolutions, attention, embedding gradients.
 
 Their inputs are realized into buffers (strided views are passed as ``as_strided`` views) and
 the output layout is the one FX recorded for the node. A matmul operand that is a transpose of a
@@ -30,6 +30,11 @@ EXTERN_OPS = [
     aten._scaled_dot_product_flash_attention.default,
     aten._scaled_dot_product_efficient_attention.default,
     aten._scaled_dot_product_flash_attention_for_cpu.default,
+    # The gradient of an embedding is a scatter-add of rows into a zeroed table. ATen's kernel does it
+    # in one pass over the indices; the decomposition (zeros + index_put with accumulate) would reach
+    # us as a dense comparison of every table row with every index, or as two ATen calls (2-3x
+    # slower on CPU at GPT-2/BERT sizes).
+    aten.embedding_dense_backward.default,
 ]
 
 

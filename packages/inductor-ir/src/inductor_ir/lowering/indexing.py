@@ -8,7 +8,8 @@ from typing import Any
 import sympy
 import torch
 
-from inductor_ir.ir.nodes import IRNode, Pointwise
+from inductor_ir.ir.layout import Layout, contiguous_strides
+from inductor_ir.ir.nodes import Buffer, ExternKernel, IRNode, Pointwise, ReinterpretView
 from inductor_ir.lowering.common import (
     broadcast_shapes,
     convert,
@@ -25,8 +26,13 @@ Index = Sequence[sympy.Expr]
 
 
 @lowering(aten.cat.default)
-def cat(ctx: LoweringContext, tensors: Sequence[IRNode], dim: int = 0) -> Pointwise:
-    """Concatenation along ``dim``: each input is read under a mask of its range."""
+def cat(ctx: LoweringContext, tensors: Sequence[IRNode], dim: int = 0) -> Pointwise | ExternKernel:
+    """Concatenation along ``dim``: each input is read under a mask of its range.
+
+    On CPU, a concatenation of values already in memory whose result is stored anyway (it feeds an
+    extern call such as a matmul, or is a graph output) is ATen's ``cat``, a copy at memory speed:
+    there is nothing to fuse, and a kernel reading every element under per-input masks is slower.
+    """
     # Legacy rule: 1-d empty tensors are skipped.
     parts = [t for t in tensors if not (len(t.get_size()) == 1 and t.get_size()[0] == 0)]
     if not parts:
@@ -35,6 +41,8 @@ def cat(ctx: LoweringContext, tensors: Sequence[IRNode], dim: int = 0) -> Pointw
     ndim = len(parts[0].get_size())
     dim = dim % ndim
     dtype = ctx.out_dtype(promote_dtypes(*parts))
+    if len(parts) > 1 and _copy_by_aten(ctx, parts):
+        return _aten_cat(ctx, parts, dim, dtype)
     offsets, start = [], sympy.Integer(0)
     for t in parts:
         offsets.append(start)
@@ -64,6 +72,56 @@ def cat(ctx: LoweringContext, tensors: Sequence[IRNode], dim: int = 0) -> Pointw
         return result
 
     return Pointwise(inner, tuple(size), dtype, parts[0].device, (ctx.origin,))
+
+
+# Ops that only reinterpret memory: a cat's value reaches their users unchanged.
+_VIEW_OPS = frozenset([
+    aten.view.default, aten._unsafe_view.default, aten.reshape.default, aten.permute.default, aten.t.default,
+    aten.transpose.int, aten.unsqueeze.default, aten.squeeze.dim, aten.squeeze.default, aten.alias.default,
+])  # fmt: skip
+
+
+def _stored_anyway(node: torch.fx.Node) -> bool:
+    """Whether ``node``'s value is written to memory whatever we do: a graph output, or (through views)
+    an argument of an extern call (matmuls, convolutions, attention), which reads buffers."""
+    from inductor_ir.lowering.extern import EXTERN_OPS
+
+    pending, seen = [node], set()
+    while pending:
+        current = pending.pop()
+        for user in current.users:
+            if user in seen:
+                continue
+            seen.add(user)
+            if user.op == "output" or user.target in EXTERN_OPS:
+                return True
+            if user.target in _VIEW_OPS:
+                pending.append(user)
+    return False
+
+
+def _copy_by_aten(ctx: LoweringContext, parts: Sequence[IRNode]) -> bool:
+    """A CPU concatenation of buffers (or strided views of them) whose result is stored anyway."""
+    if not parts[0].device.startswith("cpu") or ctx.node is None:
+        return False
+    in_memory = all(isinstance(p, ReinterpretView) or (isinstance(p, Buffer) and not getattr(p, "output_is_tuple", False)) for p in parts)
+    return in_memory and _stored_anyway(ctx.node)
+
+
+def _aten_cat(ctx: LoweringContext, parts: Sequence[IRNode], dim: int, dtype: torch.dtype) -> ExternKernel:
+    """``aten.cat`` as an extern call on the parts as they lie in memory (no copy before it)."""
+    from inductor_ir.lower import layout_of
+
+    val = ctx.meta()
+    if isinstance(val, torch.Tensor):
+        layout = layout_of(val)
+    else:
+        size = list(parts[0].get_size())
+        size[dim] = sum((p.get_size()[dim] for p in parts), sympy.Integer(0))
+        layout = Layout(parts[0].device, dtype, tuple(size), contiguous_strides(size))
+    kernel = ExternKernel(ctx.new_name(), layout, aten.cat.default, (list(parts), dim))
+    ctx.register(kernel)
+    return kernel
 
 
 def _zero(dtype: torch.dtype) -> bool | int | float:

@@ -254,7 +254,48 @@ def view(ctx: LoweringContext, x: IRNode, shape: Sequence[Any]) -> IRNode:
         base, layout = strided
         if Layout(layout.device, layout.dtype, layout.size, layout.stride).is_contiguous():
             return _reinterpret(base, Layout(layout.device, layout.dtype, tuple(new), contiguous_strides(new), layout.offset))
+        stride = view_strides(layout.size, layout.stride, new)
+        if stride is not None:
+            return _reinterpret(base, Layout(layout.device, layout.dtype, tuple(new), stride, layout.offset))
     return IndexView(x, tuple(new), reshape_index(old, new))
+
+
+def view_strides(size: Sequence[sympy.Expr], stride: Sequence[sympy.Expr], new: Sequence[sympy.Expr]) -> tuple[sympy.Expr, ...] | None:
+    """Strides that show memory laid out as ``(size, stride)`` in the shape ``new`` without a copy, or
+    None when no strides can (static sizes only).
+
+    Runs of dims that are contiguous with each other (``stride[k] == stride[k + 1] * size[k + 1]``)
+    may be split and merged freely; the new dims must cover each run exactly. A transposed
+    attention output ``(B, H, S, D)`` with strides ``(S*H*D, D, H*D, 1)`` therefore views as
+    ``(B, H, S, D)`` again, and its transpose ``(B, S, H, D)`` as ``(B*S, H*D)``, with no copy.
+    """
+    if not all(isinstance(v, sympy.Integer) for v in (*size, *stride, *new)):
+        return None
+    if any(int(n) == 0 for n in size):
+        return None
+    runs: list[tuple[int, int]] = []  # (elements, stride of the innermost dim), outermost first
+    for n, st in zip(size, stride):
+        if int(n) == 1:
+            continue
+        if runs and runs[-1][1] == int(st) * int(n):
+            runs[-1] = (runs[-1][0] * int(n), int(st))
+        else:
+            runs.append((int(n), int(st)))
+    out: list[int] = [1] * len(new)
+    k = len(new) - 1
+    for elements, inner in reversed(runs):
+        covered = 1
+        while covered < elements:
+            if k < 0:
+                return None
+            out[k] = inner * covered
+            covered *= int(new[k])
+            k -= 1
+        if covered != elements:
+            return None
+    if any(int(new[j]) != 1 for j in range(k + 1)):
+        return None
+    return tuple(sympy.Integer(v) for v in out)
 
 
 @lowering(aten.as_strided.default)

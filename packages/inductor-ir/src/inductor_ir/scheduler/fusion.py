@@ -3,12 +3,15 @@
 Legal means: same device, both fusible, a shared iteration space (``merged_space``), the placement
 rules hold (``place``), the merge creates no cycle through a third group, and the backend agrees.
 The score of a pair is the bytes of the buffers they share (one writes, the other reads; or both
-read).
+read). Tiny pointwise groups of one shape are also candidates, with score 0 (horizontal fusion of
+independent small kernels saves launches).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+
+import sympy
 
 from inductor_ir.backend import KernelBackend, KernelGroup
 from inductor_ir.ir.program import Program
@@ -28,6 +31,17 @@ def _consumers(groups: dict[int, Group]) -> dict[int, set[int]]:
             if name in writer:
                 edges[writer[name]].add(k)
     return edges
+
+
+_TINY_NUMEL = 1024
+
+
+def _is_tiny(group: Group) -> bool:
+    """A pointwise group of at most ``_TINY_NUMEL`` elements (static sizes)."""
+    if group.reduction_size:
+        return False
+    numel = sympy.Mul(*group.pointwise_size) if group.pointwise_size else sympy.Integer(1)
+    return bool(numel.is_Integer and int(numel) <= _TINY_NUMEL)
 
 
 def _reaches_via_other(edges: dict[int, set[int]], src: int, dst: int) -> bool:
@@ -76,11 +90,15 @@ def fuse_groups(
     rejected: set[tuple[int, int]] = set()
     sizes: dict[str, int] = {}
     while True:
-        by_buffer: dict[str, list[int]] = {}
+        by_buffer: dict[object, list[int]] = {}
         for k, g in live.items():
             if not g.is_extern:
                 for name in g.names() | g.reads():
                     by_buffer.setdefault(name, []).append(k)
+                if _is_tiny(g):
+                    # Tiny kernels of one shape (e.g. every BatchNorm's `num_batches_tracked + 1`)
+                    # share nothing, but one launch beats many: they may fuse side by side.
+                    by_buffer.setdefault(("tiny", g.pointwise_size), []).append(k)
         candidates = {(i, j) for members in by_buffer.values() for i in members for j in members if i < j}
         candidates -= rejected
         ranked = sorted(

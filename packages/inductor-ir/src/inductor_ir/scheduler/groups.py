@@ -22,10 +22,12 @@ from inductor_ir.ir.nodes import (
     Reduction,
 )
 from inductor_ir.ir.tracing import MemoryDep, trace_body
+from inductor_ir.scheduler.dim_maps import DimMap, dim_maps, mapped_body, numel, simplified_deps
 
 __all__ = ["Group", "Placement", "SchedulerNode", "buffer_record", "group_vars"]
 
 Sizes = tuple[sympy.Expr, ...]
+
 
 
 def buffer_record(buf: Buffer) -> BufferRecord:
@@ -63,14 +65,31 @@ class SchedulerNode:
     mutates: bool = False
     # Symbols the body uses outside loads and stores (``ops.index_expr``), filled by `trace`.
     index_symbols: set[sympy.Symbol] = field(default_factory=set)
-    _traces: dict[tuple[bool, int, int], tuple[list[MemoryDep], list[MemoryDep]]] = field(default_factory=dict, repr=False)
+    _traces: dict[tuple[bool, int, int, DimMap | None], tuple[list[MemoryDep], list[MemoryDep]]] = field(
+        default_factory=dict, repr=False
+    )
 
-    def trace(self, in_loop: bool, xs: Sequence[sympy.Symbol], rs: Sequence[sympy.Symbol]) -> tuple[list[MemoryDep], list[MemoryDep]]:
-        """(reads, writes) of the body over a group's canonical variables (cached)."""
-        key = (in_loop, len(xs), len(rs))
+    def trace(
+        self,
+        in_loop: bool,
+        xs: Sequence[sympy.Symbol],
+        rs: Sequence[sympy.Symbol],
+        dim_map: DimMap | None = None,
+        sizes: Sizes = (),
+    ) -> tuple[list[MemoryDep], list[MemoryDep]]:
+        """(reads, writes) of the body over a group's canonical variables (cached).
+
+        ``sizes`` (the ranges of ``xs`` then ``rs``) simplify indices with ``//`` and ``%`` (views of
+        reshaped buffers) so that equal accesses compare equal.
+        """
+        key = (in_loop, len(xs), len(rs), dim_map, sizes)
         if key not in self._traces:
-            handler = trace_body(self.body_for(in_loop), xs, rs if in_loop else (), text=False)
-            self._traces[key] = (handler.deps.reads, handler.deps.writes)
+            handler = trace_body(self.body_for(in_loop, dim_map, sizes), xs, rs if in_loop else (), text=False)
+            reads, writes = handler.deps.reads, handler.deps.writes
+            if sizes:
+                ranges = list(zip((*xs, *rs), sizes))
+                reads, writes = simplified_deps(reads, ranges), simplified_deps(writes, ranges)
+            self._traces[key] = (reads, writes)
             self.index_symbols |= handler.deps.index_symbols
         return self._traces[key]
 
@@ -97,8 +116,12 @@ class SchedulerNode:
         rd = _squeeze(buf.data.reduction_ranges, keep_one=True)[0] if buf.is_reduction else ()  # type: ignore[union-attr]
         return pw, rd
 
-    def body_for(self, in_loop: bool) -> NodeBody:
-        """The node's body over a group's canonical variables (in or after the reduction loop)."""
+    def body_for(self, in_loop: bool, dim_map: DimMap | None = None, sizes: Sizes = ()) -> NodeBody:
+        """The node's body over a group's canonical variables (in or after the reduction loop).
+
+        ``dim_map`` (pointwise nodes only) says how the node's dims sit in the group's space when
+        they differ from it (see ``dim_maps.py``); ``sizes`` are that space's ranges.
+        """
         buf = self.buffer
         assert isinstance(buf, ComputedBuffer)
         data = buf.data
@@ -110,6 +133,8 @@ class SchedulerNode:
                 variables = list(xs) + list(rs) if in_loop else list(xs)[:npw]
                 buf.store_pointwise(_expand_vars(keep, variables))
 
+            if dim_map is not None:
+                return mapped_body(lambda variables: buf.store_pointwise(_expand_vars(keep, variables)), dim_map, sizes, in_loop)
             return pointwise_body
         _, rkeep = _squeeze(data.reduction_ranges, keep_one=True)
 
@@ -141,6 +166,7 @@ class Placement:
     in_loop: bool
     reads: list[MemoryDep]
     writes: list[MemoryDep]
+    dim_map: DimMap | None = None
 
 
 @dataclass(eq=False)
@@ -194,49 +220,109 @@ class Group:
         return place([node], pw, rd)
 
 
+def _placement_options(node: SchedulerNode, pw: Sizes, rd: Sizes) -> list[tuple[bool, DimMap | None]]:
+    """(in reduction loop, dim map) choices for ``node`` in the space ``(pw, rd)``, best first."""
+    npw, nrd = node.spaces()
+    if node.is_reduction:
+        return [(True, None)] if (npw, nrd) == (pw, rd) else []
+    if rd and npw == pw + rd:
+        return [(True, None)]
+    if npw == pw:
+        return [(False, None)]
+    options: list[tuple[bool, DimMap | None]] = []
+    if rd:
+        options += [(True, m) for m in dim_maps(npw, pw + rd)]
+    # A pointwise group only takes order-preserving maps (a finer split of the same loops): a
+    # permuted order could turn its contiguous accesses into strided ones.
+    options += [(False, m) for m in dim_maps(npw, pw, monotone=not rd)]
+    return options
+
+
+def _check_reads(
+    reads: list[MemoryDep], in_loop: bool, placed: dict[str, Placement]
+) -> int | None:
+    """The loop a node reading ``reads`` runs in, or None when it reads a group value it cannot see."""
+    loop = 0
+    exact: int | None = None
+    for dep in reads:
+        producer = placed.get(dep.name)
+        if producer is None:
+            continue
+        if dep.index != producer.writes[0].index:
+            return None  # reads a value of this group at another element: not in registers
+        if producer.node.is_reduction:
+            loop = max(loop, producer.loop + (1 if in_loop else 0))
+        elif producer.in_loop:
+            if not in_loop or (exact is not None and exact != producer.loop):
+                return None
+            exact = producer.loop
+        else:
+            loop = max(loop, producer.loop + (1 if in_loop else 0))
+    if exact is not None:
+        if loop > exact:
+            return None
+        loop = exact
+    return loop
+
+
 def place(nodes: Sequence[SchedulerNode], pw: Sizes, rd: Sizes) -> Group | None:
     """Place ``nodes`` (program order) in the space ``(pw, rd)``; ``None`` when the rules forbid it."""
     xs, rs = group_vars(pw, rd)
     placed: dict[str, Placement] = {}
     result: list[Placement] = []
-    for node in sorted(nodes, key=lambda n: n.order):
-        npw, nrd = node.spaces()
-        if node.is_reduction:
-            if (npw, nrd) != (pw, rd):
-                return None
-            in_loop = True
-        elif rd and npw == pw + rd:
-            in_loop = True
-        elif npw == pw:
-            in_loop = False
-        else:
-            return None
-        reads, writes = node.trace(in_loop, xs, rs)
-        loop = 0
-        exact: int | None = None
-        for dep in reads:
-            producer = placed.get(dep.name)
-            if producer is None:
+    ordered = sorted(nodes, key=lambda n: n.order)
+    reference: set[MemoryDep] | None = None
+    long_rows = _few_long_rows(pw, rd)
+    for node in ordered:
+        options = _placement_options(node, pw, rd)
+        if len(options) > 1 and reference is None:
+            reference = _reference_deps(ordered, pw, rd, xs, rs)
+        best: tuple[int, Placement] | None = None
+        for in_loop, dim_map in options:
+            reads, writes = node.trace(in_loop, xs, rs, dim_map, pw + rd if in_loop else pw)
+            loop = _check_reads(reads, in_loop, placed)
+            if loop is None or (long_rows and in_loop and dim_map is not None and loop > 0):
+                # A long reduction to few outputs must stay one loop, so that code generators can
+                # split it across many programs; a remapped node would add a second one.
                 continue
-            if dep.index != producer.writes[0].index:
-                return None  # reads a value of this group at another element: not in registers
-            if producer.node.is_reduction:
-                loop = max(loop, producer.loop + (1 if in_loop else 0))
-            elif producer.in_loop:
-                if not in_loop or (exact is not None and exact != producer.loop):
-                    return None
-                exact = producer.loop
-            else:
-                loop = max(loop, producer.loop + (1 if in_loop else 0))
-        if exact is not None:
-            if loop > exact:
-                return None
-            loop = exact
-        placement = Placement(node, loop, in_loop, reads, writes)
-        placed[node.name] = placement
-        result.append(placement)
+            placement = Placement(node, loop, in_loop, reads, writes, dim_map)
+            if len(options) == 1:
+                best = (0, placement)
+                break
+            assert reference is not None
+            score = sum(1 for dep in (*reads, *writes) if dep in reference)
+            if best is None or score > best[0]:
+                best = (score, placement)
+        if best is None:
+            return None
+        placed[node.name] = best[1]
+        result.append(best[1])
     result.sort(key=lambda p: (p.loop, not p.in_loop, p.node.order))
-    return Group(sorted(nodes, key=lambda n: n.order), pw, rd, result)
+    return Group(ordered, pw, rd, result)
+
+
+_FEW_OUTPUTS = 1024
+_LONG_ROWS = 8192
+
+
+def _few_long_rows(pw: Sizes, rd: Sizes) -> bool:
+    """Whether ``(pw, rd)`` is a long reduction to few outputs (static sizes only)."""
+    outputs, rows = numel(pw), numel(rd)
+    return bool(rd) and outputs.is_Integer and rows.is_Integer and outputs < _FEW_OUTPUTS and rows >= _LONG_ROWS
+
+
+def _reference_deps(
+    nodes: Sequence[SchedulerNode], pw: Sizes, rd: Sizes, xs: Sequence[sympy.Symbol], rs: Sequence[sympy.Symbol]
+) -> set[MemoryDep]:
+    """Loads and stores of the nodes that fit the space as they are: a mapped node should line up with them."""
+    deps: set[MemoryDep] = set()
+    for node in nodes:
+        options = _placement_options(node, pw, rd)
+        if len(options) == 1 and options[0][1] is None:
+            reads, writes = node.trace(options[0][0], xs, rs, None, pw + rd if options[0][0] else pw)
+            deps.update(reads)
+            deps.update(writes)
+    return deps
 
 
 def merged_space(a: Group, b: Group) -> tuple[Sizes, Sizes] | None:
@@ -250,9 +336,15 @@ def merged_space(a: Group, b: Group) -> tuple[Sizes, Sizes] | None:
         pw, rd = red.pointwise_size, red.reduction_size
         if other.pointwise_size in (pw, pw + rd):
             return pw, rd
+        count = numel(other.pointwise_size)
+        if count == numel(pw + rd) or count == numel(pw):
+            return pw, rd  # `place` finds how the other group's dims map onto these, if they can
         return None
     if a.pointwise_size == b.pointwise_size:
         return a.pointwise_size, ()
+    if len(a.pointwise_size) != len(b.pointwise_size) and numel(a.pointwise_size) == numel(b.pointwise_size):
+        finer = a if len(a.pointwise_size) > len(b.pointwise_size) else b
+        return finer.pointwise_size, ()
     return None
 
 
@@ -260,13 +352,14 @@ def kernel_nodes(group: Group) -> tuple[KernelNode, ...]:
     """The backend-facing node records of a group."""
     records = []
     for p in group.placements:
+        sizes = group.pointwise_size + group.reduction_size if p.in_loop else group.pointwise_size
         buf = p.node.buffer
         data = buf.data if isinstance(buf, ComputedBuffer) else None
         reduction_type = data.reduction_type if isinstance(data, Reduction) else None
         records.append(
             KernelNode(
                 buffer_record(buf),
-                p.node.body_for(p.in_loop),
+                p.node.body_for(p.in_loop, p.dim_map, sizes),
                 "reduction" if p.node.is_reduction else "pointwise",
                 p.loop,
                 p.in_loop,

@@ -1,0 +1,85 @@
+"""Tiles of output vectors for reductions vectorized across outputs (column sums).
+
+Vectorized across outputs, one vector of ``kiln::VEC`` outputs runs its whole reduction loop (a
+column sum walks down the rows, one cache line per row, with a single chain of dependent adds).
+Tiled, ``T`` adjacent vectors of outputs share the reduction loop: each row reads ``T``
+contiguous vectors, into ``T`` independent accumulators (an array indexed by ``kiln_c``), so
+the loads stream and the adds overlap. The per-vector code is unchanged: inside the tile loop,
+the vector variable is ``<var>_tile + VEC * kiln_c``, and each accumulator name ``accN`` becomes
+``accN[kiln_c]``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+import sympy
+
+from codegen_cpp.codegen.lanes import VECTOR_LANES
+
+__all__ = ["MAX_TILE", "TiledAccumulators", "tile_loop", "tile_vectors"]
+
+MAX_TILE = 8  # output vectors per tile: 8 accumulators of 16 lanes, 512 bytes of a row each
+_DECLARATION = re.compile(r"^(?P<type>[\w:<>]+) (?P<name>acc\w+) = (?P<init>.+);$")
+
+
+def tile_vectors(size: sympy.Expr) -> int:
+    """Output vectors per tile for a vector dim of ``size``: at most ``MAX_TILE``, leaving at
+    least four tiles for the threads to share."""
+    if not size.is_Integer:
+        return 4
+    vectors = int(size) // VECTOR_LANES
+    return max(1, min(MAX_TILE, vectors // 4))
+
+
+class TiledAccumulators:
+    """The accumulators of one tiled reduction loop, declared as arrays of ``tile`` entries.
+
+    Args:
+        pre: the loop's declarations (``TYPE accN = INIT;`` lines only, else :meth:`parse` gives None).
+        tile: entries per array.
+    """
+
+    def __init__(self, declarations: list[tuple[str, str, str]], tile: int) -> None:
+        self.declarations = declarations
+        self.tile = tile
+        names = sorted((name for _, name, _ in declarations), key=len, reverse=True)
+        self._pattern = re.compile(r"\b(" + "|".join(re.escape(n) for n in names) + r")\b") if names else None
+
+    @classmethod
+    def parse(cls, pre: Sequence[str], tile: int) -> TiledAccumulators | None:
+        """The accumulators declared by ``pre``; None when a line is not a plain declaration."""
+        declarations = []
+        for line in pre:
+            match = _DECLARATION.match(line)
+            if match is None:
+                return None
+            declarations.append((match["type"], match["name"], match["init"]))
+        return cls(declarations, tile)
+
+    def declare(self) -> list[str]:
+        """Array declarations, every entry set to the accumulator's initial value."""
+        lines = []
+        for kind, name, init in self.declarations:
+            array_type = "std::decay_t<decltype(" + init + ")>" if kind == "auto" else kind
+            lines.append(f"{array_type} {name}[{self.tile}];")
+            lines.append(f"for (int64_t kiln_c = 0; kiln_c < {self.tile}; ++kiln_c) {name}[kiln_c] = {init};")
+        return lines
+
+    def per_vector(self, lines: Sequence[str]) -> list[str]:
+        """``lines`` with each accumulator replaced by its entry for output vector ``kiln_c``."""
+        if self._pattern is None:
+            return list(lines)
+        pattern = self._pattern
+        return [pattern.sub(r"\1[kiln_c]", line) for line in lines]
+
+
+def tile_loop(var: sympy.Symbol, count: str, body: Sequence[str], indent: str) -> list[str]:
+    """``for kiln_c in [0, count)`` with ``var`` the output vector's first index, around ``body``."""
+    return [
+        f"for (int64_t kiln_c = 0; kiln_c < {count}; ++kiln_c) {{",
+        indent + f"const int64_t {var.name} = {var.name}_tile + {VECTOR_LANES} * kiln_c;",
+        *(indent + line for line in body),
+        "}",
+    ]
