@@ -4,7 +4,12 @@ The module is two tiny Linear layers with a ReLU (4 x 8 inputs), so a call costs
 but the compiler's bookkeeping (guards, aotgrad's dispatch, the wrapper, kernel launches). Printed
 per task (inference under no_grad; training = forward + backward of a sum).
 
-    python3 -m tools.bench.call_overhead [--calls 2000] [--repeats 5] [--threads 1]
+The candidates are timed interleaved: each round runs `--calls` steps of every candidate in turn,
+and each candidate's best round counts, so load from other processes on a shared machine hits all
+of them alike. ``--clock cpu`` counts this process's CPU time instead of wall time (steadier on a
+busy machine; the work is single-threaded). Every candidate runs the same step function.
+
+    python3 -m tools.bench.call_overhead [--calls 1000] [--rounds 7] [--threads 1] [--clock wall|cpu]
 """
 
 from __future__ import annotations
@@ -38,25 +43,36 @@ def _step(fn: Callable[..., Any], x: torch.Tensor, task: str) -> None:
         fn(x).sum().backward()
 
 
-def per_call_microseconds(fn: Callable[..., Any], x: torch.Tensor, task: str, calls: int, repeats: int) -> float:
-    """Best-of-`repeats` mean time per step, in microseconds."""
-    for _ in range(50):
-        _step(fn, x, task)
-    best = float("inf")
-    for _ in range(repeats):
-        start = time.perf_counter()
-        for _ in range(calls):
+def per_call_microseconds(
+    candidates: dict[str, Callable[..., Any]],
+    x: torch.Tensor,
+    task: str,
+    calls: int,
+    rounds: int,
+    clock: Callable[[], float] = time.perf_counter,
+) -> dict[str, float]:
+    """Best-of-`rounds` mean time per step of each candidate, in microseconds, timed interleaved."""
+    for fn in candidates.values():
+        for _ in range(50):
             _step(fn, x, task)
-        best = min(best, (time.perf_counter() - start) / calls)
-    return best * 1e6
+    best = dict.fromkeys(candidates, float("inf"))
+    for _ in range(rounds):
+        for name, fn in candidates.items():
+            start = clock()
+            for _ in range(calls):
+                _step(fn, x, task)
+            best[name] = min(best[name], (clock() - start) / calls)
+    return {name: value * 1e6 for name, value in best.items()}
 
 
 def main() -> None:
     """Print the table: microseconds per step and overhead over eager, per compiler and task."""
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--calls", type=int, default=2000)
-    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--calls", type=int, default=1000)
+    parser.add_argument("--rounds", "--repeats", type=int, default=7, dest="rounds")
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--clock", choices=("wall", "cpu"), default="wall")
+    parser.add_argument("--no-torch-compile", action="store_true", help="leave torch.compile out (faster)")
     options = parser.parse_args()
     torch.set_num_threads(options.threads)
     import frontend
@@ -64,20 +80,21 @@ def main() -> None:
     torch.manual_seed(0)
     model = TwoLayers()
     x = torch.randn(4, 8)
-    candidates: dict[str, Callable[..., Any]] = {
-        "eager": model,
-        "torch.compile": torch.compile(model),
-        "kiln": frontend.compile(model),
-    }
+    candidates: dict[str, Callable[..., Any]] = {"eager": model}
+    if not options.no_torch_compile:
+        candidates["torch.compile"] = torch.compile(model)
+    candidates["kiln"] = frontend.compile(model)
     with torch.no_grad():
         expected = model(x)
         for name, fn in candidates.items():
             torch.testing.assert_close(fn(x), expected, msg=name)
-    print(f"{'task':10} {'compiler':14} {'us/step':>9} {'overhead us':>12}")
+    clock = time.process_time if options.clock == "cpu" else time.perf_counter
+    print(f"{'task':10} {'compiler':14} {'us/step':>9} {'overhead us':>12} {'x eager':>8}")
     for task in ("inference", "training"):
-        times = {name: per_call_microseconds(fn, x, task, options.calls, options.repeats) for name, fn in candidates.items()}
+        times = per_call_microseconds(candidates, x, task, options.calls, options.rounds, clock)
         for name, value in times.items():
-            print(f"{task:10} {name:14} {value:9.1f} {value - times['eager']:12.1f}")
+            eager = times["eager"]
+            print(f"{task:10} {name:14} {value:9.1f} {value - eager:12.1f} {value / eager:8.2f}")
 
 
 if __name__ == "__main__":

@@ -1,6 +1,8 @@
 """The per-call fast path of `AotCallable` (runtime/dispatch.py) must notice every change the slow
 path would: a replaced parameter, requires_grad switched, new data, a dtype change, grad mode.
-Behaviour only; every check compares with eager on fresh random inputs."""
+Every check compares with eager on fresh random inputs. The graphs are compiled by `StrictCompiler`,
+which, like a real code generator, is only valid for the exact input metadata it was compiled
+for: it raises when run on anything else, so a stale region reused by the fast path fails."""
 
 from __future__ import annotations
 
@@ -24,8 +26,35 @@ class TwoLayers(nn.Module):
         return self.second(torch.relu(self.first(x))) + self.shift
 
 
-def _compiled(module: nn.Module, x: torch.Tensor) -> Any:
-    return aot_graph(module, [x], fw_compiler=eager_compiler)
+def _metadata(value: Any) -> Any:
+    if isinstance(value, torch.Tensor):
+        return (tuple(value.shape), tuple(value.stride()), value.dtype, value.device)
+    return None  # numbers are baked into the graph: a stale one shows in the values
+
+
+class StrictCompiler:
+    """Compiles a graph for exactly its example inputs' shapes, strides, dtypes and devices."""
+
+    def __init__(self) -> None:
+        self.compiled = 0
+
+    def __call__(self, gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Any:
+        self.compiled += 1
+        expected = [_metadata(x) for x in example_inputs]
+        graph = eager_compiler(gm, example_inputs)
+
+        def run(args: list[Any]) -> Any:
+            got = [_metadata(x) for x in args]
+            if got != expected:
+                raise AssertionError(f"stale compiled graph: compiled for {expected}, called with {got}")
+            return graph(args)
+
+        run._boxed_call = True  # type: ignore[attr-defined]
+        return run
+
+
+def _compiled(module: nn.Module, x: torch.Tensor, compiler: StrictCompiler | None = None) -> Any:
+    return aot_graph(module, [x], fw_compiler=compiler or StrictCompiler())
 
 
 def _grads(module: nn.Module) -> list[torch.Tensor | None]:
@@ -61,12 +90,15 @@ def test_new_data_and_buffer_are_used() -> None:
 
 def test_requires_grad_switched_off_after_compiling() -> None:
     module = TwoLayers()
-    compiled = _compiled(module, torch.randn(4, 6))
+    compiler = StrictCompiler()
+    compiled = _compiled(module, torch.randn(4, 6), compiler)
     compiled(torch.randn(4, 6)).sum().backward()
     module.zero_grad(set_to_none=True)
+    before = compiler.compiled
     module.first.weight.requires_grad_(False)
     x = torch.randn(4, 6)
     compiled(x).pow(2).sum().backward()
+    assert compiler.compiled > before  # a region without that gradient, not the stale one
     assert module.first.weight.grad is None
     compiled_grads = _grads(module)
     module.zero_grad(set_to_none=True)
@@ -117,13 +149,15 @@ def test_input_shape_change_recompiles() -> None:
     compiled(torch.randn(4, 6))
     x = torch.randn(7, 6)
     torch.testing.assert_close(compiled(x), module(x))
-    x = torch.randn(6, 4).t()  # same shape as the first inputs, other strides
+    x = torch.randn(4, 6)
+    torch.testing.assert_close(compiled(x), module(x))
+    x = torch.randn(6, 4).t()  # same shape as the last inputs, other strides
     torch.testing.assert_close(compiled(x), module(x))
 
 
 def test_input_requiring_grad_gets_its_gradient() -> None:
     module = TwoLayers()
-    compiled = aotgrad.aot_graph(module, [torch.randn(4, 6)], fw_compiler=eager_compiler)
+    compiled = aotgrad.aot_graph(module, [torch.randn(4, 6)], fw_compiler=StrictCompiler())
     compiled(torch.randn(4, 6))
     x = torch.randn(4, 6, requires_grad=True)
     compiled(x).sum().backward()
@@ -131,3 +165,53 @@ def test_input_requiring_grad_gets_its_gradient() -> None:
     expected = x.detach().clone().requires_grad_(True)
     module(expected).sum().backward()
     torch.testing.assert_close(x.grad, expected.grad)
+
+
+def test_parameter_data_of_another_shape_recompiles() -> None:
+    module = TwoLayers()
+    compiled = _compiled(module, torch.randn(4, 6))
+    compiled(torch.randn(4, 6))
+    module.shift.data = torch.randn(1)  # same tensor object, other shape: broadcast in eager
+    x = torch.randn(4, 6)
+    torch.testing.assert_close(compiled(x), module(x))
+
+
+def test_non_tensor_input_value_is_checked() -> None:
+    def scale(x: torch.Tensor, factor: float) -> torch.Tensor:
+        return x * factor
+
+    gm = torch.fx.symbolic_trace(scale)
+    compiled = aot_graph(gm, [torch.randn(3), 2.0], fw_compiler=StrictCompiler())
+    for factor in (2.0, 3.0, 2.0):
+        x = torch.randn(3)
+        torch.testing.assert_close(compiled(x, factor), x * factor)
+
+
+def test_outputs_that_need_no_gradient_and_their_gradients() -> None:
+    def split(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        y = x.sin()
+        return y, y.argmax(), y.detach() * 2
+
+    compiled = aot_graph(torch.fx.symbolic_trace(split), [torch.randn(5)], fw_compiler=StrictCompiler())
+    for _ in range(2):
+        x = torch.randn(5, requires_grad=True)
+        y, index, detached = compiled(x)
+        assert y.requires_grad and not index.requires_grad and not detached.requires_grad
+        assert int(index) == int(x.detach().sin().argmax())
+        torch.testing.assert_close(detached, x.detach().sin() * 2)
+        cotangent = torch.randn(5)
+        (y * cotangent).sum().backward()
+        torch.testing.assert_close(x.grad, x.detach().cos() * cotangent)
+
+
+def test_input_device_change_recompiles() -> None:
+    def double_sin(x: torch.Tensor) -> torch.Tensor:
+        return x.sin() * 2
+
+    compiled = aot_graph(torch.fx.symbolic_trace(double_sin), [torch.randn(4, 6)], fw_compiler=StrictCompiler())
+    x = torch.randn(4, 6)
+    torch.testing.assert_close(compiled(x), double_sin(x))
+    result = compiled(torch.randn(4, 6, device="meta"))  # same shape, strides and dtype; another device
+    assert result.device.type == "meta" and result.shape == (4, 6)
+    x = torch.randn(4, 6)
+    torch.testing.assert_close(compiled(x), double_sin(x))

@@ -249,3 +249,28 @@ def test_torch_size_values(dynamic: bool | None) -> None:
         got, want = compiled(a), program(a)
         torch.testing.assert_close(got[0], want[0])
         assert got[1:] == want[1:]
+
+
+def test_grad_mode_is_checked_first_and_alternating_modes_reuse_their_entries() -> None:
+    model, compiled, backend = _fresh()
+    model.train()
+    for step in range(4):
+        x = torch.randn(4, 8)
+        if step % 2:
+            with torch.no_grad():
+                out = compiled(x)
+            assert not out.requires_grad
+        else:
+            out = compiled(x)
+            assert out.requires_grad
+        with torch.set_grad_enabled(not step % 2):
+            torch.testing.assert_close(out, model(x))
+    assert backend.count == 2  # one entry per grad mode, each reused
+    (state,) = [s for s in DEFAULT_CACHE.states.values() if s.entries]
+    for entry in state.entries:
+        # The cheapest guard, and the one that tells the two entries apart, comes first: a training
+        # step skips the inference entry after one check instead of walking its module tree.
+        source = entry.check.__kiln_source__
+        first_check = next(line for line in source.splitlines() if line.strip().startswith("if "))
+        grad_guard = next(g for g in entry.guard_set.guards if g.kind == "GRAD_MODE")
+        assert grad_guard.code in first_check

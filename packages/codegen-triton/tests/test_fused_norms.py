@@ -21,7 +21,7 @@ def batch_norm_backward(x: torch.Tensor, grad: torch.Tensor, mean: torch.Tensor,
     """The ops autograd records for a decomposed training batch norm followed by ReLU."""
     m, r, w = mean[None, :, None], rstd[None, :, None], weight[None, :, None]
     xhat = (x - m) * r
-    g = torch.where(torch.relu(xhat * w) <= 0, torch.zeros((), dtype=x.dtype), grad)
+    g = torch.where(torch.relu(xhat * w) <= 0, torch.zeros((), dtype=x.dtype, device=x.device), grad)
     sum_gc = (g * w * (x - m)).sum((0, 2), keepdim=True)
     scaled = g * w * r  # used by two consumers: a realized buffer
     sum_neg = (-scaled).sum((0, 2), keepdim=True)

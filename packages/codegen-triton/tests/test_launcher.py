@@ -29,13 +29,14 @@ def _two_identical_chains(x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tenso
 
 
 def test_identical_kernels_share_one_compiled_call(cpu_backend: TritonBackend) -> None:
-    x, y = torch.randn(33, 17), torch.randn(33, 17)
+    # Over 1024 elements each, so that the scheduler does not fuse the two chains side by side.
+    x, y = torch.randn(33, 47), torch.randn(33, 47)
     gm = make_fx(_two_identical_chains)(x, y)
     compiled = inductor_ir.compile_graph(gm, [x, y], backends={"cpu": cpu_backend})
     assert len(compiled.sources) == 2
     calls = cpu_backend.compile(compiled.sources)
     assert calls[0] is calls[1]
-    x, y = torch.randn(33, 17), torch.randn(33, 17)
+    x, y = torch.randn(33, 47), torch.randn(33, 47)
     for got, want in zip(compiled(x, y), _two_identical_chains(x, y)):
         torch.testing.assert_close(got, want)
 

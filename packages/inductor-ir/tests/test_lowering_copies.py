@@ -204,3 +204,21 @@ def test_embedding_training_gradients_match_eager() -> None:
         assert_close(got.grad, expected.grad)
     backward = compiled_graphs[-1]
     assert len(_externs(backward, aten.embedding_dense_backward.default)) == 2
+
+
+# ---------------------------------------------------------------- values realized for an earlier user
+
+
+def test_a_value_stored_for_a_matmul_is_loaded_by_later_users() -> None:
+    # MLP backward: the GELU gradient feeds a matmul (so it is stored), then the bias gradient sums
+    # it. The sum must read the stored buffer, not recompute erf/exp from the activations.
+    def fn(a: torch.Tensor, g: torch.Tensor, w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        grad = g * (torch.erf(a * 0.7) + 1.0) * torch.exp(a * a * -0.5)
+        return torch.mm(grad, w), grad.sum(0), grad.t()[1:3].exp()
+
+    program = check_interpret(fn, lambda: [rand(8, 16), rand(8, 16), rand(16, 4)])
+    (mm,) = _externs(program, aten.mm.default)
+    stored = mm.args[0]
+    assert isinstance(stored, inductor_ir.ComputedBuffer)
+    others = [b for b in _computed(program) if b is not stored]
+    assert len(others) == 2 and all(b.read_names() == (stored.name,) for b in others), [b.read_names() for b in others]

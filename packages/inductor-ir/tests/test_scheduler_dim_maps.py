@@ -17,6 +17,7 @@ from torch.fx.experimental.proxy_tensor import make_fx
 
 import inductor_ir
 from inductor_ir.scheduler.dim_maps import dim_maps
+from inductor_ir.symbolic import index_symbol
 
 
 def _compile(fn: Any, *inputs: torch.Tensor, fuse: bool = True) -> inductor_ir.CompiledGraph:
@@ -30,7 +31,7 @@ def batch_norm_backward(x: torch.Tensor, grad: torch.Tensor, mean: torch.Tensor,
     m, r, w = mean[None, :, None], rstd[None, :, None], weight[None, :, None]
     xhat = (x - m) * r
     out = torch.relu(xhat * w)
-    g = torch.where(out <= 0, torch.zeros((), dtype=x.dtype), grad)
+    g = torch.where(out <= 0, torch.zeros((), dtype=x.dtype, device=x.device), grad)
     sum_g = g.sum((0, 2), keepdim=True)
     sum_gx = (g * xhat).sum((0, 2), keepdim=True)
     sum_gc = (g * w * (x - m)).sum((0, 2), keepdim=True)
@@ -118,3 +119,15 @@ def test_independent_tiny_kernels_fuse_side_by_side() -> None:
     # Large independent kernels stay apart: fusing them would only lengthen one kernel.
     big = [rand(64, 64) for _ in range(2)]
     assert len(_compile(fn, *big).schedule.kernel_groups) == 2
+
+
+def test_digits_of_a_reshaped_index_recombine() -> None:
+    # A (B*T, D) loop reading a (B, T, D) buffer indexes it digit by digit; the digits recombine.
+    x0, x1 = (index_symbol("x", k) for k in range(2))
+    flat = 3072 * x0 + x1
+    digits = 393216 * inductor_ir.FloorDiv(flat, 393216) + 3072 * inductor_ir.ModularIndexing(flat, 3072, 128)
+    index = digits + inductor_ir.ModularIndexing(flat, 1, 3072)
+    assert inductor_ir.simplify_index(index, [(x0, 256), (x1, 3072)]) == flat
+    # Digits that do not tile (a transpose) stay as they are.
+    swapped = 3072 * inductor_ir.FloorDiv(flat, 393216) + inductor_ir.ModularIndexing(flat, 3072, 128)
+    assert inductor_ir.simplify_index(swapped, [(x0, 256), (x1, 3072)]).has(inductor_ir.FloorDiv)

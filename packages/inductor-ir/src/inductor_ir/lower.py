@@ -160,8 +160,9 @@ def _lower_call(ctx: LoweringContext, node: torch.fx.Node, env: dict[torch.fx.No
         return container[item]  # type: ignore[index]
     if val is not None and not isinstance(val, (torch.Tensor, list, tuple)) and hasattr(val, "node"):
         return sympify_int(val)  # SymInt arithmetic: FX already knows the expression.
-    args = torch.fx.map_arg(node.args, lambda n: env[n])
-    kwargs = torch.fx.map_arg(node.kwargs, lambda n: env[n])
+    # A value realized for an earlier user (e.g. a matmul operand) is loaded from its buffer.
+    args = torch.fx.map_arg(node.args, lambda n: ctx.stored(env[n]))
+    kwargs = torch.fx.map_arg(node.kwargs, lambda n: ctx.stored(env[n]))
     target = node.target
     if target in _PYTHON_OPERATORS:
         if not any(isinstance(a, IRNode) for a in args):

@@ -209,6 +209,11 @@ def simplify_index(expr: sympy.Expr, ranges: Sequence[tuple[sympy.Symbol, sympy.
     changed = True
     while changed:
         changed = False
+        recombined = _recombine_digits(expr)
+        if recombined is not None:
+            expr = recombined
+            changed = True
+            continue
         for node in sympy.preorder_traversal(expr):
             if isinstance(node, ModularIndexing):
                 base, divisor, modulus = node.args
@@ -238,3 +243,31 @@ def simplify_index(expr: sympy.Expr, ranges: Sequence[tuple[sympy.Symbol, sympy.
                         changed = True
                         break
     return sympy.expand(expr)
+
+
+def _recombine_digits(expr: sympy.Expr) -> sympy.Expr | None:
+    """``c*d*m * (f // (d*m)) + c*d * ((f // d) % m)`` -> ``c*d * (f // d)`` (None: no such pair).
+
+    A view of a reshaped contiguous buffer indexes it digit by digit (``f // 393216``,
+    ``(f // 3072) % 128``, ``f % 3072``); putting the digits back together gives the flat index
+    ``f``, which code generators can vectorize.
+    """
+    if not isinstance(expr, sympy.Add):
+        return None
+    floors: list[tuple[sympy.Expr, sympy.Expr, sympy.Expr, sympy.Expr]] = []
+    mods: list[tuple[sympy.Expr, sympy.Expr, sympy.Expr, sympy.Expr, sympy.Expr]] = []
+    for term in expr.args:
+        coeff, rest = term.as_coeff_Mul()
+        if isinstance(rest, FloorDiv):
+            floors.append((term, coeff, rest.args[0], rest.args[1]))
+        elif isinstance(rest, ModularIndexing):
+            mods.append((term, coeff, *rest.args))
+    for floor_term, floor_coeff, base, whole in floors:
+        for mod_term, mod_coeff, mod_base, divisor, modulus in mods:
+            if mod_base != base or sympy.expand(divisor * modulus - whole) != 0:
+                continue
+            if sympy.expand(floor_coeff - mod_coeff * modulus) != 0:
+                continue
+            rest = expr - floor_term - mod_term
+            return sympy.expand(rest + mod_coeff * FloorDiv(base, divisor))
+    return None

@@ -2,8 +2,9 @@
 
 As in the talk's "Output Wrapper": read symbolic sizes from the inputs, allocate buffers with their
 strides (or reuse dead ones), launch kernels and extern calls in order, free dead buffers, return
-the outputs. Kernels are called by their ``KernelSource.name``; those names, ``reinterpret`` and
-``ensure_layout`` are bound in the module's namespace by :func:`load_wrapper`.
+the outputs. Kernels are called by their ``KernelSource.name``; those names, ``reinterpret``, ``ensure_layout``
+and ``aligned_matmul`` (CUDA matrix products with misaligned rows) are bound in the module's
+namespace by :func:`load_wrapper`.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import sympy
 import torch
 
 from inductor_ir.ir.nodes import Buffer, ExternKernel, InputBuffer, MultiOutput, ReinterpretView
+from inductor_ir.matmul_alignment import MatmulPadding, aligned_matmul, matmul_padding
 from inductor_ir.scheduler import ExternStep, KernelStep, Schedule
 
 __all__ = ["ensure_layout", "load_wrapper", "reinterpret", "wrapper_source"]
@@ -216,6 +218,11 @@ def _extern_lines(w: _Writer, step: ExternStep) -> None:
     assert isinstance(buf, ExternKernel)
     args = [w.arg(a) for a in buf.args] + [f"{k}={w.arg(v)}" for k, v in buf.kwargs.items()]
     call = f"{w.op(buf.op)}({', '.join(args)})"
+    padding = _matmul_padding(buf)
+    if padding is not None:
+        name = f"_matmul_padding_{len(w.constants)}"
+        w.constants[name] = padding
+        call = f"aligned_matmul({w.op(buf.op)}, {name}, {', '.join(args)})"
     if buf.output_is_tuple:
         w.line(f"{buf.name} = {call}")
     else:
@@ -223,10 +230,32 @@ def _extern_lines(w: _Writer, step: ExternStep) -> None:
         w.line(f"{buf.name} = ensure_layout({call}, {_tuple(layout.size)}, {_tuple(layout.stride)})")
 
 
+def _static(values: Sequence[Any]) -> tuple[int, ...] | None:
+    exprs = [sympy.sympify(v) for v in values]
+    return tuple(int(e) for e in exprs) if all(e.is_Integer for e in exprs) else None
+
+
+def _matmul_padding(buf: ExternKernel) -> MatmulPadding | None:
+    """The padding a CUDA matrix product with misaligned rows gets (see ``matmul_alignment.py``)."""
+    if not str(buf.layout.device).startswith("cuda") or buf.output_is_tuple or buf.kwargs.keys() - {"beta", "alpha"}:
+        return None
+    name = getattr(getattr(buf.op, "_schema", None), "name", "").split("::")[-1]
+    operands: list[tuple[tuple[int, ...], tuple[int, ...]] | None] = []
+    for arg in buf.args:
+        layout = getattr(arg, "layout", None) if isinstance(arg, (Buffer, ReinterpretView)) else None
+        size = _static(layout.size) if layout is not None else None
+        stride = _static(layout.stride) if layout is not None else None
+        operands.append((size, stride) if size is not None and stride is not None else None)
+    output_size = _static(buf.layout.size)
+    if output_size is None:
+        return None
+    return matmul_padding(name, operands, output_size, buf.layout.dtype)
+
+
 def load_wrapper(schedule: Schedule, kernels: Mapping[str, Callable[..., None]], kernel_names: Mapping[str, str]) -> tuple[Callable[[list[Any]], Any], str]:
     """Generate the wrapper, execute it with the kernels and constants bound, and return ``(call, source)``."""
     source, constants = _generate(schedule, kernel_names)
-    namespace: dict[str, Any] = {"reinterpret": reinterpret, "ensure_layout": ensure_layout}
+    namespace: dict[str, Any] = {"reinterpret": reinterpret, "ensure_layout": ensure_layout, "aligned_matmul": aligned_matmul}
     namespace.update(schedule.program.constants)
     namespace.update(constants)
     namespace.update(kernels)

@@ -151,10 +151,11 @@ def _compile_matcher(
                 f"_t{position}": type(value), f"_d{position}": value.dtype, f"_s{position}": tuple(value.shape),
                 f"_st{position}": tuple(value.stride()), f"_dev{position}": value.device,
             })
+            # `x.is_cpu` is cheaper than building `x.device` and comparing it.
+            device = "x.is_cpu" if value.device.type == "cpu" else f"x.device == _dev{position}"
             lines.append(
                 f"if not (type(x) is _t{position} and x.requires_grad is {value.requires_grad} and x.dtype is "
-                f"_d{position} and x.shape == _s{position} and x.stride() == _st{position} and x.device == "
-                f"_dev{position}): return False"
+                f"_d{position} and x.shape == _s{position} and x.stride() == _st{position} and {device}): return False"
             )
             continue
         names[f"_sig{position}"] = signature(position, value)

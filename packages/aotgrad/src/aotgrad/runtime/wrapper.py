@@ -104,7 +104,7 @@ def _fast_apply(function: type[torch.autograd.Function], all_tensors: bool) -> C
             return function.apply(*inputs)
         if all_tensors:
             return base_apply(*map(unwrap_if_dead, inputs))
-        return base_apply(*unwrap_dead_wrappers(inputs))
+        return base_apply(*unwrap_dead_wrappers(tuple(inputs)))
 
     return apply
 

@@ -109,13 +109,58 @@ def _simplify(expr: sympy.Expr, ranges: Ranges) -> sympy.Expr:
         base, divisor = args
         if divisor.is_Integer and int(divisor) > 0:
             return _floordiv(base, int(divisor), ranges)
+        if divisor.is_positive:
+            return _floordiv_symbolic(base, divisor, ranges)
         return FloorDiv(base, divisor)
     if isinstance(expr, ModularIndexing):
         base, divisor, modulus = args
         if divisor.is_Integer and modulus.is_Integer and int(divisor) > 0 and int(modulus) > 0:
             return _modulo(_floordiv(base, int(divisor), ranges), int(modulus), ranges)
+        if divisor.is_positive and modulus.is_positive:
+            quotient = _floordiv(base, int(divisor), ranges) if divisor.is_Integer else _floordiv_symbolic(base, divisor, ranges)
+            return _modulo_symbolic(quotient, modulus, ranges)
         return ModularIndexing(base, divisor, modulus)
     return expr.func(*args)
+
+
+def _multiple_of(term: sympy.Expr, divisor: sympy.Expr) -> sympy.Expr | None:
+    """``term / divisor`` when it is a polynomial (``term`` a multiple of ``divisor``), else None."""
+    quotient = sympy.cancel(term / divisor)
+    _, denominator = sympy.fraction(quotient)
+    return quotient if denominator == 1 else None
+
+
+def _floordiv_symbolic(base: sympy.Expr, divisor: sympy.Expr, ranges: Ranges) -> sympy.Expr:
+    """``base // divisor`` for a symbolic divisor (dynamic shapes): multiples of ``divisor`` leave
+    the division, and ``(g*A + B) // (g*D) == A // D`` when ``0 <= B < g`` (``g`` its integer factor)."""
+    terms = sympy.Add.make_args(sympy.expand(base))
+    taken = [_multiple_of(t, divisor) for t in terms]
+    whole = sympy.Add(*[q for q in taken if q is not None])
+    rest = sympy.Add(*[t for t, q in zip(terms, taken) if q is None])
+    if rest == 0 or (isinstance(rest, sympy.Symbol) and ranges.get(rest) == divisor):
+        return whole  # a variable ranging over [0, divisor) divides to 0
+    g, reduced_divisor = divisor.as_coeff_Mul()
+    if g.is_Integer and int(g) >= 2:
+        big = [t for t in sympy.Add.make_args(rest) if (c := _coefficient(t)) is not None and c % int(g) == 0]
+        small = sympy.Add(*[t for t in sympy.Add.make_args(rest) if t not in big])
+        small_bound = upper_bound(small, ranges)
+        if big and small_bound is not None and small_bound < int(g):
+            reduced = sympy.Add(*[sympy.cancel(t / g) for t in big])
+            return whole + _floordiv_symbolic(reduced, reduced_divisor, ranges)
+    return whole + FloorDiv(rest, divisor)
+
+
+def _modulo_symbolic(base: sympy.Expr, modulus: sympy.Expr, ranges: Ranges) -> sympy.Expr:
+    """``base % modulus`` for a symbolic modulus: multiples of it drop out; a variable whose range
+    is the modulus itself is its own remainder."""
+    if modulus.is_Integer:
+        return _modulo(base, int(modulus), ranges)
+    kept = sympy.Add(*[t for t in sympy.Add.make_args(sympy.expand(base)) if _multiple_of(t, modulus) is None])
+    if isinstance(kept, sympy.Symbol) and ranges.get(kept) == modulus:
+        return kept
+    if kept == 0:
+        return sympy.Integer(0)
+    return ModularIndexing(kept, sympy.Integer(1), modulus)
 
 
 def _recombine(expr: sympy.Expr) -> sympy.Expr:

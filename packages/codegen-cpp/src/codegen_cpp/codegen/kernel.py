@@ -14,20 +14,22 @@ kernel is generated as scalar code.
 
 from __future__ import annotations
 
-import dataclasses
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import sympy
-import torch
 
 from codegen_cpp.codegen.dtypes import cpp_dtype
-from codegen_cpp.codegen.handler import BodyScope, CppOpsHandler, CppValue, KernelState, Unvectorizable
-from codegen_cpp.codegen.indexing import Ranges, simplify_index, upper_bound
+from codegen_cpp.codegen.handler import BodyScope, CppValue, KernelState, Unvectorizable
+from codegen_cpp.codegen.indexing import Ranges
 from codegen_cpp.codegen.lanes import VECTOR_LANES, lane_stride
+from codegen_cpp.codegen.loops import INDENT as _INDENT
+from codegen_cpp.codegen.loops import Block, LoopShapes
+from codegen_cpp.codegen.loops import indent as _indent
 from codegen_cpp.codegen.printer import cpp_index
-from codegen_cpp.codegen.reduction import REDUCTION_BLOCK, REDUCTION_OUTER_BLOCK, combine_partial
+from codegen_cpp.codegen.ranged import RangedOpsHandler
+from codegen_cpp.codegen.reduction import combine_partial
 from codegen_cpp.codegen.reuse import MAX_SCRATCH_ELEMENTS, LoopValueReuse
 from codegen_cpp.codegen.space import IterationSpace, plan_space
 from codegen_cpp.codegen.tiling import TiledAccumulators, tile_loop, tile_vectors
@@ -37,16 +39,11 @@ from inductor_ir.ops_handler import set_ops_handler
 
 __all__ = ["VECTOR_LANES", "generate_kernel", "kernel_name"]
 
-_INDENT = "    "
 
 
 def kernel_name(group: KernelGroup) -> str:
     """``cpp_<group name>``, made a valid C identifier."""
     return "cpp_" + re.sub(r"\W", "_", group.name)
-
-
-def _indent(lines: Sequence[str], depth: int = 1) -> list[str]:
-    return [_INDENT * depth + line for line in lines]
 
 
 def _product(sizes: Sequence[sympy.Expr]) -> sympy.Expr:
@@ -74,14 +71,6 @@ def _thread_count(work: sympy.Expr, grain: int) -> str:
 
 
 @dataclass(frozen=True)
-class _Block:
-    """Lines run before and after each block of a reduction's vector loop (codegen/reduction.py)."""
-
-    pre: list[str]
-    post: list[str]
-
-
-@dataclass(frozen=True)
 class _Plan:
     """Decisions made before writing: the vector variable and whether to parallelize."""
 
@@ -90,89 +79,7 @@ class _Plan:
     outer: bool = False  # reduction group vectorized across its last pointwise dim
 
 
-_PLAIN_LOAD_DTYPES = (torch.float32, torch.float64, torch.int64, torch.int32)
-
-
-class _RangedOpsHandler(CppOpsHandler):
-    """The C++ handler, with every index simplified for the loop ranges first (codegen/indexing.py)
-    and lane-invariant index values known as scalars (so indirect loads through them stay loads)."""
-
-    ranges: Ranges = {}
-
-    def load(self, name: str, index: sympy.Expr) -> CppValue:
-        """A load at the simplified index.
-
-        Under ``ops.masked`` (concatenation, padding) a contiguous load is a plain vector load
-        when every lane is active, zeros when none is, and a masked gather only for the vectors
-        that straddle the mask.
-        """
-        index = sympy.expand(simplify_index(index, self.ranges))
-        masks = self._masks
-        dtype = self.state.storage.get(name)
-        if (
-            self.vector
-            and masks
-            and dtype in _PLAIN_LOAD_DTYPES
-            and name not in self.state.internal
-            and name not in self.scope.stored
-            and self._lane_kind(index) == "contiguous"
-        ):
-            pointer, mask = self.state.pointers[name], masks[-1]
-            whole = f"kiln::load({pointer} + {cpp_index(index)})"
-            part = f"kiln::gather_masked({pointer}, {self._lane_lambda(index)}, {mask})"
-            none = f"kiln::splat<{cpp_dtype(dtype).vector}>(0)"
-            text = f"(!kiln::any_lane(~{mask}) ? {whole} : kiln::any_lane({mask}) ? {part} : {none})"
-            return self._emit(text, dtype)
-        return super().load(name, index)
-
-    def store(self, name: str, index: sympy.Expr, value: CppValue, mode: str | None = None) -> None:
-        """A store at the simplified index."""
-        super().store(name, simplify_index(index, self.ranges), value, mode)
-
-    def store_reduction(self, name: str, index: sympy.Expr, value: CppValue) -> None:
-        """A reduction result stored at the simplified index."""
-        super().store_reduction(name, simplify_index(index, self.ranges), value)
-
-    def index_expr(self, expr: sympy.Expr, dtype: torch.dtype) -> CppValue:
-        """The simplified index's value; in vector code, one equal in every lane is marked uniform."""
-        expr = sympy.expand(simplify_index(expr, self.ranges))
-        value = super().index_expr(expr, dtype)
-        if dtype in (torch.int64, torch.int32):
-            self.state.symbolic[value.name] = expr
-        if self.vector and value.vector and value.uniform is None and dtype == torch.int64:
-            if self._lane_kind(expr) == "broadcast":
-                value = dataclasses.replace(value, uniform=cpp_index(expr))
-        return value
-
-    def where(self, condition: CppValue, a: CppValue, b: CppValue) -> CppValue:
-        """``a`` where ``condition`` else ``b``; once, as a scalar, when all three are lane-invariant."""
-        if self._scalar_form((condition, a, b), a.dtype):
-            text = f"({self._scalar_arg(condition)} ? {self._scalar_arg(a)} : {self._scalar_arg(b)})"
-            return self._scalar_value(text, a.dtype)
-        return super().where(condition, a, b)
-
-    def constant(self, value: bool | int | float, dtype: torch.dtype) -> CppValue:
-        """A literal; integer ones are remembered as index expressions too."""
-        result = super().constant(value, dtype)
-        if dtype in (torch.int64, torch.int32) and not isinstance(value, bool):
-            self.state.symbolic[result.name] = sympy.Integer(int(value))
-        return result
-
-    def indirect_indexing(
-        self, x: CppValue, size: sympy.Expr, check: bool = True, wrap_neg: bool = True
-    ) -> sympy.Expr:
-        """An index read from ``x``; when ``x`` holds a known index expression that stays within
-        ``[0, size)`` (an ``arange`` used to index), that expression itself: no wrap, and loads
-        through it are analysed like any other index (often contiguous vector loads)."""
-        known = self.state.symbolic.get(x.name)
-        if known is not None and size.is_Integer:
-            bound = upper_bound(known, self.ranges)
-            if bound is not None and bound < int(size):
-                return known
-        return super().indirect_indexing(x, size, check, wrap_neg)
-
-
-class _KernelWriter:
+class _KernelWriter(LoopShapes):
     def __init__(
         self,
         group: KernelGroup,
@@ -180,6 +87,7 @@ class _KernelWriter:
         space: IterationSpace,
         vectorize: bool,
         outer: bool = False,
+        symbolic_scratch: bool = True,
     ) -> None:
         self.group = group
         self.config = config
@@ -200,6 +108,10 @@ class _KernelWriter:
         self.plan = self._plan(vectorize, outer)
         self.reuse: LoopValueReuse | None = None
         self.tile = 1  # output vectors per tile of a reduction vectorized across outputs
+        # A symbolic reduction range may keep values in variable-length scratch arrays (reuse.py);
+        # the condition under which that variant runs is then ``scratch_guard``.
+        self.symbolic_scratch = symbolic_scratch
+        self.scratch_guard: str | None = None
 
     # ------------------------------------------------------------------ planning
     def _plan(self, vectorize: bool, outer: bool) -> _Plan:
@@ -239,7 +151,7 @@ class _KernelWriter:
         in_loop: bool,
     ) -> None:
         for node in nodes:
-            handler = _RangedOpsHandler(
+            handler = RangedOpsHandler(
                 self.state,
                 scope,
                 vector_var,
@@ -253,67 +165,6 @@ class _KernelWriter:
                 node.body(self.space.body_xs, self.space.body_rs if in_loop else ())
 
     # ------------------------------------------------------------------ loops
-    @staticmethod
-    def _for(var: sympy.Symbol, start: str, end: str, step: int = 1) -> str:
-        increment = f"++{var.name}" if step == 1 else f"{var.name} += {step}"
-        return f"for (int64_t {var.name} = {start}; {var.name} < {end}; {increment})"
-
-    def _nest(self, loops: Sequence[tuple[sympy.Symbol, sympy.Expr]], body: list[str]) -> list[str]:
-        lines = body
-        for var, size in reversed(loops):
-            lines = [self._for(var, "0", cpp_index(size)) + " {", *_indent(lines), "}"]
-        return lines
-
-    def _vector_and_tail(
-        self,
-        var: sympy.Symbol,
-        size: sympy.Expr,
-        vector_body: list[str],
-        scalar_body: list[str],
-        block: _Block | None = None,
-    ) -> list[str]:
-        end = f"{var.name}_vec_end"
-        return [
-            "{",
-            _INDENT + f"const int64_t {end} = ({cpp_index(size)}) / {VECTOR_LANES} * {VECTOR_LANES};",
-            *_indent(self._vector_loop(var, end, size, vector_body, block)),
-            _INDENT + self._for(var, end, cpp_index(size)) + " {",
-            *_indent(scalar_body, 2),
-            _INDENT + "}",
-            "}",
-        ]
-
-    def _vector_loop(
-        self,
-        var: sympy.Symbol,
-        end: str,
-        size: sympy.Expr,
-        body: list[str],
-        block: _Block | None,
-        pragma: Sequence[str] = (),
-    ) -> list[str]:
-        """The vector loop ``[0, end)`` of ``body``; with ``block`` lines, run in blocks of
-        ``REDUCTION_BLOCK`` elements, each between the block's declarations and its fold.
-        ``pragma`` goes right before the loop that threads share (the block loop, if any)."""
-        loop = [self._for(var, "0", end, VECTOR_LANES) + " {", *_indent(body), "}"]
-        if block is None or not (block.pre or block.post):
-            return [*pragma, *loop]
-        if size.is_Integer and int(size) <= REDUCTION_BLOCK:
-            return ["{", *_indent(block.pre), *_indent([*pragma, *loop]), *_indent(block.post), "}"]
-        start = f"{var.name}_block"
-        stop = f"{var.name}_block_end"
-        return [
-            *pragma,
-            self._for(sympy.Symbol(start), "0", end, REDUCTION_BLOCK) + " {",
-            *_indent(block.pre),
-            _INDENT + f"const int64_t {stop} = {start} + {REDUCTION_BLOCK} < {end} ? {start} + {REDUCTION_BLOCK} : {end};",
-            _INDENT + self._for(var, start, stop, VECTOR_LANES) + " {",
-            *_indent(body, 2),
-            _INDENT + "}",
-            *_indent(block.post),
-            "}",
-        ]
-
     def _pointwise(self) -> list[str]:
         group = self.group
         nodes = group.nodes
@@ -392,7 +243,7 @@ class _KernelWriter:
         pre: list[str] = []
         post: list[str] = []
         if outer:
-            outer_block = _Block([], [])
+            outer_block = Block([], [])
             scope = BodyScope(
                 lines=[], pre=pre, post=post, values={}, reduced=values, block_pre=outer_block.pre, block_post=outer_block.post
             )
@@ -402,7 +253,7 @@ class _KernelWriter:
             assert vector_var is not None
             return lambda: self._outer_loop(loop, vector_var, pre, scope.lines, post, outer_block)
         vector_lines: list[str] = []
-        block = _Block([], [])
+        block = Block([], [])
         if vector_var is not None:
             vector_scope = BodyScope(
                 lines=[], pre=pre, post=[], values={}, reduced=dict(values), block_pre=block.pre, block_post=block.post
@@ -436,7 +287,7 @@ class _KernelWriter:
         pre: list[str],
         body: list[str],
         post: list[str],
-        block: _Block,
+        block: Block,
     ) -> list[str]:
         """A reduction loop vectorized across outputs; tiled (codegen/tiling.py) when ``self.tile > 1``
         and its accumulators allow (else ``self.tile`` drops to 1: the caller loops per vector).
@@ -454,31 +305,9 @@ class _KernelWriter:
         tiled = TiledAccumulators([d for d in accumulators.declarations if d[1] in names - block_names], self.tile)
         per_block = TiledAccumulators([d for d in accumulators.declarations if d[1] in block_names], self.tile)
         fold = tile_loop(vector_var, "kiln_tile_n", accumulators.per_vector(block.post), _INDENT) if block.post else []
-        loops_body = self._outer_nest(inner, _Block(per_block.declare(), fold))
+        loops_body = self._outer_nest(inner, Block(per_block.declare(), fold))
         comment = f"// reduction loop {loop}, {self.tile} vectors of outputs at once"
         return [comment, *tiled.declare(), *loops_body, *finish]
-
-    def _outer_nest(self, body: list[str], block: _Block) -> list[str]:
-        """The reduction loops around ``body``; the last in blocks between ``block``'s lines."""
-        if not (block.pre or block.post):
-            return self._nest(list(zip(self.rs, self.r_sizes)), body)
-        var, size = self.rs[-1], self.r_sizes[-1]
-        if size.is_Integer and int(size) <= REDUCTION_OUTER_BLOCK:
-            last = ["{", *_indent(block.pre), *_indent(self._nest([(var, size)], body)), *_indent(block.post), "}"]
-        else:
-            start, stop = f"{var.name}_block", f"{var.name}_block_end"
-            step = REDUCTION_OUTER_BLOCK
-            last = [
-                self._for(sympy.Symbol(start), "0", cpp_index(size), step) + " {",
-                *_indent(block.pre),
-                _INDENT + f"const int64_t {stop} = {start} + {step} < {cpp_index(size)} ? {start} + {step} : {cpp_index(size)};",
-                _INDENT + self._for(var, start, stop) + " {",
-                *_indent(body, 2),
-                _INDENT + "}",
-                *_indent(block.post),
-                "}",
-            ]
-        return self._nest(list(zip(self.rs[:-1], self.r_sizes[:-1])), last)
 
     def _split_condition(self) -> str | None:
         """For one big reduction to a scalar: the ``if`` of the thread split ("" always, None never)."""
@@ -497,7 +326,7 @@ class _KernelWriter:
         vector_lines: list[str],
         scalar_lines: list[str],
         post: list[str],
-        block: _Block,
+        block: Block,
     ) -> list[str]:
         """A reduction to one value, split across threads: each thread reduces a share of the range
         into private accumulators (``accN_t``), which are then folded into the shared ones."""
@@ -509,7 +338,7 @@ class _KernelWriter:
             return [pattern.sub(r"\1_t", line) for line in lines] if partials else list(lines)
 
         sizes = self.r_sizes
-        block = _Block(private(block.pre), private(block.post))
+        block = Block(private(block.pre), private(block.post))
         if vector_var is not None and len(self.rs) == 1:
             end = f"{vector_var.name}_vec_end"
             vector_loop = self._vector_loop(
@@ -557,22 +386,28 @@ class _KernelWriter:
             self._reduction_loop(loop, values, vector_var, outer) for loop in range(self.group.num_loops)
         ]
         declarations = self.reuse.declarations if self.reuse is not None else []
+        if not declarations:
+            self.scratch_guard = None  # nothing reused: no variant for long symbolic ranges needed
         self.reuse = None
         return [*declarations, *(line for part in parts for line in part())]
 
     def _make_reuse(self, vector_var: sympy.Symbol | None, outer: bool) -> LoopValueReuse | None:
         """Scratch reuse for a vectorized kernel of several reduction loops over a short static range."""
         size = _product(self.r_sizes)
-        if outer or vector_var is None or self.group.num_loops < 2 or not size.is_Integer:
+        if outer or vector_var is None or self.group.num_loops < 2:
             return None
-        if int(size) > MAX_SCRATCH_ELEMENTS:
+        if not size.is_Integer:
+            if not self.symbolic_scratch:
+                return None
+            self.scratch_guard = f"{cpp_index(size)} <= {MAX_SCRATCH_ELEMENTS}"
+        elif int(size) > MAX_SCRATCH_ELEMENTS:
             return None
         index: sympy.Expr = sympy.Integer(0)
         stride: sympy.Expr = sympy.Integer(1)
         for var, extent in reversed(list(zip(self.rs, self.r_sizes))):
             index += var * stride
             stride *= extent
-        return LoopValueReuse(size=int(size), index=cpp_index(sympy.expand(index)))
+        return LoopValueReuse(size=cpp_index(size), index=cpp_index(sympy.expand(index)))
 
     def _reduction(self) -> list[str]:
         sizes = self.x_sizes
@@ -604,8 +439,13 @@ class _KernelWriter:
         joined = (",\n" + " " * (len(name) + 17)).join(params)
         return f'extern "C" void {name}({joined})'
 
-    def write(self) -> str:
-        body = self._reduction() if self.group.is_reduction else self._pointwise()
+    def body(self) -> list[str]:
+        """The function body's lines."""
+        return self._reduction() if self.group.is_reduction else self._pointwise()
+
+    def write(self, body: list[str] | None = None) -> str:
+        """The whole function (with ``body``, default :meth:`body`)."""
+        body = self.body() if body is None else body
         name = kernel_name(self.group)
         return "\n".join([self.signature(name), "{", *_indent(body), "}", ""])
 
@@ -654,8 +494,14 @@ def generate_kernel(group: KernelGroup, config: CppConfig) -> KernelSource:
     """
     space = plan_space(group, merge=config.merge_dims)
     try:
-        writer = _KernelWriter(group, config, space, vectorize=True, outer=_prefers_outer(group, space))
-        source = writer.write()
+        outer = _prefers_outer(group, space)
+        writer = _KernelWriter(group, config, space, vectorize=True, outer=outer)
+        body = writer.body()
+        if writer.scratch_guard is not None:
+            # Symbolic range: scratch arrays while it is short enough for the stack, else recompute.
+            plain = _KernelWriter(group, config, space, vectorize=True, outer=outer, symbolic_scratch=False)
+            body = [f"if ({writer.scratch_guard}) {{", *_indent(body), "} else {", *_indent(plain.body()), "}"]
+        source = writer.write(body)
     except Unvectorizable:
         writer = _KernelWriter(group, config, space, vectorize=False)
         source = writer.write()

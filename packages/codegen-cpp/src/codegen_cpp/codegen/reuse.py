@@ -43,11 +43,13 @@ class _Definition:
 class LoopValueReuse:
     """Per kernel: the expensive values each reduction loop defined, and the scratch arrays made.
 
-    size: elements of the reduction range (the scratch length); index: the C++ linear reduction
-    index (lane 0's in vector code); loop: the loop whose bodies are being generated.
+    size: elements of the reduction range (the scratch length, a C++ expression: with a symbolic
+    range the arrays are variable-length, and the kernel runs this variant only when the range is
+    at most ``MAX_SCRATCH_ELEMENTS``); index: the C++ linear reduction index (lane 0's in vector
+    code); loop: the loop whose bodies are being generated.
     """
 
-    size: int
+    size: str
     index: str
     loop: int = 0
     declarations: list[str] = field(default_factory=list)

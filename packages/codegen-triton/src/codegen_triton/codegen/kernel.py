@@ -86,6 +86,7 @@ class KernelWriter(TritonMathOps):
         self.header = self._new_section(1)
         self.target = self.header
         self._counter = 0
+        self._literals: dict[str, bool | int | float] = {}
         self._outer_cse: dict[str, V] = {}
         self._loop_cse: dict[str, V] | None = None
         self._scope: str = "outer"
@@ -360,7 +361,13 @@ class KernelWriter(TritonMathOps):
         literal = constant_literal(value, dtype)
         expr = f"tl.full({ones}, {literal}, {triton_type(compute_dtype(dtype))})"
         # Constants are written once, in the kernel's header, and shared by every loop.
-        return self._emit_outer(expr, dtype, frozenset(), self.header)
+        result = self._emit_outer(expr, dtype, frozenset(), self.header)
+        self._literals[result.name] = value
+        return result
+
+    def literal_of(self, value: V) -> bool | int | float | None:
+        """The Python value of a constant made by `constant`, else None."""
+        return self._literals.get(value.name)
 
     def index_expr(self, expr: sympy.Expr, dtype: torch.dtype) -> V:
         """The value of an index expression."""

@@ -99,8 +99,16 @@ class TritonMathOps:
             return self._binary("libdevice.fmod({a}, {b})", a, b)
         return self._binary("{a} % {b}", a, b)
 
+    def literal_of(self, value: V) -> bool | int | float | None:
+        """The Python value of a constant (`KernelWriter` records them), else None."""
+        return None
+
     def pow(self, a: V, b: V) -> V:
-        """a ** b."""
+        """a ** b (x * x and x * x * x for the exponents 2 and 3, like eager's CUDA kernels)."""
+        exponent = self.literal_of(b)
+        if is_float(a.dtype) and exponent in (2, 3) and not isinstance(exponent, bool):
+            square = self._binary("{a} * {b}", a, a)
+            return square if exponent == 2 else self._binary("{a} * {b}", square, a)
         return self._binary("libdevice.pow({a}, {b})", a, b)
 
     def maximum(self, a: V, b: V) -> V:

@@ -24,6 +24,7 @@ from inductor_ir.ir.layout import Layout, contiguous_strides
 from inductor_ir.ir.nodes import (
     Buffer,
     ComputedBuffer,
+    IndexView,
     IRNode,
     Pointwise,
     Reduction,
@@ -161,6 +162,20 @@ class LoweringContext:
         # Keep the value alive so its id is not reused by another object.
         self._keepalive.append(value)
         return buffer
+
+    def stored(self, value: Any) -> Any:
+        """``value`` as it is stored, when it was realized since it was made: later users then load
+        the buffer (one read) instead of recomputing the value's whole inlined body. Views over a
+        realized value become views over its buffer. Anything else is returned unchanged."""
+        if isinstance(value, IRNode) and not isinstance(value, (Buffer, ReinterpretView)):
+            found = self._realized.get(id(value))
+            if found is not None:
+                return found
+            if isinstance(value, IndexView):
+                data = self.stored(value.data)
+                if data is not value.data:
+                    return IndexView(data, value.size, value.reindex)
+        return value
 
     def realize_buffer(self, value: IRNode) -> Buffer:
         """Like :meth:`realize` but always a plain buffer (views are copied)."""

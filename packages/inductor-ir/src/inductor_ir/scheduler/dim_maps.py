@@ -21,7 +21,7 @@ from inductor_ir.ir.tracing import MemoryDep
 from inductor_ir.ops_handler import current_ops_handler, set_ops_handler
 from inductor_ir.symbolic import FloorDiv, ModularIndexing, simplify_index
 
-__all__ = ["DimMap", "dim_maps", "mapped_body", "numel", "simplified_deps"]
+__all__ = ["DimMap", "dim_maps", "mapped_body", "numel", "simplified_deps", "simplifying_body"]
 
 Sizes = tuple[sympy.Expr, ...]
 
@@ -137,6 +137,17 @@ def mapped_body(
         ranges = [(v, s) for v, s in zip(variables, sizes) if isinstance(v, sympy.Symbol)]
         with set_ops_handler(_Simplifier(current_ops_handler(), ranges)):
             store(node_vars)
+
+    return run
+
+
+def simplifying_body(body: NodeBody, sizes: Sizes) -> NodeBody:
+    """``body`` with its indices simplified over the group's ranges ``sizes`` (``xs`` then ``rs``)."""
+
+    def run(xs: Sequence[sympy.Expr], rs: Sequence[sympy.Expr]) -> None:
+        ranges = [(v, s) for v, s in zip((*xs, *rs), sizes) if isinstance(v, sympy.Symbol)]
+        with set_ops_handler(_Simplifier(current_ops_handler(), ranges)):
+            body(xs, rs)
 
     return run
 

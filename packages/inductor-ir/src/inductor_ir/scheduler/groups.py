@@ -22,7 +22,7 @@ from inductor_ir.ir.nodes import (
     Reduction,
 )
 from inductor_ir.ir.tracing import MemoryDep, trace_body
-from inductor_ir.scheduler.dim_maps import DimMap, dim_maps, mapped_body, numel, simplified_deps
+from inductor_ir.scheduler.dim_maps import DimMap, dim_maps, mapped_body, numel, simplified_deps, simplifying_body
 
 __all__ = ["Group", "Placement", "SchedulerNode", "buffer_record", "group_vars"]
 
@@ -135,13 +135,13 @@ class SchedulerNode:
 
             if dim_map is not None:
                 return mapped_body(lambda variables: buf.store_pointwise(_expand_vars(keep, variables)), dim_map, sizes, in_loop)
-            return pointwise_body
+            return simplifying_body(pointwise_body, sizes) if sizes else pointwise_body
         _, rkeep = _squeeze(data.reduction_ranges, keep_one=True)
 
         def reduction_body(xs: Sequence[sympy.Expr], rs: Sequence[sympy.Expr]) -> None:
             buf.store_reduction(_expand_vars(keep, xs), _expand_vars(rkeep, rs))
 
-        return reduction_body
+        return simplifying_body(reduction_body, sizes) if sizes else reduction_body
 
     def kind(self) -> str:
         """``reduction`` or ``pointwise``."""

@@ -1,0 +1,122 @@
+"""Session-3 speed paths: each computes eager's result, and the generated code takes the fast form.
+
+* ``kiln::exp`` selects 0 for lanes that underflow (no subnormal arithmetic) and keeps the exact
+  two-step path for vectors with a subnormal result;
+* index simplification with symbolic divisors (dynamic shapes) and split dims merged back;
+* symbolic reduction ranges reuse ``exp`` values through variable-length scratch arrays while the
+  range is short, and recompute them past that (both variants run here);
+* a BatchNorm-style split reduction over (N, H, W) loads vectors, not gathers.
+"""
+
+from __future__ import annotations
+
+import random
+
+import sympy
+import torch
+from cpp_test_groups import flat, pointwise_group
+from torch.fx.experimental.proxy_tensor import make_fx
+
+import inductor_ir
+from codegen_cpp import CppBackend
+from codegen_cpp.codegen.indexing import simplify_index
+from codegen_cpp.codegen.reuse import MAX_SCRATCH_ELEMENTS
+from inductor_ir import FloorDiv, ModularIndexing, ops
+
+X0, X1 = (sympy.Symbol(f"x{i}", integer=True, nonnegative=True) for i in range(2))
+S0, S1 = (sympy.Symbol(f"s{i}", integer=True, positive=True) for i in range(2))
+
+
+def _evaluate(expr: sympy.Expr, env: dict[sympy.Symbol, int]) -> int:
+    if expr.is_Integer:
+        return int(expr)
+    if isinstance(expr, sympy.Symbol):
+        return env[expr]
+    if isinstance(expr, sympy.Add):
+        return sum(_evaluate(a, env) for a in expr.args)
+    if isinstance(expr, sympy.Mul):
+        result = 1
+        for factor in expr.args:
+            result *= _evaluate(factor, env)
+        return result
+    if isinstance(expr, FloorDiv):
+        return _evaluate(expr.args[0], env) // _evaluate(expr.args[1], env)
+    if isinstance(expr, ModularIndexing):
+        base, divisor, modulus = (_evaluate(a, env) for a in expr.args)
+        return (base // divisor) % modulus
+    raise TypeError(f"cannot evaluate {expr}")
+
+
+def test_exp_underflow_lanes_are_exact() -> None:
+    n = 4099
+    backend = CppBackend()
+
+    def body(x: sympy.Symbol) -> None:
+        ops.store("dst", x, ops.exp(ops.load("src", x)))
+
+    group = pointwise_group("exp_underflow", body, [flat("src", torch.float32, n)], [flat("dst", torch.float32, n)], n)
+    (kernel,) = backend.compile([backend.generate(group)])
+    src = torch.empty(n).uniform_(-20.0, 5.0)
+    src[: n // 3 : 2] = -3.4e38  # masked-softmax lanes next to normal ones: the fast path
+    src[n // 3 : 2 * n // 3] = torch.empty(2 * n // 3 - n // 3).uniform_(-103.9, -87.4)  # subnormal results
+    src[2 * n // 3 :: 5] = torch.empty(len(range(2 * n // 3, n, 5))).uniform_(-120.0, -87.0)
+    src[-2:] = torch.tensor([float("nan"), float("-inf")])
+    dst = torch.empty(n)
+    kernel(src, dst)
+    torch.testing.assert_close(dst, torch.exp(src), rtol=2e-6, atol=3e-45, equal_nan=True)
+    assert bool((dst[: n // 3 : 2] == 0).all())
+
+
+def test_symbolic_divisors_simplify_to_the_same_values() -> None:
+    ranges = {X0: S0 * S1, X1: sympy.Integer(64)}
+    cases = [
+        64 * S1 * FloorDiv(64 * X0 + X1, 64 * S1) + 16 * ModularIndexing(X0 + FloorDiv(X1, 64), 1, S1),
+        FloorDiv(S1 * X0 + X1, S1),
+        ModularIndexing(S1 * X0 + X1, 1, S1),
+        FloorDiv(3 * X0 + X1, 2 * S1),
+    ]
+    simple = [simplify_index(expr, ranges) for expr in cases]
+    assert simple[0] == 64 * S1 * FloorDiv(X0, S1) + 16 * ModularIndexing(X0, 1, S1)
+    rng = random.Random(0)
+    for _ in range(300):
+        s0, s1 = rng.randrange(1, 9), rng.randrange(64, 200)  # x1 < 64 <= s1 for the second and third
+        env = {S0: s0, S1: s1, X0: rng.randrange(s0 * s1), X1: rng.randrange(64)}
+        for expr, result in zip(cases, simple):
+            assert _evaluate(result, env) == _evaluate(expr, env), (expr, result, env)
+
+
+def test_split_dims_merge_back() -> None:
+    r0 = sympy.Symbol("r0", integer=True, nonnegative=True)
+    index = 50176 * FloorDiv(r0, 784) + ModularIndexing(r0, 1, 28) + 28 * ModularIndexing(r0, 28, 28)
+    simple = simplify_index(index, {r0: sympy.Integer(1568)})
+    assert simple == 50176 * FloorDiv(r0, 784) + ModularIndexing(r0, 1, 784)
+    assert all(_evaluate(simple, {r0: v}) == _evaluate(index, {r0: v}) for v in range(1568))
+
+
+def test_symbolic_softmax_reuses_exp_while_short_and_recomputes_past_that(backend: CppBackend) -> None:
+    def fn(x: torch.Tensor) -> torch.Tensor:
+        return torch.softmax(x * 0.5, -1)
+
+    with torch.no_grad():
+        gm = make_fx(fn, tracing_mode="symbolic", decomposition_table=inductor_ir.decompositions())(torch.randn(3, 40))
+    fakes = [node.meta["val"] for node in gm.graph.nodes if node.op == "placeholder"]
+    compiled = inductor_ir.compile_graph(gm, fakes, backends={"cpu": backend})
+    source = "\n".join(s.source for s in compiled.sources)
+    assert f"<= {MAX_SCRATCH_ELEMENTS}) {{" in source and "scratch0[" in source
+    for width in (5, 40, 1000, MAX_SCRATCH_ELEMENTS + 37):
+        x = torch.randn(3, width) * 4
+        result = compiled(x)
+        actual = result[0] if isinstance(result, (tuple, list)) else result
+        torch.testing.assert_close(actual, fn(x), rtol=1e-5, atol=1e-7)
+
+
+def test_batch_norm_statistics_over_split_spatial_dims_load_vectors(backend: CppBackend) -> None:
+    def fn(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return torch.var_mean(x, dim=(0, 2, 3), correction=0)
+
+    x = torch.randn(32, 8, 28, 28) * 2 + 1
+    compiled = inductor_ir.compile_graph(make_fx(fn)(x), [x], backends={"cpu": backend})
+    source = "\n".join(s.source for s in compiled.sources)
+    assert "kiln::gather" not in source
+    x = torch.randn(32, 8, 28, 28) * 2 + 1
+    torch.testing.assert_close(compiled(x), fn(x), rtol=1e-5, atol=1e-6)
