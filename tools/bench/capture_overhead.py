@@ -8,8 +8,11 @@ no_grad) through `frontend.compile(model, backend="eager")`: its per-call overhe
 the guard check alone (the fast generated function vs checking every guard on its own, the way
 guards were checked before session 2's guard work).
 
-    python3 tools/bench/capture_overhead.py [--calls 20000] [--repeats 5] [--bert] [--bert-calls 30]
+    python3 tools/bench/capture_overhead.py [--calls 20000] [--repeats 5] [--bert] [--bert-calls 30] [--clock cpu]
     python3 tools/bench/capture_overhead.py --plain-guards   # the old guard-by-guard check, to compare
+
+The three variants are timed interleaved (each round runs every variant in turn; a variant's best
+round counts), so load from other processes on a shared machine hits them alike.
 """
 
 from __future__ import annotations
@@ -34,17 +37,26 @@ def _eager_backend(gm: torch.fx.GraphModule, example_inputs: list[torch.Tensor])
 
 
 def per_call_microseconds(fn: Callable[..., Any], inputs: list[torch.Tensor], calls: int, repeats: int,
-                          warmup: int = 200) -> float:
+                          warmup: int = 200, clock: Callable[[], float] = time.perf_counter) -> float:
     """Best-of-`repeats` mean time per call, in microseconds."""
-    for _ in range(warmup):
-        fn(*inputs)
-    best = float("inf")
-    for _ in range(repeats):
-        start = time.perf_counter()
-        for _ in range(calls):
+    return interleaved_microseconds({"fn": fn}, inputs, calls, repeats, warmup, clock)["fn"]
+
+
+def interleaved_microseconds(candidates: dict[str, Callable[..., Any]], inputs: list[torch.Tensor], calls: int,
+                             rounds: int, warmup: int = 200,
+                             clock: Callable[[], float] = time.perf_counter) -> dict[str, float]:
+    """Best-of-`rounds` mean time per call of each candidate, in microseconds, timed interleaved."""
+    for fn in candidates.values():
+        for _ in range(warmup):
             fn(*inputs)
-        best = min(best, (time.perf_counter() - start) / calls)
-    return best * 1e6
+    best = dict.fromkeys(candidates, float("inf"))
+    for _ in range(rounds):
+        for name, fn in candidates.items():
+            start = clock()
+            for _ in range(calls):
+                fn(*inputs)
+            best[name] = min(best[name], (clock() - start) / calls)
+    return {name: value * 1e6 for name, value in best.items()}
 
 
 def bert_overhead(calls: int, repeats: int) -> None:
@@ -86,6 +98,7 @@ def main() -> None:
     parser.add_argument("--bert", action="store_true", help="also measure a BertModel-base")
     parser.add_argument("--bert-calls", type=int, default=30)
     parser.add_argument("--plain-guards", action="store_true", help="check guards one by one (the old way)")
+    parser.add_argument("--clock", choices=("wall", "cpu"), default="wall", help="cpu: this process's CPU time")
     options = parser.parse_args()
     if options.plain_guards:
         from capture import convert_frame, guards
@@ -101,7 +114,8 @@ def main() -> None:
     expected = ten_inputs(*inputs)
     for name, fn in candidates.items():
         torch.testing.assert_close(fn(*inputs), expected, msg=name)
-    times = {name: per_call_microseconds(fn, inputs, options.calls, options.repeats) for name, fn in candidates.items()}
+    clock = time.process_time if options.clock == "cpu" else time.perf_counter
+    times = interleaved_microseconds(candidates, inputs, options.calls, options.repeats, clock=clock)
     eager = times["eager"]
     print(f"{'variant':34} {'us/call':>9} {'overhead us':>12} {'x eager':>8}")
     for name, value in times.items():

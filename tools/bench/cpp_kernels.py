@@ -134,6 +134,8 @@ def workloads() -> list[Workload]:
         Workload("softmax (4096, 1024)", softmax, (torch.randn(4096, 1024),)),
         Workload("softmax backward (4096, 1024)", softmax_backward, (torch.randn(4096, 1024), sm)),
         Workload("layer norm (4096, 768)", layer_norm, (x, w, b)),
+        Workload("layer norm short rows (32768, 128)", layer_norm, (torch.randn(32768, 128), w[:128], b[:128])),
+        Workload("softmax short rows (32768, 64)", softmax, (torch.randn(32768, 64),)),
         Workload("layer norm backward (4096, 768)", layer_norm_backward, (torch.randn(rows, hidden), x, mean, rstd, w, b)),
         Workload("gelu erf (4096, 3072)", gelu, (torch.randn(rows, 4 * hidden),)),
         Workload("gelu erf backward (4096, 3072)", gelu_backward, (torch.randn(rows, 4 * hidden), torch.randn(rows, 4 * hidden))),

@@ -215,3 +215,22 @@ def test_input_device_change_recompiles() -> None:
     assert result.device.type == "meta" and result.shape == (4, 6)
     x = torch.randn(4, 6)
     torch.testing.assert_close(compiled(x), double_sin(x))
+
+
+def test_buffer_write_back_in_training_records_no_autograd_history() -> None:
+    torch.manual_seed(0)
+    module = nn.Sequential(nn.Linear(6, 4), nn.BatchNorm1d(4))
+    reference = nn.Sequential(nn.Linear(6, 4), nn.BatchNorm1d(4))
+    reference.load_state_dict(module.state_dict())
+    compiled = _compiled(module, torch.randn(8, 6))
+    for _ in range(2):
+        x = torch.randn(8, 6)
+        compiled(x).pow(2).sum().backward()
+        reference(x).pow(2).sum().backward()
+    norm = module[1]
+    for name in ("running_mean", "running_var"):
+        buffer = getattr(norm, name)
+        assert buffer.grad_fn is None and not buffer.requires_grad
+        torch.testing.assert_close(buffer, getattr(reference[1], name))
+    assert int(norm.num_batches_tracked) == int(reference[1].num_batches_tracked)
+    torch.testing.assert_close(module[0].weight.grad, reference[0].weight.grad)

@@ -274,3 +274,19 @@ def test_grad_mode_is_checked_first_and_alternating_modes_reuse_their_entries() 
         first_check = next(line for line in source.splitlines() if line.strip().startswith("if "))
         grad_guard = next(g for g in entry.guard_set.guards if g.kind == "GRAD_MODE")
         assert grad_guard.code in first_check
+
+
+def test_autocast_state_change_recompiles() -> None:
+    def matmul_relu(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        return torch.relu(x @ w)
+
+    capture.reset()
+    backend = RecordingBackend()
+    compiled = capture.optimize(backend)(matmul_relu)
+    for autocast in (False, True, False, True):
+        x, w = torch.randn(4, 4), torch.randn(4, 4)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+            ours, eager = compiled(x, w), matmul_relu(x, w)
+        assert ours.dtype == eager.dtype == (torch.bfloat16 if autocast else torch.float32)
+        torch.testing.assert_close(ours, eager)
+    assert backend.count == 2  # one graph outside autocast, one inside; each reused

@@ -72,3 +72,11 @@ def test_language_model_head_runs_padded_on_cuda() -> None:
     out = compiled(hidden, weight)
     assert out.stride() == (4001, 1)
     torch.testing.assert_close(out, head(hidden, weight), rtol=2e-2, atol=2e-2)
+
+
+def test_transposed_operands_are_padded_in_their_stored_order() -> None:
+    weight = _small_ints(41, 33)  # a Linear weight; the product reads weight.t()
+    padded = matmul_alignment._pad_to(weight.t(), 40, 48)
+    assert padded.shape == (40, 48) and padded.stride() == (1, 40)  # the stored (48, 40) matrix, transposed
+    torch.testing.assert_close(padded[:33, :41], weight.t())
+    assert bool((padded[33:] == 0).all()) and bool((padded[:, 41:] == 0).all())

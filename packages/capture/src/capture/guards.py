@@ -176,9 +176,13 @@ class GuardSet:
     def autocast_mode(self) -> None:
         """Guard the global autocast state (graphs traced outside autocast must not run inside it)."""
         state = autocast_state()
+        if not state:  # the common case, checked with one C call instead of `autocast_state()`
+            off = self.constant(torch._C._is_any_autocast_enabled)
+            self.add("AUTOCAST_MODE", "autocast_state()", f"{off}() is False", "autocast state is off")
+            return
         f = self.constant(autocast_state)
         s = self.constant(state)
-        self.add("AUTOCAST_MODE", "autocast_state()", f"{f}() == {s}", f"autocast state is {state or 'off'}")
+        self.add("AUTOCAST_MODE", "autocast_state()", f"{f}() == {s}", f"autocast state is {state}")
 
 
 def autocast_state() -> tuple[tuple[str, bool, torch.dtype], ...]:

@@ -171,6 +171,9 @@ class TritonKernelCall:
         # needs, so that each later call is one alignment check and one call of Triton's launcher.
         self._direct: tuple[Any, ...] | None = None
         self._direct_checked = False
+        # Split reductions: the workspaces of their partial results, per device, kept between calls
+        # (each call's first kernel overwrites them before its second reads them, on one stream).
+        self._workspaces: dict[Any, list[Any]] = {}
 
     def _launcher(self, generated: GeneratedKernel) -> TritonLauncher:
         config = self.backend.config
@@ -212,12 +215,19 @@ class TritonKernelCall:
         """Launch on `(*input_tensors, *output_tensors, *size_ints)`."""
         direct = self._direct
         if direct is not None:
-            launch, grid_x, grid_y, grid_z, get_stream, device, function, middle, aligned, tail = direct
+            launch, grid_x, grid_y, grid_z, get_stream, device, function, middle, aligned, tail, finish = direct
             for position in aligned:
                 if args[position].data_ptr() & 15:
                     break
             else:
-                launch(grid_x, grid_y, grid_z, get_stream(device), function, *middle, *args, *tail)
+                if finish is None:
+                    launch(grid_x, grid_y, grid_z, get_stream(device), function, *middle, *args, *tail)
+                    return
+                # A split reduction: partial results into the workspaces, then the finishing kernel.
+                stream = get_stream(device)
+                spaces, launch2, grid2, function2, middle2, tail2 = finish
+                launch(grid_x, grid_y, grid_z, stream, function, *middle, *args, *spaces, *tail)
+                launch2(grid2[0], grid2[1], grid2[2], stream, function2, *middle2, *spaces, *args, *tail2)
                 return
         self._call(args)
         if not self._direct_checked:
@@ -228,22 +238,53 @@ class TritonKernelCall:
         """The `_direct` record, when this kernel can be launched that way."""
         import torch
 
-        if self._cuda_index is None or self.group.size_symbols or self.finisher is not None:
+        if self._cuda_index is None or self.group.size_symbols:
             return None
         if self.persistent is not None or torch.cuda.device_count() != 1:
             return None
         numels = self._numel_cache.get(())
         if numels is None:
             return None
-        prepared = self.launcher.prepared_for((*args, *numels))
+        count = self._buffer_count
+        if self.finisher is None:
+            prepared = self.launcher.prepared_for((*args, *numels))
+            spaces: tuple[Any, ...] = ()
+        else:
+            spaces = tuple(self._split_workspaces(args, numels))
+            prepared = self.launcher.prepared_for((*args[:count], *spaces, *numels))
         if prepared is None or prepared.fast is None or prepared.grid[0] == 0:
             return None
         fast = prepared.fast
         grid = prepared.grid
+        finish = None
+        # Alignment is checked on the wrapper's arguments only (workspaces are fresh allocations).
+        aligned = tuple(p for p in fast.aligned if p < count)
+        if self.finisher is not None:
+            tail2 = (numels[0], self.generated.split)
+            second = self.finisher.prepared_for((*spaces, *args[:count], *tail2))
+            if second is None or second.fast is None or second.grid[0] == 0:
+                return None
+            fast2 = second.fast
+            if any(p >= len(spaces) and p - len(spaces) not in fast.aligned for p in fast2.aligned):
+                return None  # the two kernels assume different alignments of one argument
+            finish = (spaces, fast2.call, second.grid, fast2.function, fast2.middle, (*tail2, *fast2.blocks))
         return (
             fast.call, grid[0], grid[1], grid[2], fast.get_stream, prepared.device, fast.function,
-            fast.middle, fast.aligned, (*numels, *fast.blocks),
+            fast.middle, aligned, (*numels, *fast.blocks), finish,
         )
+
+    def _split_workspaces(self, args: tuple[Any, ...], numels: tuple[int, ...]) -> list[Any]:
+        """The workspaces of a split reduction on the device of `args` (made on first use)."""
+        import torch
+
+        count = self._buffer_count
+        device = next(a.device for a in args[:count] if isinstance(a, torch.Tensor))
+        spaces = self._workspaces.get(device)
+        if spaces is None:
+            size = numels[0] * self.generated.split
+            spaces = [torch.empty(size, dtype=dtype, device=device) for dtype in self.generated.workspaces]
+            self._workspaces[device] = spaces
+        return spaces
 
     def _call(self, args: tuple[Any, ...]) -> None:
         count = self._buffer_count
@@ -280,15 +321,18 @@ class TritonKernelCall:
         self.launcher.run(*args, *numels)
 
     def _run_split(self, args: tuple[Any, ...], numels: tuple[int, ...]) -> None:
-        """Both kernels of a split reduction, with fresh workspaces for the partial results."""
+        """Both kernels of a split reduction, with workspaces for the partial results."""
         import torch
 
         generated = self.generated
         assert generated.finish is not None and self.finisher is not None
         count = self._buffer_count
-        size = numels[0] * generated.split
-        device = next(a.device for a in args[:count] if isinstance(a, torch.Tensor))
-        spaces = [torch.empty(size, dtype=dtype, device=device) for dtype in generated.workspaces]
+        if self.group.size_symbols:
+            size = numels[0] * generated.split
+            device = next(a.device for a in args[:count] if isinstance(a, torch.Tensor))
+            spaces = [torch.empty(size, dtype=dtype, device=device) for dtype in generated.workspaces]
+        else:
+            spaces = self._split_workspaces(args, numels)
         sizes = args[count:]
         self.launcher.run(*args[:count], *spaces, *sizes, *numels)
         self.finisher.run(*spaces, *args[:count], *sizes, numels[0], generated.split)

@@ -39,7 +39,7 @@ class InductorIRConfig:
 
     fuse: bool = True
     debug_dir: str | None = None
-    layout_optimization: bool = False
+    layout_optimization: bool = True
     check_inputs: bool = True
 
 

@@ -77,6 +77,10 @@ def _pad_to(t: torch.Tensor, rows: int, cols: int) -> torch.Tensor:
     extra_rows, extra_cols = rows - t.shape[-2], cols - t.shape[-1]
     if extra_rows == 0 and extra_cols == 0:
         return t
+    if t.dim() >= 2 and t.stride(-2) == 1 and t.stride(-1) != 1:
+        # Stored transposed (a weight's `.t()`): pad the stored matrix, so the copy reads and
+        # writes memory in order instead of transposing it.
+        return torch.constant_pad_nd(t.mT, (0, extra_rows, 0, extra_cols), 0.0).mT
     return torch.constant_pad_nd(t, (0, extra_cols, 0, extra_rows), 0.0)
 
 

@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
+from torch._functorch.utils import unwrap_dead_wrappers
 from torch.autograd.function import once_differentiable
 from torch.utils import _pytree as pytree
 
@@ -26,6 +27,7 @@ class CompiledInference:
     """A compiled forward, run as it is: `(*inputs) -> (*mutated values, *graph outputs, ...)`."""
 
     forward: Callable[..., Any]
+    _boxed: bool = dataclasses.field(default=False, init=False, repr=False)
 
     def __post_init__(self) -> None:
         self._boxed = bool(getattr(self.forward, "_boxed_call", False))
@@ -94,10 +96,12 @@ def _fast_apply(function: type[torch.autograd.Function], all_tensors: bool) -> C
     with no transform active, the C++ apply directly, after unwrapping with one C-level ``map``
     (`all_tensors`: every input of this region is a tensor) or torch's own helper (otherwise).
     """
-    base_apply = torch._C._FunctionBase.__dict__["apply"].__get__(None, function)
-    transforms_active = torch._C._are_functorch_transforms_active
-    unwrap_if_dead = torch._C._functorch.unwrap_if_dead
-    from torch._functorch.utils import unwrap_dead_wrappers
+    try:
+        base_apply = torch._C._FunctionBase.__dict__["apply"].__get__(None, function)
+        transforms_active = torch._C._are_functorch_transforms_active
+        unwrap_if_dead = torch._C._functorch.unwrap_if_dead
+    except (AttributeError, KeyError):  # another torch: its own apply, as it is
+        return lambda inputs: function.apply(*inputs)
 
     def apply(inputs: Sequence[Any]) -> Any:
         if transforms_active():

@@ -75,8 +75,16 @@ class WriteBack:
         groups = self._groups
         if groups is None:
             groups = self._groups = self._plan(inputs, values)
-        with torch.no_grad():
+        # Grad mode off while copying (as `torch.no_grad()` would do, without its context manager
+        # objects on every call; under no_grad, nothing to switch).
+        enabled = torch.is_grad_enabled()
+        if enabled:
+            torch._C._set_grad_enabled(False)
+        try:
             for indices, slots in groups:
                 torch._foreach_copy_([inputs[i] for i in indices], [values[s] for s in slots])
             for index, slot in self._singles:
                 inputs[index].copy_(values[slot])
+        finally:
+            if enabled:
+                torch._C._set_grad_enabled(True)

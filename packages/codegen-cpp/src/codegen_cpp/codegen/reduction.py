@@ -322,16 +322,13 @@ def emit_welford(
     r_mean, r_m2, r_n = f"{result}_wmean", f"{result}_wm2", f"{result}_n"
     post = [f"{scalar} {r_mean} = {mean};", f"{scalar} {r_m2} = {m2};", f"int64_t {r_n} = {n};"]
     if vmean in state.vector_accumulators:
+        lanes = f"std::decay_t<decltype({vmean})>"
         post += [
             f"if ({vn} > 0) {{",
-            f"    {scalar} kiln_lanes_mean = 0;",
-            f"    for (int64_t kiln_l = 0; kiln_l < kiln::VEC; ++kiln_l) kiln_lanes_mean += {vmean}[kiln_l];",
-            f"    kiln_lanes_mean /= static_cast<{scalar}>(kiln::VEC);",
-            f"    {scalar} kiln_lanes_m2 = 0;",
-            "    for (int64_t kiln_l = 0; kiln_l < kiln::VEC; ++kiln_l) {",
-            f"        const {scalar} kiln_d = {vmean}[kiln_l] - kiln_lanes_mean;",
-            f"        kiln_lanes_m2 += {vm2}[kiln_l] + kiln_d * kiln_d * static_cast<{scalar}>({vn});",
-            "    }",
+            f"    const {scalar} kiln_lanes_mean = kiln::hsum({vmean}) / static_cast<{scalar}>(kiln::VEC);",
+            f"    const auto kiln_d = {vmean} - kiln::splat<{lanes}>(kiln_lanes_mean);",
+            f"    const auto kiln_lanes_spread = {vm2} + kiln_d * kiln_d * kiln::splat<{lanes}>(static_cast<{scalar}>({vn}));",
+            f"    const {scalar} kiln_lanes_m2 = kiln::hsum(kiln_lanes_spread);",
             f"    const int64_t kiln_lanes_n = {vn} * kiln::VEC;",
             "    " + _chan(r_mean, r_m2, r_n, "kiln_lanes_mean", "kiln_lanes_m2", "kiln_lanes_n", vector=False),
             "}",

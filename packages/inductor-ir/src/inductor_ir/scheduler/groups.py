@@ -22,7 +22,14 @@ from inductor_ir.ir.nodes import (
     Reduction,
 )
 from inductor_ir.ir.tracing import MemoryDep, trace_body
-from inductor_ir.scheduler.dim_maps import DimMap, dim_maps, mapped_body, numel, simplified_deps, simplifying_body
+from inductor_ir.scheduler.dim_maps import (
+    DimMap,
+    dim_maps,
+    mapped_body,
+    numel,
+    simplified_deps,
+    simplifying_body,
+)
 
 __all__ = ["Group", "Placement", "SchedulerNode", "buffer_record", "group_vars"]
 
