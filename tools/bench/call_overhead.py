@@ -10,6 +10,10 @@ of them alike. ``--clock cpu`` counts this process's CPU time instead of wall ti
 busy machine; the work is single-threaded). Every candidate runs the same step function.
 
     python3 -m tools.bench.call_overhead [--calls 1000] [--rounds 7] [--threads 1] [--clock wall|cpu]
+    python3 -m tools.bench.call_overhead --stages --clock cpu   # Kiln's call, layer by layer
+
+``--stages`` times each layer of a Kiln call on its own (from the module down to the generated
+wrapper; each line includes the ones below it), interleaved with eager, per task.
 """
 
 from __future__ import annotations
@@ -65,6 +69,56 @@ def per_call_microseconds(
     return {name: value * 1e6 for name, value in best.items()}
 
 
+def kiln_stages(model: nn.Module, compiled: Any, x: torch.Tensor, grad: bool) -> dict[str, Callable[[], Any]]:
+    """Each layer of a warm Kiln call, callable on its own (reaches into the packages' internals)."""
+    from capture.cache import DEFAULT_CACHE
+
+    entries = [entry for state in DEFAULT_CACHE.states.values() for entry in state.entries]
+    L, G = (model, x), type(model).forward.__globals__
+    entry = next(e for e in entries if e.check(L, G, None))
+    aot = entry.run.__globals__["__graph"]._run  # the first-call guard around aotgrad's AotCallable
+    flat = [*aot.state_tensors(), x]
+    region = aot._dispatch.lookup(flat).region
+    runner = region.compiled.forward  # the first-call guard around the static-shape runner
+    boxed = getattr(runner, "_boxed_call", False)
+    stages: dict[str, Callable[[], Any]] = {
+        "eager module": lambda: model(x),
+        "kiln: whole call (frontend module)": lambda: compiled(x),
+        "capture: guard check": lambda: entry.check(L, G, None),
+        "capture: cache entry (after guards)": lambda: entry.run(L, G, None),
+        "aotgrad: AotCallable": lambda: aot(x),
+        "aotgrad: state read": aot.state_tensors,
+        "aotgrad: dispatch check": lambda: aot._dispatch.lookup(flat),
+        "aotgrad: region (autograd.Function when training)": lambda: region(flat),
+        "frontend: graph runner": (lambda: runner(list(flat))) if boxed else (lambda: runner(*flat)),
+        "inductor_ir: generated wrapper": lambda: getattr(runner, "compiled", runner)._call(list(flat)),
+    }
+    if grad:
+        stages["eager forward+backward"] = lambda: model(x).sum().backward()
+        stages["kiln forward+backward"] = lambda: compiled(x).sum().backward()
+    return stages
+
+
+def print_stages(model: nn.Module, compiled: Any, x: torch.Tensor, calls: int, rounds: int,
+                 clock: Callable[[], float]) -> None:
+    """Print each layer's microseconds per call, inference (no_grad) and training (grad mode on)."""
+    for task in ("inference", "training"):
+        with torch.set_grad_enabled(task == "training"):
+            stages = kiln_stages(model, compiled, x, task == "training")
+            best = dict.fromkeys(stages, float("inf"))
+            for fn in stages.values():
+                for _ in range(50):
+                    fn()
+            for _ in range(rounds):
+                for name, fn in stages.items():
+                    start = clock()
+                    for _ in range(calls):
+                        fn()
+                    best[name] = min(best[name], (clock() - start) / calls)
+        for name, value in best.items():
+            print(f"{task:10} {name:52} {value * 1e6:9.1f}")
+
+
 def main() -> None:
     """Print the table: microseconds per step and overhead over eager, per compiler and task."""
     parser = argparse.ArgumentParser(description=__doc__)
@@ -73,6 +127,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--clock", choices=("wall", "cpu"), default="wall")
     parser.add_argument("--no-torch-compile", action="store_true", help="leave torch.compile out (faster)")
+    parser.add_argument("--stages", action="store_true", help="time each layer of a Kiln call instead")
     options = parser.parse_args()
     torch.set_num_threads(options.threads)
     import frontend
@@ -89,6 +144,11 @@ def main() -> None:
         for name, fn in candidates.items():
             torch.testing.assert_close(fn(x), expected, msg=name)
     clock = time.process_time if options.clock == "cpu" else time.perf_counter
+    if options.stages:
+        model(x).sum().backward()
+        candidates["kiln"](x).sum().backward()  # compile the training entry too
+        print_stages(model, candidates["kiln"], x, options.calls, options.rounds, clock)
+        return
     print(f"{'task':10} {'compiler':14} {'us/step':>9} {'overhead us':>12} {'x eager':>8}")
     for task in ("inference", "training"):
         times = per_call_microseconds(candidates, x, task, options.calls, options.rounds, clock)

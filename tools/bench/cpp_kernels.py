@@ -112,6 +112,12 @@ def attention_softmax(scores: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     return torch.softmax(torch.where(mask, scores * 0.125, torch.finfo(torch.float32).min), -1)
 
 
+def _layer_norm_saved(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """(x, mean, rstd, w, b): what layer norm's backward reads."""
+    _, mean, rstd = aten.native_layer_norm(x, [x.shape[-1]], w, b, 1e-5)
+    return x, mean, rstd, w, b
+
+
 def _batch_norm_stats(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     var, mean = torch.var_mean(x, dim=(0, 2, 3), unbiased=False)
     return mean, torch.rsqrt(var + 1e-5)
@@ -136,6 +142,16 @@ def workloads() -> list[Workload]:
         Workload("layer norm (4096, 768)", layer_norm, (x, w, b)),
         Workload("layer norm short rows (32768, 128)", layer_norm, (torch.randn(32768, 128), w[:128], b[:128])),
         Workload("softmax short rows (32768, 64)", softmax, (torch.randn(32768, 64),)),
+        Workload(
+            "softmax backward short rows (32768, 64)",
+            softmax_backward,
+            (torch.randn(32768, 64), torch.softmax(torch.randn(32768, 64), -1)),
+        ),
+        Workload(
+            "layer norm backward short rows (32768, 128)",
+            layer_norm_backward,
+            (torch.randn(32768, 128), *_layer_norm_saved(torch.randn(32768, 128), w[:128], b[:128])),
+        ),
         Workload("layer norm backward (4096, 768)", layer_norm_backward, (torch.randn(rows, hidden), x, mean, rstd, w, b)),
         Workload("gelu erf (4096, 3072)", gelu, (torch.randn(rows, 4 * hidden),)),
         Workload("gelu erf backward (4096, 3072)", gelu_backward, (torch.randn(rows, 4 * hidden), torch.randn(rows, 4 * hidden))),

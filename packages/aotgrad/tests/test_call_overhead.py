@@ -6,13 +6,17 @@ for: it raises when run on anything else, so a stale region reused by the fast p
 
 from __future__ import annotations
 
+import gc
+import weakref
 from typing import Any
 
+import pytest
 import torch
 from torch import nn
 
 import aotgrad
 from aotgrad import aot_graph, eager_compiler
+from aotgrad.runtime import dispatch
 
 
 class TwoLayers(nn.Module):
@@ -234,3 +238,32 @@ def test_buffer_write_back_in_training_records_no_autograd_history() -> None:
         torch.testing.assert_close(buffer, getattr(reference[1], name))
     assert int(norm.num_batches_tracked) == int(reference[1].num_batches_tracked)
     torch.testing.assert_close(module[0].weight.grad, reference[0].weight.grad)
+
+
+def test_alternating_shapes_stay_on_the_fast_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    module = TwoLayers()
+    compiled = _compiled(module, torch.randn(4, 6))
+    made: list[int] = []
+    original = dispatch._compile_matcher
+
+    def counting(*args: Any) -> Any:
+        made.append(1)
+        return original(*args)
+
+    monkeypatch.setattr(dispatch, "_compile_matcher", counting)
+    for step in range(6):
+        x = torch.randn(4 if step % 2 else 3, 6)
+        torch.testing.assert_close(compiled(x), module(x))
+    assert len(made) == 2  # one check per shape, each reused afterwards
+
+
+def test_replaced_parameter_is_not_kept_alive() -> None:
+    module = TwoLayers()
+    compiled = _compiled(module, torch.randn(4, 6))
+    compiled(torch.randn(4, 6))
+    old = weakref.ref(module.first.weight)
+    module.first.weight = nn.Parameter(torch.randn(5, 6))
+    x = torch.randn(4, 6)
+    torch.testing.assert_close(compiled(x), module(x))
+    gc.collect()
+    assert old() is None

@@ -120,3 +120,19 @@ def test_batch_norm_statistics_over_split_spatial_dims_load_vectors(backend: Cpp
     assert "kiln::gather" not in source
     x = torch.randn(32, 8, 28, 28) * 2 + 1
     torch.testing.assert_close(compiled(x), fn(x), rtol=1e-5, atol=1e-6)
+
+
+def test_horizontal_reductions_of_short_rows(backend: CppBackend) -> None:
+    def fn(x: torch.Tensor, i: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return x.amax(1), x.amin(1), x.sum(1), (x * 0.1 + 1).prod(1), i.sum(1), i.amax(1), torch.softmax(x, 1)
+
+    def inputs() -> tuple[torch.Tensor, torch.Tensor]:
+        x = torch.randn(40, 64)
+        for row, lane in enumerate(range(0, 64, 3)):
+            x[row, lane] = float("nan")  # NaN in every lane position of some row, in the vector part
+        return x, torch.randint(-1000, 1000, (40, 64))
+
+    compiled = inductor_ir.compile_graph(make_fx(fn)(*inputs()), list(inputs()), backends={"cpu": backend})
+    x, i = inputs()
+    for actual, expected in zip(compiled(x, i), fn(x, i)):
+        torch.testing.assert_close(actual, expected, rtol=1e-5, atol=1e-6, equal_nan=True)

@@ -222,3 +222,28 @@ def test_a_value_stored_for_a_matmul_is_loaded_by_later_users() -> None:
     assert isinstance(stored, inductor_ir.ComputedBuffer)
     others = [b for b in _computed(program) if b is not stored]
     assert len(others) == 2 and all(b.read_names() == (stored.name,) for b in others), [b.read_names() for b in others]
+
+
+def test_a_gather_used_twice_is_stored_once() -> None:
+    # GPT-2: the token + position embedding starts the residual stream that every layer norm reads.
+    def fn(ids: torch.Tensor, table: torch.Tensor, position: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        x = torch.nn.functional.embedding(ids, table) + position
+        return x.var(-1), (x * 2.0).sin()
+
+    program = check_interpret(fn, lambda: [torch.randint(0, 30, (3, 5)), rand(30, 8), rand(5, 8)])
+    readers = [b for b in _computed(program) if "table_1" in b.read_names()]
+    assert len(readers) == 1  # the lookup runs once; the variance and the sine read its buffer
+
+
+@pytest.mark.parametrize("terms", [3, 6])
+def test_a_sum_of_many_buffers_used_twice_is_stored(terms: int) -> None:
+    # A residual stream x + a + b + ... read by several layers: past four buffers it is stored.
+    def fn(*xs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        total = xs[0]
+        for x in xs[1:]:
+            total = total + x
+        return total.amax(-1), total.exp()
+
+    program = check_interpret(fn, lambda: [rand(4, 6) for _ in range(terms)])
+    wide = [b for b in _computed(program) if len(b.read_names()) == terms]
+    assert len(wide) == (1 if terms > 4 else 2)

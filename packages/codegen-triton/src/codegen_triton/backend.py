@@ -7,7 +7,7 @@ from typing import Any
 
 import sympy
 
-from codegen_triton.codegen.analysis import choose_plan
+from codegen_triton.codegen.analysis import choose_plan, contiguous_dim_last
 from codegen_triton.codegen.split import plan_split
 from codegen_triton.codegen.template import GeneratedKernel, write_kernel
 from codegen_triton.config import TritonConfig, interpreter_ready
@@ -68,6 +68,7 @@ class TritonBackend:
         return True
 
     def _generate(self, group: KernelGroup, *, force_int64: bool = False) -> GeneratedKernel:
+        group = contiguous_dim_last(group)
         plan = choose_plan(
             group,
             persistent_limit=self.config.persistent_reduction_limit,

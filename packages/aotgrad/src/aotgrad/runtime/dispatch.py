@@ -67,31 +67,39 @@ class StateReader:
 
 @dataclasses.dataclass
 class _Entry:
-    """The region the last call used, and the generated check that later inputs look the same."""
+    """A region a recent call used, and the generated check that later inputs look the same."""
 
     region: Any
     matches: Matcher
+    state: tuple[Any, ...]  # the module state it was made for (its check holds these objects)
 
 
 class DispatchCache:
-    """Remembers the region of the last call per grad mode, with a cheap check of the inputs.
+    """Remembers the regions of the last few calls per grad mode, each with a cheap check of the inputs.
+
+    Several are kept (most recent first, at most `max_entries` per grad mode) so that calls
+    alternating between input shapes (a last, smaller batch; two sequence lengths) each find
+    theirs, instead of missing and generating a check on every call. Entries made for other state
+    tensors (a parameter since replaced) are dropped, so they keep no old tensor alive.
 
     Args:
         num_state: how many leading flat inputs are module state (checked by identity).
         signature: ``(position, value) -> signature`` of the other inputs (what the full region
             key holds for them, without requires_grad).
+        max_entries: how many entries to keep per grad mode.
     """
 
-    def __init__(self, num_state: int, signature: Signature) -> None:
+    def __init__(self, num_state: int, signature: Signature, max_entries: int = 8) -> None:
         self._num_state = num_state
         self._signature = signature
-        self._entries: dict[bool, _Entry] = {}
+        self._max_entries = max_entries
+        self._entries: dict[bool, list[_Entry]] = {False: [], True: []}
 
     def lookup(self, flat_inputs: Sequence[Any]) -> _Entry | None:
         """The entry (``.region``) whose inputs these match, or None when the slow path must decide."""
-        entry = self._entries.get(torch.is_grad_enabled())
-        if entry is not None and entry.matches(flat_inputs):
-            return entry
+        for entry in self._entries[torch.is_grad_enabled()]:
+            if entry.matches(flat_inputs):
+                return entry
         return None
 
     def remember(self, flat_inputs: Sequence[Any], region: Any, dynamic_positions: frozenset[int] = frozenset()) -> None:
@@ -103,13 +111,19 @@ class DispatchCache:
         try:
             matches = _compile_matcher(flat_inputs, self._num_state, self._signature, dynamic_positions)
         except (RuntimeError, TypeError, ValueError):  # a tensor without storage, say: no fast path
-            self._entries.pop(torch.is_grad_enabled(), None)
             return
-        self._entries[torch.is_grad_enabled()] = _Entry(region, matches)
+        state = tuple(flat_inputs[: self._num_state])
+        entries = [
+            entry for entry in self._entries[torch.is_grad_enabled()]
+            if len(entry.state) == len(state) and all(map(operator.is_, entry.state, state))
+        ]
+        entries.insert(0, _Entry(region, matches, state))
+        self._entries[torch.is_grad_enabled()] = entries[: self._max_entries]
 
     def clear(self) -> None:
         """Forget every entry."""
-        self._entries.clear()
+        for entries in self._entries.values():
+            entries.clear()
 
 
 _REQUIRES_GRAD = operator.attrgetter("requires_grad")

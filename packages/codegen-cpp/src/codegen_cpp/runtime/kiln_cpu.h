@@ -13,9 +13,6 @@
 #ifdef _OPENMP
 #include <omp.h>
 #endif
-#if defined(__AVX__) || defined(__AVX512F__)
-#include <immintrin.h>
-#endif
 
 namespace kiln {
 

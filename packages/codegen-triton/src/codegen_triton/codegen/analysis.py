@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -12,7 +13,7 @@ from codegen_triton.codegen.kernel import KernelPlan
 from inductor_ir.backend import KernelGroup
 from inductor_ir.ops_handler import set_ops_handler
 
-__all__ = ["Access", "choose_plan", "record_accesses"]
+__all__ = ["Access", "choose_plan", "contiguous_dim_last", "record_accesses"]
 
 _INT32_MAX = 2**31 - 1
 _MAX_TILED_Y = 65535 * 16
@@ -85,6 +86,48 @@ def _tile_split(group: KernelGroup, accesses: list[Access]) -> int:
             if expanded.coeff(live[position]) == 1:
                 return position + 1
     return 0
+
+
+def contiguous_dim_last(group: KernelGroup) -> KernelGroup:
+    """``group`` with its pointwise dims reordered so that the dim every access walks contiguously is last.
+
+    A pointwise kernel over ``(N, C, H, W)`` whose buffers are all channels-last (max pooling after a
+    channels-last convolution) walks memory with stride ``C`` along ``xindex``; with ``C`` last, it
+    walks contiguously. Groups with a reduction, or where some access is already contiguous in the
+    last dim, are returned unchanged.
+    """
+    if group.is_reduction or len(group.pointwise_size) < 2:
+        return group
+    xs, _ = group.make_index_vars()
+    live = [k for k, size in enumerate(group.pointwise_size) if size != 1]
+    if len(live) < 2:
+        return group
+    internal = {record.name for record in group.internal}
+    indices = [sympy.expand(a.index) for a in record_accesses(group) if a.name not in internal]
+    if not indices or any(index.coeff(xs[live[-1]]) == 1 for index in indices):
+        return group
+    for k in reversed(live[:-1]):
+        if all(index.coeff(xs[k]) == 1 for index in indices):
+            order = [j for j in range(len(xs)) if j != k] + [k]
+            return _permuted(group, order)
+    return group
+
+
+def _permuted(group: KernelGroup, order: list[int]) -> KernelGroup:
+    """``group`` iterating its pointwise dims in ``order`` (new dim ``j`` is old dim ``order[j]``)."""
+
+    def reorder(body: Any) -> Any:
+        def run(xs: Any, rs: Any) -> None:
+            old = [sympy.Integer(0)] * len(order)
+            for new_position, old_position in enumerate(order):
+                old[old_position] = xs[new_position]
+            body(old, rs)
+
+        return run
+
+    nodes = tuple(dataclasses.replace(node, body=reorder(node.body)) for node in group.nodes)
+    sizes = tuple(group.pointwise_size[k] for k in order)
+    return dataclasses.replace(group, pointwise_size=sizes, nodes=nodes)
 
 
 def _static(expr: sympy.Expr) -> int | None:

@@ -42,25 +42,36 @@ def fuse_attention(gm: torch.fx.GraphModule) -> int:
     rewrites = 0
     for node in list(gm.graph.nodes):
         if node.op == "call_function" and node.target is aten._softmax.default:
-            match = _match(node)
-            result = _fused_value(*match) if match is not None else None
-            moves = _size_moves(*match) if match is not None else None
+            try:  # every check runs before the graph changes: a surprise leaves the graph as it was
+                match = _match(node)
+                result = _fused_value(*match) if match is not None else None
+                moves = _size_moves(*match) if match is not None else None
+            except Exception:
+                continue
             if match is not None and result is not None and moves is not None:
-                for user, source, dim in moves:
+                sizes, removed = moves
+                for user, source, dim in sizes:
                     user.args = (source, dim)
                 _rewrite(gm.graph, *match, result)
+                for dead in sorted(removed, key=_position(gm.graph), reverse=True):
+                    if not dead.users:
+                        gm.graph.erase_node(dead)
                 rewrites += 1
     if rewrites:
-        gm.graph.eliminate_dead_code()
         gm.recompile()
     return rewrites
 
 
+def _position(graph: torch.fx.Graph) -> Any:
+    order = {node: k for k, node in enumerate(graph.nodes)}
+    return order.__getitem__
+
+
 def _size_moves(
     q: torch.fx.Node, k: torch.fx.Node, v: torch.fx.Node, out: torch.fx.Node, scale: float | None
-) -> list[tuple[torch.fx.Node, torch.fx.Node, int]] | None:
-    """For each ``sym_size`` read of a node the rewrite removes, an equal size of q, k or v to read
-    instead (symbolic shapes); None when one has no equal."""
+) -> tuple[list[tuple[torch.fx.Node, torch.fx.Node, int]], set[torch.fx.Node]] | None:
+    """The nodes the rewrite removes, and for each ``sym_size`` read of one of them an equal size of
+    q, k or v to read instead (symbolic shapes); None when one has no equal."""
     inputs, removed, pending = {q, k, v}, set(), [out]
     while pending:  # every node between q, k, v and the output
         current = pending.pop()
@@ -79,7 +90,7 @@ def _size_moves(
                 if found is None:
                     return None
                 moves.append((user, *found))
-    return moves
+    return moves, removed
 
 
 def _size_key(value: Any) -> Any:

@@ -98,6 +98,7 @@ class LoweringContext:
     program: Program
     node: torch.fx.Node | None = None
     inline_op_limit: int = 24
+    inline_read_limit: int = 4
     max_inline_depth: int = 48
     _counter: itertools.count[int] = field(default_factory=itertools.count)
     _realized: dict[int, Buffer] = field(default_factory=dict)
@@ -190,10 +191,17 @@ class LoweringContext:
         return trace_body(value.inner_fn, index, text=False).deps.op_count
 
     def should_inline(self, value: IRNode) -> bool:
-        """Whether a pointwise value with several users is cheap enough to recompute in each."""
+        """Whether a pointwise value with several users is cheap enough to recompute in each: at most
+        ``inline_op_limit`` ops, at most ``inline_read_limit`` buffers read, and no gathers (an
+        embedding lookup feeding a residual stream would otherwise be redone by every layer norm
+        downstream, each one re-reading the table through the indices)."""
         if not isinstance(value, Pointwise):
             return True
-        return self.op_count(value) <= self.inline_op_limit
+        index = [index_symbol("i", k) for k in range(len(value.ranges))]
+        deps = trace_body(value.inner_fn, index, text=False).deps
+        if deps.op_count > self.inline_op_limit or len(deps.read_names()) > self.inline_read_limit:
+            return False
+        return not any(str(s).startswith("indirect") for dep in deps.reads for s in dep.index.free_symbols)
 
     def __post_init__(self) -> None:
         self._keepalive: list[IRNode] = []
