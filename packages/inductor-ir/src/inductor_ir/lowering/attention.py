@@ -17,8 +17,9 @@ every length is fused, static or symbolic.
 
 Only inference graphs match: in a training graph the softmax's result is also saved for the
 backward, so it has two users and the pattern (which needs every intermediate to have one user)
-does not apply. The scores must not be returned or reused, there is no mask or dropout, and q, k, v
-are not broadcast (``expand`` to their own sizes).
+does not apply. The scores must not be returned or reused, there is no mask or dropout, and the
+matmuls do not broadcast (each ``expand`` keeps its input's sizes; q, k and v themselves may be any
+strided views, e.g. keys shared by several heads).
 """
 
 from __future__ import annotations
