@@ -1,6 +1,6 @@
 """Deciding whether a compiled result is right: relative errors against eager, tolerances, verdicts.
 
-A result is a flat, named list of tensors (outputs, loss, gradients, updated buffers). The error of
+A result is a flat, named list of tensors (outputs, gradients, updated buffers). The error of
 one tensor is the norm of the difference over the norm of the expected value; a result's error is
 the largest over its tensors (a tensor whose values are all far below the tolerance, mathematically
 zero and numerically noise, is measured against a small floor instead of its own norm). Shape or dtype changes, missing tensors and NaN/Inf where eager has

@@ -90,12 +90,17 @@ class TaskRunner:
         return outputs, loss
 
     def result(self, fn: Callable[..., Any], model: torch.nn.Module, inputs: Inputs, dtype: torch.dtype = torch.float32) -> Result:
-        """One step, captured: cloned outputs, and for training the loss, gradients and float buffers."""
+        """One step, captured: cloned outputs, and for training the gradients and float buffers.
+
+        The loss itself is not compared: it is a random projection of the outputs (compared tensor by
+        tensor), and as one scalar sum of terms of both signs it is ill-conditioned: its relative error
+        swings with how much the terms cancel (GPT-2 under bf16 autocast on the H200: eager's own loss
+        was 3.5e-2 from float64, over the 3e-2 tolerance).
+        """
         outputs, loss = self.step(fn, model, inputs, dtype)
         captured: Result = {name: t.detach().clone() for name, t in flatten_tensors(outputs)}
         if loss is None:
             return captured
-        captured["loss"] = loss.detach().clone()
         for name, tensor in self._gradient_sources(model, inputs):
             captured[name] = tensor.detach().clone()
         return captured
