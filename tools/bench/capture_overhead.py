@@ -3,12 +3,14 @@
 The function takes 10 tiny tensors and adds them up; after warm-up every call hits the cache, so
 the difference to eager is the cost of the guard checks and the dispatch to the compiled graph.
 
-With `--bert`, also a transformers BertModel (hidden 768, 12 layers, batch 1 x 16 tokens, eval,
-no_grad) through `frontend.compile(model, backend="eager")`: its per-call overhead over eager, and
-the guard check alone (the fast generated function vs checking every guard on its own, the way
-guards were checked before session 2's guard work).
+With `--model bert|mobilenet_v2|resnet50` (repeatable; `--bert` = `--model bert`), also a transformers
+model with random weights (BertModel-base at 1 x 16 tokens; MobileNetV2 / ResNet-50 on one 3x64x64
+image; eval, no_grad): eager, torch.compile(backend="eager") and `frontend.compile(model, backend="eager")`
+per call, interleaved, and the guard check alone (the fast generated function vs checking every guard
+on its own, the way guards were checked before session 2's guard work).
 
-    python3 tools/bench/capture_overhead.py [--calls 20000] [--repeats 5] [--bert] [--bert-calls 30] [--clock cpu]
+    python3 tools/bench/capture_overhead.py [--calls 20000] [--repeats 5] [--model resnet50] [--model-calls 30]
+    python3 tools/bench/capture_overhead.py --calls 2000 --model mobilenet_v2 --model resnet50 --model bert
     python3 tools/bench/capture_overhead.py --plain-guards   # the old guard-by-guard check, to compare
 
 The three variants are timed interleaved (each round runs every variant in turn; a variant's best
@@ -59,33 +61,58 @@ def interleaved_microseconds(candidates: dict[str, Callable[..., Any]], inputs: 
     return {name: value * 1e6 for name, value in best.items()}
 
 
-def bert_overhead(calls: int, repeats: int) -> None:
-    """BertModel-base per-call overhead of `frontend.compile(backend="eager")`, and its guard check alone."""
-    from transformers import BertConfig, BertModel
+def _build_model(name: str) -> tuple[torch.nn.Module, torch.Tensor, str]:
+    """A transformers model with random weights (eval), a small input, and a readable description."""
+    import transformers
 
+    torch.manual_seed(0)
+    if name == "bert":
+        config = transformers.BertConfig(hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
+                                         intermediate_size=3072)
+        return transformers.BertModel(config).eval(), torch.randint(0, 1000, (1, 16)), "BertModel-base, 1x16 tokens"
+    image = torch.randn(1, 3, 64, 64)
+    if name == "mobilenet_v2":
+        config = transformers.MobileNetV2Config(tf_padding=False, num_labels=1000)
+        return transformers.MobileNetV2ForImageClassification(config).eval(), image, "MobileNetV2, 1x3x64x64"
+    if name == "resnet50":
+        return (transformers.ResNetForImageClassification(transformers.ResNetConfig(num_labels=1000)).eval(), image,
+                "ResNet-50, 1x3x64x64")
+    raise ValueError(f"unknown model {name!r}: use bert, mobilenet_v2 or resnet50")
+
+
+def _first_output(result: Any) -> torch.Tensor:
+    return result[0] if not isinstance(result, torch.Tensor) else result
+
+
+def model_overhead(name: str, calls: int, repeats: int, with_torch_compile: bool = True) -> None:
+    """Per-call time of eager, torch.compile(backend="eager") and `frontend.compile(backend="eager")` on a
+    transformers model (eval, no_grad), interleaved; then the guard check alone (fast vs guard by guard)."""
     import frontend
     from capture.cache import DEFAULT_CACHE, bind_frame_arguments
     from capture.guards import compile_guards, compile_guards_plainly
 
-    torch.manual_seed(0)
-    model = BertModel(BertConfig(hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
-                                 intermediate_size=3072)).eval()
-    ids = torch.randint(0, 1000, (1, 16))
-    compiled = frontend.compile(model, backend="eager")
+    model, x, description = _build_model(name)
+    candidates: dict[str, Callable[..., Any]] = {"eager": model, "kiln": frontend.compile(model, backend="eager")}
+    if with_torch_compile:
+        candidates["torch.compile"] = torch.compile(model, backend="eager")
     with torch.no_grad():
-        torch.testing.assert_close(compiled(ids).last_hidden_state, model(ids).last_hidden_state)
-        eager = per_call_microseconds(model, [ids], calls, repeats, warmup=5)
-        ours = per_call_microseconds(compiled, [ids], calls, repeats, warmup=5)
+        expected = _first_output(model(x))
+        for label, fn in candidates.items():
+            torch.testing.assert_close(_first_output(fn(x)), expected, msg=label)
+        times = interleaved_microseconds(candidates, [x], calls, repeats, warmup=5)
         entries = [e for state in DEFAULT_CACHE.states.values() for e in state.entries]
-        fn = type(model).forward
-        frame = (bind_frame_arguments(fn, (model, ids), {}), fn.__globals__, fn.__closure__)
         guards = max(entries, key=lambda e: len(e.guard_set.guards)).guard_set
+        fn = type(model).forward
+        frame = (bind_frame_arguments(fn, (model, x), {}), fn.__globals__, fn.__closure__)
         fast, plain = compile_guards(guards), compile_guards_plainly(guards)
         assert fast(*frame) and plain(*frame)
-        checks = {name: per_call_microseconds(lambda check=check: check(*frame), [], 200, repeats)
-                  for name, check in (("fast", fast), ("plain", plain))}
-    print(f"BertModel-base (12 layers, 1x16 tokens, eval): eager {eager:.0f} us/call, "
-          f'frontend.compile(backend="eager") {ours:.0f} us/call, overhead {ours - eager:.0f} us')
+        checks = interleaved_microseconds({"fast": lambda: fast(*frame), "plain": lambda: plain(*frame)}, [], 200,
+                                          repeats)
+    eager = times["eager"]
+    reference = f", torch.compile(eager) {times['torch.compile']:.0f} (+{times['torch.compile'] - eager:.0f})" \
+        if with_torch_compile else ""
+    print(f"{description} (eval, no_grad): eager {eager:.0f} us/call, kiln(eager) {times['kiln']:.0f} "
+          f"(+{times['kiln'] - eager:.0f}){reference}")
     print(f"  guard check alone ({len(guards.guards)} guards): fast {checks['fast']:.1f} us, "
           f"guard by guard {checks['plain']:.1f} us ({checks['plain'] / checks['fast']:.0f}x)")
 
@@ -95,8 +122,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--calls", type=int, default=20000)
     parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--bert", action="store_true", help="also measure a BertModel-base")
-    parser.add_argument("--bert-calls", type=int, default=30)
+    parser.add_argument("--bert", action="store_true", help="also measure a BertModel-base (= --model bert)")
+    parser.add_argument("--model", action="append", default=[], choices=("bert", "mobilenet_v2", "resnet50"),
+                        help="also measure this transformers model (repeatable)")
+    parser.add_argument("--model-calls", "--bert-calls", type=int, default=30)
+    parser.add_argument("--no-torch-compile", action="store_true", help="models: skip the torch.compile reference")
     parser.add_argument("--plain-guards", action="store_true", help="check guards one by one (the old way)")
     parser.add_argument("--clock", choices=("wall", "cpu"), default="wall", help="cpu: this process's CPU time")
     options = parser.parse_args()
@@ -123,8 +153,8 @@ def main() -> None:
     ours = times["capture.optimize(eager)"] - eager
     theirs = times['torch.compile(backend="eager")'] - eager
     print(f"capture overhead / torch.compile overhead: {ours / theirs:.2f}")
-    if options.bert:
-        bert_overhead(options.bert_calls, options.repeats)
+    for name in (["bert"] if options.bert else []) + options.model:
+        model_overhead(name, options.model_calls, options.repeats, not options.no_torch_compile)
 
 
 if __name__ == "__main__":

@@ -54,7 +54,8 @@ for _module in _MODULES:
         if _name.startswith("test_") and callable(_value):
             _suffix = _module.__name__.removeprefix("test_")
             globals()[f"{_name}__{_suffix}"] = _value
-            globals()[f"{_name}__{_suffix}__gpu"] = _gpu_copy(_value)
+            if not getattr(_value, "cpu_only", False):  # a CPU-only lowering choice has no GPU copy
+                globals()[f"{_name}__{_suffix}__gpu"] = _gpu_copy(_value)
 
 
 def _check_with_triton(

@@ -74,12 +74,39 @@ DEFAULT_CACHE = CodeCache()
 
 
 def bind_frame_arguments(fn: types.FunctionType, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Any]:
-    """Argument values in `co_varnames` order, as the frame would see them."""
+    """Argument values in `co_varnames` order, as the frame would see them.
+
+    Positional-only calls (the common case: ``model(x)`` reaching ``forward(self, x, mask=None,
+    **kwargs)``) are bound directly from `__defaults__`, without `inspect` (which costs ~50 us a call).
+    """
     code = fn.__code__
+    if not kwargs and not code.co_kwonlyargcount:
+        fast = _bind_positional(fn, code, args)
+        if fast is not None:
+            return fast
     bound = inspect.signature(fn, follow_wrapped=False).bind(*args, **kwargs)
     bound.apply_defaults()
     nargs = code.co_argcount + code.co_kwonlyargcount + bool(code.co_flags & 0x04) + bool(code.co_flags & 0x08)
     return [bound.arguments[name] for name in code.co_varnames[:nargs]]
+
+
+def _bind_positional(fn: types.FunctionType, code: types.CodeType, args: tuple[Any, ...]) -> list[Any] | None:
+    """`bind_frame_arguments` for positional arguments only; None when `inspect` must decide (or raise)."""
+    count = code.co_argcount
+    values = list(args[:count])
+    missing = count - len(values)
+    if missing:
+        defaults = fn.__defaults__ or ()
+        if missing > len(defaults):
+            return None  # a required argument is missing: let `inspect` raise the TypeError
+        values += defaults[len(defaults) - missing:]
+    if code.co_flags & 0x04:  # *args
+        values.append(tuple(args[count:]))
+    elif len(args) > count:
+        return None  # too many arguments: `inspect` raises
+    if code.co_flags & 0x08:  # **kwargs
+        values.append({})
+    return values
 
 
 class CaptureContext:

@@ -294,40 +294,93 @@ def _module_attribute_constants(tree: ModuleTree, guards: list[Any],
 
 def _tree_checks(tree: ModuleTree, guards: list[Any], constant: Callable[[object], str]) -> list[str]:
     """The batched checks of a module tree: edges, training flags, tensor states."""
-    lines: list[str] = []
-    if tree.edges:
-        parents = [tree.objects[e.parent] for e in tree.edges]
-        dicts = constant([p.__dict__[e.slot] for p, e in zip(parents, tree.edges, strict=True)])
-        # `del module_list[i]` replaces `_modules` by a new dict: check each parent still holds one equal
-        # to the dict the edges are looked up in (the same object, normally).
-        owners = {(id(p), e.slot): (p, e.slot) for p, e in zip(parents, tree.edges, strict=True)}
-        owner_objects = [p for p, _ in owners.values()]
-        owner_slots = [slot for _, slot in owners.values()]
-        owner_dicts = [p.__dict__[slot] for p, slot in owners.values()]
-        lines.append(f"if list(map(getattr, {constant(owner_objects)}, {constant(owner_slots)})) != "
-                     f"{constant(owner_dicts)}: return False")
-        keys = constant([e.key for e in tree.edges])
-        children = constant([e.child for e in tree.edges])
-        lines.append(f"if list(map(dict.get, {dicts}, {keys})) != {children}: return False")
-    training = [(tree.objects[g.source_expr], g.code.endswith("True")) for g in guards
-                if g.kind == "MODULE_TRAINING" and g.source_expr in tree.objects]
-    if training:
-        modules = constant([m for m, _ in training])
-        flags = constant([flag for _, flag in training])
-        getter = constant(operator.attrgetter("training"))
-        lines.append(f"if list(map({getter}, {modules})) != {flags}: return False")
+    lines = _module_state_checks(tree, guards, constant)
     exprs = [g.source_expr for g in guards if g.kind == "PARAM_MATCH" and _implied_by_tree(g, tree)]
     tensors: list[Any] = [tree.objects[expr] for expr in exprs]
-    if tensors:
+    # Only floating-point and complex tensors can require grad (`requires_grad_()` on an integer
+    # tensor raises), so integer buffers such as BatchNorm's `num_batches_tracked` are skipped.
+    differentiable = [t for t in tensors if t.is_floating_point() or t.is_complex()]
+    if differentiable:
         getter = constant(operator.attrgetter("requires_grad"))
-        flags = constant([t.requires_grad for t in tensors])
-        lines.append(f"if list(map({getter}, {constant(tensors)})) != {flags}: return False")
-        # dtype/device change in place only through `Module._apply` (`.to()`, `.half()`, ...), which
-        # converts every tensor of a module: the first tensor of each owner (module, dict) stands for all.
-        guarded = set(exprs)
-        by_owner = {(id(e.parent_object), e.slot): e.child for e in tree.edges if e.child_expr in guarded}
-        samples: list[Any] = list(by_owner.values())
-        placement = operator.attrgetter("dtype", "device")
-        states = constant([placement(t) for t in samples])
-        lines.append(f"if list(map({constant(placement)}, {constant(samples)})) != {states}: return False")
+        flags = constant([t.requires_grad for t in differentiable])
+        lines.append(f"if list(map({getter}, {constant(differentiable)})) != {flags}: return False")
+    if tensors:
+        samples = _placement_samples(tree, set(exprs))
+        dtypes = constant([t.dtype for t in samples])
+        lines.append(f"if list(map({constant(operator.attrgetter('dtype'))}, {constant(samples)})) != {dtypes}: "
+                     "return False")
+        # `is_cpu` (a bool) is much cheaper than `device` (a new torch.device each read): CPU samples
+        # only need to still be on the CPU; others compare their whole device (type and index).
+        for attribute, group in (("is_cpu", [t for t in samples if t.is_cpu]),
+                                 ("device", [t for t in samples if not t.is_cpu])):
+            if group:
+                getter = operator.attrgetter(attribute)
+                expected = constant([getter(t) for t in group])
+                lines.append(f"if list(map({constant(getter)}, {constant(group)})) != {expected}: return False")
+    return lines
+
+
+def _placement_samples(tree: ModuleTree, guarded: set[str]) -> list[Any]:
+    """One tensor per owning module whose dtype and device stand for all its guarded tensors.
+
+    dtype/device change in place only through `Module._apply` (`.to()`, `.half()`, `.cuda()`, ...),
+    which converts all of a module's parameters and buffers alike: device moves convert every
+    tensor, dtype casts every floating-point (and complex) one and no integer one. So a floating
+    tensor of the module, when it has one, stands for all of them; otherwise any of its tensors.
+    """
+    samples: dict[int, Any] = {}
+    for edge in tree.edges:
+        if edge.child_expr not in guarded:
+            continue
+        owner = id(edge.parent_object)
+        current = samples.get(owner)
+        floating = edge.child.is_floating_point() or edge.child.is_complex()  # type: ignore[attr-defined]
+        if current is None or (floating and not (current.is_floating_point() or current.is_complex())):
+            samples[owner] = edge.child
+    return list(samples.values())
+
+
+def _compares_by_identity(value: object) -> bool:
+    """True when a replacement of `value` cannot compare equal to it (so `==` on a dict holding it is exact).
+
+    A one-element tensor compares (and converts to bool) by value: a new parameter holding the same
+    number would pass `==`, so such children get their own identity check. Modules, None and other
+    tensors (their `==` result cannot be converted to bool, which fails the check) are safe.
+    """
+    if value is None:
+        return True
+    if isinstance(value, torch.Tensor):
+        return value.numel() != 1
+    return isinstance(value, torch.nn.Module) and type(value).__eq__ is object.__eq__
+
+
+def _module_state_checks(tree: ModuleTree, guards: list[Any], constant: Callable[[object], str]) -> list[str]:
+    """Training flags and edges: one C-level pass per attribute over the tree's modules.
+
+    For each registration dict (`_modules`, `_parameters`, `_buffers`) that edges go through, the
+    owners' current dicts are compared with copies taken at compile time: `==` on dicts checks
+    every entry (identity first, in C) whether or not the dict object was replaced. This is
+    stricter than checking only the guarded keys: adding or replacing an unused entry of such a
+    dict recompiles too.
+    """
+    training = [(tree.objects[g.source_expr], g.code.endswith("True")) for g in guards
+                if g.kind == "MODULE_TRAINING" and g.source_expr in tree.objects]
+    lines: list[str] = []
+    if training:
+        modules, flags = constant([m for m, _ in training]), constant([flag for _, flag in training])
+        lines.append(f"if list(map({constant(operator.attrgetter('training'))}, {modules})) != {flags}: return False")
+    owners: dict[str, dict[int, object]] = {}
+    for edge in tree.edges:
+        owners.setdefault(edge.slot, {})[id(edge.parent_object)] = edge.parent_object
+    for slot, by_id in sorted(owners.items()):
+        objects = list(by_id.values())
+        copies = [dict(owner.__dict__[slot]) for owner in objects]  # type: ignore[attr-defined]
+        getter = constant(operator.attrgetter(slot))
+        lines.append(f"if list(map({getter}, {constant(objects)})) != {constant(copies)}: return False")
+    risky = [edge for edge in tree.edges if not _compares_by_identity(edge.child)]
+    if risky:
+        parents, slot_names = constant([e.parent_object for e in risky]), constant([e.slot for e in risky])
+        keys, children = constant([e.key for e in risky]), constant([e.child for e in risky])
+        lines.append(f"if not all(map({constant(operator.is_)}, map(dict.get, map(getattr, {parents}, {slot_names}), "
+                     f"{keys}), {children})): return False")
     return lines
