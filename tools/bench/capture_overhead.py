@@ -89,7 +89,7 @@ def model_overhead(name: str, calls: int, repeats: int, with_torch_compile: bool
     transformers model (eval, no_grad), interleaved; then the guard check alone (fast vs guard by guard)."""
     import frontend
     from capture.cache import DEFAULT_CACHE, bind_frame_arguments
-    from capture.guards import compile_guards, compile_guards_plainly
+    from capture.guards import compile_guards, compile_guards_plainly, first_failure
 
     model, x, description = _build_model(name)
     candidates: dict[str, Callable[..., Any]] = {"eager": model, "kiln": frontend.compile(model, backend="eager")}
@@ -100,12 +100,13 @@ def model_overhead(name: str, calls: int, repeats: int, with_torch_compile: bool
         for label, fn in candidates.items():
             torch.testing.assert_close(_first_output(fn(x)), expected, msg=label)
         times = interleaved_microseconds(candidates, [x], calls, repeats, warmup=5)
-        entries = [e for state in DEFAULT_CACHE.states.values() for e in state.entries]
-        guards = max(entries, key=lambda e: len(e.guard_set.guards)).guard_set
         fn = type(model).forward
+        entries = [e for state in DEFAULT_CACHE.states_for(fn.__code__) for e in state.entries]
+        guards = max(entries, key=lambda e: len(e.guard_set.guards)).guard_set
         frame = (bind_frame_arguments(fn, (model, x), {}), fn.__globals__, fn.__closure__)
         fast, plain = compile_guards(guards), compile_guards_plainly(guards)
-        assert fast(*frame) and plain(*frame)
+        if not (fast(*frame) and plain(*frame)):
+            raise AssertionError(f"the guard check fails on the benchmark's own call: {first_failure(guards, *frame)}")
         checks = interleaved_microseconds({"fast": lambda: fast(*frame), "plain": lambda: plain(*frame)}, [], 200,
                                           repeats)
     eager = times["eager"]

@@ -183,8 +183,9 @@ def test_guard_function_walks_no_module_paths() -> None:
     source = entry.check.__kiln_source__
     # Submodules, parameters and buffers are proven by one batched check, never by attribute chains.
     assert ".layers" not in source and ".lin" not in source and "[3]" not in source
-    # A handful of batched lines (one per registration-dict kind, training flags, tensor states).
-    assert source.count("list(map(") <= 8
+    # A handful of batched lines, whatever the depth: training flags, one per registration-dict kind,
+    # requires_grad, dtype, is_cpu, attribute values and their types.
+    assert source.count("list(map(") <= 10
 
 
 def test_fast_check_is_much_faster_than_guard_by_guard() -> None:
