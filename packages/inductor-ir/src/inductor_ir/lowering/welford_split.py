@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import sympy
+import torch
 
 from inductor_ir.ir.nodes import Reduction
 from inductor_ir.lowering.registry import LoweringContext
@@ -72,14 +73,21 @@ def split_welford(ctx: LoweringContext, whole: Reduction, split: int) -> Reducti
         position = index[-1] * chunk + rindex[0]
         return inner(index[:-1], _delinearize(position, rranges))
 
-    first = Reduction(chunk_inner, (*ranges, sympy.Integer(split)), (chunk,), "welford_reduce", whole.dtype,
+    partial = _partial_dtype(whole)
+    first = Reduction(chunk_inner, (*ranges, sympy.Integer(split)), (chunk,), "welford_reduce", partial,
                       whole.src_dtype, whole.device, whole.origins)  # fmt: skip
     mean, m2 = (ctx.realize(dataclasses.replace(first, output_index=k)).make_loader() for k in (0, 1))
-    dtype = whole.dtype
 
     def combine_inner(index: Index, rindex: Index) -> Any:
         at = [*index, rindex[0]]
-        return (mean(at), m2(at), ops.constant(float(chunk), dtype))
+        return (mean(at), m2(at), ops.constant(float(chunk), partial))
 
-    return Reduction(combine_inner, ranges, (sympy.Integer(split),), "welford_combine", dtype, dtype, whole.device,
-                     whole.origins)  # fmt: skip
+    return Reduction(combine_inner, ranges, (sympy.Integer(split),), "welford_combine", whole.dtype, partial,
+                     whole.device, whole.origins)  # fmt: skip
+
+
+def _partial_dtype(whole: Reduction) -> torch.dtype:
+    """The dtype the partial (mean, m2) pairs are stored in: float64 for float32 statistics on the CPU,
+    where a float32 m2 of large-mean data loses digits eager keeps (eager's CPU variance runs in double);
+    the statistics' own dtype elsewhere (float64 is slow on GPUs)."""
+    return torch.float64 if whole.device == "cpu" and whole.dtype == torch.float32 else whole.dtype
