@@ -113,19 +113,12 @@ class _FirstCallGuard:
             return self._run(*args)
 
 
-class _BoxedFirstCallGuard:
+class _BoxedFirstCallGuard(_FirstCallGuard):
     """`_FirstCallGuard` for a compiled graph called boxed (``fn(args)``, which may empty `args`)."""
 
     _boxed_call = True
 
-    def __init__(self, compiled: Callable[..., Any], gm: torch.fx.GraphModule, context: CompileContext, what: str):
-        self._run = compiled
-        self._gm: torch.fx.GraphModule | None = gm
-        self._context = context
-        self._what = what
-        self.compiled = compiled
-
-    def __call__(self, args: list[Any]) -> Any:
+    def __call__(self, args: list[Any]) -> Any:  # type: ignore[override]
         if self._gm is None:
             return self._run(args)
         gm, self._gm = self._gm, None
