@@ -83,3 +83,23 @@ def test_benchmark_arguments_clone_every_tensor() -> None:
     assert torch.equal(cloned[0], base) and torch.equal(cloned[1], other) and torch.equal(cloned[2], base[:4])
     cloned[1].add_(1)
     assert not torch.equal(cloned[1], other)
+
+
+def test_looped_candidates_follow_the_memory_walk() -> None:
+    # A row sum (contiguous along the reduction) tries wide RBLOCKs first; a column sum (contiguous
+    # along the outputs) tries more outputs per program first.
+    inner = candidate_configs("looped", 4096, 50000, hint="inner", limit=4)
+    outer = candidate_configs("looped", 4096, 50000, hint="outer", limit=4)
+    assert len(inner) == len(outer) == 2
+    assert inner[0].blocks == {"XBLOCK": 4, "RBLOCK": 512}
+    assert outer[0].blocks == {"XBLOCK": 8, "RBLOCK": 128}
+    assert {c.blocks["RBLOCK"] for c in inner} == {512, 1024}
+
+
+def test_small_kernels_and_persistent_reductions_are_not_tuned_by_default() -> None:
+    assert len(candidate_configs("looped", 4, 10000, hint="inner", limit=4)) == 1  # 40k elements
+    assert len(candidate_configs("persistent", 100000, 512, limit=4)) == 1
+    assert len(candidate_configs("tiled", 4096, 1, 4096, limit=4)) == 2
+    # A wide search (mode="max-autotune") still tries every candidate.
+    assert len(candidate_configs("persistent", 100000, 512, limit=8)) == 4
+    assert len(candidate_configs("looped", 4096, 50000, hint="outer", limit=8)) == 4  # (1, 2048) is capped to (1, 1024)

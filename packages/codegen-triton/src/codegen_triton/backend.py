@@ -11,7 +11,7 @@ from codegen_triton.codegen.analysis import choose_plan, contiguous_dim_last
 from codegen_triton.codegen.split import plan_split
 from codegen_triton.codegen.template import GeneratedKernel, write_kernel
 from codegen_triton.config import TritonConfig, interpreter_ready
-from codegen_triton.runtime.fast_launch import PrecompileJob, precompile
+from codegen_triton.runtime.compile_pool import CompilePool, PrecompileJob, shared_compile_pool
 from codegen_triton.runtime.launcher import KernelSpec, TritonLauncher
 from inductor_ir.backend import KernelGroup, KernelSource
 
@@ -58,6 +58,8 @@ class TritonBackend:
         # Kernels already compiled by this backend, by `_dedupe_key`: identical kernels (the same
         # layer repeated, forward and backward) share one compiled kernel and its tuning.
         self._calls: dict[tuple[object, ...], TritonKernelCall] = {}
+        self.compile_pool: CompilePool | None = None
+        self._pool_checked = False
 
     def can_fuse_vertical(self, producer: KernelGroup, consumer: KernelGroup) -> bool:
         """Every fusion the IR allows is fine for Triton."""
@@ -113,8 +115,11 @@ class TritonBackend:
         """Callables running each kernel as `(*input_tensors, *output_tensors, *size_ints)`.
 
         Kernels that differ only in their names share one callable. On CUDA, every launch configuration
-        the kernels will try is first compiled in parallel worker processes (see `fast_launch.py`).
+        the kernels will try is handed to the process's compile pool, which compiles them in worker
+        processes while the caller goes on (see `runtime/compile_pool.py`); a first launch waits for
+        its own variants only.
         """
+        self._ensure_pool()
         calls: list[TritonKernelCall] = []
         fresh: list[TritonKernelCall] = []
         for source in sources:
@@ -124,13 +129,24 @@ class TritonBackend:
                 call = self._calls[key] = TritonKernelCall(self, source)
                 fresh.append(call)
             calls.append(call)
-        if not self.config.interpreting() and self.config.compile_workers > 1:
-            jobs = [job for call in fresh for job in call.precompile_jobs()]
-            if len(jobs) > 1:
-                from triton.runtime.driver import driver
-
-                precompile(jobs, driver.active.get_current_target(), self.config.compile_workers)
+        if self.compile_pool is not None:
+            self.compile_pool.submit([job for call in fresh for job in call.precompile_jobs()])
         return calls
+
+    def _ensure_pool(self) -> None:
+        """Find the process's compile pool on the first compile (CUDA with workers only)."""
+        if self._pool_checked:
+            return
+        self._pool_checked = True
+        if self.config.interpreting() or self.config.compile_workers < 2:
+            return
+        try:
+            from triton.runtime.driver import driver
+
+            target = driver.active.get_current_target()
+        except Exception:  # no GPU driver: kernels compile at launch (and report the real problem)
+            return
+        self.compile_pool = shared_compile_pool(self.config.compile_workers, target)
 
 
 def _dedupe_key(source: KernelSource) -> tuple[object, ...]:
@@ -186,6 +202,7 @@ class TritonKernelCall:
             (),
             config.max_rblock,
             generated.split,
+            generated.hint,
         )
         return TritonLauncher(
             spec,
@@ -194,6 +211,7 @@ class TritonKernelCall:
             max_configs=config.max_configs,
             reps=config.autotune_reps,
             interpret=config.interpreting(),
+            compile_pool=self.backend.compile_pool,
         )
 
     def precompile_jobs(self) -> list[PrecompileJob]:

@@ -54,8 +54,9 @@ class TritonConfig:
         split_reductions: cut long reductions with few outputs into two kernels (more parallelism).
         debug_dir: when set, every kernel's source is also written there (`KILN_DEBUG=1` sets it).
         interpret: run under Triton's interpreter (None: read `TRITON_INTERPRET`).
-        compile_workers: processes that compile a graph's kernels in parallel before its first run
-            (CUDA only; 1 or less: each kernel is compiled when first launched).
+        compile_workers: processes that compile kernels in the background from when their graph is
+            compiled until their first launch (CUDA only; one pool per process, see
+            `runtime/compile_pool.py`; 1 or less: each kernel is compiled when first launched).
     """
 
     cache_dir: Path | None = None

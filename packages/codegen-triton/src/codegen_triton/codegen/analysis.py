@@ -13,7 +13,7 @@ from codegen_triton.codegen.kernel import KernelPlan
 from inductor_ir.backend import KernelGroup
 from inductor_ir.ops_handler import set_ops_handler
 
-__all__ = ["Access", "choose_plan", "contiguous_dim_last", "record_accesses"]
+__all__ = ["Access", "choose_plan", "contiguous_dim_last", "record_accesses", "reduction_hint"]
 
 _INT32_MAX = 2**31 - 1
 _MAX_TILED_Y = 65535 * 16
@@ -130,6 +130,25 @@ def _permuted(group: KernelGroup, order: list[int]) -> KernelGroup:
     return dataclasses.replace(group, pointwise_size=sizes, nodes=nodes)
 
 
+def reduction_hint(group: KernelGroup) -> str:
+    """How a reduction group's loads walk memory: "inner", "outer" or "".
+
+    "inner": some load is contiguous along the innermost reduction dim (row sums, BatchNorm statistics
+    of NCHW feature maps); "outer": none is, but some load is contiguous along the innermost pointwise
+    dim (column sums, statistics of channels-last maps); "" otherwise (gathers, broadcasts).
+    """
+    xs, rs = group.make_index_vars()
+    live_r = [var for var, size in zip(rs, group.reduction_size) if size != 1]
+    live_x = [var for var, size in zip(xs, group.pointwise_size) if size != 1]
+    internal = {record.name for record in group.internal}
+    loads = [sympy.expand(a.index) for a in record_accesses(group) if not a.is_store and a.name not in internal]
+    if live_r and any(index.coeff(live_r[-1]) == 1 for index in loads):
+        return "inner"
+    if live_x and any(index.coeff(live_x[-1]) == 1 for index in loads):
+        return "outer"
+    return ""
+
+
 def _static(expr: sympy.Expr) -> int | None:
     return int(expr) if isinstance(expr, sympy.Integer) else None
 
@@ -144,7 +163,7 @@ def choose_plan(
     if group.is_reduction:
         rnumel = _static(sympy.Mul(*group.reduction_size))
         kind = "persistent" if rnumel is not None and rnumel <= persistent_limit else "looped"
-        return KernelPlan(kind, use_int64=use_int64)
+        return KernelPlan(kind, use_int64=use_int64, hint=reduction_hint(group))
     split = _tile_split(group, record_accesses(group)) if tile_2d else 0
     if split:
         ynumel = _static(sympy.Mul(*[s for s in group.pointwise_size if s != 1][:split]))

@@ -51,6 +51,9 @@ class KernelPlan:
         split: for a split reduction's first kernel, how many chunks the reduction range is cut into
             (one program per chunk along grid axis 1); 0 otherwise.
         split_chunk: the length of each chunk (a multiple of every RBLOCK tried).
+        hint: for reductions, how the loads walk memory: "inner" (contiguous along the reduction),
+            "outer" (contiguous along the outputs only) or "" (neither); it narrows the launch
+            configurations worth trying (see `codegen_triton.runtime.autotune.candidate_configs`).
     """
 
     kind: str
@@ -58,6 +61,7 @@ class KernelPlan:
     use_int64: bool = False
     split: int = 0
     split_chunk: int = 0
+    hint: str = ""
 
 
 @dataclass

@@ -31,20 +31,6 @@ _MIN_RNUMEL = 8192
 _OUTER_XBLOCK = 64
 
 
-def _is_inner(group: KernelGroup) -> bool:
-    """Whether some load walks the reduction's innermost dim contiguously."""
-    _, rs = group.make_index_vars()
-    live = [var for var, size in zip(rs, group.reduction_size) if size != 1]
-    if not live:
-        return False
-    internal = {record.name for record in group.internal}
-    return any(
-        sympy.expand(a.index).coeff(live[-1]) == 1
-        for a in record_accesses(group)
-        if not a.is_store and a.name not in internal
-    )
-
-
 def _cdiv(a: int, b: int) -> int:
     return -(-a // b)
 
@@ -65,7 +51,7 @@ def plan_split(group: KernelGroup, plan: KernelPlan) -> KernelPlan:
         if node.in_reduction_loop and node.kind == "reduction" and node.reduction_type not in SPLITTABLE:
             return plan
     # Outer reductions (contiguous along the outputs) run wide XBLOCKs, so fewer x programs.
-    x_programs = int(xnumel) if _is_inner(group) else _cdiv(int(xnumel), _OUTER_XBLOCK)
+    x_programs = int(xnumel) if plan.hint == "inner" else _cdiv(int(xnumel), _OUTER_XBLOCK)
     split = min(_cdiv(_TARGET_PROGRAMS, x_programs), _cdiv(int(rnumel), _MIN_CHUNK))
     if split < 2:
         return plan

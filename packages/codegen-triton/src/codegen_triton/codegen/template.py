@@ -37,6 +37,7 @@ class GeneratedKernel:
         persistent: for a looped reduction of symbolic size, a persistent variant (same module) to
             launch instead whenever the runtime reduction size is at most `persistent_limit`.
         persistent_limit: see `persistent`.
+        hint: the reduction's memory walk ("inner", "outer" or ""; see `KernelPlan.hint`).
     """
 
     name: str
@@ -50,6 +51,7 @@ class GeneratedKernel:
     finish: GeneratedKernel | None = None
     persistent: GeneratedKernel | None = None
     persistent_limit: int = 0
+    hint: str = ""
 
 
 def kernel_name(group: KernelGroup, plan: KernelPlan) -> str:
@@ -241,12 +243,12 @@ def write_kernel(
     if plan.kind != "looped" or dynamic_persistent_limit <= 0 or isinstance(rnumel, sympy.Integer):
         source = _module([function], interpret)
         return GeneratedKernel(
-            function.name, source, plan.kind, function.arg_names, function.numels, uses_random
+            function.name, source, plan.kind, function.arg_names, function.numels, uses_random, hint=plan.hint
         )
     variant, _ = _write_function(group, dataclasses.replace(plan, kind="persistent"), interpret)
     source = _module([function, variant], interpret)
     persistent = GeneratedKernel(
-        variant.name, source, "persistent", variant.arg_names, variant.numels, uses_random
+        variant.name, source, "persistent", variant.arg_names, variant.numels, uses_random, hint=plan.hint
     )
     return GeneratedKernel(
         function.name,
@@ -257,6 +259,7 @@ def write_kernel(
         uses_random,
         persistent=persistent,
         persistent_limit=dynamic_persistent_limit,
+        hint=plan.hint,
     )
 
 
@@ -278,7 +281,7 @@ def _write_split(group: KernelGroup, plan: KernelPlan, *, interpret: bool) -> Ge
     source = _module([partial, finish], interpret)
     uses_random = writer.uses_random or finisher.uses_random
     finish_kernel = GeneratedKernel(
-        finish.name, source, "persistent", finish.arg_names, finish.numels, uses_random
+        finish.name, source, "persistent", finish.arg_names, finish.numels, uses_random, hint="inner"
     )
     return GeneratedKernel(
         partial.name,
@@ -290,4 +293,5 @@ def _write_split(group: KernelGroup, plan: KernelPlan, *, interpret: bool) -> Ge
         plan.split,
         tuple(dtype for _, dtype in workspaces(group)),
         finish_kernel,
+        hint=plan.hint,
     )

@@ -1,30 +1,23 @@
-"""Launching compiled Triton kernels directly, and compiling them ahead of time in worker processes.
+"""Launching compiled Triton kernels directly.
 
 Triton's own launch path (`JITFunction.run`) binds and specializes every argument on every call, which
 costs tens of microseconds. Here a kernel is compiled once per `Variant` (argument types, which pointers
 are 16-byte aligned, block sizes, warps, stages) with `triton.compile`, and each call goes straight to
 the compiled kernel's launcher with a precomputed grid.
 
-Compiling is slow (LLVM and ptxas, about a second per kernel and configuration), so `precompile` runs
-the variants a graph will need in a pool of worker processes first: each worker calls `triton.compile`
-with exactly the same source, signature and options, which fills Triton's on-disk cache, and the main
-process then finds every kernel there.
+Compiling is slow (LLVM and ptxas, about half a second per kernel and configuration), so the variants a
+graph will need are compiled ahead in worker processes (see `compile_pool.py`).
 """
 
 from __future__ import annotations
 
-import importlib.util
-import os
-import sys
-import warnings
 from collections.abc import Sequence
-from concurrent.futures import ProcessPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
-__all__ = ["FastKernel", "PrecompileJob", "Variant", "compile_variant", "make_variant", "precompile"]
+__all__ = ["FastKernel", "Variant", "compile_variant", "make_variant"]
 
 _POINTER_TYPES: dict[torch.dtype, str] = {
     torch.float32: "fp32",
@@ -143,80 +136,3 @@ class FastKernel:
     def launch(self, grid: tuple[int, int, int], device: int, args: Sequence[Any]) -> None:
         """Launch on the current stream of CUDA device `device`."""
         self.call(grid[0], grid[1], grid[2], self.get_stream(device), self.function, *self.middle, *args, *self.blocks)
-
-
-@dataclass(frozen=True)
-class PrecompileJob:
-    """One variant of one kernel to compile in a worker: where its module is, and the variant."""
-
-    module_path: str
-    module_name: str
-    function: str
-    variant: Variant
-
-
-def _load_function(job: PrecompileJob) -> Any:
-    module = sys.modules.get(job.module_name)
-    if module is None:
-        spec = importlib.util.spec_from_file_location(job.module_name, job.module_path)
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        sys.modules[job.module_name] = module
-    return getattr(module, job.function)
-
-
-def _run_job(job: PrecompileJob, target: tuple[str, int, int]) -> bool:
-    """Compile one variant (worker side): fills Triton's disk cache, and its launcher's too."""
-    from triton.backends.compiler import GPUTarget
-
-    compiled = compile_variant(_load_function(job), job.variant, GPUTarget(*target))
-    try:  # The launcher is a small C module built per signature; building it here caches it on disk.
-        from triton.backends.nvidia.driver import CudaLauncher
-
-        CudaLauncher(compiled.src, compiled.metadata)
-    except Exception:
-        pass
-    return True
-
-
-def precompile(jobs: Sequence[PrecompileJob], target: Any, workers: int, timeout: float = 600.0) -> int:
-    """Compile `jobs` in up to `workers` processes (forked); returns how many succeeded.
-
-    Failures are ignored here: the same variant compiled again at launch reports the error. After
-    `timeout` seconds the workers are stopped and the rest is compiled at launch.
-    """
-    unique = list(dict.fromkeys(jobs))
-    if len(unique) < 2 or workers < 2:
-        return 0
-    import multiprocessing
-
-    if "fork" not in multiprocessing.get_all_start_methods():
-        return 0
-    target_tuple = (str(target.backend), int(target.arch), int(target.warp_size))
-    count = min(workers, len(unique), os.cpu_count() or 1)
-    done = 0
-    with warnings.catch_warnings():
-        # Python warns that forking a multi-threaded process may deadlock the child; the workers only
-        # run Triton's compiler (no CUDA, no locks taken by the parent's threads).
-        warnings.filterwarnings("ignore", message=".*multi-threaded, use of fork", category=DeprecationWarning)
-        pool = ProcessPoolExecutor(count, mp_context=multiprocessing.get_context("fork"))
-        finished: set[Any] = set()
-        clean = False
-        try:
-            futures = [pool.submit(_run_job, job, target_tuple) for job in unique]
-            finished, pending = wait(futures, timeout=timeout)
-            clean = not pending
-        finally:
-            if clean:
-                pool.shutdown(wait=True)
-            else:
-                # A worker that hangs (a lock held in the parent when it forked) must not hang the
-                # compile: stop the pool; what did not finish compiles at first launch instead.
-                for process in list(getattr(pool, "_processes", {}).values()):
-                    process.terminate()
-                pool.shutdown(wait=False, cancel_futures=True)
-        for future in finished:
-            if future.exception() is None:
-                done += 1
-    return done

@@ -14,13 +14,8 @@ from codegen_triton.runtime.autotune import (
     candidate_configs,
     next_power_of_2,
 )
-from codegen_triton.runtime.fast_launch import (
-    FastKernel,
-    PrecompileJob,
-    Variant,
-    compile_variant,
-    make_variant,
-)
+from codegen_triton.runtime.compile_pool import CompilePool, PrecompileJob
+from codegen_triton.runtime.fast_launch import FastKernel, Variant, compile_variant, make_variant
 from codegen_triton.runtime.loader import interpreter_env, load_kernel_module
 
 __all__ = ["KernelSpec", "TritonLauncher"]
@@ -41,6 +36,7 @@ class KernelSpec:
         mutated_args: indices of pointer arguments the kernel both reads and writes (cloned when tuning).
         max_rblock: the largest RBLOCK tried for looped reductions.
         grid_y: when > 0, the grid's second dimension (the chunks of a split reduction).
+        hint: a reduction's memory walk ("inner", "outer" or ""), which narrows the configurations tried.
     """
 
     name: str
@@ -50,6 +46,7 @@ class KernelSpec:
     mutated_args: tuple[int, ...] = ()
     max_rblock: int = 1024
     grid_y: int = 0
+    hint: str = ""
 
 
 def _cdiv(a: int, b: int) -> int:
@@ -84,15 +81,18 @@ class TritonLauncher:
         max_configs: int = 4,
         reps: int = 20,
         interpret: bool = False,
+        compile_pool: CompilePool | None = None,
     ) -> None:
         """Args: spec: the kernel; cache_dir: Kiln's cache root; autotune, max_configs, reps: tuning knobs;
-        interpret: load the kernel for Triton's interpreter."""
+        interpret: load the kernel for Triton's interpreter; compile_pool: where `precompile_jobs` were
+        submitted (a launch waits for its variant's job there instead of compiling it again)."""
         self.spec = spec
         self.cache_dir = cache_dir
         self.autotune = autotune
         self.max_configs = max_configs
         self.reps = reps
         self.interpret = interpret
+        self.compile_pool = compile_pool
         self.module = load_kernel_module(spec.source, spec.name, cache_dir, interpret=interpret)
         self.fn = getattr(self.module, spec.name)
         self._chosen: dict[tuple[int, ...], LaunchConfig] = {}
@@ -122,8 +122,11 @@ class TritonLauncher:
         for config in configs:
             variant = make_variant(example_args, self.block_values(config), config.num_warps, config.num_stages)
             if variant is not None:
-                jobs.append(PrecompileJob(str(self.module.__file__), self.module.__name__, self.spec.name, variant))
+                jobs.append(self._job(variant))
         return jobs
+
+    def _job(self, variant: Variant) -> PrecompileJob:
+        return PrecompileJob(str(self.module.__file__), self.module.__name__, self.spec.name, variant)
 
     def _fast_kernel(self, args: Sequence[Any], config: LaunchConfig) -> FastKernel | None:
         """The directly launchable kernel for these arguments and configuration (compiled once).
@@ -137,6 +140,8 @@ class TritonLauncher:
         if variant is None:
             return None
         if variant not in self._compiled:
+            if self.compile_pool is not None:
+                self.compile_pool.wait(self._job(variant))
             fast = None
             try:
                 if self._target is None:
@@ -152,7 +157,13 @@ class TritonLauncher:
     def configs_for(self, xnumel: int, rnumel: int, ynumel: int) -> list[LaunchConfig]:
         """The candidate configurations of this kernel at these sizes."""
         return candidate_configs(
-            self.spec.kind, xnumel, rnumel, ynumel, max_rblock=self.spec.max_rblock, limit=self.max_configs
+            self.spec.kind,
+            xnumel,
+            rnumel,
+            ynumel,
+            max_rblock=self.spec.max_rblock,
+            limit=self.max_configs,
+            hint=self.spec.hint,
         )
 
     def grid(self, config: LaunchConfig, xnumel: int, ynumel: int) -> tuple[int, ...]:
