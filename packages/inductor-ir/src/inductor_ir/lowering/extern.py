@@ -14,8 +14,17 @@ from typing import Any
 import torch
 
 from inductor_ir.ir.layout import Layout
-from inductor_ir.ir.nodes import Buffer, ExternKernel, IndexView, IRNode, MultiOutput, ReinterpretView
+from inductor_ir.ir.nodes import (
+    Buffer,
+    ExternKernel,
+    IndexView,
+    IRNode,
+    MultiOutput,
+    Pointwise,
+    ReinterpretView,
+)
 from inductor_ir.lowering.registry import LoweringContext, NotLowerable, lowering
+from inductor_ir.ops_handler import ops
 from inductor_ir.symbolic import index_symbol
 
 aten = torch.ops.aten
@@ -103,3 +112,31 @@ def extern(ctx: LoweringContext, *args: Any, **kwargs: Any) -> Any:
         else:
             outs.append(None)
     return tuple(outs)
+
+
+@lowering(aten.addmm.default)
+def addmm(ctx: LoweringContext, bias: Any, mat1: Any, mat2: Any, *, beta: Any = 1, alpha: Any = 1) -> Any:
+    """``bias + mat1 @ mat2``: on CUDA in float32, an ``mm`` call and a bias add fused into the consumers.
+
+    cuBLAS picks slower kernels for float32 GEMMs with a bias epilogue than without (H200, M=6304:
+    K=3072, N=768 0.76 vs 0.64 ms; M=512: 0.099 vs 0.066 ms), while the add costs nothing once fused
+    into the pointwise or reduction kernel that follows (a residual add, a layer norm). Half-precision
+    GEMMs run as fast with the bias as without, and the CPU's BLAS adds it in place: both stay one
+    ``addmm`` call.
+    """
+    val = ctx.meta()
+    plain = beta == 1 and alpha == 1 and isinstance(bias, IRNode) and len(bias.get_size()) == 1
+    if not (plain and isinstance(val, torch.Tensor) and val.device.type == "cuda" and val.dtype == torch.float32):
+        return extern(ctx, bias, mat1, mat2, beta=beta, alpha=alpha)
+    from inductor_ir.lower import layout_of
+
+    mat1, mat2 = _realized(ctx, (mat1, mat2), True)
+    product = ctx.register(ExternKernel(ctx.new_name(), layout_of(val), aten.mm.default, (mat1, mat2), {}))
+    load_product, load_bias = product.make_loader(), bias.make_loader()
+    return Pointwise(
+        lambda index: ops.add(load_product(index), load_bias([index[-1]])),
+        tuple(product.get_size()),
+        val.dtype,
+        product.device,
+        ("addmm",),
+    )
