@@ -120,13 +120,19 @@ def addmm(ctx: LoweringContext, bias: Any, mat1: Any, mat2: Any, *, beta: Any = 
 
     cuBLAS picks slower kernels for float32 GEMMs with a bias epilogue than without (H200, M=6304:
     K=3072, N=768 0.76 vs 0.64 ms; M=512: 0.099 vs 0.066 ms), while the add costs nothing once fused
-    into the pointwise or reduction kernel that follows (a residual add, a layer norm). Half-precision
+    into the pointwise or reduction kernel that follows (a residual add, a layer norm): so when some user
+    computes on the result, the GEMM runs without the bias. Half-precision
     GEMMs run as fast with the bias as without, and the CPU's BLAS adds it in place: both stay one
     ``addmm`` call.
     """
     val = ctx.meta()
     plain = beta == 1 and alpha == 1 and isinstance(bias, IRNode) and len(bias.get_size()) == 1
     if not (plain and isinstance(val, torch.Tensor) and val.device.type == "cuda" and val.dtype == torch.float32):
+        return extern(ctx, bias, mat1, mat2, beta=beta, alpha=alpha)
+    # Only where some user computes on the result (a graph output or another matmul would store the
+    # add in a kernel of its own: one more launch).
+    assert ctx.node is not None
+    if not any(user.op == "call_function" and user.target not in EXTERN_OPS for user in ctx.node.users):
         return extern(ctx, bias, mat1, mat2, beta=beta, alpha=alpha)
     from inductor_ir.lower import layout_of
 
