@@ -177,10 +177,15 @@ def _autograd_function_for(plan: CompiledTraining, num_inputs: int) -> type[torc
         # The autograd node lets go of the saved values (unless retain_graph): `args` holds
         # the only references, and a boxed backward drops them as it goes.
         ctx.maybe_clear_saved_tensors()
-        if all_differentiable:
+        if all_differentiable and not any(g is None for g in grad_outputs):
             args += map(contiguous, grad_outputs)
         else:
-            args += [grad_outputs[i].contiguous() for i in differentiable]
+            # Gradients are not materialized (see `forward`): an output the loss did not reach has
+            # None, which the compiled backward takes as zeros.
+            args += [
+                grad_outputs[i].contiguous() if grad_outputs[i] is not None else torch.zeros(shape, dtype=dtype, device=device)
+                for i, (shape, dtype, device) in zip(differentiable, ctx.differentiable_metas)
+            ]
         grads = [*(compiled_backward(args) if backward_boxed else compiled_backward(*args)), None]
         return tuple(map(grads.__getitem__, positions))
 
@@ -202,6 +207,11 @@ def _autograd_function_for(plan: CompiledTraining, num_inputs: int) -> type[torc
             else:
                 _save_with_layout(ctx, saved, inputs, mutated)
             outputs = tuple(results[:num_outputs])
+            # Autograd would fill a zero gradient for every output the loss does not reach, BatchNorm's
+            # new running statistics included (ResNet-18: 43 fill kernels per step); the backward
+            # makes zeros itself for the few differentiable outputs that get none.
+            ctx.set_materialize_grads(False)
+            ctx.differentiable_metas = [(outputs[i].shape, outputs[i].dtype, outputs[i].device) for i in differentiable]
             if non_differentiable:
                 ctx.mark_non_differentiable(
                     *(outputs[i] for i in non_differentiable if isinstance(outputs[i], torch.Tensor))
