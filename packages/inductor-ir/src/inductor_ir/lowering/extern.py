@@ -23,7 +23,7 @@ from inductor_ir.ir.nodes import (
     Pointwise,
     ReinterpretView,
 )
-from inductor_ir.lowering.registry import LoweringContext, NotLowerable, lowering
+from inductor_ir.lowering.registry import LoweringContext, NotLowerable, channels_last_strides, lowering
 from inductor_ir.ops_handler import ops
 from inductor_ir.symbolic import index_symbol
 
@@ -85,6 +85,23 @@ def _realized(ctx: LoweringContext, value: Any, transposable: bool) -> Any:
     return value
 
 
+def _channels_last_input(ctx: LoweringContext, image: Any) -> Any:
+    """A convolution's input stored channels-last (a copy) when layout optimization is on and it is not.
+
+    Only a graph's input images arrive in another layout (every computed 4-D buffer is channels-last
+    then); cuDNN returns a result in its input's layout, so without the copy the first convolution's
+    result and the kernels reading it (batch norm, max pooling) would walk memory across the layout.
+    """
+    if not isinstance(image, Buffer) or len(image.layout.size) != 4:
+        return image
+    size = tuple(image.layout.size)
+    target = channels_last_strides(size)
+    if all(n == 1 or a == b for n, a, b in zip(size, image.layout.stride, target)):
+        return image
+    copy = Pointwise(image.make_loader(), size, image.layout.dtype, image.device, ("convolution",))
+    return ctx.realize(copy, target)
+
+
 @lowering(*EXTERN_OPS)
 def extern(ctx: LoweringContext, *args: Any, **kwargs: Any) -> Any:
     """An ``ExternKernel`` calling the op itself."""
@@ -95,6 +112,8 @@ def extern(ctx: LoweringContext, *args: Any, **kwargs: Any) -> Any:
     op = ctx.node.target
     transposable = op in TRANSPOSABLE_OPS
     args = _realized(ctx, args, transposable)
+    if op is aten.convolution.default and ctx.channels_last and args:
+        args = (_channels_last_input(ctx, args[0]), *args[1:])
     kwargs = {k: _realized(ctx, v, transposable) for k, v in kwargs.items()}
     if isinstance(val, torch.Tensor):
         return ctx.register(ExternKernel(ctx.new_name(), layout_of(val), op, args, kwargs))
