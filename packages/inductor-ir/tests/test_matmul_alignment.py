@@ -80,3 +80,19 @@ def test_transposed_operands_are_padded_in_their_stored_order() -> None:
     assert padded.shape == (40, 48) and padded.stride() == (1, 40)  # the stored (48, 40) matrix, transposed
     torch.testing.assert_close(padded[:33, :41], weight.t())
     assert bool((padded[33:] == 0).all()) and bool((padded[:, 41:] == 0).all())
+
+
+@pytest.mark.parametrize("transposed", [False, True])
+def test_padding_copies_once_and_zeroes_only_the_margins(transposed: bool) -> None:
+    from inductor_ir.matmul_alignment import _pad_to
+
+    for _ in range(3):  # dirty memory for the padded buffers to reuse
+        torch.full((4, 40, 24), float("nan")).sum()
+    t = torch.randn(4, 19, 13)
+    if transposed:
+        t = torch.randn(4, 13, 19).mT  # stored transposed: padded in its stored order
+    padded = _pad_to(t, 24, 16)
+    assert padded.shape == (4, 24, 16)
+    torch.testing.assert_close(padded, torch.constant_pad_nd(t, (0, 3, 0, 5), 0.0), rtol=0, atol=0)
+    if transposed:
+        assert padded.stride(-2) == 1  # still stored transposed

@@ -73,15 +73,26 @@ def matmul_padding(
 
 
 def _pad_to(t: torch.Tensor, rows: int, cols: int) -> torch.Tensor:
-    """``t`` zero-padded in its last two dims to ``(rows, cols)`` (``t`` itself when already that size)."""
+    """``t`` zero-padded in its last two dims to ``(rows, cols)`` (``t`` itself when already that size).
+
+    One copy of ``t`` and zeros written to the margins only (``constant_pad_nd`` fills the whole
+    padded matrix first, a second pass over a language model's logits gradient).
+    """
     extra_rows, extra_cols = rows - t.shape[-2], cols - t.shape[-1]
     if extra_rows == 0 and extra_cols == 0:
         return t
     if t.dim() >= 2 and t.stride(-2) == 1 and t.stride(-1) != 1:
         # Stored transposed (a weight's `.t()`): pad the stored matrix, so the copy reads and
         # writes memory in order instead of transposing it.
-        return torch.constant_pad_nd(t.mT, (0, extra_rows, 0, extra_cols), 0.0).mT
-    return torch.constant_pad_nd(t, (0, extra_cols, 0, extra_rows), 0.0)
+        return _pad_to(t.mT, cols, rows).mT
+    height, width = t.shape[-2], t.shape[-1]
+    padded = t.new_empty((*t.shape[:-2], rows, cols))
+    padded[..., :height, :width].copy_(t)
+    if extra_cols:
+        padded[..., :height, width:].zero_()
+    if extra_rows:
+        padded[..., height:, :].zero_()
+    return padded
 
 
 def aligned_matmul(op: Any, padding: MatmulPadding, *args: Any, **kwargs: Any) -> torch.Tensor:

@@ -13,7 +13,14 @@ from codegen_triton.codegen.kernel import KernelPlan
 from inductor_ir.backend import KernelGroup
 from inductor_ir.ops_handler import set_ops_handler
 
-__all__ = ["Access", "choose_plan", "contiguous_dim_last", "record_accesses", "reduction_hint"]
+__all__ = [
+    "Access",
+    "choose_plan",
+    "contiguous_dim_last",
+    "reads_reduction_contiguously",
+    "record_accesses",
+    "reduction_hint",
+]
 
 _INT32_MAX = 2**31 - 1
 _MAX_TILED_Y = 65535 * 16
@@ -133,20 +140,47 @@ def _permuted(group: KernelGroup, order: list[int]) -> KernelGroup:
 def reduction_hint(group: KernelGroup) -> str:
     """How a reduction group's loads walk memory: "inner", "outer" or "".
 
-    "inner": some load is contiguous along the innermost reduction dim (row sums, BatchNorm statistics
-    of NCHW feature maps); "outer": none is, but some load is contiguous along the innermost pointwise
-    dim (column sums, statistics of channels-last maps); "" otherwise (gathers, broadcasts).
+    Among the loads that move with the reduction, "inner" when at least as many are contiguous along
+    the innermost reduction dim (row sums, BatchNorm statistics of NCHW maps) as along the innermost
+    pointwise dim, "outer" when more are contiguous along the pointwise dim (column sums, statistics
+    of channels-last maps, a layer-norm weight gradient that also reads each row's mean), "" when
+    neither (gathers, broadcasts). Loads that do not move with the reduction are loaded once.
     """
     xs, rs = group.make_index_vars()
     live_r = [var for var, size in zip(rs, group.reduction_size) if size != 1]
     live_x = [var for var, size in zip(xs, group.pointwise_size) if size != 1]
+    if not live_r:
+        return ""
     internal = {record.name for record in group.internal}
-    loads = [sympy.expand(a.index) for a in record_accesses(group) if not a.is_store and a.name not in internal]
-    if live_r and any(index.coeff(live_r[-1]) == 1 for index in loads):
+    inner = outer = 0
+    for access in record_accesses(group):
+        if access.is_store or access.name in internal:
+            continue
+        index = sympy.expand(access.index)
+        if not any(index.coeff(var) != 0 for var in live_r):
+            continue
+        if index.coeff(live_r[-1]) == 1:
+            inner += 1
+        elif live_x and index.coeff(live_x[-1]) == 1:
+            outer += 1
+    if inner and inner >= outer:
         return "inner"
-    if live_x and any(index.coeff(live_x[-1]) == 1 for index in loads):
-        return "outer"
-    return ""
+    return "outer" if outer else ""
+
+
+def reads_reduction_contiguously(group: KernelGroup) -> bool:
+    """Whether some load walks the reduction's innermost dim contiguously (split reductions size their
+    programs by it)."""
+    _, rs = group.make_index_vars()
+    live = [var for var, size in zip(rs, group.reduction_size) if size != 1]
+    if not live:
+        return False
+    internal = {record.name for record in group.internal}
+    return any(
+        sympy.expand(a.index).coeff(live[-1]) == 1
+        for a in record_accesses(group)
+        if not a.is_store and a.name not in internal
+    )
 
 
 def _static(expr: sympy.Expr) -> int | None:

@@ -15,7 +15,7 @@ import dataclasses
 import sympy
 import torch
 
-from codegen_triton.codegen.analysis import record_accesses
+from codegen_triton.codegen.analysis import reads_reduction_contiguously, record_accesses
 from codegen_triton.codegen.kernel import KernelPlan, KernelWriter, workspace_name
 from codegen_triton.codegen.values import compute_dtype
 from inductor_ir.backend import BufferRecord, KernelGroup
@@ -51,7 +51,7 @@ def plan_split(group: KernelGroup, plan: KernelPlan) -> KernelPlan:
         if node.in_reduction_loop and node.kind == "reduction" and node.reduction_type not in SPLITTABLE:
             return plan
     # Outer reductions (contiguous along the outputs) run wide XBLOCKs, so fewer x programs.
-    x_programs = int(xnumel) if plan.hint == "inner" else _cdiv(int(xnumel), _OUTER_XBLOCK)
+    x_programs = int(xnumel) if reads_reduction_contiguously(group) else _cdiv(int(xnumel), _OUTER_XBLOCK)
     split = min(_cdiv(_TARGET_PROGRAMS, x_programs), _cdiv(int(rnumel), _MIN_CHUNK))
     if split < 2:
         return plan
