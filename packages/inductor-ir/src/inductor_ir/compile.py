@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import operator
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -35,12 +36,17 @@ class InductorIRConfig:
         off by default: less GPU time, more CPU time per convolution call, so it pays under CUDA graphs).
     check_inputs: check each call's inputs against the compiled dtypes and sizes (a caller that guards
         its inputs already, as the frontend's capture does, can save that per-call cost).
+    pause_gc: pause Python's cyclic garbage collector while compiling (restored afterwards). Lowering
+        and scheduling allocate millions of small objects, and each automatic collection rescans the
+        whole heap (torch, the model, the graphs): on large graphs that was a third to half of the
+        lowering and scheduling time. Unreachable cycles made meanwhile are freed by the next collection.
     """
 
     fuse: bool = True
     debug_dir: str | None = None
     layout_optimization: bool = True
     check_inputs: bool = True
+    pause_gc: bool = True
 
 
 @dataclass
@@ -60,6 +66,19 @@ class CompileTimings:
             yield
         finally:
             setattr(self, stage, getattr(self, stage) + time.perf_counter() - start)
+
+
+@contextmanager
+def _collector_paused(pause: bool = True) -> Iterator[None]:
+    """Disable Python's cyclic garbage collector for the ``with`` body, then restore its state."""
+    was_enabled = gc.isenabled()
+    if pause:
+        gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 class MissingBackendError(LookupError):
@@ -201,6 +220,33 @@ def compile_graph(
     """
     config = config or InductorIRConfig()
     timings = CompileTimings()
+    # The collector stays on while backends compile: a backend may fork worker processes there.
+    with _collector_paused(config.pause_gc):
+        sched, sources, by_backend = _lower_schedule_generate(gm, example_inputs, backends, config, timings)
+    kernels: dict[str, Callable[..., None]] = {}
+    with timings.measure("compile"):
+        for device_type, positions in by_backend.items():
+            batch = [sources[k] for k in positions]
+            for source, fn in zip(batch, backends[device_type].compile(batch)):
+                if source.name in kernels:
+                    raise ValueError(f"two kernels are both named {source.name!r}; kernel names must be unique")
+                kernels[source.name] = fn
+        names = {s.group.name: s.name for s in sources}
+        call, wrapper = load_wrapper(sched, kernels, names)
+    compiled = CompiledGraph(sched.program, sched, sources, wrapper, timings, call, names, config.check_inputs)
+    if config.debug_dir:
+        compiled.dump(config.debug_dir)
+    return compiled
+
+
+def _lower_schedule_generate(
+    gm: torch.fx.GraphModule,
+    example_inputs: Sequence[Any],
+    backends: Mapping[str, KernelBackend],
+    config: InductorIRConfig,
+    timings: CompileTimings,
+) -> tuple[Schedule, list[KernelSource], dict[str, list[int]]]:
+    """The schedule, each kernel group's source, and which sources each device type's backend compiles."""
     with timings.measure("lowering"):
         program = lower(gm, example_inputs, layout_optimization=config.layout_optimization)
     with timings.measure("scheduling"):
@@ -217,17 +263,4 @@ def compile_graph(
                 )
             by_backend.setdefault(group.device_type, []).append(len(sources))
             sources.append(backend.generate(group))
-    kernels: dict[str, Callable[..., None]] = {}
-    with timings.measure("compile"):
-        for device_type, positions in by_backend.items():
-            batch = [sources[k] for k in positions]
-            for source, fn in zip(batch, backends[device_type].compile(batch)):
-                if source.name in kernels:
-                    raise ValueError(f"two kernels are both named {source.name!r}; kernel names must be unique")
-                kernels[source.name] = fn
-        names = {s.group.name: s.name for s in sources}
-        call, wrapper = load_wrapper(sched, kernels, names)
-    compiled = CompiledGraph(program, sched, sources, wrapper, timings, call, names, config.check_inputs)
-    if config.debug_dir:
-        compiled.dump(config.debug_dir)
-    return compiled
+    return sched, sources, by_backend

@@ -9,7 +9,7 @@ are expensive, or feed an extern/fallback call.
 from __future__ import annotations
 
 import operator
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import sympy
@@ -209,7 +209,7 @@ def _merge_origins(result: Any, args: Any) -> None:
     if not isinstance(result, (Pointwise, Reduction)):
         return
     merged: list[str] = []
-    for value in pytree.tree_leaves(args):
+    for value in _leaves(args):
         for _ in range(4):  # through a few unrealized views to the computation they wrap
             if isinstance(value, (Pointwise, Reduction)):
                 merged.extend(value.origins)
@@ -221,10 +221,22 @@ def _merge_origins(result: Any, args: Any) -> None:
         result.origins = tuple(dict.fromkeys([*merged, *result.origins]))[:_MAX_ORIGINS]
 
 
+def _leaves(value: Any) -> Iterator[Any]:
+    """The leaves of nested lists, tuples and dicts (what FX node arguments are made of)."""
+    if isinstance(value, (list, tuple)):
+        for item in value:
+            yield from _leaves(item)
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from _leaves(item)
+    else:
+        yield value
+
+
 def _inline_depth(ctx: LoweringContext, result: IRNode, args: Any) -> int:
     """How many unrealized FX nodes ``result`` inlines along its longest chain (memoized per value)."""
     deepest = 0
-    for value in pytree.tree_leaves(args):
+    for value in _leaves(args):
         if isinstance(value, IRNode) and not isinstance(value, (Buffer, ReinterpretView)):
             deepest = max(deepest, ctx.inline_depth.get(id(value), 1))
     ctx.inline_depth[id(result)] = deepest + 1

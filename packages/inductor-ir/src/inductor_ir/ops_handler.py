@@ -443,12 +443,19 @@ def set_ops_handler(handler: Any) -> Iterator[Any]:
         _CURRENT_HANDLER.reset(token)
 
 
+# One forwarding function per op name (they hold no state: the handler is looked up per call).
+_DISPATCHERS: dict[str, Callable[..., Any]] = {}
+
+
 class _OpsProxy:
     """The single documented context variable: ``ops.sin(x)`` calls ``sin`` on the current handler."""
 
     __slots__ = ()
 
     def __getattr__(self, name: str) -> Callable[..., Any]:
+        found = _DISPATCHERS.get(name)
+        if found is not None:
+            return found
         if name not in OP_NAMES:
             raise UnknownOpError(
                 f"ops.{name} is not in the OpsHandler vocabulary; the ops are: {', '.join(sorted(OP_NAMES))}"
@@ -458,6 +465,7 @@ class _OpsProxy:
             return getattr(current_ops_handler(), name)(*args, **kwargs)
 
         dispatch.__name__ = name
+        _DISPATCHERS[name] = dispatch
         return dispatch
 
     def __repr__(self) -> str:

@@ -12,6 +12,7 @@ Because their operands are never negative, code generators may print them with C
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 
 import sympy
@@ -125,6 +126,7 @@ def concrete_hint(value: object) -> int | None:
     return value
 
 
+@functools.lru_cache(maxsize=1024)
 def index_symbol(prefix: str, position: int) -> sympy.Symbol:
     """An iteration variable such as ``i0`` or ``r1`` (integer, nonnegative)."""
     return sympy.Symbol(f"{prefix}{position}", integer=True, nonnegative=True)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import sympy
 import torch
@@ -30,6 +30,11 @@ class Layout:
     size: tuple[sympy.Expr, ...]
     stride: tuple[sympy.Expr, ...]
     offset: sympy.Expr = sympy.Integer(0)  # noqa: RUF009 - an immutable SymPy integer
+    # index tuple -> element offset: scheduling and code generation run each body many times with
+    # the same index variables, and SymPy arithmetic (even through its own cache) is slow.
+    _offsets: dict[tuple[sympy.Expr, ...], sympy.Expr] = field(
+        default_factory=dict, init=False, repr=False, compare=False, hash=False
+    )
 
     @staticmethod
     def contiguous(device: str, dtype: torch.dtype, size: Sequence[sympy.Expr]) -> Layout:
@@ -38,8 +43,14 @@ class Layout:
 
     def index(self, index: Sequence[sympy.Expr]) -> sympy.Expr:
         """The element offset of ``index`` (one expression per dim)."""
-        assert len(index) == len(self.size), (index, self.size)
-        return self.offset + sum((i * s for i, s in zip(index, self.stride) if s != 0), sympy.Integer(0))
+        key = tuple(index)
+        found = self._offsets.get(key)
+        if found is None:
+            assert len(key) == len(self.size), (index, self.size)
+            # One n-ary Add (the same canonical sum as adding term by term, without its intermediates).
+            found = sympy.Add(self.offset, *[i * s for i, s in zip(key, self.stride) if s != 0])
+            self._offsets[key] = found
+        return found
 
     def numel(self) -> sympy.Expr:
         """Number of elements."""

@@ -18,13 +18,16 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import sympy
 import torch
 
 from inductor_ir.ir.layout import Layout
 from inductor_ir.ops_handler import ops
+
+if TYPE_CHECKING:
+    from inductor_ir.ir.tracing import ReadsWrites
 
 __all__ = [
     "Buffer",
@@ -163,6 +166,9 @@ class ComputedBuffer(Buffer):
     layout: Layout
     data: Pointwise | Reduction
     reads: tuple[str, ...] = ()
+    # The loads of one element of ``data`` over the index symbols ``i0..``/``r0..`` (set by the
+    # lowering, which traced it anyway): the scheduler renames them instead of running the body again.
+    traced: ReadsWrites | None = None
 
     @property
     def is_reduction(self) -> bool:

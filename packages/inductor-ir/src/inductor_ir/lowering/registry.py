@@ -31,7 +31,7 @@ from inductor_ir.ir.nodes import (
     ReinterpretView,
 )
 from inductor_ir.ir.program import Program
-from inductor_ir.ir.tracing import trace_body
+from inductor_ir.ir.tracing import ReadsWrites, trace_body
 from inductor_ir.symbolic import index_symbol
 
 __all__ = [
@@ -157,7 +157,8 @@ class LoweringContext:
         else:
             data = Pointwise(value.make_loader(), tuple(size), value.dtype, value.device, _origins_of(value) or (self.origin,))
         buffer = ComputedBuffer(self.new_name(), layout, data)
-        buffer.reads = _read_names(buffer)
+        buffer.traced = self.body_deps(data)
+        buffer.reads = buffer.traced.read_names()
         self.register(buffer)
         self._realized[key] = buffer
         # Keep the value alive so its id is not reused by another object.
@@ -187,8 +188,7 @@ class LoweringContext:
 
     def op_count(self, value: Pointwise) -> int:
         """How many ops one element of ``value`` runs (its inlined body)."""
-        index = [index_symbol("i", k) for k in range(len(value.ranges))]
-        return trace_body(value.inner_fn, index, text=False).deps.op_count
+        return self.body_deps(value).op_count
 
     def should_inline(self, value: IRNode) -> bool:
         """Whether a pointwise value with several users is cheap enough to recompute in each: at most
@@ -197,22 +197,27 @@ class LoweringContext:
         downstream, each one re-reading the table through the indices)."""
         if not isinstance(value, Pointwise):
             return True
-        index = [index_symbol("i", k) for k in range(len(value.ranges))]
-        deps = trace_body(value.inner_fn, index, text=False).deps
+        deps = self.body_deps(value)
         if deps.op_count > self.inline_op_limit or len(deps.read_names()) > self.inline_read_limit:
             return False
         return not any(str(s).startswith("indirect") for dep in deps.reads for s in dep.index.free_symbols)
 
+    def body_deps(self, value: Pointwise | Reduction) -> ReadsWrites:
+        """Loads, index symbols and op count of one element of ``value`` (traced once per value:
+        ``should_inline`` and ``realize`` both ask about a value that is about to be stored)."""
+        found = self._deps.get(id(value))
+        if found is not None and found[0] is value:
+            return found[1]
+        index = [index_symbol("i", k) for k in range(len(value.ranges))]
+        if isinstance(value, Reduction):
+            rindex = [index_symbol("r", k) for k in range(len(value.reduction_ranges))]
+            deps = trace_body(value.inner_fn, index, rindex, text=False).deps
+        else:
+            deps = trace_body(value.inner_fn, index, text=False).deps
+        # The value is kept with its entry, so its id cannot be reused by another object.
+        self._deps[id(value)] = (value, deps)
+        return deps
+
     def __post_init__(self) -> None:
         self._keepalive: list[IRNode] = []
-
-
-def _read_names(buffer: ComputedBuffer) -> tuple[str, ...]:
-    data = buffer.data
-    index = [index_symbol("i", k) for k in range(len(data.ranges))]
-    if isinstance(data, Reduction):
-        rindex = [index_symbol("r", k) for k in range(len(data.reduction_ranges))]
-        handler = trace_body(data.inner_fn, index, rindex, text=False)
-    else:
-        handler = trace_body(data.inner_fn, index, text=False)
-    return handler.deps.read_names()
+        self._deps: dict[int, tuple[Pointwise | Reduction, ReadsWrites]] = {}

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import dataclasses
 import heapq
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import sympy
 
-from inductor_ir.backend import KernelBackend, KernelGroup, KernelNode
+from inductor_ir.backend import BufferRecord, KernelBackend, KernelGroup, KernelNode
 from inductor_ir.ir.nodes import (
     Buffer,
     ComputedBuffer,
@@ -136,27 +136,28 @@ class _GroupRecords:
         self.size_symbols = set(program.size_sources)
         self.count = 0
         self.merge_dims = True
+        # Where each buffer comes in the program (graph inputs first), to order a group's inputs.
+        self.positions: dict[str, int] = {}
+        for k, buf in enumerate(program.buffers):
+            self.positions.setdefault(buf.name, k)
+        graph_inputs: dict[str, int] = {}
+        for k, item in enumerate(program.graph_inputs):
+            if isinstance(item, InputBuffer):
+                graph_inputs.setdefault(item.name, k - 1_000_000)
+        self.positions.update(graph_inputs)
+        self.input_records: dict[str, BufferRecord] = {}
 
     def record(self, group: Group, name: str | None = None) -> KernelGroup:
         written = group.names()
         outputs, internal = [], []
         for p in group.placements:
-            record = buffer_record(p.node.buffer)
+            record = p.node.record
             if p.node.name in self.kept or self.readers.get(p.node.name, set()) - written:
                 outputs.append(record)
             else:
                 internal.append(record)
-        inputs = [buffer_record(self.program.buffer(n)) for n in sorted(group.reads(), key=self._position)]
-        symbols: set[sympy.Symbol] = set()
-        for p in group.placements:
-            for dep in p.reads + p.writes:
-                symbols |= dep.index.free_symbols
-            symbols |= p.node.index_symbols
-        for size in group.pointwise_size + group.reduction_size:
-            symbols |= sympy.sympify(size).free_symbols
-        for rec in (*inputs, *outputs, *internal):
-            for expr in (*rec.size, *rec.stride, rec.offset):
-                symbols |= sympy.sympify(expr).free_symbols
+        inputs = [self._input_record(n) for n in sorted(group.reads(), key=self._position)]
+        symbols = self._size_symbols(group, (*inputs, *outputs, *internal)) if self.size_symbols else set()
         origins = list(dict.fromkeys(o for p in group.placements for o in p.node.origins()))
         final = name is None
         if final:
@@ -179,14 +180,29 @@ class _GroupRecords:
             size_symbols=tuple(sorted(symbols & self.size_symbols, key=str)),
         )
 
+    @staticmethod
+    def _size_symbols(group: Group, records: Sequence[BufferRecord]) -> set[sympy.Symbol]:
+        """Every symbol in the group's indices, iteration space and buffer layouts."""
+        symbols: set[sympy.Symbol] = set()
+        for p in group.placements:
+            for dep in p.reads + p.writes:
+                symbols |= dep.index.free_symbols
+            symbols |= p.node.index_symbols
+        for size in group.pointwise_size + group.reduction_size:
+            symbols |= sympy.sympify(size).free_symbols
+        for rec in records:
+            for expr in (*rec.size, *rec.stride, rec.offset):
+                symbols |= sympy.sympify(expr).free_symbols
+        return symbols
+
+    def _input_record(self, name: str) -> BufferRecord:
+        found = self.input_records.get(name)
+        if found is None:
+            found = self.input_records[name] = buffer_record(self.program.buffer(name))
+        return found
+
     def _position(self, name: str) -> int:
-        for k, item in enumerate(self.program.graph_inputs):
-            if isinstance(item, InputBuffer) and item.name == name:
-                return k - 1_000_000
-        for k, buf in enumerate(self.program.buffers):
-            if buf.name == name:
-                return k
-        return 0
+        return self.positions.get(name, 0)
 
 
 def schedule(

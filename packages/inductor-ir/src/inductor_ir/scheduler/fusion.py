@@ -15,22 +15,12 @@ import sympy
 
 from inductor_ir.backend import KernelBackend, KernelGroup
 from inductor_ir.ir.program import Program
+from inductor_ir.scheduler.group_edges import GroupEdges
 from inductor_ir.scheduler.groups import Group, merged_space, place
 
 __all__ = ["fuse_groups"]
 
 ToKernelGroup = Callable[[Group], KernelGroup]
-
-
-def _consumers(groups: dict[int, Group]) -> dict[int, set[int]]:
-    """Group id -> ids of groups that read a buffer it writes."""
-    writer = {name: k for k, g in groups.items() for name in g.names()}
-    edges: dict[int, set[int]] = {k: set() for k in groups}
-    for k, g in groups.items():
-        for name in g.reads():
-            if name in writer:
-                edges[writer[name]].add(k)
-    return edges
 
 
 _TINY_NUMEL = 1024
@@ -42,21 +32,6 @@ def _is_tiny(group: Group) -> bool:
         return False
     numel = sympy.Mul(*group.pointwise_size) if group.pointwise_size else sympy.Integer(1)
     return bool(numel.is_Integer and int(numel) <= _TINY_NUMEL)
-
-
-def _reaches_via_other(edges: dict[int, set[int]], src: int, dst: int) -> bool:
-    """Whether a path src -> ... -> dst passes through at least one other group."""
-    stack = [n for n in edges[src] if n != dst]
-    seen = set(stack)
-    while stack:
-        node = stack.pop()
-        if node == dst:
-            return True
-        for nxt in edges[node]:
-            if nxt not in seen:
-                seen.add(nxt)
-                stack.append(nxt)
-    return False
 
 
 def _score(program: Program, a: Group, b: Group, sizes: dict[str, int]) -> int:
@@ -89,6 +64,15 @@ def fuse_groups(
     next_id = len(live)
     rejected: set[tuple[int, int]] = set()
     sizes: dict[str, int] = {}
+    edges = GroupEdges(live)
+    # A group's record is asked for in every candidate pair it is part of; groups never change.
+    records: dict[Group, KernelGroup] = {}
+
+    def record(group: Group) -> KernelGroup:
+        if group not in records:
+            records[group] = to_kernel_group(group)
+        return records[group]
+
     while True:
         by_buffer: dict[object, list[int]] = {}
         for k, g in live.items():
@@ -105,20 +89,19 @@ def fuse_groups(
             candidates,
             key=lambda p: (-_score(program, live[p[0]], live[p[1]], sizes), abs(live[p[0]].order - live[p[1]].order), p),
         )
-        edges = _consumers(live)
         merged = False
         for i, j in ranked:
             if i not in live or j not in live:
                 continue
-            fused = _try_merge(live[i], live[j], edges, i, j, backends, to_kernel_group, max_group_nodes)
+            fused = _try_merge(live[i], live[j], edges, i, j, backends, record, max_group_nodes)
             if fused is None:
                 rejected.add((i, j))
                 continue
             del live[i], live[j]
             live[next_id] = fused
+            edges.merge(i, j, next_id)
             next_id += 1
             merged = True
-            edges = _consumers(live)
         if not merged:
             return sorted(live.values(), key=lambda g: g.order)
 
@@ -126,7 +109,7 @@ def fuse_groups(
 def _try_merge(
     a: Group,
     b: Group,
-    edges: dict[int, set[int]],
+    edges: GroupEdges,
     i: int,
     j: int,
     backends: Mapping[str, KernelBackend],
@@ -135,7 +118,7 @@ def _try_merge(
 ) -> Group | None:
     if a.device != b.device or len(a.nodes) + len(b.nodes) > max_group_nodes:
         return None
-    if _reaches_via_other(edges, i, j) or _reaches_via_other(edges, j, i):
+    if edges.reaches_via_other(i, j) or edges.reaches_via_other(j, i):
         return None
     space = merged_space(a, b)
     if space is None:

@@ -8,6 +8,7 @@ spaces match.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -30,6 +31,7 @@ from inductor_ir.scheduler.dim_maps import (
     simplified_deps,
     simplifying_body,
 )
+from inductor_ir.symbolic import FloorDiv, ModularIndexing, index_symbol
 
 __all__ = ["Group", "Placement", "SchedulerNode", "buffer_record", "group_vars"]
 
@@ -45,8 +47,13 @@ def buffer_record(buf: Buffer) -> BufferRecord:
 
 def group_vars(pw: Sizes, rd: Sizes) -> tuple[tuple[sympy.Symbol, ...], tuple[sympy.Symbol, ...]]:
     """Canonical index symbols of a group: ``x0..`` and ``r0..``."""
-    xs = tuple(sympy.Symbol(f"x{i}", integer=True, nonnegative=True) for i in range(len(pw)))
-    rs = tuple(sympy.Symbol(f"r{i}", integer=True, nonnegative=True) for i in range(len(rd)))
+    return _canonical_vars(len(pw), len(rd))
+
+
+@functools.lru_cache(maxsize=64)
+def _canonical_vars(npw: int, nrd: int) -> tuple[tuple[sympy.Symbol, ...], tuple[sympy.Symbol, ...]]:
+    xs = tuple(sympy.Symbol(f"x{i}", integer=True, nonnegative=True) for i in range(npw))
+    rs = tuple(sympy.Symbol(f"r{i}", integer=True, nonnegative=True) for i in range(nrd))
     return xs, rs
 
 
@@ -72,9 +79,21 @@ class SchedulerNode:
     mutates: bool = False
     # Symbols the body uses outside loads and stores (``ops.index_expr``), filled by `trace`.
     index_symbols: set[sympy.Symbol] = field(default_factory=set)
-    _traces: dict[tuple[bool, int, int, DimMap | None], tuple[list[MemoryDep], list[MemoryDep]]] = field(
+    _traces: dict[tuple[bool, int, int, DimMap | None, Sizes], tuple[list[MemoryDep], list[MemoryDep]]] = field(
         default_factory=dict, repr=False
     )
+    _spaces: tuple[Sizes, Sizes] | None = field(default=None, repr=False)
+    _record: BufferRecord | None = field(default=None, repr=False)
+    _keep: tuple[list[bool], list[bool]] | None = field(default=None, repr=False)
+    _bodies: dict[tuple[bool, DimMap | None, Sizes], NodeBody] = field(default_factory=dict, repr=False)
+    _kernel_nodes: dict[tuple[int, bool, DimMap | None, Sizes], KernelNode] = field(default_factory=dict, repr=False)
+
+    @property
+    def record(self) -> BufferRecord:
+        """``buffer_record(self.buffer)`` (made once: every candidate group asks for it)."""
+        if self._record is None:
+            self._record = buffer_record(self.buffer)
+        return self._record
 
     def trace(
         self,
@@ -91,6 +110,10 @@ class SchedulerNode:
         """
         key = (in_loop, len(xs), len(rs), dim_map, sizes)
         if key not in self._traces:
+            renamed = self._renamed_trace(in_loop, xs, rs) if dim_map is None else None
+            if renamed is not None:
+                self._traces[key] = renamed
+                return renamed
             handler = trace_body(self.body_for(in_loop, dim_map, sizes), xs, rs if in_loop else (), text=False)
             reads, writes = handler.deps.reads, handler.deps.writes
             if sizes:
@@ -99,6 +122,39 @@ class SchedulerNode:
             self._traces[key] = (reads, writes)
             self.index_symbols |= handler.deps.index_symbols
         return self._traces[key]
+
+    def _renamed_trace(
+        self, in_loop: bool, xs: Sequence[sympy.Symbol], rs: Sequence[sympy.Symbol]
+    ) -> tuple[list[MemoryDep], list[MemoryDep]] | None:
+        """What tracing ``body_for(in_loop)`` gives, from the lowering's trace of the buffer's
+        body by renaming its index symbols, or None where renaming might not give exactly that.
+
+        Only polynomial loads qualify: substituting the group's variables (or 0 for a squeezed dim)
+        into a sum of products builds the same expression as computing it with them. ``//``, ``%``
+        (simplified over the group's ranges when traced), ``ops.index_expr`` and indirect loads are
+        traced again.
+        """
+        buf = self.buffer
+        traced = getattr(buf, "traced", None)
+        if traced is None or traced.index_symbols or not isinstance(buf, ComputedBuffer):
+            return None
+        keep, rkeep = self._keeps()
+        if isinstance(buf.data, Pointwise):
+            index = _expand_vars(keep, list(xs) + list(rs) if in_loop else list(xs)[: sum(keep)])
+            rindex: list[sympy.Expr] = []
+        else:
+            index, rindex = _expand_vars(keep, xs), _expand_vars(rkeep, rs)
+        mapping: dict[sympy.Basic, sympy.Expr] = {index_symbol("i", k): v for k, v in enumerate(index)}
+        mapping.update((index_symbol("r", k), v) for k, v in enumerate(rindex))
+        reads = []
+        for dep in traced.reads:
+            expr = dep.index
+            if not isinstance(expr, sympy.Expr) or expr.has(FloorDiv, ModularIndexing):
+                return None
+            if any(getattr(s, "name", "").startswith("indirect") for s in expr.free_symbols):
+                return None
+            reads.append(MemoryDep(dep.name, expr.xreplace(mapping)))
+        return reads, [MemoryDep(buf.name, buf.layout.index(index))]
 
     @property
     def name(self) -> str:
@@ -117,11 +173,13 @@ class SchedulerNode:
 
     def spaces(self) -> tuple[Sizes, Sizes]:
         """Squeezed ``(ranges, reduction_ranges)``."""
-        buf = self.buffer
-        assert isinstance(buf, ComputedBuffer)
-        pw, _ = _squeeze(buf.data.ranges)
-        rd = _squeeze(buf.data.reduction_ranges, keep_one=True)[0] if buf.is_reduction else ()  # type: ignore[union-attr]
-        return pw, rd
+        if self._spaces is None:
+            buf = self.buffer
+            assert isinstance(buf, ComputedBuffer)
+            pw, _ = _squeeze(buf.data.ranges)
+            rd = _squeeze(buf.data.reduction_ranges, keep_one=True)[0] if buf.is_reduction else ()  # type: ignore[union-attr]
+            self._spaces = (pw, rd)
+        return self._spaces
 
     def body_for(self, in_loop: bool, dim_map: DimMap | None = None, sizes: Sizes = ()) -> NodeBody:
         """The node's body over a group's canonical variables (in or after the reduction loop).
@@ -129,10 +187,36 @@ class SchedulerNode:
         ``dim_map`` (pointwise nodes only) says how the node's dims sit in the group's space when
         they differ from it (see ``dim_maps.py``); ``sizes`` are that space's ranges.
         """
+        key = (in_loop, dim_map, sizes)
+        body = self._bodies.get(key)
+        if body is None:
+            body = self._bodies[key] = self._make_body(in_loop, dim_map, sizes)
+        return body
+
+    def kernel_node(self, loop: int, in_loop: bool, dim_map: DimMap | None, sizes: Sizes) -> KernelNode:
+        """The backend-facing record of the node placed in reduction loop ``loop`` (made once per placement)."""
+        key = (loop, in_loop, dim_map, sizes)
+        found = self._kernel_nodes.get(key)
+        if found is None:
+            buf = self.buffer
+            data = buf.data if isinstance(buf, ComputedBuffer) else None
+            found = KernelNode(
+                self.record,
+                self.body_for(in_loop, dim_map, sizes),
+                "reduction" if self.is_reduction else "pointwise",
+                loop,
+                in_loop,
+                data.reduction_type if isinstance(data, Reduction) else None,
+                self.origins(),
+            )
+            self._kernel_nodes[key] = found
+        return found
+
+    def _make_body(self, in_loop: bool, dim_map: DimMap | None, sizes: Sizes) -> NodeBody:
         buf = self.buffer
         assert isinstance(buf, ComputedBuffer)
         data = buf.data
-        _, keep = _squeeze(data.ranges)
+        keep, rkeep = self._keeps()
         if isinstance(data, Pointwise):
             npw = sum(keep)
 
@@ -143,12 +227,19 @@ class SchedulerNode:
             if dim_map is not None:
                 return mapped_body(lambda variables: buf.store_pointwise(_expand_vars(keep, variables)), dim_map, sizes, in_loop)
             return simplifying_body(pointwise_body, sizes) if sizes else pointwise_body
-        _, rkeep = _squeeze(data.reduction_ranges, keep_one=True)
 
         def reduction_body(xs: Sequence[sympy.Expr], rs: Sequence[sympy.Expr]) -> None:
             buf.store_reduction(_expand_vars(keep, xs), _expand_vars(rkeep, rs))
 
         return simplifying_body(reduction_body, sizes) if sizes else reduction_body
+
+    def _keeps(self) -> tuple[list[bool], list[bool]]:
+        """Which dims of the ranges and reduction ranges are kept by ``_squeeze``."""
+        if self._keep is None:
+            data = self.buffer.data  # type: ignore[attr-defined]
+            rkeep = _squeeze(data.reduction_ranges, keep_one=True)[1] if isinstance(data, Reduction) else []
+            self._keep = (_squeeze(data.ranges)[1], rkeep)
+        return self._keep
 
     def kind(self) -> str:
         """``reduction`` or ``pointwise``."""
@@ -227,22 +318,29 @@ class Group:
         return place([node], pw, rd)
 
 
-def _placement_options(node: SchedulerNode, pw: Sizes, rd: Sizes) -> list[tuple[bool, DimMap | None]]:
+def _placement_options(node: SchedulerNode, pw: Sizes, rd: Sizes) -> tuple[tuple[bool, DimMap | None], ...]:
     """(in reduction loop, dim map) choices for ``node`` in the space ``(pw, rd)``, best first."""
     npw, nrd = node.spaces()
-    if node.is_reduction:
-        return [(True, None)] if (npw, nrd) == (pw, rd) else []
+    return _options_for(npw, nrd, node.is_reduction, pw, rd)
+
+
+@functools.lru_cache(maxsize=8192)
+def _options_for(npw: Sizes, nrd: Sizes, is_reduction: bool, pw: Sizes, rd: Sizes) -> tuple[tuple[bool, DimMap | None], ...]:
+    """:func:`_placement_options` of a node by its spaces (a pure function of sizes, memoized:
+    fusion asks it for the same shapes over and over)."""
+    if is_reduction:
+        return ((True, None),) if (npw, nrd) == (pw, rd) else ()
     if rd and npw == pw + rd:
-        return [(True, None)]
+        return ((True, None),)
     if npw == pw:
-        return [(False, None)]
+        return ((False, None),)
     options: list[tuple[bool, DimMap | None]] = []
     if rd:
         options += [(True, m) for m in dim_maps(npw, pw + rd)]
     # A pointwise group only takes order-preserving maps (a finer split of the same loops): a
     # permuted order could turn its contiguous accesses into strided ones.
     options += [(False, m) for m in dim_maps(npw, pw, monotone=not rd)]
-    return options
+    return tuple(options)
 
 
 def _check_reads(
@@ -357,21 +455,8 @@ def merged_space(a: Group, b: Group) -> tuple[Sizes, Sizes] | None:
 
 def kernel_nodes(group: Group) -> tuple[KernelNode, ...]:
     """The backend-facing node records of a group."""
-    records = []
-    for p in group.placements:
-        sizes = group.pointwise_size + group.reduction_size if p.in_loop else group.pointwise_size
-        buf = p.node.buffer
-        data = buf.data if isinstance(buf, ComputedBuffer) else None
-        reduction_type = data.reduction_type if isinstance(data, Reduction) else None
-        records.append(
-            KernelNode(
-                buffer_record(buf),
-                p.node.body_for(p.in_loop, p.dim_map, sizes),
-                "reduction" if p.node.is_reduction else "pointwise",
-                p.loop,
-                p.in_loop,
-                reduction_type,
-                p.node.origins(),
-            )
-        )
-    return tuple(records)
+    full = group.pointwise_size + group.reduction_size
+    return tuple(
+        p.node.kernel_node(p.loop, p.in_loop, p.dim_map, full if p.in_loop else group.pointwise_size)
+        for p in group.placements
+    )

@@ -39,18 +39,23 @@ def _linear_compatible_cached(
     for node in sympy.preorder_traversal(expr):
         if isinstance(node, (FloorDiv, ModularIndexing)) and node.free_symbols & poly_vars:
             return False
-    expanded = sympy.expand(expr)
-    last = expanded.coeff(variables[-1])
-    if last.free_symbols & poly_vars:
-        return False
+    # Split the expanded sum into a coefficient per variable and a rest without them (one pass over
+    # its terms; SymPy's ``coeff`` would walk every term once per variable).
+    coefficients: dict[sympy.Symbol, list[sympy.Expr]] = {}
+    for term in sympy.Add.make_args(sympy.expand(expr)):
+        if not term.free_symbols & poly_vars:
+            continue
+        coefficient, dependent = term.as_independent(*variables, as_Add=False)
+        if dependent not in poly_vars:
+            return False  # a product or power of the variables, or a function of them
+        coefficients.setdefault(dependent, []).append(coefficient)
+    last = sympy.Add(*coefficients.get(variables[-1], ()))
     stride = sympy.Integer(1)
     for var, size in zip(reversed(variables), reversed(sizes)):
-        coeff = expanded.coeff(var)
-        if sympy.expand(coeff - last * stride) != 0:
+        if sympy.expand(sympy.Add(*coefficients.get(var, ())) - last * stride) != 0:
             return False
         stride = stride * size
-    rest = expanded.subs({v: 0 for v in variables})
-    return sympy.expand(expanded - rest - last * sum((v * s for v, s in zip(variables, _strides(sizes))), sympy.Integer(0))) == 0
+    return True
 
 
 def _strides(sizes: Sequence[sympy.Expr]) -> list[sympy.Expr]:
