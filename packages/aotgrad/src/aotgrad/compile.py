@@ -11,6 +11,7 @@ from typing import Any
 import torch
 import torch.fx
 from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
+from torch.fx._lazy_graph_module import _use_lazy_graph_module
 
 from aotgrad.config import AotConfig
 from aotgrad.decompositions import DecompositionTable, default_decompositions
@@ -166,10 +167,13 @@ def compile_region(
     """
     table = default_decompositions() if decompositions is None else decompositions
     try:
-        # 1. trace: functional forward, and the joint forward+backward when training
-        traced = trace_region(fn, flat_inputs, grad_mask, table)
-        # 2. partition the joint graph into forward and backward
-        split = partition(traced.joint) if traced.joint is not None else None
+        # Graph modules made while tracing and partitioning write their Python code only when it is
+        # used (called, or `.code` read): a code generator reads graphs, and most are never run.
+        with _use_lazy_graph_module(True):
+            # 1. trace: functional forward, and the joint forward+backward when training
+            traced = trace_region(fn, flat_inputs, grad_mask, table)
+            # 2. partition the joint graph into forward and backward
+            split = partition(traced.joint) if traced.joint is not None else None
     except Exception as error:
         failure = _explain_failure(error, current_node() if current_node else None)
         if not config.fallback_to_eager:

@@ -3,12 +3,13 @@
 Graphs that aotgrad hands to a compiler use torch's Core ATen opset
 (`torch._decomp.core_aten_decompositions()` is the substrate), with these choices on top:
 
-* **Decomposed first** (`EARLY_DECOMPOSED`), before functionalization and autograd, whatever table
+* **Decomposed first** (`EARLY_DECOMPOSED`), in the forward trace, before autograd, whatever table
   the caller passes:
   - batch norm (`native_batch_norm`, the `_native_batch_norm_legit*` family, `cudnn_batch_norm` and
     `_batch_norm_with_update*`): its in-place
     update of the running statistics must be visible to functionalization, so it becomes
-    `var_mean` + pointwise ops + explicit copies of the new running statistics; the runtime
+    `var_mean` + pointwise ops + the new running statistics (functionalization sees them as the
+    functional op's results, or as explicit copies in the two-pass trace); the runtime
     wrapper writes those back into the real buffers;
   - recurrent layers (`lstm`, `gru`, `rnn_tanh`, `rnn_relu`): their fused CPU kernels return
     workspace buffers that fake tensors cannot stand in for; they become cells of matmuls and

@@ -7,6 +7,7 @@ from typing import Any
 
 import torch
 import torch.fx
+from torch.fx._lazy_graph_module import _make_graph_module
 
 from aotgrad.tracing.graph_passes import output_values, placeholders
 from aotgrad.tracing.joint import JointGraph
@@ -120,4 +121,5 @@ def split_joint(
     backward_inputs = [*saved_list, *regions.tangents]
     order = _on_demand_order(graph, backward_keep - set(backward_inputs), regions.tangent_dependent)
     backward = _copy_graph(graph, backward_inputs, backward_keep, regions.grads, order)
-    return torch.fx.GraphModule(joint.gm, forward), torch.fx.GraphModule(joint.gm, backward)
+    # A lazy GraphModule (where the caller asked for them) writes its Python code on first use only.
+    return _make_graph_module(joint.gm, forward), _make_graph_module(joint.gm, backward)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import logging
 import operator
 from collections.abc import Callable, Sequence
 from typing import Any, Literal
@@ -30,8 +31,17 @@ from aotgrad.tracing.graph_passes import (
     placeholders,
     views_as_reshapes,
 )
+from aotgrad.tracing.single_pass import (
+    BatchNormAboveFunctionalization,
+    SinglePassUnsupported,
+    check_input_metadata_kept,
+    check_one_pass_graph,
+    input_metadata,
+    traceable_in_one_pass,
+)
 
 aten = torch.ops.aten
+log = logging.getLogger("aotgrad")
 
 # In-place ops that change an input's shape or strides rather than its data: not supported.
 _METADATA_MUTATIONS = frozenset(
@@ -247,6 +257,7 @@ def _lift_tensor_constants(gm: torch.fx.GraphModule) -> list[torch.Tensor]:
     Functionalization only sees through tensors passed to it: an in-place op on a tensor made from a
     constant (`zeros_like(mask).masked_fill_(mask, -inf)`, as attention does with a closed-over
     mask) would otherwise stay in place. Passed as inputs, the constants are traced as constants.
+    `gm`'s code is left stale: it is only interpreted.
     """
     graph = gm.graph
     last_input = placeholders(graph)[-1] if placeholders(graph) else None
@@ -265,7 +276,6 @@ def _lift_tensor_constants(gm: torch.fx.GraphModule) -> list[torch.Tensor]:
             values.append(value)
         node.replace_all_uses_with(lifted[str(node.target)])
         graph.erase_node(node)
-    gm.recompile()
     return values
 
 
@@ -287,12 +297,33 @@ def trace_functional(
         training: the graph will be differentiated (`trace_joint`): keep `aten.detach` and the
             user's `torch.no_grad()` blocks as explicit gradient barriers, and do not decompose yet.
     """
-    spec_box: list[pytree.TreeSpec] = []
     # Training: the forward stays undecomposed (but functional) so the joint trace differentiates
     # the original ops with their own derivative formulas and decomposes below autograd. Batch norm
     # is decomposed first either way, so that functionalization sees its running-stat updates.
     early = mutation_decompositions()
     table = early if training else {op: fn for op, fn in decompositions.items() if op not in _DETACH}
+    # One functionalized trace where that is faithful (static sizes, nothing in place left over:
+    # tracing/single_pass.py), else decompose first and functionalize in a second trace. Nodes
+    # keep the user's `stack_trace` through every trace (FX interpreters pass it on).
+    with fx_traceback.preserve_node_meta():
+        try:
+            if not traceable_in_one_pass(fake_inputs):
+                raise SinglePassUnsupported("symbolic sizes")
+            functional, spec = _trace_in_one_pass(fn, fake_inputs, early, {**table, **early}, training)
+        except Exception as error:  # what one pass cannot do, two passes trace (or report)
+            log.debug("aotgrad: tracing the forward in two passes (%s: %s)", type(error).__name__, error)
+            functional, spec = _trace_in_two_passes(fn, fake_inputs, early, table, training)
+    if not training:
+        _drop_detaches(functional)
+    draw_random_in_memory_order(functional, recompile=False)
+    return _rewrite_outputs(functional, spec)
+
+
+def _flat_traceable(
+    fn: Callable[..., Any], training: bool, spec_box: list[pytree.TreeSpec]
+) -> Callable[..., list[Any]]:
+    """`fn` returning its flat output leaves (their structure goes to `spec_box`), with the
+    gradient barriers and the custom-backward check when training."""
 
     def flat_fn(*args: Any) -> list[Any]:
         with _GradientBarriers() if training else contextlib.nullcontext():
@@ -302,19 +333,54 @@ def trace_functional(
         spec_box.append(spec)
         return leaves
 
-    # Nodes keep the user's `stack_trace` through every trace (FX interpreters pass it on).
-    with fx_traceback.preserve_node_meta():
-        # Decompose first, with mutations still visible (batch norm's running statistics)...
-        with torch.enable_grad() if training else torch.no_grad():
-            decomposed = make_fx(flat_fn, decomposition_table=early)(*fake_inputs)
-        _check_no_metadata_mutation(decomposed)
-        views_as_reshapes(decomposed)
-        # ...then functionalize: in-place ops become out-of-place, input mutations trailing copies.
-        constants = _lift_tensor_constants(decomposed)
-        run = torch.func.functionalize(torch.fx.Interpreter(decomposed).run, remove="mutations")
-        with torch.no_grad():
-            functional = make_fx(lambda *args: run(*args, *constants), decomposition_table=table)(*fake_inputs)
-    if not training:
-        _drop_detaches(functional)
-    draw_random_in_memory_order(functional)
-    return _rewrite_outputs(functional, spec_box[0])
+    return flat_fn
+
+
+def _trace_in_one_pass(
+    fn: Callable[..., Any],
+    fake_inputs: Sequence[Any],
+    early: DecompositionTable,
+    table: DecompositionTable,
+    training: bool,
+) -> tuple[torch.fx.GraphModule, pytree.TreeSpec]:
+    """`make_fx(functionalize(fn))`: one trace, with training-mode batch norm called as the op that
+    declares its update of the running statistics (`tracing/single_pass.py`). Raises
+    `SinglePassUnsupported` where only two passes are faithful."""
+    spec_box: list[pytree.TreeSpec] = []
+    flat_fn = _flat_traceable(fn, training, spec_box)
+
+    def watched(*args: Any) -> list[Any]:
+        before = input_metadata(args)
+        with BatchNormAboveFunctionalization(early):
+            leaves = flat_fn(*args)
+        check_input_metadata_kept(before, args)
+        return leaves
+
+    run = torch.func.functionalize(watched, remove="mutations")
+    with torch.enable_grad() if training else torch.no_grad():
+        functional = make_fx(run, decomposition_table=table)(*fake_inputs)
+    check_one_pass_graph(functional)
+    return functional, spec_box[0]
+
+
+def _trace_in_two_passes(
+    fn: Callable[..., Any],
+    fake_inputs: Sequence[Any],
+    early: DecompositionTable,
+    table: DecompositionTable,
+    training: bool,
+) -> tuple[torch.fx.GraphModule, pytree.TreeSpec]:
+    """Decompose first with mutations still visible (`make_fx` with `early`), then functionalize
+    that graph (with its tensor constants passed in as inputs) in a second trace."""
+    spec_box: list[pytree.TreeSpec] = []
+    flat_fn = _flat_traceable(fn, training, spec_box)
+    with torch.enable_grad() if training else torch.no_grad():
+        decomposed = make_fx(flat_fn, decomposition_table=early)(*fake_inputs)
+    _check_no_metadata_mutation(decomposed)
+    views_as_reshapes(decomposed, recompile=False)
+    # ...then functionalize: in-place ops become out-of-place, input mutations trailing copies.
+    constants = _lift_tensor_constants(decomposed)
+    run = torch.func.functionalize(torch.fx.Interpreter(decomposed).run, remove="mutations")
+    with torch.no_grad():
+        functional = make_fx(lambda *args: run(*args, *constants), decomposition_table=table)(*fake_inputs)
+    return functional, spec_box[0]

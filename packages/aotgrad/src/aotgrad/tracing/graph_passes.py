@@ -55,18 +55,20 @@ def clean(gm: torch.fx.GraphModule, *, differentiated: bool = False) -> torch.fx
     return gm
 
 
-def views_as_reshapes(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
+def views_as_reshapes(gm: torch.fx.GraphModule, *, recompile: bool = True) -> torch.fx.GraphModule:
     """Turn `aten.view` calls into `aten.reshape`, which re-decides view-or-copy when traced again.
 
     A trace records `view` where the strides it saw allowed one; traced again with other
     decompositions (e.g. of scaled-dot-product attention) an intermediate may have other strides,
     and a recorded `view` of it would fail. Where a view is possible `reshape` still is one, so
-    aliasing (and thus mutation through views) is unchanged. Changes `gm` in place and returns it.
+    aliasing (and thus mutation through views) is unchanged. Changes `gm` in place and returns it
+    (with `recompile=False` its code is left stale, for a caller that only interprets its graph).
     """
     for node in gm.graph.nodes:
         if node.op == "call_function" and node.target is aten.view.default:
             node.target = aten.reshape.default
-    gm.recompile()
+    if recompile:
+        gm.recompile()
     return gm
 
 
@@ -104,10 +106,11 @@ def _physical_order(value: torch.Tensor) -> list[int] | None:
     return order
 
 
-def draw_random_in_memory_order(gm: torch.fx.GraphModule) -> None:
+def draw_random_in_memory_order(gm: torch.fx.GraphModule, *, recompile: bool = True) -> None:
     """Make `bernoulli(t)` on a non-contiguous `t` draw in `t`'s memory order, as eager's in-place
     `empty_like(x).bernoulli_(p)` does (functionalization's `bernoulli.p` allocates contiguously),
-    so that the same seed gives eager's mask. Runs under the fake mode of the trace."""
+    so that the same seed gives eager's mask. Runs under the fake mode of the trace; with
+    `recompile=False` the caller regenerates `gm`'s code after its own passes."""
     for node in list(gm.graph.nodes):
         if node.op != "call_function" or node.target is not aten.bernoulli.p:
             continue
@@ -131,4 +134,5 @@ def draw_random_in_memory_order(gm: torch.fx.GraphModule) -> None:
         node.replace_all_uses_with(logical)
         gm.graph.erase_node(node)
     eliminate_dead_code(gm.graph)
-    gm.recompile()
+    if recompile:
+        gm.recompile()

@@ -3,12 +3,12 @@
 The joint graph takes `(*primals, *tangents)` and returns `(*forward outputs, *gradients)`: the
 forward outputs are those of the `FunctionalGraph` (mutated-input values first), the gradients
 are those of the primals in `grad_inputs`, given one tangent per output in
-`differentiable_outputs`. Placeholders are named `primals_<i>` and `tangents_<i>`.
+`differentiable_outputs`. Placeholders are named `primals_<i>` and `tangents_<i>` (numbered over the
+floating outputs: an output that needs no tangent leaves a gap).
 """
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 from collections.abc import Sequence
 from typing import Any
@@ -20,7 +20,9 @@ from torch.fx.experimental.proxy_tensor import make_fx
 
 from aotgrad.decompositions import DecompositionTable, joint_decompositions
 from aotgrad.tracing.functional import FunctionalGraph
-from aotgrad.tracing.graph_passes import clean, views_as_reshapes
+from aotgrad.tracing.graph_passes import clean, output_values, placeholders
+
+aten = torch.ops.aten
 
 
 @dataclasses.dataclass
@@ -52,9 +54,45 @@ def _requires_grad(value: Any) -> bool:
 
 
 def _as_primals(inputs: Sequence[Any], grad_mask: Sequence[bool]) -> list[Any]:
+    """Distinct leaves that require grad exactly where `grad_mask` says: the inputs themselves where
+    they already are such leaves (the usual case: a detach per input is a node per input to trace),
+    else detached copies (an input passed twice gets its own leaf, and so its own gradient)."""
+    seen: set[int] = set()
+    primals = []
+    for x, wants in zip(inputs, grad_mask):
+        if isinstance(x, torch.Tensor):
+            reuse = x.is_leaf and x.requires_grad == wants and id(x) not in seen
+            seen.add(id(x))
+            x = x if reuse else x.detach().requires_grad_(wants)
+        primals.append(x)
+    return primals
+
+
+class _ReplayInterpreter(torch.fx.Interpreter):
+    """Runs the functional forward with each `view` replayed as a `reshape`.
+
+    The forward's views were recorded for the strides its ops had undecomposed; decomposed below
+    autograd they may differ, so each view re-decides view-or-copy (where a view is possible,
+    `reshape` is one). The forward graph itself is not copied or changed.
+    """
+
+    def call_function(self, target: Any, args: Any, kwargs: Any) -> Any:
+        """Call `target`, a `reshape` where the graph says `view`."""
+        if target is aten.view.default:
+            target = aten.reshape.default
+        return super().call_function(target, args, kwargs)
+
+
+def _tangent_candidates(forward: FunctionalGraph) -> list[int]:
+    """Forward outputs that may carry a gradient: the floating (or complex) user outputs."""
+    values = output_values(forward.gm.graph)
     return [
-        x.detach().requires_grad_(wants) if isinstance(x, torch.Tensor) else x
-        for x, wants in zip(inputs, grad_mask)
+        i
+        for i, node in enumerate(values)
+        if i >= len(forward.mutated_inputs)
+        and isinstance(node, torch.fx.Node)
+        and isinstance(node.meta.get("val"), torch.Tensor)
+        and (node.meta["val"].is_floating_point() or node.meta["val"].is_complex())
     ]
 
 
@@ -72,32 +110,38 @@ def trace_joint(
         grad_mask: per input, whether its gradient is wanted (only floating tensors may say True).
         decompositions: the table make_fx applies to the backward's ops (less `INFERENCE_ONLY`).
     """
-    num_mutations = len(forward.mutated_inputs)
     grad_inputs = tuple(i for i, wants in enumerate(grad_mask) if wants)
-    # Which outputs carry gradient: run the forward once on fakes with autograd on.
-    with torch.enable_grad():
-        probe = forward.gm(*_as_primals(fake_inputs, grad_mask))
-    differentiable = tuple(i for i, out in enumerate(probe) if i >= num_mutations and _requires_grad(out))
-    tangents = [torch.empty(probe[i].shape, dtype=probe[i].dtype, device=probe[i].device) for i in differentiable]
-
-    # The forward's views were recorded for the strides its ops had undecomposed; decomposed
-    # below autograd they may differ, so each view re-decides view-or-copy (`reshape`).
-    replayed = views_as_reshapes(torch.fx.GraphModule(forward.gm, copy.deepcopy(forward.gm.graph)))
+    forward_outputs = output_values(forward.gm.graph)
+    # A tangent for every output that may need one; which do (they require grad) is seen while
+    # tracing, and the other tangents' placeholders are dropped afterwards.
+    candidates = _tangent_candidates(forward)
+    values = [forward_outputs[i].meta["val"] for i in candidates]
+    tangents = [torch.empty(v.shape, dtype=v.dtype, device=v.device) for v in values]
+    differentiable_box: list[tuple[int, ...]] = []
 
     def joint(primals: list[Any], tangents: list[torch.Tensor]) -> tuple[Any, ...]:
         leaves = _as_primals(primals, grad_mask)
         with torch.enable_grad():
-            outputs = torch.fx.Interpreter(replayed).run(*leaves)
+            outputs = _ReplayInterpreter(forward.gm).run(*leaves)
+            chosen = [(i, t) for i, t in zip(candidates, tangents) if _requires_grad(outputs[i])]
+            differentiable_box.append(tuple(i for i, _ in chosen))
             wanted = [leaves[i] for i in grad_inputs]
             grads: Sequence[Any] = ()
-            if wanted and differentiable:
+            if wanted and chosen:
                 grads = torch.autograd.grad(
-                    [outputs[i] for i in differentiable], wanted, tangents, allow_unused=True
+                    [outputs[i] for i, _ in chosen], wanted, [t for _, t in chosen], allow_unused=True
                 )
         grads = list(grads) or [None] * len(wanted)
         return (*(out.detach() if isinstance(out, torch.Tensor) else out for out in outputs), *grads)
 
     with fx_traceback.preserve_node_meta():
         gm = make_fx(joint, decomposition_table=joint_decompositions(decompositions))(list(fake_inputs), tangents)
+    differentiable = differentiable_box[0]
+    # Tangents of outputs that turned out not to need one were never read: drop their inputs.
+    tangent_nodes = placeholders(gm.graph)[len(fake_inputs) :]
+    for i, node in zip(candidates, tangent_nodes):
+        if i not in differentiable:
+            assert not node.users, "an unused tangent was read"
+            gm.graph.erase_node(node)
     clean(gm, differentiated=True)
-    return JointGraph(gm, len(fake_inputs), len(probe), grad_inputs, differentiable)
+    return JointGraph(gm, len(fake_inputs), len(forward_outputs), grad_inputs, differentiable)
