@@ -17,6 +17,7 @@ second, paid once, as Triton's own caches are per process.
 
 from __future__ import annotations
 
+import gc
 import importlib.util
 import logging
 import multiprocessing
@@ -187,7 +188,11 @@ class CompilePool:
             # only run Triton's compiler (no CUDA, no locks taken by the parent's threads), and a hung
             # worker stops the pool after the wait limit.
             warnings.filterwarnings("ignore", message=".*multi-threaded, use of fork", category=DeprecationWarning)
-            self._executor = ProcessPoolExecutor(self.workers, mp_context=multiprocessing.get_context("fork"))
+            # A worker collects garbage whatever the parent's collector state when it forked (a
+            # compiler may pause it while compiling): workers live as long as the process.
+            self._executor = ProcessPoolExecutor(
+                self.workers, mp_context=multiprocessing.get_context("fork"), initializer=gc.enable
+            )
         return self._executor
 
 
