@@ -309,6 +309,11 @@ def trace_functional(
         try:
             if not traceable_in_one_pass(fake_inputs):
                 raise SinglePassUnsupported("symbolic sizes")
+            if not training:
+                # Inference graphs keep the two-pass trace verified on the GPU benchmark: under
+                # CUDA autocast the one-pass graph of BERT-base's inference (its padding-mask ops)
+                # gave a wrong result there, not yet reproduced on CPU (docs/aotgrad.md).
+                raise SinglePassUnsupported("inference graph")
             functional, spec = _trace_in_one_pass(fn, fake_inputs, early, {**table, **early}, training)
         except Exception as error:  # what one pass cannot do, two passes trace (or report)
             log.debug("aotgrad: tracing the forward in two passes (%s: %s)", type(error).__name__, error)
