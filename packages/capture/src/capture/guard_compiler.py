@@ -314,9 +314,9 @@ def _tree_checks(tree: ModuleTree, guards: list[Any], constant: Callable[[object
         for attribute, group in (("is_cpu", [t for t in samples if t.is_cpu]),
                                  ("device", [t for t in samples if not t.is_cpu])):
             if group:
-                getter = operator.attrgetter(attribute)
-                expected = constant([getter(t) for t in group])
-                lines.append(f"if list(map({constant(getter)}, {constant(group)})) != {expected}: return False")
+                read = operator.attrgetter(attribute)
+                expected = constant([read(t) for t in group])
+                lines.append(f"if list(map({constant(read)}, {constant(group)})) != {expected}: return False")
     return lines
 
 

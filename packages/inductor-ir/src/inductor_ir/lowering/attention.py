@@ -148,15 +148,16 @@ def _batched_operand(node: Any) -> torch.fx.Node | None:
         return None
     if tuple(base_val.shape) != tuple(expanded.shape):
         return None  # a broadcast (grouped heads): not handled
-    return base  # type: ignore[no-any-return]
+    return base if isinstance(base, torch.fx.Node) else None
 
 
 def _untransposed(node: torch.fx.Node) -> torch.fx.Node | None:
     """``k`` when ``node`` is ``k.transpose(-1, -2)`` of a 4-D ``k``."""
     if node.target is not aten.transpose.int or not _single(node):
         return None
-    dims = sorted(d % 4 for d in node.args[1:3])
-    return node.args[0] if dims == [2, 3] else None  # type: ignore[return-value]
+    dims = sorted(d % 4 for d in node.args[1:3] if isinstance(d, int))
+    source = node.args[0]
+    return source if dims == [2, 3] and isinstance(source, torch.fx.Node) else None
 
 
 def _scale_of(node: torch.fx.Node) -> tuple[torch.fx.Node, float | None] | None:
@@ -176,7 +177,9 @@ def _match(softmax: torch.fx.Node) -> tuple[torch.fx.Node, torch.fx.Node, torch.
     val = _val(softmax)
     if len(softmax.args) > 2 and softmax.args[2]:
         return None  # half_to_float
-    if not isinstance(val, torch.Tensor) or val.dim() != 4 or dim % 4 != 3 or val.device.type != "cpu":
+    if not isinstance(val, torch.Tensor) or val.dim() != 4 or not isinstance(dim, int) or dim % 4 != 3:
+        return None
+    if val.device.type != "cpu":
         return None
     if not val.is_floating_point() or not _single(softmax) or not isinstance(x, torch.fx.Node):
         return None
