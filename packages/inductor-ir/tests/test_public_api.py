@@ -10,7 +10,7 @@ PUBLIC = {
     "KernelGroup", "KernelNode", "KernelSource", "KernelStep", "LOWERINGS", "Layout", "LoweringContext",
     "MemoryDep", "MissingBackendError", "ModularIndexing", "MultiOutput", "NodeBody", "NotLowerable",
     "OP_NAMES", "OpsHandler", "Pointwise", "Program", "REDUCTION_TYPES", "Reduction", "ReinterpretView",
-    "Schedule", "TorchOpsHandler", "TracingHandler", "UnknownOpError", "__version__", "compile_graph",
+    "Schedule", "TorchOpsHandler", "TracingHandler", "UnknownOpError", "__version__", "collector_paused", "compile_graph",
     "current_ops_handler", "decompositions", "describe_group", "eval_index", "interpret", "lower", "lowering",
     "ops", "schedule", "set_ops_handler", "simplify_index", "verify_ops_handler", "wrapper_source",
 }  # fmt: skip

@@ -13,6 +13,7 @@ from inductor_ir.compile import (
     CompileTimings,
     InductorIRConfig,
     MissingBackendError,
+    collector_paused,
     compile_graph,
 )
 from inductor_ir.debug import describe_group
@@ -91,6 +92,7 @@ __all__ = [
     "TracingHandler",
     "UnknownOpError",
     "__version__",
+    "collector_paused",
     "compile_graph",
     "current_ops_handler",
     "decompositions",

@@ -23,7 +23,14 @@ from inductor_ir.scheduler import Schedule, schedule
 from inductor_ir.size_guards import SizeChecker, input_size_checker
 from inductor_ir.wrapper import load_wrapper
 
-__all__ = ["CompileTimings", "CompiledGraph", "InductorIRConfig", "MissingBackendError", "compile_graph"]
+__all__ = [
+    "CompileTimings",
+    "CompiledGraph",
+    "InductorIRConfig",
+    "MissingBackendError",
+    "collector_paused",
+    "compile_graph",
+]
 
 
 @dataclass(frozen=True)
@@ -69,8 +76,13 @@ class CompileTimings:
 
 
 @contextmanager
-def _collector_paused(pause: bool = True) -> Iterator[None]:
-    """Disable Python's cyclic garbage collector for the ``with`` body, then restore its state."""
+def collector_paused(pause: bool = True) -> Iterator[None]:
+    """Disable Python's cyclic garbage collector for the ``with`` body, then restore its state.
+
+    Lowering and tracing allocate millions of short-lived objects; automatic collections over them
+    cost a third to half of lowering and scheduling on large graphs. The cycles left behind are
+    collected after the body.
+    """
     was_enabled = gc.isenabled()
     if pause:
         gc.disable()
@@ -221,7 +233,7 @@ def compile_graph(
     config = config or InductorIRConfig()
     timings = CompileTimings()
     # The collector stays on while backends compile: a backend may fork worker processes there.
-    with _collector_paused(config.pause_gc):
+    with collector_paused(config.pause_gc):
         sched, sources, by_backend = _lower_schedule_generate(gm, example_inputs, backends, config, timings)
     kernels: dict[str, Callable[..., None]] = {}
     with timings.measure("compile"):

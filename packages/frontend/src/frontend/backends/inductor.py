@@ -9,9 +9,7 @@ kernel backend cannot compile, runs eagerly instead (logged; ``fallback_to_eager
 
 from __future__ import annotations
 
-import contextlib
-import gc
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import torch
@@ -154,22 +152,7 @@ def inductor_backend(gm: torch.fx.GraphModule, example_inputs: list[Any], contex
         )
 
     # aotgrad's own failures fall back too (try backend="aot_eager" to see them raised).
-    with _collector_paused():
+    # The garbage collector waits while aotgrad traces and inductor_ir lowers (0.3-0.5 s of automatic
+    # collections per graph); kernel compile workers forked meanwhile turn their own back on.
+    with inductor_ir.collector_paused():
         return compile_or_fall_back(trace, gm, context, "a graph (tracing forward/backward with aotgrad)")
-
-
-@contextlib.contextmanager
-def _collector_paused() -> Iterator[None]:
-    """Python's cyclic garbage collector off while a graph compiles, then as it was.
-
-    Tracing and lowering allocate millions of short-lived objects; automatic collections over them
-    cost 0.3-0.5 s per compiled graph. The cycles they leave are collected after the compile.
-    (Kernel compile workers forked meanwhile turn their own collector back on.)
-    """
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
