@@ -7,7 +7,7 @@ With `--model bert|mobilenet_v2|resnet50` (repeatable; `--bert` = `--model bert`
 model with random weights (BertModel-base at 1 x 16 tokens; MobileNetV2 / ResNet-50 on one 3x64x64
 image; eval, no_grad): eager, torch.compile(backend="eager") and `frontend.compile(model, backend="eager")`
 per call, interleaved, and the guard check alone (the fast generated function vs checking every guard
-on its own, the way guards were checked before session 2's guard work).
+on its own, the way guards were checked before the compiled guard layout).
 
     python3 tools/bench/capture_overhead.py [--calls 20000] [--repeats 5] [--model resnet50] [--model-calls 30]
     python3 tools/bench/capture_overhead.py --calls 2000 --model mobilenet_v2 --model resnet50 --model bert

@@ -1,7 +1,7 @@
 """The harness's own models: pointwise and normalization microbenchmarks, MLPs and small conv nets.
 
-Sizes: the CPU shapes are small enough for 2 threads (the pointwise chain is the 4M elements of
-issue 6); CUDA shapes are large enough to keep an H200 busy.
+Sizes: the CPU shapes are small enough for 2 threads (the pointwise chain has 4M
+elements); CUDA shapes are large enough to keep an H200 busy.
 """
 
 from __future__ import annotations

@@ -39,7 +39,7 @@ BUILD_SEED = 1
 MIN_PROGRAMS = 300
 
 # Share of programs (in %) at parity with TorchDynamo: raise it as capture improves (the issue's target: 95;
-# 99.8% of 632 measured on 2026-11-22 (session 2), the floor keeps a margin of about ten programs).
+# 99.8% of 632 measured on 2026-11-22, the floor keeps a margin of about ten programs).
 PARITY_FLOOR_PERCENT = 98.0
 # Share of programs (in %) at graph-count parity that also capture at least as many ops as Dynamo (a
 # program that fell back to eager halfway can have few graphs and little in them; 95.9% measured).
@@ -70,7 +70,7 @@ PROGRAMS: dict[str, Any] = corpus.PROGRAMS
 REFERENCE: dict[str, dict[str, Any]] = json.loads((CORPUS_DIR / "reference.json").read_text())["programs"]
 
 needs_optimize = pytest.mark.skipif(
-    not hasattr(capture, "optimize"), reason="capture.optimize is not built yet (issue 11 depends on it)"
+    not hasattr(capture, "optimize"), reason="capture.optimize is not built yet"
 )
 
 

@@ -1,6 +1,6 @@
 """Guard checks on conv models (transformers MobileNetV2 / ResNet, tiny configs) and their fast paths.
 
-Session 3 made the check cheaper per call: registration dicts compared whole against copies, one
+The compiled guard layout makes the check cheaper per call: registration dicts compared whole against copies, one
 dtype/device sample per module, requires_grad read only where it can be set, `is_cpu` instead of
 `device`, and positional calls bound without `inspect`. Each test here fails if one of those
 shortcuts skips a change that the graph depends on.

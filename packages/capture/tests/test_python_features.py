@@ -214,7 +214,7 @@ def test_uncaught_exception_propagates_like_eager() -> None:
         capture.optimize("eager")(uncaught_key_error)(torch.randn(3), {})
 
 
-# --- collections, contexts, autograd features (issue 11, session 2) ---------------------------------
+# --- collections, contexts, autograd features ---------------------------------
 
 
 def _compiled(fn):  # type: ignore[no-untyped-def]

@@ -1,4 +1,4 @@
-"""Session-3 speed paths: each computes eager's result, and the generated code takes the fast form.
+"""Speed paths: each computes eager's result, and the generated code takes the fast form.
 
 * ``kiln::exp`` selects 0 for lanes that underflow (no subnormal arithmetic) and keeps the exact
   two-step path for vectors with a subnormal result;

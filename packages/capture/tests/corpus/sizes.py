@@ -107,7 +107,7 @@ def shape_in_fstring_free_math(a: torch.Tensor) -> torch.Tensor:
     return a * scale
 
 
-# torch.Size values in the region (session 2, issue 11 bug): `shape` is a torch.Size, not a tuple.
+# torch.Size values in the region: `shape` is a torch.Size, not a tuple.
 @program(F, x(2, 3, 4))
 def shape_is_torch_size(a: torch.Tensor) -> torch.Tensor:
     s = a.shape
