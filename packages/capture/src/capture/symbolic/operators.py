@@ -5,6 +5,8 @@ from __future__ import annotations
 import operator
 from typing import TYPE_CHECKING, Any, cast
 
+import torch
+
 from capture.variables.base import ConstantVariable, Unsupported, VariableTracker
 from capture.variables.containers import DictVariable, ListVariable, TupleVariable
 from capture.variables.objects import NNModuleVariable
@@ -148,10 +150,16 @@ def _getitem(tx: InstructionTranslator, container: VariableTracker, index: Varia
     if isinstance(container, NNModuleVariable):
         from capture.sources import ItemSource
 
+        module = container.module
         try:
-            selected = cast(Any, container.module)[key]
+            selected = cast(Any, module)[key]
         except (IndexError, KeyError, TypeError) as error:
             raise Unsupported(f"{type(error).__name__}: {error}", user_error=True) from error
+        if isinstance(module, (torch.nn.ModuleList, torch.nn.Sequential)) and \
+                isinstance(key, slice) and (container.source is not None or container.child_sources is not None):
+            return container.sliced(tx, key)
+        if container.child_sources is not None and isinstance(key, int):
+            return tx.output.wrap_value(selected, container.child_source(range(len(module))[key]))
         source = ItemSource(container.source, key) if container.source is not None else None
         return tx.output.wrap_value(selected, source)
     raise Unsupported(f"indexing {container}")

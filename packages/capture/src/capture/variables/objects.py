@@ -185,9 +185,13 @@ def _fold_introspection(fn: Any, args: list[VariableTracker],
 class NNModuleVariable(VariableTracker):
     """An nn.Module instance: torch.nn leaf modules become `call_module` nodes, others are inlined."""
 
-    def __init__(self, module: torch.nn.Module, source: Source | None) -> None:
+    def __init__(self, module: torch.nn.Module, source: Source | None,
+                 child_sources: tuple[Source | None, ...] | None = None) -> None:
         self.module = module
         self.source = source
+        # A slice of a guarded container (`self.layers[:n]`) is a new object on every call: it has no
+        # source of its own, its children keep their sources in the parent (`layers[0]`, ...).
+        self.child_sources = child_sources
 
     def python_type(self) -> type:
         return type(self.module)
@@ -242,7 +246,7 @@ class NNModuleVariable(VariableTracker):
         if isinstance(module, (torch.nn.ModuleList, torch.nn.Sequential)):
             items = []
             for index, sub in enumerate(module._modules.values()):
-                source = ItemSource(self.source, index) if self.source is not None else None
+                source = self.child_source(index)
                 items.append(tx.output.wrap_value(sub, source))
             return items
         if isinstance(module, torch.nn.ModuleDict):
@@ -251,6 +255,23 @@ class NNModuleVariable(VariableTracker):
             return [tx.output.module_tensor(p, ItemSource(self.source, i) if self.source else None, f"p{i}")
                     for i, p in enumerate(module)]
         raise Unsupported(f"iteration over module {type(module).__name__}")
+
+    def child_source(self, index: int) -> Source | None:
+        """The source of child number ``index`` (``index`` already normalized to be non-negative)."""
+        if self.child_sources is not None:
+            return self.child_sources[index]
+        return ItemSource(self.source, index) if self.source is not None else None
+
+    def sliced(self, tx: InstructionTranslator, key: slice) -> NNModuleVariable:
+        """``module[key]`` of a ModuleList or Sequential: guards the parent's length, never the new object."""
+        module = self.module
+        if self.source is not None and not self.source.guard_free and self.child_sources is None:
+            expr = self.source.expr()
+            tx.output.guards.add("LENGTH", self.source, f"len({expr}) == {len(module)}", f"len({expr}) == {len(module)}")
+        selected = cast(Any, module)[key]
+        tx.output.keepalive.append(selected)
+        indices = range(len(module))[key]
+        return NNModuleVariable(selected, None, tuple(self.child_source(i) for i in indices))
 
     def call(self, tx: InstructionTranslator, args: list[VariableTracker],
              kwargs: dict[str, VariableTracker]) -> VariableTracker:
