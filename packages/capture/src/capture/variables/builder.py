@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import builtins
+import functools
 import types
 from typing import TYPE_CHECKING, Any
 
@@ -92,6 +93,8 @@ def wrap_callable_or_object(output: OutputGraph, value: Any, source: Source | No
                 guards.identity(AttrSource(source, "__func__"), value.__func__)
             receiver_source = AttrSource(source, "__self__") if source is not None else None
             return BoundMethodVariable(inner, output.wrap_value(value.__self__, receiver_source))
+    if type(value) is functools.partial:
+        return _wrap_partial(output, value, source)
     tracker = classify(value, source)
     if guards is not None and source is not None:
         if isinstance(tracker, PythonObjectVariable) and not isinstance(value, (types.ModuleType, type)):
@@ -99,6 +102,25 @@ def wrap_callable_or_object(output: OutputGraph, value: Any, source: Source | No
         else:
             guards.identity(source, value)
     return tracker
+
+
+def _wrap_partial(output: OutputGraph, value: functools.partial[Any], source: Source | None) -> VariableTracker:
+    """An existing ``functools.partial`` (``partial(F.gelu, approximate="tanh")`` kept on a module): its
+    function, arguments and keywords are read through their own sources, so each is guarded as it is used."""
+    from capture.variables.functional import PartialVariable
+
+    guards = output.guards if source is not None and not source.guard_free else None
+    if guards is not None and source is not None:
+        guards.type_is(source, value)
+
+    def part(name: str, item: Any) -> VariableTracker:
+        return output.wrap_value(item, AttrSource(source, name) if source is not None else None)
+
+    args = part("args", value.args)
+    keywords = part("keywords", dict(value.keywords) if source is None else value.keywords)
+    if not isinstance(args, TupleVariable) or not isinstance(keywords, DictVariable):
+        return SkippedFunctionVariable(value, f"call to {_name(value)} with unsupported bound arguments", source)
+    return PartialVariable(part("func", value.func), list(args.items), dict(keywords.items))
 
 
 def classify(value: Any, source: Source | None) -> VariableTracker:
