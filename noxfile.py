@@ -9,6 +9,7 @@ Sessions:
   build              wheels of all six distributions into dist/
   demo               the main job: compiles real models and prints what it did and how fast
   bench              eager vs torch.compile vs Kiln, side by side (tools/bench/)
+  fuzz               the differential fuzzer (tools/fuzz/): random programs, eager vs Kiln
   docs               checks that docs/ links resolve
 """
 
@@ -110,6 +111,14 @@ def bench(session: nox.Session) -> None:
     """eager vs torch.compile vs Kiln, side by side; pass --quick for the short subset."""
     _install_kiln(session, "transformers>=4.40", "numpy", "matplotlib")
     session.run("python", "-m", "tools.bench", *session.posargs)
+
+
+@nox.session
+def fuzz(session: nox.Session) -> None:
+    """Differential fuzzing, e.g. `nox -s fuzz -- --programs 2000 --seed 7 --targets cpp,triton`."""
+    _install_kiln(session, "numpy")
+    args = session.posargs or ["--programs", "500", "--seed", "0"]
+    session.run("python", "-m", "tools.fuzz", *args, env={"TRITON_INTERPRET": "1", "PYTHONHASHSEED": "0"})
 
 
 @nox.session

@@ -1,0 +1,225 @@
+"""The differential fuzzer's own logic: generator, comparison rules, program edits and the shrinker.
+
+Compiler-free and fast: the "compiler" in the shrinker tests is a fake that is wrong on one op
+(multiplication), so the shrinker must boil a larger program down to that one op.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from torch.overrides import TorchFunctionMode
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:  # `pytest` (unlike `python -m pytest`) does not put the repository root on the path
+    sys.path.insert(0, str(ROOT))
+
+from tools.fuzz import harness  # noqa: E402
+from tools.fuzz.compare import RunOutcome, compare, compare_tensors  # noqa: E402
+from tools.fuzz.edit import bypass, drop_output, remove_unused  # noqa: E402
+from tools.fuzz.execute import load, precision_floor, run_eager  # noqa: E402
+from tools.fuzz.generator import GenConfig, check_eager, generate  # noqa: E402
+from tools.fuzz.program import Leaf, Param, Program, Stmt, render  # noqa: E402
+from tools.fuzz.report import Finding, innermost_error, known_bug_tags, owner_guess, pytest_source, signature  # noqa: E402
+from tools.fuzz.shrink import shrink  # noqa: E402
+
+SEEDS = range(40)
+
+
+@pytest.fixture(scope="module")
+def programs() -> list[Program]:
+    return [generate(seed) for seed in SEEDS]
+
+
+# ----- generator ---------------------------------------------------------------------------------
+def test_generation_is_a_function_of_the_seed(programs: list[Program]) -> None:
+    for seed in (0, 7, 23):
+        assert generate(seed).to_json() == programs[seed].to_json()
+
+
+def test_programs_are_well_typed(programs: list[Program]) -> None:
+    """Eager runs every program, or raises only where a statement was generated to raise."""
+    for program in programs[:15]:
+        error = check_eager(program)
+        assert error is None or any(s.may_raise for s in program.stmts), (program.seed, error)
+
+
+def test_programs_round_trip_through_json(programs: list[Program]) -> None:
+    for program in programs:
+        assert Program.from_json(program.to_json()) == program
+
+
+def test_grammar_covers_the_ground(programs: list[Program]) -> None:
+    """Forty seeds already use most rule families, many dtypes, every mode and non-trivial layouts."""
+    ops = Counter(op for p in programs for op in p.ops())
+    dtypes = {leaf.dtype for p in programs for leaf in p.leaves}
+    assert len(ops) >= 40, ops
+    assert {"float32", "int64", "bool"} <= dtypes and len(dtypes) >= 7, dtypes
+    assert {p.mode for p in programs} == {"no_grad", "grad", "double"}
+    assert any(p.view != "{0}" for program in programs for p in program.params)
+    assert any(s.inplace for p in programs for s in p.stmts)
+
+
+def test_a_rule_subset_limits_the_grammar() -> None:
+    config = GenConfig(rules=("shift",), max_stmts=3)
+    for seed in range(5):
+        assert {op.split("_")[0] for op in generate(seed, config).ops()} <= {"lshift", "rshift", "reduce"}
+
+
+def test_reference_rendering_is_float64() -> None:
+    program = _program([Stmt("t1", "cast", "{0}.to(torch.float16)", ("a0",))], dtype="float32")
+    assert "torch.float16" in render(program) and "torch.float16" not in render(program, ref=True).split("def program")[1]
+    assert precision_floor(program) == torch.float16
+
+
+# ----- comparison --------------------------------------------------------------------------------
+def test_integers_are_exact() -> None:
+    e = torch.tensor([1, 2, 3], dtype=torch.uint8)
+    assert compare_tensors("x", e, e.clone(), e) is None
+    assert "1 of 3" in compare_tensors("x", e, torch.tensor([1, 2, 4], dtype=torch.uint8), e)
+
+
+def test_integers_decided_by_rounding_are_forgiven() -> None:
+    """Where eager disagrees with the float64 run, an integer result was decided by rounding."""
+    e, r = torch.tensor([0, 1]), torch.tensor([1, 1])
+    assert compare_tensors("x", e, torch.tensor([1, 1]), r) is None
+    assert compare_tensors("x", e, torch.tensor([0, 0]), r) is not None
+
+
+def test_floats_are_judged_against_the_float64_reference() -> None:
+    ref = torch.tensor([1.0, 2.0, 3.0], dtype=torch.float64)
+    eager = (ref + torch.tensor([1e-3, 0, 0], dtype=torch.float64)).float()
+    closer = ref.float()  # Kiln nearer the truth than eager: fine
+    assert compare_tensors("x", eager, closer, ref) is None
+    wrong = torch.tensor([1.0, 2.5, 3.0])
+    assert "first at (1,)" in compare_tensors("x", eager, wrong, ref)
+
+
+def test_nan_positions_must_match() -> None:
+    e = torch.tensor([float("nan"), 1.0])
+    assert compare_tensors("x", e, e.clone(), e.double()) is None
+    assert compare_tensors("x", e, torch.tensor([0.0, 1.0]), e.double()) is not None
+    assert compare_tensors("x", torch.tensor([1.0, 1.0]), torch.tensor([float("nan"), 1.0]), None) is not None
+
+
+def test_dtype_shape_and_missing_gradients() -> None:
+    x = torch.ones(2)
+    assert "dtype" in compare_tensors("x", x, x.double(), None)
+    assert "shape" in compare_tensors("x", x, torch.ones(3), None)
+    assert compare_tensors("g", None, torch.zeros(2), None) is None
+    assert compare_tensors("g", None, torch.ones(2), None) is not None
+
+
+def test_exceptions_must_match() -> None:
+    raised = RunOutcome.of_exception(IndexError("out of range"))
+    fine = RunOutcome({"outputs": [torch.ones(1)], "requires_grad": [False], "args": []})
+    assert compare(raised, RunOutcome.of_exception(IndexError("x")), None).ok
+    wrapped = RuntimeError("backend failed")
+    wrapped.__cause__ = IndexError("index 7 is out of bounds")
+    assert compare(raised, RunOutcome.of_exception(wrapped), None).ok
+    assert compare(raised, fine, None).kind == "exception_mismatch"
+    assert compare(fine, raised, None).kind == "kiln_error"
+    other = RunOutcome({"outputs": [torch.ones(1)], "requires_grad": [True], "args": []})
+    assert compare(fine, other, None).kind == "mismatch"
+
+
+def test_harness_runs_all_modes() -> None:
+    program = _program([Stmt("t1", "mul", "{0} * {0}", ("a0",))], dtype="float32", requires_grad=True, mode="double")
+    result = run_eager(program).result
+    assert result is not None and set(result) == {"outputs", "requires_grad", "args", "grads", "grads2"}
+    leaf = harness.make_leaf(3, (4,), torch.float32)
+    torch.testing.assert_close(result["grads2"][0], 2 * harness.coarse_like(leaf, 1000) * harness.coarse_like(leaf, 2000))
+
+
+# ----- edits and the shrinker --------------------------------------------------------------------
+def _program(stmts: list[Stmt], dtype: str = "float32", requires_grad: bool = False, mode: str = "no_grad",
+             outputs: tuple[str, ...] | None = None, shape: tuple[int, ...] = (4,)) -> Program:
+    leaves = (Leaf("l0", shape, dtype, seed=3, requires_grad=requires_grad), Leaf("l1", shape, dtype, seed=4))
+    params = (Param("a0", "l0"), Param("a1", "l1", "{0}"))
+    return Program(0, mode, leaves, params, tuple(stmts), outputs or (stmts[-1].out,))
+
+
+def test_edits_keep_programs_consistent() -> None:
+    stmts = [Stmt("t1", "sin", "torch.sin({0})", ("a0",)), Stmt("t2", "add", "{0} + {1}", ("t1", "a1")),
+             Stmt("t3", "unused", "torch.cos({0})", ("a0",))]
+    program = _program(stmts, outputs=("t2",))
+    assert [s.out for s in remove_unused(program).stmts] == ["t1", "t2"]
+    skipped = bypass(program, 0, 0)
+    assert [s.render() for s in skipped.stmts] == ["t2 = a0 + a1"]
+    two = _program(stmts[:2], outputs=("t2", "t1"))
+    assert drop_output(two, 0).outputs == ("t1",) and len(drop_output(two, 0).params) == 1
+
+
+class _WrongMultiply(TorchFunctionMode):
+    """A fake compiler's runtime: every multiplication is off by one."""
+
+    def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        out = func(*args, **(kwargs or {}))
+        if func in (torch.mul, torch.Tensor.mul, torch.Tensor.__mul__, torch.Tensor.__rmul__):
+            return out + 1
+        return out
+
+
+def _fake_kiln(program: Program) -> RunOutcome:
+    namespace = load(program)
+    fn = namespace["program"]
+
+    def compiled(*args: Any) -> Any:
+        with _WrongMultiply():
+            return fn(*args)
+
+    try:
+        return RunOutcome(harness.run(compiled, namespace["make_inputs"], program.mode))
+    except Exception as error:
+        return RunOutcome.of_exception(error)
+
+
+def _fails(program: Program) -> bool:
+    if check_eager(program) is not None:
+        return False
+    return compare(run_eager(program), _fake_kiln(program), run_eager(program, ref=True)).kind == "mismatch"
+
+
+def test_shrinker_finds_the_one_wrong_op() -> None:
+    stmts = [
+        Stmt("t1", "sin", "torch.sin({0})", ("a0",)),
+        Stmt("t2", "add", "{0} + {1}", ("t1", "a1")),
+        Stmt("t3", "inplace_relu_", "{0}.relu_()", ("t2",), inplace=True),
+        Stmt("t4", "mul", "{0} * 3", ("t2",)),
+        Stmt("t5", "sum", "{0}.sum(0)", ("t4",)),
+        Stmt("t6", "exp", "torch.exp({0})", ("a1",)),
+    ]
+    program = _program(stmts, requires_grad=True, mode="double", outputs=("t5", "t6"), shape=(37, 5))
+    assert _fails(program)
+    minimal, stats = shrink(program, _fails)
+    assert [s.op for s in minimal.stmts] == ["mul"], minimal
+    assert minimal.mode == "no_grad" and len(minimal.outputs) == 1 and len(minimal.leaves) == 1
+    assert all(s <= 1 for leaf in minimal.leaves for s in leaf.shape)
+    assert stats.accepted >= 6
+
+
+def test_shrinker_respects_its_budget() -> None:
+    stmts = [Stmt("t1", "mul", "{0} * 3", ("a0",)), Stmt("t2", "add", "{0} + {1}", ("t1", "a1"))]
+    program = _program(stmts)
+    _, stats = shrink(program, _fails, max_calls=2)
+    assert stats.calls <= 2
+
+
+# ----- reports -----------------------------------------------------------------------------------
+def test_signatures_and_reports() -> None:
+    program = _program([Stmt("t1", "mul", "{0} * 3", ("a0",))], dtype="uint8")
+    detail = "BackendCompileError: the graph failed (TracingError: ValueError: value 12 of t5 cannot be cast While executing x"
+    assert innermost_error(detail) == "ValueError: value N of v cannot be cast"
+    assert signature(program, "mismatch", "") == "mismatch | ops=mul | dtypes=uint8 | mode=no_grad"
+    assert any("narrow ints" in tag for tag in known_bug_tags(program, "mismatch", "outputs[0]"))
+    assert owner_guess({"eager": "ok", "aot_eager": "ok", "cpp": "mismatch", "triton": "ok"}) == "codegen_cpp"
+    assert owner_guess({"eager": "ok", "aot_eager": "mismatch"}) == "aotgrad"
+    finding = Finding("sig", "mismatch", "outputs[0]", "values differ", "triton", program, 3, {"cpp": "ok"})
+    source = pytest_source(finding)
+    compile(source, "test.py", "exec")
+    assert "def test_fuzz_" in source and "_triton_on_cpu(monkeypatch)" in source

@@ -1,0 +1,103 @@
+"""Running one program: eagerly, eagerly in float64 (the reference), and through Kiln.
+
+Kiln targets ("backends" of the fuzzer):
+* "cpp": ``frontend.compile(fn)``, the inductor backend with codegen_cpp's C++ kernels (CPU default);
+* "triton": the same, with codegen_triton's kernels on CPU tensors in Triton's interpreter (needs
+  TRITON_INTERPRET=1 before triton is imported; the worker sets it). The frontend picks the kernel
+  backend by device, so this target swaps `load_kernel_backend` for the compile, as the frontend's
+  own Triton-path test does;
+* "aot_eager" / "eager": the frontend's triage backends (capture + aotgrad, capture only).
+Every Kiln run uses ``fallback_to_eager=False``: a graph Kiln cannot compile raises instead of
+quietly running eagerly (and passing).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import linecache
+import warnings
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+
+from tools.fuzz import harness
+from tools.fuzz.compare import RunOutcome, Verdict, compare
+from tools.fuzz.program import Program, render
+
+TARGETS = ("cpp", "triton", "aot_eager", "eager")
+
+
+def load(program: Program, ref: bool = False) -> dict[str, Any]:
+    """The program's module namespace (its source registered with linecache, so tracebacks show lines)."""
+    source = render(program, ref)
+    filename = f"<kiln-fuzz-{program.seed}{'-ref' if ref else ''}-{abs(hash(source)) % 10**8}>"
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    namespace: dict[str, Any] = {"__name__": f"kiln_fuzz_{program.seed}"}
+    exec(compile(source, filename, "exec"), namespace)
+    return namespace
+
+
+def _outcome(fn: Any, namespace: dict[str, Any], mode: str, ref: bool) -> RunOutcome:
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return RunOutcome(harness.run(fn, namespace["make_inputs"], mode, ref))
+    except Exception as error:
+        return RunOutcome.of_exception(error)
+
+
+def run_eager(program: Program, ref: bool = False) -> RunOutcome:
+    """Eager PyTorch's run (`ref=True`: every float made float64)."""
+    namespace = load(program, ref)
+    return _outcome(namespace["program"], namespace, program.mode, ref)
+
+
+@contextlib.contextmanager
+def _triton_on_cpu() -> Iterator[None]:
+    """Within the block, the inductor backend compiles CPU graphs with codegen_triton (interpreted)."""
+    import codegen_triton
+    from frontend.backends import inductor as inductor_backend
+    from frontend.backends.kernel_backends import instantiate
+
+    def triton_on_cpu(device_type: str, config: Any, debug_dir: Any = None) -> Any:
+        configured = instantiate(codegen_triton.TritonBackend, config, "cuda", debug_dir)
+        return codegen_triton.TritonBackend("cpu", configured.config)
+
+    original = inductor_backend.load_kernel_backend
+    inductor_backend.load_kernel_backend = triton_on_cpu
+    try:
+        yield
+    finally:
+        inductor_backend.load_kernel_backend = original
+
+
+def run_kiln(program: Program, target: str = "cpp") -> RunOutcome:
+    """Kiln's run of `program` through `target` (see the module docstring); capture's cache is reset after."""
+    import frontend
+
+    if target not in TARGETS:
+        raise ValueError(f"unknown target {target!r}; choose one of {', '.join(TARGETS)}")
+    namespace = load(program)
+    backend = "inductor" if target in ("cpp", "triton") else target
+    patch = _triton_on_cpu() if target == "triton" else contextlib.nullcontext()
+    try:
+        with patch:
+            compiled = frontend.compile(namespace["program"], backend=backend, options={"fallback_to_eager": False})
+            return _outcome(compiled, namespace, program.mode, False)
+    finally:
+        frontend.reset()
+
+
+def check(program: Program, target: str = "cpp") -> Verdict:
+    """Run `program` eagerly, in float64 and through Kiln's `target`; the comparison's verdict."""
+    eager = run_eager(program)
+    ref = run_eager(program, ref=True)
+    return compare(eager, run_kiln(program, target), ref, precision_floor(program))
+
+
+def precision_floor(program: Program) -> torch.dtype | None:
+    """The least precise float dtype `program` computes in (None: no floats at all)."""
+    order = ("bfloat16", "float16", "float32", "float64")
+    names = program.float_dtypes()
+    return next((getattr(torch, name) for name in order if name in names), None)

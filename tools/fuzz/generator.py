@@ -1,0 +1,143 @@
+"""Random programs from the grammar: `generate(seed)` is a deterministic function of its seed.
+
+Steps: pick a mode and one or two starting inputs; apply weighted grammar rules until the program
+has its target length (each rule's statement is kept only if eager runs it); pick one to three
+outputs, sometimes also returning a reduction of one of them (``return (a ** 2).sum(), a``); then
+run the finished program on fresh inputs exactly as the worker will (`harness.run`), falling back
+to inference mode when eager's backward rejects it and to another sub-seed when eager rejects it
+altogether.
+"""
+
+from __future__ import annotations
+
+import random
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+from tools.fuzz import harness
+from tools.fuzz.builder import Builder, finish
+from tools.fuzz.edit import remove_unused
+from tools.fuzz.program import MODES, Program, render
+from tools.fuzz.rules_index import indexing, inplace, matmul
+from tools.fuzz.rules_nn import nn
+from tools.fuzz.rules_pointwise import binary, cast, shift, unary, where_clamp
+from tools.fuzz.rules_shape import reduction, view
+
+Rule = Callable[[Builder], bool]
+
+RULES: dict[str, tuple[Rule, float]] = {
+    "unary": (unary, 0.15),
+    "binary": (binary, 0.22),
+    "shift": (shift, 0.03),
+    "where_clamp": (where_clamp, 0.07),
+    "cast": (cast, 0.07),
+    "reduction": (reduction, 0.13),
+    "view": (view, 0.14),
+    "indexing": (indexing, 0.07),
+    "matmul": (matmul, 0.05),
+    "inplace": (inplace, 0.10),
+    "nn": (nn, 0.05),
+}
+"""Rule name -> (rule, weight)."""
+
+
+@dataclass(frozen=True)
+class GenConfig:
+    """Knobs of the generator.
+
+    Attributes:
+        max_stmts: the most statements a program gets (its length is uniform in 1..max_stmts).
+        mode_weights: how often each mode (no_grad, grad, double) is drawn.
+        rules: the rules to draw from, with weights (a subset focuses a run, e.g. only integer ops).
+    """
+
+    max_stmts: int = 10
+    mode_weights: tuple[float, float, float] = (0.5, 0.35, 0.15)
+    rules: tuple[str, ...] = tuple(RULES)
+
+
+def _outputs(b: Builder) -> list[str]:
+    """One to three statement results (the last one most often), maybe plus a reduction of one."""
+    results = [s.out for s in b.stmts if s.out in b.values or s.may_raise]
+    if not results:
+        return []
+    rng = b.rng
+    chosen = [results[-1]]
+    for _ in range(rng.choice([0, 0, 1, 2])):
+        chosen.append(rng.choice(results))
+    if rng.random() < 0.08 and b.params:  # an argument (mutated or not) returned as is
+        chosen.append(rng.choice(b.params).name)
+    if not b.stopped and rng.random() < 0.3:
+        target = rng.choice(chosen)
+        template = rng.choice(["({0} ** 2).sum()", "{0}.sum()", "{0}.abs().amax()", "{0}.sum(0)"])
+        if b.try_add("reduce_output", template, (target,)):
+            chosen.insert(0, b.stmts[-1].out)
+    if b.mode != "no_grad" and not any(getattr(b.values.get(n), "requires_grad", False) for n in chosen):
+        graded = [n for n in results if getattr(b.values.get(n), "requires_grad", False)]
+        if graded:
+            chosen.append(graded[-1])
+    return list(dict.fromkeys(chosen))
+
+
+def _build(seed: int, sub: int, config: GenConfig) -> Program | None:
+    rng = random.Random(f"{seed}/{sub}")
+    mode = rng.choices(MODES, config.mode_weights)[0]
+    b = Builder(rng, mode, seed, leaf_seed=(seed * 50 + sub) * 100)
+    base = b.random_shape()
+    for _ in range(rng.choice([1, 1, 2])):
+        b.new_input(b.broadcastable_to(base) if b.params else base)
+    names = list(config.rules)
+    weights = [RULES[n][1] for n in names]
+    target = rng.randint(1, config.max_stmts)
+    attempts = 0
+    while len(b.stmts) < target and attempts < 12 * target and not b.stopped:
+        attempts += 1
+        rule = RULES[rng.choices(names, weights)[0]][0]
+        snap = b.snapshot()
+        if not rule(b):
+            b.restore(snap)
+    outputs = _outputs(b)
+    if not outputs:
+        return None
+    return remove_unused(finish(b, outputs))
+
+
+def check_eager(program: Program) -> BaseException | None:
+    """Run `program` eagerly as the worker will; the exception eager raises, or None."""
+    namespace: dict[str, object] = {}
+    exec(compile(render(program), f"<fuzz {program.seed}>", "exec"), namespace)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            harness.run(namespace["program"], namespace["make_inputs"], program.mode)
+    except Exception as error:
+        return error
+    return None
+
+
+def _with_mode(program: Program, mode: str) -> Program:
+    leaves = tuple(replace(leaf, requires_grad=False) for leaf in program.leaves) if mode == "no_grad" else program.leaves
+    return replace(program, mode=mode, leaves=leaves)
+
+
+def generate(seed: int, config: GenConfig | None = None) -> Program:
+    """The program of `seed`: well-typed (eager runs it, or raises only where a statement is meant to)."""
+    config = config or GenConfig()
+    for sub in range(50):
+        program = _build(seed, sub, config)
+        if program is None:
+            continue
+        error = check_eager(program)
+        if error is not None and program.mode != "no_grad":
+            program = _with_mode(program, "no_grad")
+            error = check_eager(program)
+        if error is None or any(s.may_raise for s in program.stmts):
+            return program
+    raise RuntimeError(f"no well-typed program for seed {seed} in 50 tries")
+
+
+def describe(program: Program) -> str:
+    """One line: seed, mode, statement count, ops, input dtypes."""
+    dtypes = sorted({leaf.dtype for leaf in program.leaves})
+    return f"seed={program.seed} mode={program.mode} stmts={len(program.stmts)} ops={','.join(program.ops())} dtypes={','.join(dtypes)}"

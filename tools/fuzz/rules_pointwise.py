@@ -1,0 +1,190 @@
+"""Grammar rules for pointwise ops: unary, binary (arithmetic, integer, bitwise, shifts, comparisons),
+where/clamp/lerp-style ternaries and dtype casts.
+
+A rule takes the `Builder`, proposes one statement with `Builder.try_add` and says whether it was
+kept. Operand choice is where the interesting programs come from: the second operand of a binary
+op is an existing value that broadcasts, a new input of a broadcastable shape (a 0-d tensor
+included, which promotes differently), or a Python scalar.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from tools.fuzz.builder import FLOATS, Builder, dtype_name
+
+FLOAT_UNARY: tuple[tuple[str, str], ...] = (
+    ("abs", "torch.abs({0})"), ("neg", "-{0}"), ("exp", "torch.exp({0})"), ("log", "torch.log({0})"),
+    ("sqrt", "torch.sqrt({0})"), ("sin", "torch.sin({0})"), ("cos", "torch.cos({0})"), ("tanh", "torch.tanh({0})"),
+    ("sigmoid", "torch.sigmoid({0})"), ("relu", "torch.relu({0})"), ("floor", "torch.floor({0})"),
+    ("ceil", "torch.ceil({0})"), ("round", "torch.round({0})"), ("round_decimals", "torch.round({0}, decimals=1)"),
+    ("trunc", "torch.trunc({0})"), ("sign", "torch.sign({0})"), ("reciprocal", "torch.reciprocal({0})"),
+    ("rsqrt", "torch.rsqrt({0})"), ("expm1", "torch.expm1({0})"), ("log1p", "torch.log1p({0})"),
+    ("erf", "torch.erf({0})"), ("square", "torch.square({0})"), ("frac", "torch.frac({0})"), ("gelu", "F.gelu({0})"),
+    ("gelu_tanh", "F.gelu({0}, approximate='tanh')"), ("silu", "F.silu({0})"), ("softplus", "F.softplus({0})"),
+    ("leaky_relu", "F.leaky_relu({0}, 0.1)"), ("hardtanh", "F.hardtanh({0})"), ("elu", "F.elu({0})"),
+    ("nan_to_num", "torch.nan_to_num({0})"), ("isnan", "torch.isnan({0})"), ("isinf", "torch.isinf({0})"),
+    ("signbit", "torch.signbit({0})"), ("pow2", "{0}.pow(2)"), ("pow3", "{0} ** 3"), ("pow_half", "{0} ** 0.5"),
+    ("pow_neg", "{0} ** -1"), ("exp2", "torch.exp2({0})"), ("atan", "torch.atan({0})"), ("relu6", "F.relu6({0})"),
+    ("sinh", "torch.sinh({0})"), ("hardswish", "F.hardswish({0})"), ("log2", "torch.log2({0})"),
+    ("logical_not", "torch.logical_not({0})"), ("rpow", "2 ** {0}"), ("rsub", "1 - {0}"), ("rdiv", "1 / {0}"),
+)
+INT_UNARY: tuple[tuple[str, str], ...] = (
+    ("abs", "torch.abs({0})"), ("neg", "-{0}"), ("bitwise_not", "~{0}"), ("square", "{0} * {0}"),
+    ("sign", "torch.sign({0})"), ("pow2", "{0}.pow(2)"), ("pow3", "{0} ** 3"), ("logical_not", "torch.logical_not({0})"),
+    ("relu", "torch.relu({0})"), ("sqrt", "torch.sqrt({0})"), ("exp", "torch.exp({0})"), ("sigmoid", "torch.sigmoid({0})"),
+    ("rsub", "1 - {0}"), ("rdiv", "7 / {0}"), ("rfloordiv", "100 // torch.where({0} == 0, 1, {0})"),
+)
+BOOL_UNARY: tuple[tuple[str, str], ...] = (
+    ("bitwise_not", "~{0}"), ("logical_not", "torch.logical_not({0})"), ("neg_cast", "-{0}.to(torch.int8)"),
+)
+
+# (name, template, is a division whose right side must not be an integer zero)
+BINARY: tuple[tuple[str, str, bool], ...] = (
+    ("add", "{0} + {1}", False), ("sub", "{0} - {1}", False), ("mul", "{0} * {1}", False),
+    ("truediv", "{0} / {1}", False), ("floordiv", "{0} // {1}", True), ("remainder", "{0} % {1}", True),
+    ("fmod", "torch.fmod({0}, {1})", True), ("div_trunc", "torch.div({0}, {1}, rounding_mode='trunc')", True),
+    ("div_floor", "torch.div({0}, {1}, rounding_mode='floor')", True), ("maximum", "torch.maximum({0}, {1})", False),
+    ("minimum", "torch.minimum({0}, {1})", False), ("fmax", "torch.fmax({0}, {1})", False),
+    ("atan2", "torch.atan2({0}, {1})", False), ("eq", "{0} == {1}", False), ("ne", "{0} != {1}", False),
+    ("lt", "{0} < {1}", False), ("le", "{0} <= {1}", False), ("gt", "{0} > {1}", False), ("ge", "{0} >= {1}", False),
+    ("bitwise_and", "{0} & {1}", False), ("bitwise_or", "{0} | {1}", False), ("bitwise_xor", "{0} ^ {1}", False),
+    ("logical_and", "torch.logical_and({0}, {1})", False), ("logical_xor", "torch.logical_xor({0}, {1})", False),
+    ("add_alpha", "torch.add({0}, {1}, alpha=2)", False), ("sub_alpha", "torch.sub({0}, {1}, alpha=3)", False),
+    ("copysign", "torch.copysign({0}, {1})", False), ("pow_tensor", "{0} ** {1}", False),
+)
+BINARY_WEIGHTS = {"add": 3.0, "sub": 2.0, "mul": 3.0, "truediv": 1.5, "floordiv": 1.5, "remainder": 1.5}
+
+SAFE_DIVISOR = "torch.where({d} == 0, 1, {d})"
+"""Integer divisors are kept off zero (eager raises there; that case has its own, rarer, rule)."""
+
+
+def _operand(b: Builder, x: str) -> tuple[str, str | None]:
+    """A right-hand operand for `x`: (a name, None) or (None-name "", a scalar literal)."""
+    xt = b.tensor(x)
+    roll = b.rng.random()
+    if roll < 0.3:
+        return "", b.scalar(xt.dtype)
+    if roll < 0.55:
+        other = b.pick(lambda t: _broadcasts(t.shape, xt.shape))
+        if other is not None:
+            return other, None
+    shape = () if b.rng.random() < 0.15 else b.broadcastable_to(tuple(xt.shape))
+    same = b.rng.random() < 0.5
+    return b.new_input(shape, dtype_name(xt.dtype) if same else None), None
+
+
+def _broadcasts(a: torch.Size, b: torch.Size) -> bool:
+    try:
+        torch.broadcast_shapes(a, b)
+    except RuntimeError:
+        return False
+    return True
+
+
+def unary(b: Builder) -> bool:
+    """A unary op on a value (float, integer and bool flavours)."""
+    x = b.pick()
+    if x is None:
+        return False
+    dtype = b.tensor(x).dtype
+    table = FLOAT_UNARY if dtype.is_floating_point else BOOL_UNARY if dtype == torch.bool else INT_UNARY
+    name, template = b.rng.choice(table)
+    return b.try_add(name, template, (x,))
+
+
+def binary(b: Builder) -> bool:
+    """A binary op with a tensor or scalar right side; integer division by zero only on purpose."""
+    x = b.pick()
+    if x is None:
+        return False
+    weights = [BINARY_WEIGHTS.get(name, 1.0) for name, _, _ in BINARY]
+    name, template, divides = b.rng.choices(BINARY, weights)[0]
+    other, literal = _operand(b, x)
+    swap = b.rng.random() < 0.15
+    if literal is not None:
+        if divides and not b.tensor(x).is_floating_point():
+            if b.rng.random() < 0.04:
+                return b.try_add(name + "_by_zero", template.replace("{1}", "0"), (x,), may_raise=True)
+            literal = b.scalar(b.tensor(x).dtype, nonzero=True)
+        rhs = f"({literal})" if literal.startswith("-") else literal
+        left, right = ("{0}", rhs) if not swap or divides else (rhs, "{0}")
+        return b.try_add(name, template.format(left, right), (x,))
+    args = (other, x) if swap else (x, other)
+    if divides and not b.tensor(args[1]).is_floating_point():
+        if b.rng.random() < 0.04:
+            return b.try_add(name + "_raw", template, args, may_raise=True)
+        template = template.replace("{1}", SAFE_DIVISOR.format(d="{1}"))
+    if name == "pow_tensor" and not b.tensor(args[1]).is_floating_point():
+        template = "{0} ** ({1} & 3)"  # integers to negative integer powers raise in eager
+    return b.try_add(name, template, args)
+
+
+def shift(b: Builder) -> bool:
+    """`<<` / `>>` on integers by a scalar (sometimes past the bit width) or by a tensor."""
+    x = b.pick(lambda t: not t.is_floating_point() and t.dtype != torch.bool)
+    if x is None:
+        return False
+    op = b.rng.choice(["<<", ">>"])
+    bits = torch.iinfo(b.tensor(x).dtype).bits
+    if b.rng.random() < 0.6:
+        amount = b.rng.randrange(bits) if b.rng.random() < 0.85 else b.rng.choice([bits, bits + 3, 64])
+        return b.try_add("lshift" if op == "<<" else "rshift", f"{{0}} {op} {amount}", (x,))
+    other = b.new_input(b.broadcastable_to(tuple(b.tensor(x).shape)), b.rng.choice(["int64", "int32", "uint8"]), "small")
+    masked = b.rng.random() < 0.7
+    template = f"{{0}} {op} ({{1}} & {bits - 1})" if masked else f"{{0}} {op} {{1}}"
+    return b.try_add(("lshift" if op == "<<" else "rshift") + ("_tensor" if masked else "_raw"), template, (x, other))
+
+
+def where_clamp(b: Builder) -> bool:
+    """where (condition from a comparison or a bool value), clamp with scalar or tensor bounds, lerp, addcmul."""
+    x = b.pick()
+    if x is None:
+        return False
+    xt = b.tensor(x)
+    kind = b.rng.choice(["where_cmp", "where_bool", "where_scalar", "clamp", "clamp_tensor", "clamp_min", "lerp", "addcmul"])
+    if kind == "where_cmp":
+        other, literal = _operand(b, x)
+        if literal is None:
+            return b.try_add(kind, "torch.where({0} > 0, {0}, {1})", (x, other))
+        return b.try_add(kind, f"torch.where({{0}} > 0, {{0}}, {literal})", (x,))
+    if kind == "where_bool":
+        cond = b.pick(lambda t: t.dtype == torch.bool and _broadcasts(t.shape, xt.shape))
+        cond = cond or b.new_input(b.broadcastable_to(tuple(xt.shape)), "bool")
+        other, literal = _operand(b, x)
+        if literal is not None:
+            return b.try_add(kind, f"torch.where({{1}}, {{0}}, {literal})", (x, cond))
+        return b.try_add(kind, "torch.where({2}, {0}, {1})", (x, other, cond))
+    if kind == "where_scalar":
+        return b.try_add(kind, f"torch.where({{0}} != 0, {b.scalar(xt.dtype)}, {b.scalar(xt.dtype)})", (x,))
+    if kind == "clamp":
+        lo, hi = b.scalar(xt.dtype), b.scalar(xt.dtype)
+        return b.try_add(kind, f"torch.clamp({{0}}, min={lo}, max={hi})", (x,))
+    if kind == "clamp_min":
+        return b.try_add(kind, f"{{0}}.clamp_min({b.scalar(xt.dtype)})", (x,))
+    if kind == "clamp_tensor":
+        lo = b.new_input(b.broadcastable_to(tuple(xt.shape)), dtype_name(xt.dtype))
+        hi = b.new_input(b.broadcastable_to(tuple(xt.shape)), dtype_name(xt.dtype))
+        return b.try_add(kind, "torch.clamp({0}, {1}, {2})", (x, lo, hi))
+    if kind == "lerp":
+        end = b.new_input(b.broadcastable_to(tuple(xt.shape)), dtype_name(xt.dtype))
+        weight = b.rng.choice(["0.25", "0.75", "1.5"])
+        return b.try_add(kind, f"torch.lerp({{0}}, {{1}}, {weight})", (x, end))
+    t1 = b.new_input(b.broadcastable_to(tuple(xt.shape)), dtype_name(xt.dtype))
+    t2 = b.new_input(b.broadcastable_to(tuple(xt.shape)), dtype_name(xt.dtype))
+    return b.try_add(kind, "torch.addcmul({0}, {1}, {2}, value=0.5)", (x, t1, t2))
+
+
+def cast(b: Builder) -> bool:
+    """`.to(dtype)`; floats reach integers only through nan_to_num and a clamp to the target's range
+    (out-of-range float-to-integer conversion is undefined behaviour in C++ and in eager alike)."""
+    x = b.pick()
+    if x is None:
+        return False
+    src = b.tensor(x).dtype
+    target = b.random_dtype()
+    if src.is_floating_point and target not in FLOATS and target != "bool":
+        lo, hi = (0, 250) if target == "uint8" else (-120, 120)
+        template = f"torch.nan_to_num({{0}}, 0.0, {hi}.0, {lo}.0).clamp({lo}, {hi}).to(torch.{target})"
+        return b.try_add("cast_float_int", template, (x,))
+    return b.try_add(f"cast_{target}", f"{{0}}.to(torch.{target})", (x,))

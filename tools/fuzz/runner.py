@@ -1,0 +1,241 @@
+"""The fuzzing loop: programs through workers, failures shrunk, triaged, deduplicated and written out.
+
+Per seed and target: a worker generates the program and checks it (`tools.fuzz.worker`). A failure
+is shrunk with the same worker as the oracle (a candidate must fail with the same verdict kind,
+and for exceptions the same innermost exception type), its signature is looked up among the
+findings so far, and a new one is triaged on every rung of the ladder and written as a pytest
+file, a JSON line, and a section of the findings Markdown file.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tools.fuzz.generator import GenConfig, check_eager, describe
+from tools.fuzz.pool import Worker
+from tools.fuzz.program import Program
+from tools.fuzz.report import Finding, innermost_error, markdown, signature, write_test
+from tools.fuzz.shrink import shrink
+
+
+@dataclass
+class RunConfig:
+    """Options of a fuzzing run (the CLI's flags).
+
+    Attributes:
+        programs: programs per target.
+        seed: the first seed; program i has seed ``seed + i``.
+        targets: Kiln targets to run every program on ("cpp", "triton").
+        out_dir: where pytest files, findings.jsonl, summary.json and worker logs go.
+        findings_md: a Markdown file to append each new finding to (None: only out_dir/findings.md).
+        shrink: shrink failures (off: report them as generated).
+        timeout: seconds one program may take in a worker before it counts as a hang.
+        shrink_calls: oracle calls per shrink.
+        max_minutes: stop starting new programs after this long (0: no limit).
+        nice: niceness of the workers.
+        kiln_src: a tree whose Kiln packages the workers import instead of the installed ones.
+        gen: the generator's options.
+    """
+
+    programs: int = 100
+    seed: int = 0
+    targets: tuple[str, ...] = ("cpp",)
+    out_dir: Path = Path("tools/fuzz/found")
+    findings_md: Path | None = None
+    shrink: bool = True
+    timeout: float = 300.0
+    shrink_calls: int = 120
+    max_minutes: float = 0.0
+    nice: int = 10
+    kiln_src: Path | None = None
+    gen: GenConfig = field(default_factory=GenConfig)
+
+
+@dataclass
+class TargetStats:
+    """Counts for one target."""
+
+    programs: int = 0
+    seconds: float = 0.0
+    kinds: Counter[str] = field(default_factory=Counter)
+    failures: int = 0
+    duplicates: int = 0
+
+    def per_minute(self) -> float:
+        """Programs checked per minute of wall time (generation, eager, float64 and Kiln runs)."""
+        return 60.0 * self.programs / self.seconds if self.seconds else 0.0
+
+
+class Fuzzer:
+    """A fuzzing run's state: workers, findings so far, statistics."""
+
+    def __init__(self, config: RunConfig) -> None:
+        self.config = config
+        self.out = config.out_dir
+        self.out.mkdir(parents=True, exist_ok=True)
+        cache = self.out / ".kiln_cache"
+        self.workers = {
+            t: Worker(t, cache, self.out / "logs" / f"worker_{t}.log", config.nice, kiln_src=config.kiln_src)
+            for t in config.targets
+        }
+        self.stats = {t: TargetStats() for t in config.targets}
+        self.signatures: dict[str, int] = self._known_signatures()
+        self.coarse: Counter[str] = Counter()
+
+    def _known_signatures(self) -> dict[str, int]:
+        path = self.out / "findings.jsonl"
+        known: dict[str, int] = {}
+        if path.exists():
+            for line in path.read_text().splitlines():
+                if line.strip():
+                    known[json.loads(line)["signature"]] = 1
+        return known
+
+    def close(self) -> None:
+        """Stop the workers."""
+        for worker in self.workers.values():
+            worker.close()
+
+    # ----- the loop -----------------------------------------------------------------------------
+    def run(self) -> dict[str, Any]:
+        """Fuzz `config.programs` seeds on every target; returns the summary (also in summary.json)."""
+        config = self.config
+        started = time.perf_counter()
+        try:
+            for i in range(config.programs):
+                if config.max_minutes and time.perf_counter() - started > 60 * config.max_minutes:
+                    print(f"[fuzz] time limit reached after {i} seeds", flush=True)
+                    break
+                for target in config.targets:
+                    self.one(config.seed + i, target)
+        finally:
+            self.close()
+        summary = self.summary()
+        (self.out / "summary.json").write_text(json.dumps(summary, indent=2))
+        return summary
+
+    def one(self, seed: int, target: str) -> None:
+        """Generate and check the program of `seed` on `target`; handle a failure."""
+        stats = self.stats[target]
+        started = time.perf_counter()
+        message = {"cmd": "generate", "seed": seed, "target": target, "config": _gen_json(self.config.gen)}
+        replies = self.workers[target].request(message, self.config.timeout, replies=2)
+        stats.seconds += time.perf_counter() - started
+        program = next((Program.from_json(r["program"]) for r in replies if r.get("event") == "program"), None)
+        verdict = replies[-1]
+        if verdict.get("event") == "error":
+            print(f"[fuzz] seed {seed} {target}: worker error\n{verdict.get('detail')}", flush=True)
+            stats.kinds["tool_error"] += 1
+            return
+        stats.programs += 1
+        stats.kinds[verdict["kind"]] += 1
+        if verdict["kind"] == "ok" or program is None:
+            return
+        stats.failures += 1
+        print(f"[fuzz] seed {seed} {target}: {verdict['kind']} {verdict.get('where', '')}: {describe(program)}", flush=True)
+        self.failure(program, verdict, target)
+
+    # ----- failures -------------------------------------------------------------------------------
+    def _same_failure(self, verdict: dict[str, Any], target: str) -> Any:
+        """The shrinker's oracle: a candidate fails with the verdict kind (and exception type) of `verdict`."""
+        kind = verdict["kind"]
+        error = innermost_error(verdict.get("detail", "")).split(":")[0] if kind in ("kiln_error", "exception_mismatch") else ""
+        eager_raises = kind == "exception_mismatch"
+
+        def fails(candidate: Program) -> bool:
+            if (check_eager(candidate) is not None) != eager_raises:
+                return False
+            timeout = min(self.config.timeout, 120.0)
+            message = {"cmd": "check", "program": candidate.to_json(), "target": target}
+            got = self.workers[target].request(message, timeout)[-1]
+            if got.get("kind") != kind:
+                return False
+            return not error or innermost_error(got.get("detail", "")).split(":")[0] == error
+
+        return fails
+
+    def failure(self, program: Program, verdict: dict[str, Any], target: str) -> None:
+        """Shrink, deduplicate, triage and write out one failing program."""
+        kind = verdict["kind"]
+        coarse = coarse_key(target, kind, verdict.get("where", ""), verdict.get("detail", ""))
+        if coarse and self.coarse[coarse] >= 2:
+            self.stats[target].duplicates += 1
+            print(f"[fuzz]   same error as twice before ({coarse}); not shrunk", flush=True)
+            return
+        if coarse:
+            self.coarse[coarse] += 1
+        minimal, detail, where = program, verdict.get("detail", ""), verdict.get("where", "")
+        if self.config.shrink and kind != "hang":
+            minimal, shrink_stats = shrink(program, self._same_failure(verdict, target), self.config.shrink_calls)
+            again = self.workers[target].request({"cmd": "check", "program": minimal.to_json(), "target": target}, self.config.timeout)[-1]
+            if again.get("kind") == kind:
+                detail, where = again.get("detail", detail), again.get("where", where)
+            print(f"[fuzz]   shrunk {len(program.stmts)} -> {len(minimal.stmts)} statements "
+                  f"({shrink_stats.calls} runs, {shrink_stats.seconds:.0f}s)", flush=True)
+        sig = signature(minimal, kind, detail)
+        if sig in self.signatures:
+            self.signatures[sig] += 1
+            self.stats[target].duplicates += 1
+            print(f"[fuzz]   duplicate of {sig}", flush=True)
+            return
+        self.signatures[sig] = 1
+        finding = Finding(sig, kind, where, detail, target, minimal, len(program.stmts), self.triage(minimal))
+        path = write_test(finding, self.out)
+        section = markdown(finding, path)
+        with (self.out / "findings.md").open("a") as handle:
+            handle.write(section)
+        if self.config.findings_md is not None:
+            with self.config.findings_md.open("a") as handle:
+                handle.write(section)
+        record = {"signature": sig, "id": finding.ident, "kind": kind, "where": where, "target": target,
+                  "detail": detail[:2000], "triage": finding.triage, "program": minimal.to_json(), "test": str(path)}
+        with (self.out / "findings.jsonl").open("a") as handle:
+            handle.write(json.dumps(record) + "\n")
+        print(f"[fuzz]   NEW {finding.ident}: {sig} -> {path}", flush=True)
+
+    def triage(self, program: Program) -> dict[str, str]:
+        """The verdict kind on each rung: eager (capture), aot_eager (aotgrad), cpp, triton."""
+        kinds: dict[str, str] = {}
+        worker = next(iter(self.workers.values()))
+        for target in ("eager", "aot_eager", "cpp", "triton"):
+            message = {"cmd": "check", "program": program.to_json(), "target": target}
+            kinds[target] = worker.request(message, min(self.config.timeout, 180.0))[-1].get("kind", "error")
+        return kinds
+
+    def summary(self) -> dict[str, Any]:
+        """Per target: programs, verdict kinds, failures, duplicates, seconds, programs per minute."""
+        return {
+            "seed": self.config.seed,
+            "kiln_src": str(self.config.kiln_src or "installed"),
+            "targets": {
+                t: {"programs": s.programs, "kinds": dict(s.kinds), "failures": s.failures, "duplicates": s.duplicates,
+                    "seconds": round(s.seconds, 1), "programs_per_minute": round(s.per_minute(), 2)}
+                for t, s in self.stats.items()
+            },
+            "distinct_findings": len(self.signatures),
+        }
+
+
+STRUCTURAL = ("dtype", "shape", "requires_grad", "eager computes", "None in", "values from eager")
+
+
+def coarse_key(target: str, kind: str, where: str, detail: str) -> str:
+    """A key that is the same for failures that are surely one bug before shrinking: the same
+    exception, or the same structural difference (dtype, shape, requires_grad, missing gradients);
+    "" for value mismatches, which only shrinking can tell apart."""
+    if kind == "mismatch":
+        if not any(word in detail for word in STRUCTURAL):
+            return ""
+        return f"{target}|mismatch|{where.split('[')[0]}|{re.sub(r'[0-9]+', 'N', detail.split(':', 1)[-1])}"
+    return f"{target}|{kind}|{innermost_error(detail)}"
+
+
+def _gen_json(gen: GenConfig) -> dict[str, Any]:
+    return {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(gen).items()}
