@@ -81,6 +81,8 @@ def make_kernel(group: KernelGroup) -> Callable[..., None]:
             assert isinstance(tensor, torch.Tensor), (record.name, type(tensor))
             assert tensor.dtype == record.dtype, (record.name, tensor.dtype, record.dtype)
             flats[record.name] = _flat(tensor, [value(s) for s in record.size], [value(s) for s in record.stride], value(record.offset))
+        for shared in group.in_place:  # an input read through the output written over it
+            flats[shared.input.name] = flats[shared.output]
         shape = [value(s) for s in group.pointwise_size + group.reduction_size]
         device = args[0].device if records else torch.device("cpu")
         env: dict[sympy.Symbol, Any] = dict(ints)

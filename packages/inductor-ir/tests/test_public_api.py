@@ -6,7 +6,7 @@ import inductor_ir
 
 PUBLIC = {
     "Buffer", "BufferRecord", "CompileTimings", "CompiledGraph", "ComputedBuffer", "ExternKernel", "ExternStep",
-    "FallbackKernel", "FloorDiv", "IRNode", "IndexView", "InductorIRConfig", "InputBuffer", "KernelBackend",
+    "FallbackKernel", "FloorDiv", "IRNode", "InPlaceBuffer", "IndexView", "InductorIRConfig", "InputBuffer", "KernelBackend",
     "KernelGroup", "KernelNode", "KernelSource", "KernelStep", "LOWERINGS", "Layout", "LoweringContext",
     "MemoryDep", "MissingBackendError", "ModularIndexing", "MultiOutput", "NodeBody", "NotLowerable",
     "OP_NAMES", "OpsHandler", "Pointwise", "Program", "REDUCTION_TYPES", "Reduction", "ReinterpretView",

@@ -73,6 +73,8 @@ def interpreted_kernel(group: KernelGroup) -> Callable[..., None]:
             extent = 0 if any(n == 0 for n in dims) else 1 + as_int(record.offset)
             extent += sum((n - 1) * as_int(s) for n, s in zip(dims, record.stride)) if extent else 0
             buffers[record.name] = _flat_view(tensor, extent)
+        for shared in group.in_place:  # an input read through the output written over it
+            buffers[shared.input.name] = buffers[shared.output]
         shape = [as_int(n) for n in (*group.pointwise_size, *group.reduction_size)]
         env: dict[sympy.Symbol, Any] = dict(sizes)
         for dim, symbol in enumerate((*xs, *rs)):

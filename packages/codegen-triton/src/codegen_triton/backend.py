@@ -150,10 +150,13 @@ class TritonBackend:
 
 
 def _dedupe_key(source: KernelSource) -> tuple[object, ...]:
-    """What makes two kernels interchangeable: the source up to the group's name, and argument dtypes."""
+    """What makes two kernels interchangeable: the source up to the group's name, argument dtypes, and
+    which outputs are written in place over an input (one argument for both)."""
     group = source.group
     dtypes = tuple(str(r.dtype) for r in (*group.inputs, *group.outputs))
-    return (source.source.replace(group.name, "@"), dtypes, group.device, len(group.size_symbols))
+    over = {b.output for b in group.in_place}
+    in_place = tuple(k for k, r in enumerate(group.outputs) if r.name in over)
+    return (source.source.replace(group.name, "@"), dtypes, in_place, group.device, len(group.size_symbols))
 
 
 class TritonKernelCall:

@@ -5,7 +5,9 @@ which fusions it supports, hands it one :class:`KernelGroup` per fused kernel an
 text (:meth:`KernelBackend.generate`), then compiles all kernels of one graph at once
 (:meth:`KernelBackend.compile`). The wrapper calls each compiled kernel as
 ``kernel(*input_tensors, *output_tensors, *size_ints)`` in the order of ``KernelGroup.inputs``,
-``KernelGroup.outputs`` and ``KernelGroup.size_symbols``. See docs/kernel-backend.md.
+``KernelGroup.outputs`` and ``KernelGroup.size_symbols``; no two of those tensors share memory. An
+output written over a dying input's memory (``KernelGroup.in_place``) is one argument: the kernel
+loads that input and stores that output through the same pointer. See docs/kernel-backend.md.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import torch
 
 __all__ = [
     "BufferRecord",
+    "InPlaceBuffer",
     "KernelBackend",
     "KernelGroup",
     "KernelNode",
@@ -87,6 +90,21 @@ class KernelNode:
 
 
 @dataclass(frozen=True)
+class InPlaceBuffer:
+    """An output of a kernel written over the memory of one of its inputs, which dies in the kernel.
+
+    The wrapper passes one tensor for both: the kernel loads ``input`` and stores ``output``
+    through the same pointer argument (an in/out pointer, e.g. ``in_out_ptr0``), never through two
+    (two pointers to one memory would break ``__restrict__`` and similar no-alias promises). The
+    scheduler guarantees every load of ``input`` uses ``output``'s store index and comes before
+    that store, so element-wise load-then-store is safe.
+    """
+
+    input: BufferRecord
+    output: str
+
+
+@dataclass(frozen=True)
 class KernelGroup:
     """Everything a backend needs to generate one kernel for a fused group of IR nodes.
 
@@ -96,13 +114,17 @@ class KernelGroup:
     pointwise_size / reduction_size: the iteration space; ``reduction_size`` is ``()`` for a
         pointwise group. Index variables passed to bodies range over these.
     nodes: in execution order (sorted by ``(loop, not in_reduction_loop)``); see KernelNode.
-    inputs: buffers read and not written by the group (kernel arguments, in this order).
+    inputs: buffers read and not written by the group (kernel arguments, in this order), except
+        those in ``in_place``.
     outputs: buffers written by the group that are needed after it (arguments, after the inputs);
-        the wrapper allocates them.
+        the wrapper allocates them (or hands over a dying input's memory: ``in_place``).
     internal: buffers written and read only inside the group, always at the index where they are
         stored: the backend keeps them in registers and the wrapper never allocates them.
     size_symbols: free symbols of all sizes/strides/indices (``s0``, ``s1``, ...), passed as ints
         after the buffers.
+    in_place: inputs whose memory an output takes over (see :class:`InPlaceBuffer`): such an
+        input is no argument of its own; load it through its output's pointer
+        (:meth:`pointer_names` gives both names the same one).
     """
 
     name: str
@@ -114,6 +136,7 @@ class KernelGroup:
     outputs: tuple[BufferRecord, ...]
     internal: tuple[BufferRecord, ...] = ()
     size_symbols: tuple[sympy.Symbol, ...] = ()
+    in_place: tuple[InPlaceBuffer, ...] = ()
 
     @property
     def device_type(self) -> str:
@@ -133,8 +156,28 @@ class KernelGroup:
         return 1 + max((node.loop for node in self.nodes), default=0)
 
     def buffers(self) -> dict[str, BufferRecord]:
-        """Every buffer of the group (inputs, outputs, internal) by name."""
-        return {record.name: record for record in (*self.inputs, *self.outputs, *self.internal)}
+        """Every buffer of the group (inputs, those read in place, outputs, internal) by name."""
+        records = (*self.inputs, *(b.input for b in self.in_place), *self.outputs, *self.internal)
+        return {record.name: record for record in records}
+
+    def pointer_names(self) -> dict[str, str]:
+        """Buffer name -> the kernel's pointer argument for it, in argument order (first name per pointer).
+
+        ``in_ptrN`` for the inputs, ``out_ptrN`` for the outputs and ``in_out_ptrN`` for an output
+        written in place over an input, whose name maps to the same pointer. Distinct values are
+        distinct arguments, in the calling convention's order.
+        """
+        over = {b.output: b.input.name for b in self.in_place}
+        names = {record.name: f"in_ptr{i}" for i, record in enumerate(self.inputs)}
+        plain = in_out = 0
+        for record in self.outputs:
+            if record.name in over:
+                names[record.name] = names[over[record.name]] = f"in_out_ptr{in_out}"
+                in_out += 1
+            else:
+                names[record.name] = f"out_ptr{plain}"
+                plain += 1
+        return names
 
     def make_index_vars(self) -> tuple[tuple[sympy.Symbol, ...], tuple[sympy.Symbol, ...]]:
         """Default index symbols ``x0, x1, ...`` and ``r0, r1, ...`` (integer, nonnegative)."""

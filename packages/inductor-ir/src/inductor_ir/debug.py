@@ -46,6 +46,8 @@ def describe_group(group: KernelGroup) -> str:
     lines += _records("inputs:", group.inputs)
     lines += _records("outputs:", group.outputs)
     lines += _records("internal:", group.internal)
+    if group.in_place:
+        lines.append(f"  {'in place:':<9} " + ", ".join(f"{b.output} over {b.input.name}" for b in group.in_place))
     lines.append(f"  {'sizes:':<9} " + (", ".join(str(s) for s in group.size_symbols) or "-"))
     xs, rs = group.make_index_vars()
     for node in group.nodes:

@@ -19,6 +19,7 @@ import torch
 from inductor_ir.ir.nodes import Buffer, ExternKernel, InputBuffer, MultiOutput, ReinterpretView
 from inductor_ir.matmul_alignment import MatmulPadding, aligned_matmul, matmul_padding
 from inductor_ir.scheduler import ExternStep, KernelStep, Schedule
+from inductor_ir.storage_check import StorageTracker
 
 __all__ = ["ensure_layout", "load_wrapper", "reinterpret", "wrapper_source"]
 
@@ -154,10 +155,16 @@ def _generate(schedule: Schedule, kernel_names: Mapping[str, str]) -> tuple[str,
         else:
             w.line(f"{symbol} = {target}")
     reused = {a.reuse for s in schedule.memory.steps for a in s.allocations if a.reuse and not a.in_place}
+    # Every kernel call is checked to pass distinct memories (its arguments are `__restrict__`).
+    storages = StorageTracker()
     for step, memory in zip(schedule.steps, schedule.memory.steps):
         after: list[str] = []
         for alloc in memory.allocations:
             rec = alloc.record
+            if alloc.reuse is None:
+                storages.fresh(rec.name)
+            else:
+                storages.share(rec.name, alloc.reuse)
             if alloc.in_place:
                 w.line(f"{rec.name} = {alloc.reuse}  # reuse in place")
                 after.append(f"del {alloc.reuse}")
@@ -170,8 +177,10 @@ def _generate(schedule: Schedule, kernel_names: Mapping[str, str]) -> tuple[str,
                 )
         if isinstance(step, KernelStep):
             group = step.group
-            call_args = [r.name for r in group.inputs] + [r.name for r in group.outputs] + [str(s) for s in group.size_symbols]
-            w.line(f"{kernel_names.get(group.name, group.name)}({', '.join(call_args)})")
+            kernel = kernel_names.get(group.name, group.name)
+            tensors = [r.name for r in group.inputs] + [r.name for r in group.outputs]
+            storages.check_call(kernel, tensors)
+            w.line(f"{kernel}({', '.join(tensors + [str(s) for s in group.size_symbols])})")
         else:
             _extern_lines(w, step)
         for text in after:

@@ -94,13 +94,10 @@ class _KernelWriter(LoopShapes):
         self.space = space
         self.xs, self.rs = space.loop_xs, space.loop_rs
         self.x_sizes, self.r_sizes = list(space.x_sizes), list(space.r_sizes)
-        pointers: dict[str, str] = {}
-        for i, record in enumerate(group.inputs):
-            pointers[record.name] = f"in_ptr{i}"
-        for i, record in enumerate(group.outputs):
-            pointers[record.name] = f"out_ptr{i}"
+        # An output written in place over an input is one `in_out_ptr` for both: two restrict
+        # pointers to one memory would let the compiler reorder the input's loads past the stores.
         self.state = KernelState(
-            pointers=pointers,
+            pointers=group.pointer_names(),
             storage={r.name: r.dtype for r in group.buffers().values()},
             internal=frozenset(r.name for r in group.internal),
         )
@@ -426,7 +423,12 @@ class _KernelWriter(LoopShapes):
 
     # ------------------------------------------------------------------ the function
     def signature(self, name: str) -> str:
-        """``extern "C" void name(const float* __restrict__ in_ptr0, ..., const int64_t s0, int threads)``."""
+        """``extern "C" void name(const float* __restrict__ in_ptr0, ..., const int64_t s0, int threads)``.
+
+        Each pointer is the only way the kernel reaches its memory (the wrapper checks that no two
+        arguments share it): inputs are ``const``; outputs, and in/out pointers (an output written
+        over an input), are not.
+        """
         params: list[str] = []
         for record in self.group.inputs:
             storage = cpp_dtype(record.dtype).storage

@@ -103,11 +103,9 @@ class KernelWriter(TritonMathOps):
         self._producers: dict[str, KernelNode] = {node.name: node for node in group.nodes}
         for record in group.buffers().values():
             triton_type(record.dtype)  # raises a clear error for a dtype Triton cannot load or store
-        self.pointers: dict[str, str] = {}
-        for i, record in enumerate(group.inputs):
-            self.pointers[record.name] = f"in_ptr{i}"
-        for i, record in enumerate(group.outputs):
-            self.pointers[record.name] = f"out_ptr{i}"
+        # Buffer -> pointer argument; an output written in place over an input shares its
+        # `in_out_ptr` with that input (one argument: the wrapper never passes one memory twice).
+        self.pointers: dict[str, str] = group.pointer_names()
         self.index_vars, self.reduction_vars, self.dims = self._make_dims()
         # Names of values defined outside reduction loops (visible inside every later loop).
         self.outer_names: set[str] = set()

@@ -166,7 +166,7 @@ def _function(
     interpret: bool,
 ) -> _Function:
     group, plan = writer.group, writer.plan
-    pointer_args = list(writer.pointers.values())
+    pointer_args = list(dict.fromkeys(writer.pointers.values()))  # an in/out pointer serves two buffers
     size_args = [symbol.name for symbol in group.size_symbols]
     numel_args = [n for n in ("xnumel", "ynumel", "rnumel") if n in numels]
     blocks = {"pointwise": ["XBLOCK"], "tiled": ["YBLOCK", "XBLOCK"]}.get(plan.kind, ["XBLOCK", "RBLOCK"])

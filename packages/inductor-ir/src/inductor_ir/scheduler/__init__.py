@@ -25,7 +25,7 @@ from inductor_ir.ir.nodes import (
 from inductor_ir.ir.program import Program
 from inductor_ir.scheduler.fusion import fuse_groups
 from inductor_ir.scheduler.groups import Group, SchedulerNode, buffer_record, group_vars, kernel_nodes
-from inductor_ir.scheduler.memory import MemoryPlan, plan_memory
+from inductor_ir.scheduler.memory import MemoryPlan, plan_memory, with_in_place
 from inductor_ir.scheduler.merge_dims import DimMerge, merged_body, plan_merges
 
 __all__ = ["ExternStep", "KernelStep", "Schedule", "schedule"]
@@ -244,6 +244,11 @@ def schedule(
         in_place.append(_in_place_candidates(group))
     no_reuse = _aliased_buffers(program)
     memory = plan_memory(program, step_items, reads, writes, records.kept, no_reuse, in_place)
+    # Kernels learn which outputs take over an input's memory: one pointer for both.
+    steps = [
+        KernelStep(with_in_place(step.group, step_memory)) if isinstance(step, KernelStep) else step
+        for step, step_memory in zip(steps, memory.steps)
+    ]
     return Schedule(program, steps, memory, backends)
 
 
@@ -260,14 +265,21 @@ def _merge_dims(group: Group, nodes: tuple[KernelNode, ...]) -> tuple[tuple[Kern
 
 
 def _in_place_candidates(group: Group) -> dict[str, set[str]]:
-    """Output -> inputs of the group only ever loaded at that output's store index, and never after it."""
+    """Output -> inputs of the group only ever loaded at that output's store index, and never after it.
+
+    An output stored inside a reduction loop and read outside that loop takes no input's memory: a
+    code generator may compute such a value again where it is read (Triton keeps values of a loop
+    in registers), reloading an input its store has overwritten.
+    """
     result: dict[str, set[str]] = {}
     loads: dict[str, list[tuple[int, object]]] = {}
+    loops: dict[str, set[tuple[int, bool]]] = {}
     for position, p in enumerate(group.placements):
         for dep in p.reads:
             loads.setdefault(dep.name, []).append((position, dep.index))
+            loops.setdefault(dep.name, set()).add((p.loop, p.in_loop))
     for position, p in enumerate(group.placements):
-        if not p.writes:
+        if not p.writes or (p.in_loop and loops.get(p.node.name, set()) - {(p.loop, True)}):
             continue
         store = p.writes[0].index
         result[p.node.name] = {

@@ -2,18 +2,20 @@
 
 For each step the plan lists the buffers the wrapper allocates before it (each either fresh or
 reusing a dead buffer's memory, possibly in place: an input of the same kernel that dies there) and
-the buffers it frees after it.
+the buffers it frees after it. A kernel's in-place reuse is recorded in its ``KernelGroup``
+(:func:`with_in_place`), so that the wrapper passes such an input and output as one argument.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from inductor_ir.backend import BufferRecord, KernelGroup
+from inductor_ir.backend import BufferRecord, InPlaceBuffer, KernelGroup
 from inductor_ir.ir.program import Program
 
-__all__ = ["Allocation", "MemoryPlan", "StepMemory", "plan_memory"]
+__all__ = ["Allocation", "MemoryPlan", "StepMemory", "plan_memory", "with_in_place"]
 
 
 @dataclass(frozen=True)
@@ -124,3 +126,23 @@ def program_record(program: Program, name: str) -> BufferRecord:
     buf = program.buffer(name)
     layout = buf.layout
     return BufferRecord(name, layout.dtype, layout.size, layout.stride, layout.offset, layout.device)
+
+
+def with_in_place(group: KernelGroup, memory: StepMemory) -> KernelGroup:
+    """``group`` with the inputs its outputs take over in place moved from ``inputs`` to ``in_place``.
+
+    Such an input and its output are then one kernel argument: two arguments naming one memory
+    would break the kernels' no-alias promises (``__restrict__`` in C++), which compilers exploit.
+    """
+    over = {a.reuse: a.record.name for a in memory.allocations if a.in_place and a.reuse is not None}
+    if not over:
+        return group
+    found = {r.name: r for r in group.inputs if r.name in over}
+    missing = over.keys() - found.keys()
+    if missing:
+        raise AssertionError(f"kernel {group.name}: in-place reuse of {sorted(missing)}, which it does not read")
+    return dataclasses.replace(
+        group,
+        inputs=tuple(r for r in group.inputs if r.name not in over),
+        in_place=tuple(InPlaceBuffer(found[name], output) for name, output in over.items()),
+    )
