@@ -223,3 +223,21 @@ def test_signatures_and_reports() -> None:
     source = pytest_source(finding)
     compile(source, "test.py", "exec")
     assert "def test_fuzz_" in source and "_triton_on_cpu(monkeypatch)" in source
+
+
+# ----- crash containment -------------------------------------------------------------------------
+def test_worker_contains_crashes_and_hangs(tmp_path: Path) -> None:
+    """A segfault or a hang costs the worker process only; the verdict names it and the next request works."""
+    from tools.fuzz.pool import Worker
+
+    worker = Worker("cpp", tmp_path / "cache", tmp_path / "worker.log", nice=0)
+    fine = _program([Stmt("t1", "mul", "{0} * 3", ("a0",))]).to_json()
+    sleeper = _program([Stmt("t1", "sleep", '__import__("time").sleep(600) or {0}', ("a0",))]).to_json()
+    segfault = _program([Stmt("t1", "crash", '__import__("ctypes").string_at(0) and {0}', ("a0",))]).to_json()
+    try:
+        assert worker.request({"cmd": "check", "program": fine, "target": "eager"}, timeout=120)[-1]["kind"] == "ok"
+        assert worker.request({"cmd": "check", "program": sleeper, "target": "eager"}, timeout=5)[-1]["kind"] == "hang"
+        replies = worker.request({"cmd": "check", "program": segfault, "target": "eager"}, timeout=120)
+        assert replies[-1]["kind"] == "crash" and "SIGSEGV" in replies[-1]["detail"]  # a fresh worker ran it
+    finally:
+        worker.close()

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
 from pathlib import Path
 
@@ -70,6 +71,8 @@ def main(argv: list[str] | None = None) -> int:
         shrink=not args.no_shrink, timeout=args.timeout, shrink_calls=args.shrink_calls,
         max_minutes=args.max_minutes, nice=args.nice, kiln_src=args.kiln_src, gen=gen,
     )
+    # A background run (where SIGINT is ignored) stops cleanly on SIGTERM: workers closed, summary written.
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     summary = Fuzzer(config).run()
     print(json.dumps(summary, indent=2))
     failed = any(t["failures"] for t in summary["targets"].values())

@@ -72,8 +72,9 @@ def _triton_on_cpu() -> Iterator[None]:
         inductor_backend.load_kernel_backend = original
 
 
-def run_kiln(program: Program, target: str = "cpp") -> RunOutcome:
-    """Kiln's run of `program` through `target` (see the module docstring); capture's cache is reset after."""
+def run_kiln(program: Program, target: str = "cpp", calls: int = 1) -> list[RunOutcome]:
+    """Kiln's runs of `program` through `target` (see the module docstring), `calls` times on fresh
+    inputs (the later calls reuse the compiled code); capture's cache is reset after."""
     import frontend
 
     if target not in TARGETS:
@@ -84,16 +85,28 @@ def run_kiln(program: Program, target: str = "cpp") -> RunOutcome:
     try:
         with patch:
             compiled = frontend.compile(namespace["program"], backend=backend, options={"fallback_to_eager": False})
-            return _outcome(compiled, namespace, program.mode, False)
+            return [_outcome(compiled, namespace, program.mode, False) for _ in range(calls)]
     finally:
         frontend.reset()
 
 
 def check(program: Program, target: str = "cpp") -> Verdict:
-    """Run `program` eagerly, in float64 and through Kiln's `target`; the comparison's verdict."""
+    """Run `program` eagerly, in float64 and twice through Kiln's `target`; the comparison's verdict.
+
+    The second call reuses the compiled code, so state kept between calls (buffers, caches, an
+    input mutated in place and read again) gets checked too.
+    """
     eager = run_eager(program)
     ref = run_eager(program, ref=True)
-    return compare(eager, run_kiln(program, target), ref, precision_floor(program))
+    floor = precision_floor(program)
+    first, second = run_kiln(program, target, calls=2)
+    verdict = compare(eager, first, ref, floor)
+    if not verdict.ok or eager.result is None:
+        return verdict
+    again = compare(eager, second, ref, floor)
+    if again.ok:
+        return again
+    return Verdict(again.kind, f"second call: {again.where}", f"the first call matched; the second: {again.detail}")
 
 
 def precision_floor(program: Program) -> torch.dtype | None:

@@ -63,9 +63,11 @@ def _outputs(b: Builder) -> list[str]:
     if not results:
         return []
     rng = b.rng
+    read = {a for s in b.stmts for a in s.args}
+    sinks = [r for r in results if r not in read]  # returning them keeps every statement alive
     chosen = [results[-1]]
-    for _ in range(rng.choice([0, 0, 1, 2])):
-        chosen.append(rng.choice(results))
+    for _ in range(rng.choice([0, 1, 1, 2])):
+        chosen.append(rng.choice(sinks if sinks and rng.random() < 0.8 else results))
     if rng.random() < 0.08 and b.params:  # an argument (mutated or not) returned as is
         chosen.append(rng.choice(b.params).name)
     if not b.stopped and rng.random() < 0.3:

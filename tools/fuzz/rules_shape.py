@@ -10,6 +10,8 @@ shape, so the shrinker can make inputs smaller without rewriting statements.
 
 from __future__ import annotations
 
+import torch
+
 from tools.fuzz.builder import Builder, dtype_name
 
 
@@ -56,7 +58,31 @@ def reduction(b: Builder) -> bool:
     dt = b.rng.choice(["float64", "float32", "int64", "int32", "float16"])
     filled = template.replace("{d}", str(d)).replace("{e}", str(e)).replace("{dt}", dt)
     filled = filled.replace("{i}", str(b.rng.randrange(2)))
+    # max(dim).values routes its gradient to the reported index: a tie decides it too.
+    decided_by_index = name if name != "max_values" or b.mode == "no_grad" else "argmax"
+    if _indices_of_ties(decided_by_index, filled, xt, d):
+        return False
     return b.try_add(name, filled, (x,))
+
+
+def _indices_of_ties(name: str, filled: str, xt: torch.Tensor, d: int) -> bool:
+    """Whether the statement returns the index of an extremum that is not unique.
+
+    Which of several equal maxima argmax reports is up to the implementation (eager's vectorized
+    CPU loops do not always report the first), so such programs are not generated.
+    """
+    if name == "cummax" and filled.endswith("[1]"):
+        return xt.numel() > 0 and (bool(xt.isnan().any()) or torch.unique(xt).numel() < xt.numel())
+    if name not in ("argmax", "argmax_all", "argmin", "min_indices") or xt.numel() == 0:
+        return False
+    if xt.dtype == torch.bool or bool(xt.isnan().any()):
+        return True
+    smallest = name in ("argmin", "min_indices")
+    if name == "argmax_all" or xt.dim() == 0:
+        extreme = xt.min() if smallest else xt.max()
+        return int((xt == extreme).sum()) > 1
+    extreme = xt.amin(d, keepdim=True) if smallest else xt.amax(d, keepdim=True)
+    return bool(((xt == extreme).sum(d) > 1).any())
 
 
 def _slice_index(b: Builder, ndim: int) -> str:

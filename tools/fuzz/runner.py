@@ -88,6 +88,7 @@ class Fuzzer:
         self.stats = {t: TargetStats() for t in config.targets}
         self.signatures: dict[str, int] = self._known_signatures()
         self.coarse: Counter[str] = Counter()
+        self.shrunk: dict[int, tuple[Program, str]] = {}  # seed -> its shrunk program and verdict kind
 
     def _known_signatures(self) -> dict[str, int]:
         path = self.out / "findings.jsonl"
@@ -115,6 +116,8 @@ class Fuzzer:
                     break
                 for target in config.targets:
                     self.one(config.seed + i, target)
+        except (KeyboardInterrupt, SystemExit):
+            print("[fuzz] stopped; the summary covers the programs run so far", flush=True)
         finally:
             self.close()
         summary = self.summary()
@@ -172,6 +175,15 @@ class Fuzzer:
         if coarse:
             self.coarse[coarse] += 1
         minimal, detail, where = program, verdict.get("detail", ""), verdict.get("where", "")
+        earlier = self.shrunk.get(program.seed)
+        if earlier is not None and earlier[1] == kind:
+            # The same seed failed the same way on another target: if its shrunk program fails here
+            # too, the triage already covers this target.
+            message = {"cmd": "check", "program": earlier[0].to_json(), "target": target}
+            if self.workers[target].request(message, self.config.timeout)[-1].get("kind") == kind:
+                self.stats[target].duplicates += 1
+                print("[fuzz]   its program shrunk on another target fails here too: not shrunk again", flush=True)
+                return
         if self.config.shrink and kind != "hang":
             minimal, shrink_stats = shrink(program, self._same_failure(verdict, target), self.config.shrink_calls)
             again = self.workers[target].request({"cmd": "check", "program": minimal.to_json(), "target": target}, self.config.timeout)[-1]
@@ -179,6 +191,7 @@ class Fuzzer:
                 detail, where = again.get("detail", detail), again.get("where", where)
             print(f"[fuzz]   shrunk {len(program.stmts)} -> {len(minimal.stmts)} statements "
                   f"({shrink_stats.calls} runs, {shrink_stats.seconds:.0f}s)", flush=True)
+        self.shrunk[program.seed] = (minimal, kind)
         sig = signature(minimal, kind, detail)
         if sig in self.signatures:
             self.signatures[sig] += 1
