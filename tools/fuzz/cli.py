@@ -5,6 +5,7 @@
     python -m tools.fuzz --programs 50 --no-shrink --out /tmp/f  # quick look, nothing shrunk
     python -m tools.fuzz show 1234                               # print the program of seed 1234
     python -m tools.fuzz check 1234 --target cpp                 # run one seed in this process
+    python -m tools.fuzz summarize tools/fuzz/found               # the findings of runs, as a table
 """
 
 from __future__ import annotations
@@ -20,8 +21,9 @@ from tools.fuzz.generator import RULES, GenConfig
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m tools.fuzz", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("command", nargs="?", default="run", choices=["run", "show", "check"], help="run (default), show a seed's program, check a seed in-process")
-    parser.add_argument("seed_arg", nargs="?", type=int, help="the seed for show/check")
+    parser.add_argument("command", nargs="?", default="run", choices=["run", "show", "check", "summarize"],
+                        help="run (default), show a seed's program, check a seed in-process, summarize findings")
+    parser.add_argument("operands", nargs="*", help="the seed for show/check; output folders for summarize")
     parser.add_argument("--programs", type=int, default=100, help="programs per target (default 100)")
     parser.add_argument("--seed", type=int, default=0, help="first seed (default 0)")
     parser.add_argument("--targets", default="cpp", help="comma-separated: cpp, triton (default cpp)")
@@ -49,11 +51,18 @@ def main(argv: list[str] | None = None) -> int:
         print(f"unknown rules {unknown}; known: {', '.join(RULES)}", file=sys.stderr)
         return 2
     gen = GenConfig(max_stmts=args.max_stmts, rules=rules)
+    if args.command == "summarize":
+        from tools.fuzz.report import summarize
+
+        records = [json.loads(line) for folder in args.operands or [str(args.out)]
+                   for line in (Path(folder) / "findings.jsonl").read_text().splitlines() if line.strip()]
+        print(summarize(records))
+        return 0
     if args.command in ("show", "check"):
         from tools.fuzz.generator import generate
         from tools.fuzz.program import render_body
 
-        seed = args.seed if args.seed_arg is None else args.seed_arg
+        seed = int(args.operands[0]) if args.operands else args.seed
         program = generate(seed, gen)
         print(render_body(program))
         if args.command == "check":

@@ -83,7 +83,8 @@ def known_bug_tags(program: Program, kind: str, where: str) -> list[str]:
     reduced_outputs = {s.args[0] for s in program.stmts if s.op == "reduce_output"}
     if reduced_outputs & set(program.outputs) and kind == "mismatch":
         tags.append("possibly known: __restrict__ aliasing of a value returned and reduced")
-    if kind == "exception_mismatch" and any(s.may_raise and s.op.endswith("_raw") for s in program.stmts):
+    indexing = ("gather", "take_along", "scatter", "index", "embedding")
+    if kind == "exception_mismatch" and any(s.may_raise and s.op.startswith(indexing) for s in program.stmts):
         tags.append("possibly known: missing bounds checks")
     return tags
 
@@ -205,4 +206,19 @@ def markdown(finding: Finding, test_path: Path | None) -> str:
     if test_path is not None:
         lines.append(f"- test: `{test_path}`")
     lines += ["- eager vs Kiln: " + finding.detail[:800].replace("\n", " "), "", "```python", render_body(finding.program).rstrip(), "```", ""]
+    return "\n".join(lines) + "\n"
+
+
+def summarize(records: list[dict[str, object]]) -> str:
+    """A Markdown table of findings (findings.jsonl records): one row per finding, by owner then kind."""
+    rows = []
+    for record in records:
+        program = Program.from_json(record["program"])  # type: ignore[arg-type]
+        triage = record.get("triage") or {}
+        owner = owner_guess(triage)  # type: ignore[arg-type]
+        tags = "; ".join(t.removeprefix("possibly known: ") for t in known_bug_tags(program, str(record["kind"]), str(record["where"])))
+        rows.append((owner, str(record["kind"]), str(record["id"]), str(record["target"]), " ".join(program.ops()), tags))
+    rows.sort()
+    lines = ["| owner (guess) | kind | id | found on | ops | possibly known |", "| --- | --- | --- | --- | --- | --- |"]
+    lines += [f"| {' | '.join(row)} |" for row in rows]
     return "\n".join(lines) + "\n"
