@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from codegen_cpp.compile.cache import CacheEntry, KernelCache
-from codegen_cpp.compile.toolchain import Toolchain
+from codegen_cpp.compile.toolchain import Toolchain, raise_if_interrupted
 from codegen_cpp.errors import CppCompileError
 
 __all__ = ["PART_SEPARATOR", "BuildResult", "CompileStats", "build_libraries"]
@@ -52,6 +52,7 @@ class BuildResult:
 
 def _run(command: list[str], source: Path) -> None:
     done = subprocess.run(command, capture_output=True, text=True)
+    raise_if_interrupted(done.returncode)
     if done.returncode != 0:
         raise CppCompileError(source, command, done.stderr or done.stdout)
 
@@ -60,9 +61,24 @@ def _build_one(
     parts: Sequence[str], toolchain: Toolchain, cache: KernelCache, force: bool, workers: int
 ) -> BuildResult:
     start = time.perf_counter()
-    entry = cache.entry(PART_SEPARATOR.join(parts), toolchain.fingerprint())
-    if not force and entry.is_valid():
+    source = PART_SEPARATOR.join(parts)
+    entry = cache.entry(source, toolchain.fingerprint())
+    if not force and cache.lookup(entry):
         return BuildResult(entry, cached=True, seconds=time.perf_counter() - start)
+    try:
+        _compile_into(cache, entry, parts, toolchain, workers)
+    except OSError as error:
+        # The cache folder cannot be written (read-only, a file where a folder should be, full):
+        # build in the process's private folder instead of failing the graph.
+        cache = cache.private(error)
+        entry = cache.entry(source, toolchain.fingerprint())
+        if force or not cache.lookup(entry):
+            _compile_into(cache, entry, parts, toolchain, workers)
+    return BuildResult(entry, cached=False, seconds=time.perf_counter() - start)
+
+
+def _compile_into(cache: KernelCache, entry: CacheEntry, parts: Sequence[str], toolchain: Toolchain, workers: int) -> None:
+    """Compile ``parts`` into ``entry``'s library (in a temporary file renamed into place)."""
     paths = cache.prepare(entry, parts)
     output = cache.temporary_library(entry)
     objects = [cache.temporary_library(entry, f"{path.stem}.o") for path in paths]
@@ -79,9 +95,10 @@ def _build_one(
         cache.commit(entry, output)
     finally:
         for leftover in (output, *objects):
-            if leftover.exists():
+            try:
                 leftover.unlink()
-    return BuildResult(entry, cached=False, seconds=time.perf_counter() - start)
+            except OSError:
+                pass
 
 
 def build_libraries(

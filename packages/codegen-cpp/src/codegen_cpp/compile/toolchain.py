@@ -8,6 +8,7 @@ import json
 import os
 import platform
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -18,7 +19,7 @@ from codegen_cpp.compile.cache import atomic_write
 from codegen_cpp.config import CppConfig
 from codegen_cpp.errors import CppCompilerNotFoundError
 
-__all__ = ["Toolchain", "cpu_features", "find_toolchain"]
+__all__ = ["Toolchain", "cpu_features", "find_toolchain", "raise_if_interrupted"]
 
 RUNTIME_DIR = Path(__file__).resolve().parent.parent / "runtime"
 BASE_FLAGS = ("-std=c++17", "-O3", "-fno-math-errno", "-fno-trapping-math", "-fPIC", "-shared", "-w")
@@ -91,6 +92,18 @@ def _runtime_digest() -> str:
     return digest.hexdigest()
 
 
+def raise_if_interrupted(returncode: int) -> None:
+    """Raise KeyboardInterrupt for a compiler that died of SIGINT.
+
+    Ctrl-C in a terminal signals the whole process group, compilers included. Read as "this flag is
+    refused" or "this source does not compile", such a death would be remembered (the flag probe
+    is cached for the process and on disk: every later graph would run without a compiler) or turn
+    the graph eager; it is the user's interrupt, and propagates as one.
+    """
+    if returncode == -signal.SIGINT:
+        raise KeyboardInterrupt
+
+
 def _candidates(config: CppConfig) -> list[str]:
     if config.compiler:
         return [config.compiler]
@@ -102,6 +115,7 @@ def _version_of(compiler: str) -> str | None:
         done = subprocess.run([compiler, "--version"], capture_output=True, text=True, timeout=30)
     except (OSError, subprocess.TimeoutExpired):
         return None
+    raise_if_interrupted(done.returncode)
     if done.returncode != 0 or not done.stdout:
         return None
     return done.stdout.splitlines()[0].strip()
@@ -116,6 +130,7 @@ def _accepts(compiler: str, flags: tuple[str, ...]) -> bool:
             done = subprocess.run(command, capture_output=True, timeout=60)
         except (OSError, subprocess.TimeoutExpired):
             return False
+        raise_if_interrupted(done.returncode)
         return done.returncode == 0
 
 

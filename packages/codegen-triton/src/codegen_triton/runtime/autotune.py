@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from codegen_triton.runtime.cache import atomic_write_text, read_json, source_hash
+from codegen_triton.runtime.cache import read_keyed_json, source_hash, write_keyed_json
 
 __all__ = ["LaunchConfig", "TuningCache", "benchmark_configs", "candidate_configs", "next_power_of_2"]
 
@@ -183,21 +182,23 @@ class TuningCache:
         """Args: cache_dir: the root of Kiln's cache; files go to `cache_dir/triton/tuning/`."""
         self.folder = cache_dir / "triton" / "tuning"
 
-    def _path(self, source: str, device: str, bucket: str) -> Path:
+    def _key(self, source: str, device: str, bucket: str) -> str:
         import triton
 
-        return self.folder / f"{source_hash(source, device, bucket, triton.__version__)}.json"
+        return source_hash(source, device, bucket, triton.__version__)
 
     def get(self, source: str, device: str, bucket: str) -> LaunchConfig | None:
-        """The cached winner, or None."""
-        data = read_json(self._path(source, device, bucket))
+        """The cached winner, or None (also for a damaged record or one stored under another key)."""
+        key = self._key(source, device, bucket)
+        data = read_keyed_json(self.folder / f"{key}.json", key)
         if not isinstance(data, dict):
             return None
         try:
             return LaunchConfig.from_json(data)
-        except (AssertionError, TypeError, ValueError):
+        except (AssertionError, TypeError, ValueError, KeyError):
             return None
 
     def put(self, source: str, device: str, bucket: str, config: LaunchConfig) -> None:
-        """Record a winner (atomically)."""
-        atomic_write_text(self._path(source, device, bucket), json.dumps(config.to_json()))
+        """Record a winner (atomically, with its key; an unwritable cache only loses the record)."""
+        key = self._key(source, device, bucket)
+        write_keyed_json(self.folder / f"{key}.json", key, config.to_json())

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 
-from codegen_triton.runtime.cache import atomic_write_text, source_hash
+from codegen_triton.runtime.cache import ensure_file, source_hash
 
 __all__ = ["interpreter_env", "load_kernel_module"]
 
@@ -48,9 +48,9 @@ def load_kernel_module(source: str, name: str, cache_dir: Path, *, interpret: bo
         The imported module.
     """
     digest = source_hash(source)
-    path = cache_dir / "triton" / "kernels" / digest[:2] / f"{name}_{digest[:20]}.py"
-    if not path.exists() or path.read_text() != source:
-        atomic_write_text(path, source)
+    # Compared byte for byte and rewritten when different; under a private folder when the
+    # cache cannot be written (see runtime/cache.py).
+    path = ensure_file(cache_dir, Path("triton", "kernels", digest[:2], f"{name}_{digest[:20]}.py"), source)
     module_name = f"kiln_triton_{name}_{digest[:20]}"
     cached = sys.modules.get(module_name)
     if cached is not None:

@@ -108,6 +108,9 @@ class _FirstCallGuard:
         gm, self._gm = self._gm, None
         try:
             return self._run(*args)
+        except KeyboardInterrupt:
+            self._gm = gm  # interrupted, not failed: the next call is still a guarded first run
+            raise
         except Exception as error:
             self._run = fall_back(gm, self._context, self._what, f"its first run failed ({describe_error(error)})", error)
             return self._run(*args)
@@ -125,6 +128,9 @@ class _BoxedFirstCallGuard(_FirstCallGuard):
         inputs = list(args)  # the compiled graph empties `args`; eager needs them again if it fails
         try:
             return self._run(args)
+        except KeyboardInterrupt:
+            self._gm = gm  # interrupted, not failed: the next call is still a guarded first run
+            raise
         except Exception as error:
             eager = fall_back(gm, self._context, self._what, f"its first run failed ({describe_error(error)})", error)
             self._run = _Unboxing(eager)

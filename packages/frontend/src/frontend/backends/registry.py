@@ -85,13 +85,15 @@ class BackendRegistry:
     def _load_plugins(self) -> None:
         if self._plugins_loaded:
             return
-        self._plugins_loaded = True
+        found: dict[str, BackendEntry] = {}
         for point in entry_points(group=self._group):
-            if point.name in self._entries:
-                continue
-            self._entries[point.name] = BackendEntry(
-                point.name, _LazyEntryPoint(point), f"from {point.value}", source="entry point"
-            )
+            entry = BackendEntry(point.name, _LazyEntryPoint(point), f"from {point.value}", source="entry point")
+            found.setdefault(point.name, entry)
+        for name, entry in found.items():
+            self._entries.setdefault(name, entry)
+        # Marked done only now: an interrupt (Ctrl-C) while the entry points were read leaves the
+        # plugins to be read again, not missing for the rest of the process.
+        self._plugins_loaded = True
 
     def names(self) -> list[str]:
         """Every registered backend name, sorted."""
