@@ -25,7 +25,16 @@ from tools.fuzz.edit import bypass, drop_output, remove_unused  # noqa: E402
 from tools.fuzz.execute import load, precision_floor, run_eager  # noqa: E402
 from tools.fuzz.generator import GenConfig, check_eager, generate  # noqa: E402
 from tools.fuzz.program import Leaf, Param, Program, Stmt, render  # noqa: E402
-from tools.fuzz.report import Finding, innermost_error, known_bug_tags, owner_guess, pytest_source, signature  # noqa: E402
+from tools.fuzz.report import (  # noqa: E402
+    Finding,
+    failure_class,
+    innermost_error,
+    known_bug_tags,
+    owner_guess,
+    pytest_source,
+    signature,
+)
+from tools.fuzz.runner import coarse_key  # noqa: E402
 from tools.fuzz.shrink import shrink  # noqa: E402
 
 SEEDS = range(40)
@@ -217,6 +226,11 @@ def test_signatures_and_reports() -> None:
     assert innermost_error(detail) == "ValueError: value N of v cannot be cast"
     assert signature(program, "mismatch", "") == "mismatch | ops=mul | dtypes=uint8 | mode=no_grad"
     assert any("narrow ints" in tag for tag in known_bug_tags(program, "mismatch", "outputs[0]"))
+    assert failure_class("crash", "worker died (signal SIGFPE); stderr tail: RuntimeError: x") == "signal SIGFPE"
+    assert failure_class("kiln_error", detail) == "ValueError" and failure_class("mismatch", detail) == ""
+    structural = coarse_key("cpp", "mismatch", "grads2", "grads2: eager computes 3; Kiln's first-order gradients ...")
+    assert structural == coarse_key("cpp", "mismatch", "grads2", "grads2: eager computes 1; Kiln's first-order gradients ...")
+    assert coarse_key("cpp", "mismatch", "outputs[0]", "outputs[0]: 1 of 3 values differ") == ""
     assert owner_guess({"eager": "ok", "aot_eager": "ok", "cpp": "mismatch", "triton": "ok"}) == "codegen_cpp"
     assert owner_guess({"eager": "ok", "aot_eager": "mismatch"}) == "aotgrad"
     finding = Finding("sig", "mismatch", "outputs[0]", "values differ", "triton", program, 3, {"cpp": "ok"})

@@ -30,6 +30,17 @@ def innermost_error(detail: str) -> str:
     return f"{last.group(1)}: {re.sub(r'[0-9]+', 'N', tail)}"
 
 
+def failure_class(kind: str, detail: str) -> str:
+    """What two failures of one kind must share to be the same failure: the innermost exception type
+    for exceptions, the signal (or exit code) for crashes, nothing else otherwise."""
+    if kind in ("kiln_error", "exception_mismatch"):
+        return innermost_error(detail).split(":")[0]
+    if kind == "crash":
+        found = re.search(r"worker died \((signal \w+|exit code -?\d+)\)", detail)
+        return found.group(1) if found else "crash"
+    return ""
+
+
 def layout_kinds(program: Program) -> list[str]:
     """The non-trivial input layouts a program uses (transposed, stepped, expanded, overlapping ...)."""
     kinds: set[str] = set()
@@ -59,8 +70,8 @@ def signature(program: Program, kind: str, detail: str) -> str:
     layouts = layout_kinds(program)
     if layouts:
         parts.append("layouts=" + "+".join(layouts))
-    if kind in ("kiln_error", "exception_mismatch", "crash"):
-        parts.append(innermost_error(detail).split(":")[0])
+    if failure_class(kind, detail):
+        parts.append(failure_class(kind, detail))
     return " | ".join(parts)
 
 

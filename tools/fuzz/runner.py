@@ -20,8 +20,8 @@ from typing import Any
 
 from tools.fuzz.generator import GenConfig, check_eager, describe
 from tools.fuzz.pool import Worker
-from tools.fuzz.program import Program
-from tools.fuzz.report import Finding, innermost_error, markdown, signature, write_test
+from tools.fuzz.program import Program, used_names
+from tools.fuzz.report import Finding, failure_class, innermost_error, markdown, signature, write_test
 from tools.fuzz.shrink import shrink
 
 
@@ -146,21 +146,26 @@ class Fuzzer:
         self.failure(program, verdict, target)
 
     # ----- failures -------------------------------------------------------------------------------
-    def _same_failure(self, verdict: dict[str, Any], target: str) -> Any:
-        """The shrinker's oracle: a candidate fails with the verdict kind (and exception type) of `verdict`."""
+    def _same_failure(self, program: Program, verdict: dict[str, Any], target: str) -> Any:
+        """The shrinker's oracle: a candidate fails like `program` did: the same verdict kind, the same
+        exception type (or crash signal), eager raising or not as it did; and where the failure is an
+        exception eager raises, the statement raising it still feeds the outputs (else the candidate
+        only shows that Kiln drops dead code)."""
         kind = verdict["kind"]
-        error = innermost_error(verdict.get("detail", "")).split(":")[0] if kind in ("kiln_error", "exception_mismatch") else ""
-        eager_raises = kind == "exception_mismatch"
+        error = failure_class(kind, verdict.get("detail", ""))
+        eager_raises = check_eager(program) is not None
 
         def fails(candidate: Program) -> bool:
             if (check_eager(candidate) is not None) != eager_raises:
                 return False
+            if kind == "exception_mismatch":
+                live = used_names(candidate)
+                if any(s.may_raise and s.out not in live for s in candidate.stmts):
+                    return False
             timeout = min(self.config.timeout, 120.0)
             message = {"cmd": "check", "program": candidate.to_json(), "target": target}
             got = self.workers[target].request(message, timeout)[-1]
-            if got.get("kind") != kind:
-                return False
-            return not error or innermost_error(got.get("detail", "")).split(":")[0] == error
+            return got.get("kind") == kind and failure_class(kind, got.get("detail", "")) == error
 
         return fails
 
@@ -185,7 +190,7 @@ class Fuzzer:
                 print("[fuzz]   its program shrunk on another target fails here too: not shrunk again", flush=True)
                 return
         if self.config.shrink and kind != "hang":
-            minimal, shrink_stats = shrink(program, self._same_failure(verdict, target), self.config.shrink_calls)
+            minimal, shrink_stats = shrink(program, self._same_failure(program, verdict, target), self.config.shrink_calls)
             again = self.workers[target].request({"cmd": "check", "program": minimal.to_json(), "target": target}, self.config.timeout)[-1]
             if again.get("kind") == kind:
                 detail, where = again.get("detail", detail), again.get("where", where)
@@ -247,7 +252,7 @@ def coarse_key(target: str, kind: str, where: str, detail: str) -> str:
         if not any(word in detail for word in STRUCTURAL):
             return ""
         return f"{target}|mismatch|{where.split('[')[0]}|{re.sub(r'[0-9]+', 'N', detail.split(':', 1)[-1])}"
-    return f"{target}|{kind}|{innermost_error(detail)}"
+    return f"{target}|{kind}|{failure_class(kind, detail) if kind in ('crash', 'hang') else innermost_error(detail)}"
 
 
 def _gen_json(gen: GenConfig) -> dict[str, Any]:
