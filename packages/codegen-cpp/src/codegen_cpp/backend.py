@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 from codegen_cpp.codegen.kernel import generate_kernel
 from codegen_cpp.compile.build import CompileStats, build_libraries
@@ -13,7 +14,7 @@ from codegen_cpp.compile.loader import CppKernel, load_library
 from codegen_cpp.compile.toolchain import Toolchain, find_toolchain
 from codegen_cpp.config import CppConfig
 from codegen_cpp.errors import CppCompileError, CppCompilerNotFoundError
-from inductor_ir.backend import KernelGroup, KernelSource
+from inductor_ir.backend import RANDOM_OPS, KernelGroup, KernelSource
 
 __all__ = ["CppBackend", "library_source"]
 
@@ -70,6 +71,15 @@ class CppBackend:
         self._toolchain: Toolchain | None = None
 
     # ------------------------------------------------------------------ KernelBackend
+    @property
+    def eager_ops(self) -> frozenset[Any]:
+        """ATen ops that inductor_ir runs as ATen calls for this backend instead of lowering them.
+
+        Under ``fallback_random``: every random op, so random numbers come from torch's generator
+        in eager's order and match eager bit for bit.
+        """
+        return RANDOM_OPS if self.config.fallback_random else frozenset()
+
     def can_fuse_vertical(self, producer: KernelGroup, consumer: KernelGroup) -> bool:
         """Any fusion the IR finds legal: the generator handles any group it is given."""
         return True

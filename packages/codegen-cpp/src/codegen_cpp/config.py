@@ -34,6 +34,10 @@ class CppConfig:
     cache_dir: where compiled libraries are kept; None: :func:`default_cache_dir` at use time.
     fallback_to_eager: with no C++ compiler, run the graph's kernels with the reference
         interpreter instead of raising :class:`codegen_cpp.CppCompilerNotFoundError`.
+    fallback_random: random ops (``rand``, ``randn``, dropout, ``bernoulli``, ...) run as ATen
+        calls drawing from torch's generator, so results are bit-identical to eager PyTorch under
+        the same seed; False: they are generated in the kernels from one seed drawn per call
+        (faster, equal to eager in distribution only).
     vectorize: generate SIMD vector loops (with scalar tails) where a kernel allows.
     merge_dims: run adjacent dims as one loop where every index allows (longer vector loops).
     parallel_threshold: the least number of elements each thread gets (as ATen's grain size): a
@@ -52,6 +56,7 @@ class CppConfig:
     extra_flags: tuple[str, ...] = ()
     cache_dir: Path | None = None
     fallback_to_eager: bool = False
+    fallback_random: bool = False
     vectorize: bool = True
     merge_dims: bool = True
     parallel_threshold: int = 32768

@@ -8,6 +8,11 @@ text (:meth:`KernelBackend.generate`), then compiles all kernels of one graph at
 ``KernelGroup.outputs`` and ``KernelGroup.size_symbols``; no two of those tensors share memory. An
 output written over a dying input's memory (``KernelGroup.in_place``) is one argument: the kernel
 loads that input and stores that output through the same pointer. See docs/kernel-backend.md.
+
+A backend may also have an ``eager_ops`` attribute: ATen ops that ``compile_graph`` must not lower
+(nor should a frontend decompose them) but run as ATen calls (``FallbackKernel``), e.g.
+:data:`RANDOM_OPS` when random numbers must come from torch's own generator (bit-identical to
+eager under the same seed).
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ import sympy
 import torch
 
 __all__ = [
+    "RANDOM_OPS",
     "BufferRecord",
     "InPlaceBuffer",
     "KernelBackend",
@@ -30,6 +36,22 @@ __all__ = [
 ]
 
 _ZERO = sympy.Integer(0)
+
+
+def _overloads(*names: str) -> frozenset[Any]:
+    ops = torch.ops.aten
+    found = [getattr(ops, name, None) for name in names]
+    return frozenset(getattr(packet, o) for packet in found if packet is not None for o in packet.overloads())
+
+
+RANDOM_OPS: frozenset[Any] = _overloads(
+    "rand", "rand_like", "randn", "randn_like", "randint", "randint_like", "randperm", "bernoulli",
+    "bernoulli_", "native_dropout", "normal", "normal_", "uniform", "uniform_", "exponential",
+    "exponential_", "geometric", "geometric_", "log_normal", "log_normal_", "cauchy", "cauchy_",
+    "multinomial", "poisson", "random", "random_", "rrelu", "rrelu_with_noise", "rrelu_with_noise_functional",
+)
+"""Every overload of the ATen ops that draw from torch's random generator (a backend's ``eager_ops``
+under ``fallback_random``)."""
 
 NodeBody = Callable[[Sequence[sympy.Expr], Sequence[sympy.Expr]], None]
 """``body(index_vars, reduction_vars)``: calls ``ops.*`` and ends in ``ops.store`` or ``ops.store_reduction``."""

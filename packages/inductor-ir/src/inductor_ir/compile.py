@@ -259,8 +259,10 @@ def _lower_schedule_generate(
     timings: CompileTimings,
 ) -> tuple[Schedule, list[KernelSource], dict[str, list[int]]]:
     """The schedule, each kernel group's source, and which sources each device type's backend compiles."""
+    # Ops a backend wants run by ATen (e.g. random ops under fallback_random) are not lowered.
+    eager_ops = frozenset().union(*(getattr(b, "eager_ops", ()) for b in backends.values()))
     with timings.measure("lowering"):
-        program = lower(gm, example_inputs, layout_optimization=config.layout_optimization)
+        program = lower(gm, example_inputs, layout_optimization=config.layout_optimization, eager_ops=eager_ops)
     with timings.measure("scheduling"):
         sched = schedule(program, backends, fuse=config.fuse)
     sources: list[KernelSource] = []

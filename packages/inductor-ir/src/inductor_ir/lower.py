@@ -9,7 +9,7 @@ are expensive, or feed an extern/fallback call.
 from __future__ import annotations
 
 import operator
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from typing import Any
 
 import sympy
@@ -55,7 +55,13 @@ def layout_of(value: torch.Tensor) -> Layout:
     return Layout(str(value.device), value.dtype, size, stride)
 
 
-def lower(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], *, layout_optimization: bool = False) -> Program:
+def lower(
+    gm: torch.fx.GraphModule,
+    example_inputs: Sequence[Any],
+    *,
+    layout_optimization: bool = False,
+    eager_ops: Collection[Any] = frozenset(),
+) -> Program:
     """Lower an ATen-level FX graph (``make_fx`` / ``aotgrad`` output) to a :class:`Program`.
 
     Args:
@@ -64,6 +70,8 @@ def lower(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], *, layout_opt
         layout_optimization: store the 4-D buffers of a CUDA convolution graph channels-last (see
             ``_wants_channels_last``); graph outputs keep the layouts FX recorded. Off by default: it
             cuts GPU time but adds CPU time per convolution call (see docs/inductor-ir.md).
+        eager_ops: ATen ops run as ``FallbackKernel`` calls even where a lowering exists (the kernel
+            backends' ``eager_ops``, e.g. random ops that must draw from torch's generator).
 
     Returns:
         The program: inputs, buffers in execution order, outputs.
@@ -85,7 +93,7 @@ def lower(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], *, layout_opt
             program.buffers.append(buf)
             env[node] = buf
         elif node.op == "call_function":
-            env[node] = _lower_call(ctx, node, env, output_nodes)
+            env[node] = _lower_call(ctx, node, env, output_nodes, eager_ops)
         elif node.op == "output":
             flat, program.output_spec = pytree.tree_flatten(node.args[0])
             program.outputs = [_lower_output(ctx, o, env) for o in flat]
@@ -155,7 +163,13 @@ def _get_attr(gm: torch.fx.GraphModule, target: str) -> torch.Tensor:
     return value  # type: ignore[no-any-return]
 
 
-def _lower_call(ctx: LoweringContext, node: torch.fx.Node, env: dict[torch.fx.Node, Any], outputs: set[torch.fx.Node]) -> Any:
+def _lower_call(
+    ctx: LoweringContext,
+    node: torch.fx.Node,
+    env: dict[torch.fx.Node, Any],
+    outputs: set[torch.fx.Node],
+    eager_ops: Collection[Any] = frozenset(),
+) -> Any:
     val = node.meta.get("val")
     if node.target is operator.getitem:
         container, item = torch.fx.map_arg(node.args, lambda n: env[n])
@@ -171,7 +185,7 @@ def _lower_call(ctx: LoweringContext, node: torch.fx.Node, env: dict[torch.fx.No
             return target(*args)  # type: ignore[operator]  # arithmetic on sizes
         target = _PYTHON_OPERATORS[target]  # a traced `x + 1` on tensors: the ATen op
     result: Any = None
-    fn = LOWERINGS.get(target)
+    fn = None if target in eager_ops else LOWERINGS.get(target)
     if fn is not None:
         try:
             result = fn(ctx, *args, **kwargs)

@@ -138,6 +138,10 @@ def inductor_backend(gm: torch.fx.GraphModule, example_inputs: list[Any], contex
         return fall_back(gm, context, "a graph", str(error), error)
     try:
         decompositions = inductor_ir.decompositions()
+        # Ops the kernel backend runs through ATen (random ops under fallback_random) stay whole:
+        # a decomposition would draw its random numbers differently from eager.
+        for op in getattr(backends[device], "eager_ops", ()):
+            decompositions.pop(op, None)
     except Exception as error:
         return fall_back(gm, context, "a graph", f"inductor_ir.decompositions() failed ({describe_error(error)})", error)
 

@@ -54,12 +54,18 @@ def _settings(config: Config, device_type: str, debug_dir: Path | None) -> dict[
 
 
 def _config_object(annotation: Any, settings: dict[str, Any]) -> Any | None:
-    """An instance of a backend's config dataclass, filled from the settings it has fields for."""
+    """An instance of a backend's config dataclass, filled from the settings it has fields for.
+
+    A dataclass with a ``from_env(**overrides)`` constructor is made through it, so the backend's
+    own environment variables (``CXX`` for the C++ compiler) still apply.
+    """
     candidates = typing.get_args(annotation) or (annotation,)
     for candidate in candidates:
         if isinstance(candidate, type) and dataclasses.is_dataclass(candidate):
             names = {f.name for f in dataclasses.fields(candidate) if f.init}
-            return candidate(**{k: v for k, v in settings.items() if k in names})
+            values = {k: v for k, v in settings.items() if k in names}
+            make = getattr(candidate, "from_env", None)
+            return make(**values) if callable(make) else candidate(**values)
     return None
 
 

@@ -13,11 +13,12 @@ from dataclasses import dataclass, field
 
 import sympy
 
-from inductor_ir.backend import BufferRecord, KernelBackend, KernelGroup, KernelNode
+from inductor_ir.backend import RANDOM_OPS, BufferRecord, KernelBackend, KernelGroup, KernelNode
 from inductor_ir.ir.nodes import (
     Buffer,
     ComputedBuffer,
     ExternKernel,
+    FallbackKernel,
     InputBuffer,
     MultiOutput,
     ReinterpretView,
@@ -70,12 +71,18 @@ def _output_names(program: Program) -> set[str]:
     return names
 
 
+def _draws_random(buf: Buffer) -> bool:
+    """Whether ``buf`` is an ATen call that advances torch's random generator."""
+    return isinstance(buf, FallbackKernel) and buf.op in RANDOM_OPS
+
+
 def _live_buffers(program: Program) -> set[str]:
-    """Buffers an output depends on, plus calls that mutate their arguments (dead code is dropped)."""
+    """Buffers an output depends on, plus calls that mutate their arguments or draw random numbers
+    (as eager, an unused draw still advances the generator); dead code is dropped."""
     live = _output_names(program)
     for buf in reversed(program.buffers):
         schema = getattr(getattr(buf, "op", None), "_schema", None)
-        if buf.name in live or bool(getattr(schema, "is_mutable", False)):
+        if buf.name in live or bool(getattr(schema, "is_mutable", False)) or _draws_random(buf):
             live.add(buf.name)
             live.update(buf.read_names())
     return live
@@ -89,6 +96,14 @@ def _scheduler_nodes(program: Program) -> list[SchedulerNode]:
             continue
         mutates = isinstance(buf, ExternKernel) and bool(getattr(getattr(buf.op, "_schema", None), "is_mutable", False))
         nodes.append(SchedulerNode(buf, order, frozenset(buf.read_names()), mutates))
+    # Calls drawing from torch's random generator keep their order among themselves: each one
+    # leaves the generator's state to the next, as in eager (bit-identical under fallback_random).
+    previous: str | None = None
+    for node in nodes:
+        if _draws_random(node.buffer):
+            if previous is not None:
+                node.reads = node.reads | {previous}
+            previous = node.name
     # Calls that mutate their arguments keep their place: they depend on everything before them
     # and everything after depends on them.
     for k, node in enumerate(nodes):
