@@ -144,7 +144,8 @@ def _generate(schedule: Schedule, kernel_names: Mapping[str, str]) -> tuple[str,
     names = []
     for position, item in enumerate(program.graph_inputs):
         names.append(item.name if isinstance(item, InputBuffer) else f"_arg{position}")
-    w.line(("" if not names else ", ".join(names) + ("," if len(names) == 1 else "")) + " = args")
+    if names:  # a graph with no inputs (arange, zeros, ...) has nothing to unpack
+        w.line(", ".join(names) + ("," if len(names) == 1 else "") + " = args")
     w.line("args.clear()")
     for symbol, src in program.size_sources.items():
         target = names[src.position]
