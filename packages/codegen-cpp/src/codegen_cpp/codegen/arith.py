@@ -3,6 +3,11 @@
 Each op prints one C++ expression that reads the same in scalar and vector code (``kiln::`` has
 overloads for both); where the two differ (``&&`` vs ``&`` for bool masks) the op checks
 ``self.vector``. :class:`codegen_cpp.codegen.handler.CppOpsHandler` supplies the helpers.
+
+int8, uint8 and int16 values are computed in int32 (C++ promotes them anyway, and vectors of int32
+are what the lanes hold); every op whose result may leave the dtype's range (``+ - * // << ~``,
+negation, ``abs``, ``pow``) wraps it back, as eager's kernels compute in the narrow type: a
+fused ``(u8 * 2) // 3`` must divide the wrapped product, not the int32 one.
 """
 
 from __future__ import annotations
@@ -25,6 +30,12 @@ _UNARY_MATH = (
 ).split()
 _COMPARISONS = ("eq", "ne", "lt", "le", "gt", "ge")
 _MULTIPLY_POWERS = (-2.0, -1.0, 0.0, 1.0, 2.0, 3.0, 4.0)
+# Narrow ints held in int32 (codegen/dtypes.py): (mask of their bits, sign bit or 0 if unsigned).
+_NARROW_INTS: dict[torch.dtype, tuple[int, int]] = {
+    torch.uint8: (0xFF, 0),
+    torch.int8: (0xFF, 0x80),
+    torch.int16: (0xFFFF, 0x8000),
+}
 _NUMBER_LITERAL = re.compile(r"(?:INT64_C\()?(-?[0-9]+(?:\.[0-9]*)?(?:e[-+]?[0-9]+)?)f?\)?")
 
 
@@ -56,6 +67,29 @@ class ArithmeticOps:
 
     def _is_float(self, value: CppValue) -> bool:
         return value.dtype.is_floating_point
+
+    def _wrapped(self, value: CppValue) -> CppValue:
+        """``value`` wrapped into its dtype's range when that dtype is a narrow int held in int32.
+
+        Two's complement by masks: ``x & 0xFF`` (uint8), ``((x & 0xFF) ^ 0x80) - 0x80`` (int8). No
+        C++ undefined behaviour, the same text for scalars and vectors, and cheaper to compile and
+        run than converting vectors to 8-bit lanes and back.
+        """
+        if value.dtype not in _NARROW_INTS:
+            return value
+        mask, sign = _NARROW_INTS[value.dtype]
+        vector = value.vector
+        vector_type = cpp_dtype(value.dtype).vector
+
+        def literal(number: int) -> str:
+            return f"kiln::splat<{vector_type}>({number})" if vector else str(number)
+
+        text = f"({value.name} & {literal(mask)})"
+        if sign:
+            text = f"(({text} ^ {literal(sign)}) - {literal(sign)})"
+        if self.vector and not vector:  # a scalar computed once in vector code: stays one
+            return self._scalar_value(text, value.dtype)
+        return self._emit(text, value.dtype, vector=vector)
 
     # ------------------------------------------------------------------ arithmetic
     def _binary(self, op: str, a: CppValue, b: CppValue, dtype: torch.dtype | None = None) -> CppValue:
@@ -98,15 +132,15 @@ class ArithmeticOps:
 
     def add(self, a: CppValue, b: CppValue) -> CppValue:
         """a + b (or for bool)."""
-        return self.logical_or(a, b) if a.dtype == torch.bool else self._binary("+", a, b)
+        return self.logical_or(a, b) if a.dtype == torch.bool else self._wrapped(self._binary("+", a, b))
 
     def sub(self, a: CppValue, b: CppValue) -> CppValue:
         """a - b."""
-        return self._binary("-", a, b)
+        return self._wrapped(self._binary("-", a, b))
 
     def mul(self, a: CppValue, b: CppValue) -> CppValue:
         """a * b (and for bool)."""
-        return self.logical_and(a, b) if a.dtype == torch.bool else self._binary("*", a, b)
+        return self.logical_and(a, b) if a.dtype == torch.bool else self._wrapped(self._binary("*", a, b))
 
     def truediv(self, a: CppValue, b: CppValue) -> CppValue:
         """a / b; by a divisor equal in all lanes, a multiplication by its reciprocal (computed once:
@@ -119,13 +153,13 @@ class ArithmeticOps:
 
     def floordiv(self, a: CppValue, b: CppValue) -> CppValue:
         """a // b, rounding toward negative infinity."""
-        return self._call("kiln::floordiv", a, b)
+        return self._wrapped(self._call("kiln::floordiv", a, b))  # int8: -128 // -1
 
     def truncdiv(self, a: CppValue, b: CppValue) -> CppValue:
         """a / b, rounding toward zero."""
         if self._is_float(a):
             return self._emit(f"kiln::trunc({self._lift(a)} / {self._lift(b)})", a.dtype)
-        return self._call("kiln::truncdiv", a, b)
+        return self._wrapped(self._call("kiln::truncdiv", a, b))
 
     def remainder(self, a: CppValue, b: CppValue) -> CppValue:
         """Python a % b."""
@@ -145,7 +179,7 @@ class ArithmeticOps:
             return self._power_by_multiplication(a, int(exponent))
         if self._is_float(a) and exponent == 0.5:
             return self._call("kiln::sqrt", a)
-        return self._call("kiln::pow", a, b)
+        return self._wrapped(self._call("kiln::pow", a, b))
 
     def _power_by_multiplication(self, a: CppValue, exponent: int) -> CppValue:
         if exponent == 0:
@@ -179,11 +213,11 @@ class ArithmeticOps:
 
     def neg(self, x: CppValue) -> CppValue:
         """-x."""
-        return self._emit(f"(-{self._lift(x)})", x.dtype)
+        return self._wrapped(self._emit(f"(-{self._lift(x)})", x.dtype))
 
     def abs(self, x: CppValue) -> CppValue:
-        """|x|."""
-        return x if x.dtype == torch.bool else self._call("kiln::fabs", x)
+        """|x| (int8: |-128| wraps to -128, as in eager)."""
+        return x if x.dtype == torch.bool else self._wrapped(self._call("kiln::fabs", x))
 
     def sign(self, x: CppValue) -> CppValue:
         """-1, 0 or 1."""
@@ -263,11 +297,11 @@ class ArithmeticOps:
         """~x (not, for bool)."""
         if x.dtype == torch.bool:
             return self.logical_not(x)
-        return self._emit(f"(~{self._lift(x)})", x.dtype)
+        return self._wrapped(self._emit(f"(~{self._lift(x)})", x.dtype))  # uint8: ~0 is 255, not -1
 
     def left_shift(self, a: CppValue, b: CppValue) -> CppValue:
         """a << b."""
-        return self._binary("<<", a, b)
+        return self._wrapped(self._binary("<<", a, b))
 
     def right_shift(self, a: CppValue, b: CppValue) -> CppValue:
         """a >> b (arithmetic for signed)."""

@@ -343,9 +343,12 @@ class TritonMathOps:
         return self._binary("{a} ^ {b}", a, b)
 
     def bitwise_not(self, x: V) -> V:
-        """~x (not for bool)."""
+        """~x (not for bool); for uint8, ``x ^ 0xFF`` (Triton's interpreter cannot invert unsigned
+        values: it builds the all-ones operand as -1)."""
         if x.dtype == torch.bool:
             return self._unary("{x} == 0", x, torch.bool)
+        if x.dtype == torch.uint8:
+            return self._unary("({x} ^ 255).to(tl.uint8)", x)
         return self._unary("~{x}", x)
 
     def left_shift(self, a: V, b: V) -> V:

@@ -1,7 +1,8 @@
 """Lowerings of reductions: sum, prod, amax/amin, argmax/argmin, any/all, mean, var, softmax pieces.
 
 Each reduction is a ``Reduction`` over the reduced dims (realized into a buffer by the graph
-lowering); float16/bfloat16 inputs reduce in float32 and are cast back by a pointwise epilogue.
+lowering); float16/bfloat16 inputs reduce in float32 and are cast back by a pointwise epilogue, and
+integer sums and products of a dtype narrower than int64 (``sum(dtype=torch.uint8)``) in int64.
 Variance (var, var_mean, and so the statistics of layer, batch and group norm) is one
 ``welford_reduce`` reduction giving (mean, m2, weight) in one pass over the data.
 """
@@ -99,7 +100,10 @@ def _cast(ctx: LoweringContext, value: IRNode, dtype: torch.dtype) -> IRNode:
 def _simple(reduction_type: str) -> Any:
     def lower(ctx: LoweringContext, x: IRNode, dim: Any = None, keepdim: bool = False, *, dtype: torch.dtype | None = None) -> IRNode:
         out = ctx.out_dtype(dtype or x.dtype)
-        if reduction_type in ("sum", "prod"):
+        if reduction_type in ("sum", "prod") and not out.is_floating_point and out != torch.bool:
+            # As eager: integers add up in int64 and the result wraps to a narrower dtype once.
+            acc = torch.int64
+        elif reduction_type in ("sum", "prod"):
             acc = compute_dtype_for(out)
         else:
             acc = compute_dtype_for(x.dtype)
