@@ -6,6 +6,7 @@
     python -m tools.fuzz show 1234                               # print the program of seed 1234
     python -m tools.fuzz check 1234 --target cpp                 # run one seed in this process
     python -m tools.fuzz summarize tools/fuzz/found               # the findings of runs, as a table
+    python -m tools.fuzz recheck tools/fuzz/found                 # which findings still fail today
 """
 
 from __future__ import annotations
@@ -21,9 +22,10 @@ from tools.fuzz.generator import RULES, GenConfig
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m tools.fuzz", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("command", nargs="?", default="run", choices=["run", "show", "check", "summarize"],
-                        help="run (default), show a seed's program, check a seed in-process, summarize findings")
-    parser.add_argument("operands", nargs="*", help="the seed for show/check; output folders for summarize")
+    parser.add_argument("command", nargs="?", default="run", choices=["run", "show", "check", "summarize", "recheck"],
+                        help="run (default), show a seed's program, check a seed in-process, summarize findings, "
+                        "run recorded findings again")
+    parser.add_argument("operands", nargs="*", help="the seed for show/check; output folders for summarize/recheck")
     parser.add_argument("--programs", type=int, default=100, help="programs per target (default 100)")
     parser.add_argument("--seed", type=int, default=0, help="first seed (default 0)")
     parser.add_argument("--targets", default="cpp", help="comma-separated: cpp, triton (default cpp)")
@@ -58,6 +60,13 @@ def main(argv: list[str] | None = None) -> int:
                    for line in (Path(folder) / "findings.jsonl").read_text().splitlines() if line.strip()]
         print(summarize(records))
         return 0
+    if args.command == "recheck":
+        from tools.fuzz.runner import recheck
+
+        results = recheck([Path(f) for f in args.operands or [str(args.out)]], args.kiln_src, args.nice, args.timeout)
+        fixed = sum(r["now"] == "ok" for r in results)
+        print(f"{fixed} of {len(results)} findings pass now")
+        return 0 if fixed == len(results) else 1
     if args.command in ("show", "check"):
         from tools.fuzz.generator import generate
         from tools.fuzz.program import render_body

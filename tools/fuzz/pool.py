@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import queue
+import re
 import signal
 import subprocess
 import sys
@@ -103,11 +104,22 @@ class Worker:
             pass
         process.wait()
 
-    def _stderr_tail(self, chars: int = 3000) -> str:
+    def _stderr_tail(self, since: int, chars: int = 3000) -> str:
+        """What the worker wrote to stderr after byte `since`, without torch's glog-style log lines."""
         try:
-            return self.log_path.read_text(errors="replace")[-chars:]
+            with self.log_path.open("rb") as handle:
+                handle.seek(since)
+                text = handle.read().decode(errors="replace")
         except OSError:
             return ""
+        lines = [line for line in text.splitlines() if not re.match(r"[EWIF]\d{4} ", line)]
+        return "\n".join(lines)[-chars:]
+
+    def _log_size(self) -> int:
+        try:
+            return self.log_path.stat().st_size
+        except OSError:
+            return 0
 
     def request(self, message: dict[str, Any], timeout: float, replies: int = 1) -> list[dict[str, Any]]:
         """Send `message` and collect `replies` reply objects.
@@ -121,6 +133,7 @@ class Worker:
             self._process = self._start()
         process = self._process
         self._served += 1
+        log_start = self._log_size()
         assert process.stdin is not None
         got: list[dict[str, Any]] = []
         try:
@@ -140,7 +153,7 @@ class Worker:
                 code = process.wait()
                 self._process = None
                 how = f"signal {signal.Signals(-code).name}" if code < 0 else f"exit code {code}"
-                got.append({"event": "verdict", "kind": "crash", "detail": f"worker died ({how}); stderr tail:\n{self._stderr_tail()}"})
+                got.append({"event": "verdict", "kind": "crash", "detail": f"worker died ({how}); stderr tail:\n{self._stderr_tail(log_start)}"})
                 return got
             reply = json.loads(line)
             got.append(reply)

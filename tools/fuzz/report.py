@@ -95,7 +95,7 @@ def known_bug_tags(program: Program, kind: str, where: str) -> list[str]:
     if reduced_outputs & set(program.outputs) and kind == "mismatch":
         tags.append("possibly known: __restrict__ aliasing of a value returned and reduced")
     indexing = ("gather", "take_along", "scatter", "index", "embedding")
-    if kind == "exception_mismatch" and any(s.may_raise and s.op.startswith(indexing) for s in program.stmts):
+    if kind in ("exception_mismatch", "crash") and any(s.may_raise and s.op.startswith(indexing) for s in program.stmts):
         tags.append("possibly known: missing bounds checks")
     return tags
 

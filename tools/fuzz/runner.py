@@ -257,3 +257,30 @@ def coarse_key(target: str, kind: str, where: str, detail: str) -> str:
 
 def _gen_json(gen: GenConfig) -> dict[str, Any]:
     return {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(gen).items()}
+
+
+def recheck(out_dirs: list[Path], kiln_src: Path | None, nice: int = 10, timeout: float = 300.0) -> list[dict[str, Any]]:
+    """Run every finding recorded in `out_dirs` (findings.jsonl) again on its target: which still fail.
+
+    Returns one record per finding: its id, signature, target, the kind it had and the kind it has now.
+    """
+    records = [json.loads(line) for folder in out_dirs
+               for line in (folder / "findings.jsonl").read_text().splitlines() if line.strip()]
+    cache = out_dirs[0] / ".kiln_cache"
+    workers: dict[str, Worker] = {}
+    results = []
+    try:
+        for record in records:
+            target = record["target"]
+            if target not in workers:
+                log = out_dirs[0] / "logs" / f"recheck_{target}.log"
+                workers[target] = Worker(target, cache, log, nice, kiln_src=kiln_src)
+            message = {"cmd": "check", "program": record["program"], "target": target}
+            now = workers[target].request(message, timeout)[-1].get("kind", "error")
+            results.append({"id": record["id"], "signature": record["signature"], "target": target,
+                            "was": record["kind"], "now": now})
+            print(f"{record['id']}  {target:6}  {record['kind']:>18} -> {now:<18}  {record['signature']}", flush=True)
+    finally:
+        for worker in workers.values():
+            worker.close()
+    return results
