@@ -265,33 +265,62 @@ def _user_location(node: torch.fx.Node) -> str:
 
 
 def _output_stride(program: Program, val: Any) -> tuple[sympy.Expr, ...] | None:
-    """The strides FX recorded for an output, when they are dense (checked on size hints, no guards)."""
+    """The strides FX recorded for an output, when no two elements share memory (checked on size
+    hints, no guards). They may leave gaps: a slice of a wider value (a GRU gate split from the
+    input projection) is stored with its recorded strides, in a buffer of the extent they span."""
     if not isinstance(val, torch.Tensor):
         return None
     size = [sympify_int(s) for s in val.shape]
     stride = [sympify_int(s) for s in val.stride()]
+    if not all(isinstance(s, (int, sympy.Integer)) or _plain_arithmetic(s) for s in stride):
+        return None  # e.g. ``Max(1, s0)``: the buffer's own strides are those, in a form code can print
     try:
         pairs = sorted((program.hint(st), program.hint(sz)) for st, sz in zip(stride, size) if program.hint(sz) != 1)
     except (TypeError, ValueError):
         return None
-    expected = 1
+    if any(sz == 0 for _, sz in pairs):
+        return None
+    extent = 1  # elements the dims with smaller strides span
     for st, sz in pairs:
-        if st != expected:
-            return None
-        expected *= sz
+        if st < extent:
+            return None  # overlapping (an expanded dim): any layout reads the same values
+        extent = st * sz
     return tuple(stride)
 
 
+def _plain_arithmetic(expr: sympy.Expr) -> bool:
+    """Whether ``expr`` is made of symbols, integers, sums, products and positive integer powers."""
+    return all(
+        isinstance(e, (sympy.Symbol, sympy.Integer, sympy.Add, sympy.Mul))
+        or (isinstance(e, sympy.Pow) and e.exp.is_Integer and e.exp > 0)
+        for e in sympy.preorder_traversal(expr)
+    )
+
+
+def _same_expanded_strides(layout: Layout, stride: Sequence[sympy.Expr]) -> bool:
+    """Whether ``layout`` has ``stride`` for every size (as polynomials), ignoring size-1 dims."""
+    return all(n == 1 or sympy.expand(a - b) == 0 for n, a, b in zip(layout.size, layout.stride, stride))
+
+
 def _lower_output(ctx: LoweringContext, value: Any, env: dict[torch.fx.Node, Any]) -> Any:
+    """A graph output, stored with the strides FX recorded for it.
+
+    A training forward's outputs are the backward graph's inputs, and the backward was compiled
+    for the recorded strides (its wrapper does not check them again): an output left in another
+    layout (a view of an unrealized value realized contiguous) would be read at wrong offsets.
+    """
     node = value if isinstance(value, torch.fx.Node) else None
     if node is not None:
         value = env[node]
-    if isinstance(value, IRNode):
-        result = ctx.realize(value)
-        if ctx.channels_last and node is not None:
-            result = _with_recorded_layout(ctx, result, node.meta.get("val"))
+    if not isinstance(value, IRNode):
+        return value
+    stride = _output_stride(ctx.program, node.meta.get("val")) if node is not None else None
+    result = ctx.realize(value, stride)
+    if stride is None or _same_expanded_strides(result.layout, stride):
         return result
-    return value
+    layout = result.layout
+    copy = Pointwise(result.make_loader(), layout.size, layout.dtype, layout.device, ("clone",))
+    return ctx.realize(copy, stride)
 
 
 # A backward graph (traced for the recorded layouts), or attention and batched matmuls whose 4-D
@@ -335,18 +364,6 @@ def _channels_last_output(kernel: ExternKernel) -> None:
         return
     if _same_strides(source.layout, channels_last_strides(source.layout.size)):
         kernel.layout = Layout(layout.device, layout.dtype, layout.size, channels_last_strides(layout.size))
-
-
-def _with_recorded_layout(ctx: LoweringContext, result: Any, val: Any) -> Any:
-    """``result``, or a copy of it with the strides FX recorded when layout optimization changed them."""
-    if not isinstance(result, Buffer) or isinstance(result, InputBuffer) or len(result.layout.size) != 4:
-        return result
-    stride = _output_stride(ctx.program, val)
-    if stride is None or _same_strides(result.layout, stride):
-        return result
-    layout = result.layout
-    copy = Pointwise(result.make_loader(), layout.size, layout.dtype, layout.device, ("clone",))
-    return ctx.realize(copy, stride)
 
 
 def _as_arg(ctx: LoweringContext, value: Any) -> Any:
