@@ -25,6 +25,7 @@ from aotgrad.errors import (
 )
 from aotgrad.runtime import CompiledInference, CompiledTraining, Region
 from aotgrad.runtime.boxed import boxed_graph_module
+from aotgrad.runtime.higher_order import DifferentiableBackward
 from aotgrad.runtime.writeback import MUTATED_INPUTS_META
 from aotgrad.tracing import FunctionalGraph, JointGraph, trace_functional, trace_joint
 from aotgrad.tracing.graph_passes import placeholders
@@ -203,5 +204,8 @@ def compile_region(
             differentiable_outputs=traced.joint.differentiable_outputs,
             grad_inputs=traced.joint.grad_inputs,
             mutated_inputs=traced.forward.mutated_inputs,
+            higher_order=DifferentiableBackward.for_region(
+                traced.forward, traced.joint.grad_inputs, traced.joint.differentiable_outputs
+            ),
         ),
     )

@@ -1,9 +1,11 @@
 """Runs compiled graphs with eager's semantics.
 
 `CompiledTraining` wraps a compiled forward/backward pair in a `torch.autograd.Function`, so
-`.backward()` runs the compiled backward as one op; `CompiledInference` runs a compiled forward
-alone. `Region` puts either behind the user's calling convention: it writes the new values of
-mutated inputs back into the real inputs and rebuilds outputs that alias inputs or each other.
+`.backward()` runs the compiled backward as one op (a backward with ``create_graph=True`` recomputes
+the gradients differentiably instead: `runtime/higher_order.py`); `CompiledInference` runs a
+compiled forward alone. `Region` puts either behind the user's calling convention: it writes the
+new values of mutated inputs back into the real inputs and rebuilds outputs that alias inputs or
+each other.
 """
 
 from __future__ import annotations
@@ -14,10 +16,10 @@ from typing import Any
 
 import torch
 from torch._functorch.utils import unwrap_dead_wrappers
-from torch.autograd.function import once_differentiable
 from torch.utils import _pytree as pytree
 
 from aotgrad.runtime.boxed import call_boxed
+from aotgrad.runtime.higher_order import DifferentiableBackward, graph_task_keeps_graph
 from aotgrad.runtime.writeback import WriteBack
 from aotgrad.tracing.functional import FunctionalGraph
 
@@ -54,6 +56,8 @@ class CompiledTraining:
         grad_inputs: inputs whose gradient the backward returns, in its order.
         mutated_inputs: inputs the wrapper overwrites after the forward; saved values that share
             their memory are copied first, so the backward sees the values from before.
+        higher_order: recomputes the gradients with history for a backward under
+            ``create_graph=True`` (None: such a backward raises).
     """
 
     forward: Callable[..., Any]
@@ -62,6 +66,7 @@ class CompiledTraining:
     differentiable_outputs: tuple[int, ...]
     grad_inputs: tuple[int, ...]
     mutated_inputs: tuple[int, ...] = ()
+    higher_order: DifferentiableBackward | None = None
     _function: type[torch.autograd.Function] | None = None
     _apply: Callable[..., Any] | None = None
 
@@ -171,6 +176,7 @@ def _autograd_function_for(plan: CompiledTraining, num_inputs: int) -> type[torc
     mutated = plan.mutated_inputs
     layout = _SavedLayout()
     contiguous = torch.Tensor.contiguous
+    saved_tensor_hooks = torch._C._autograd._top_saved_tensors_default_hooks
 
     def run_backward(ctx: Any, *grad_outputs: Any) -> tuple[Any, ...]:
         args = list(ctx.saved_tensors) if layout.plain else _restore_with_layout(ctx)
@@ -187,9 +193,30 @@ def _autograd_function_for(plan: CompiledTraining, num_inputs: int) -> type[torc
                 for i, (shape, dtype, device) in zip(differentiable, ctx.differentiable_metas)
             ]
         grads = [*(compiled_backward(args) if backward_boxed else compiled_backward(*args)), None]
+        if not graph_task_keeps_graph():
+            ctx.region_inputs = None  # no later backward: let them go, as the saved values are
         return tuple(map(grads.__getitem__, positions))
 
-    run_backward_once = once_differentiable(run_backward)
+    def run_backward_with_history(ctx: Any, grad_outputs: tuple[Any, ...]) -> tuple[Any, ...]:
+        """The backward under ``create_graph=True``: gradients a second backward can differentiate."""
+        higher = plan.higher_order
+        if higher is None:
+            raise RuntimeError(
+                "double backward (create_graph=True) through this compiled graph is not supported; compute the "
+                "higher-order gradient outside the compiled function, or run that function eagerly."
+            )
+        # Unpacking the saved values checks them as eager would (freed by an earlier backward
+        # without retain_graph, or changed in place since the forward).
+        ctx.saved_tensors  # noqa: B018
+        inputs = ctx.region_inputs
+        if inputs is None:
+            raise higher.inputs_not_kept()
+        if higher.unsupported is not None:
+            with torch.no_grad():
+                first_order = run_backward(ctx, *grad_outputs)
+            return higher.refuse(first_order, inputs)
+        grads = [*higher.gradients(inputs, grad_outputs), None]
+        return tuple(map(grads.__getitem__, positions))
 
     class CompiledFunction(torch.autograd.Function):
         """The compiled forward and backward as one autograd op."""
@@ -211,6 +238,11 @@ def _autograd_function_for(plan: CompiledTraining, num_inputs: int) -> type[torc
             # new running statistics included (ResNet-18: 43 fill kernels per step); the backward
             # makes zeros itself for the few differentiable outputs that get none.
             ctx.set_materialize_grads(False)
+            # Kept for a backward under create_graph=True, which replays the forward on them
+            # (plain references: no version checks for a first-order backward that never reads
+            # them). Not under saved-tensor hooks (activation checkpointing, offloading to the
+            # CPU): the hooks decide what stays in memory.
+            ctx.region_inputs = inputs if saved_tensor_hooks(False) is None else None
             ctx.differentiable_metas = [(outputs[i].shape, outputs[i].dtype, outputs[i].device) for i in differentiable]
             if non_differentiable:
                 ctx.mark_non_differentiable(
@@ -220,9 +252,10 @@ def _autograd_function_for(plan: CompiledTraining, num_inputs: int) -> type[torc
 
         @staticmethod
         def backward(ctx: Any, *grad_outputs: Any) -> tuple[Any, ...]:  # type: ignore[override]
-            """Run the compiled backward on the saved values and the tangents (once differentiable)."""
-            if torch.is_grad_enabled():  # create_graph=True: a second backward through it must raise
-                return run_backward_once(ctx, *grad_outputs)  # type: ignore[no-any-return]
+            """Run the compiled backward on the saved values and the tangents (differentiably
+            when grad mode is on, i.e. under create_graph=True)."""
+            if torch.is_grad_enabled():
+                return run_backward_with_history(ctx, grad_outputs)
             return run_backward(ctx, *grad_outputs)
 
     return CompiledFunction

@@ -68,7 +68,7 @@ def _as_primals(inputs: Sequence[Any], grad_mask: Sequence[bool]) -> list[Any]:
     return primals
 
 
-class _ReplayInterpreter(torch.fx.Interpreter):
+class ReplayInterpreter(torch.fx.Interpreter):
     """Runs the functional forward with each `view` replayed as a `reshape`.
 
     The forward's views were recorded for the strides its ops had undecomposed; decomposed below
@@ -122,7 +122,7 @@ def trace_joint(
     def joint(primals: list[Any], tangents: list[torch.Tensor]) -> tuple[Any, ...]:
         leaves = _as_primals(primals, grad_mask)
         with torch.enable_grad():
-            outputs = _ReplayInterpreter(forward.gm).run(*leaves)
+            outputs = ReplayInterpreter(forward.gm).run(*leaves)
             chosen = [(i, t) for i, t in zip(candidates, tangents) if _requires_grad(outputs[i])]
             differentiable_box.append(tuple(i for i, _ in chosen))
             wanted = [leaves[i] for i in grad_inputs]

@@ -1,0 +1,143 @@
+"""Double backward through a compiled region: its gradients recomputed differentiably.
+
+The compiled backward is opaque to autograd: run under ``create_graph=True`` (a gradient penalty, a
+Hessian-vector product, `torch.autograd.functional.hessian`) it would return gradients without
+history, and a second differentiation would silently miss the region's second-order terms. So when
+grad mode is on inside the backward, the region's functional forward graph is replayed eagerly on
+the region's inputs and differentiated with ``torch.autograd.grad(..., create_graph=True)``: eager's
+own derivative formulas, so higher-order gradients are eager's. The compiled backward keeps serving
+every first-order backward.
+
+A replay is faithful only when it recomputes what the compiled forward computed. A region that
+updates its inputs in place (their old values are gone) or draws random numbers (a replay would
+draw others) cannot be replayed: its gradients then carry a node that raises a clear error if they
+are differentiated again, instead of dropping that term.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+import torch.fx
+
+from aotgrad.errors import location_from_stack_trace
+from aotgrad.tracing.functional import FunctionalGraph
+from aotgrad.tracing.graph_passes import is_random, output_values
+from aotgrad.tracing.joint import ReplayInterpreter
+
+__all__ = ["DifferentiableBackward", "graph_task_keeps_graph"]
+
+_WHAT_TO_DO = (
+    "Compute the higher-order gradient outside the compiled function, or run the function whose "
+    "gradient is differentiated eagerly (with Kiln: decorate it with `frontend.disable`)."
+)
+
+
+_KEEPS_GRAPH = getattr(torch._C._autograd, "_get_current_graph_task_keep_graph", None)
+
+
+def graph_task_keeps_graph() -> bool:
+    """Whether the running backward was called with ``retain_graph=True`` (or ``create_graph``):
+    then the region's inputs must stay for a later backward. True when torch cannot say."""
+    return True if _KEEPS_GRAPH is None else bool(_KEEPS_GRAPH())
+
+
+def _where(node: torch.fx.Node) -> str:
+    location = location_from_stack_trace(node.meta.get("stack_trace"))
+    return f" (at {location})" if location else ""
+
+
+def _why_not_replayable(forward: FunctionalGraph) -> str | None:
+    """Why replaying `forward` would not recompute what the compiled forward did, or None."""
+    if forward.mutated_inputs:
+        node = output_values(forward.gm.graph)[0]
+        where = _where(node) if isinstance(node, torch.fx.Node) else ""
+        return (
+            f"the graph updates an input in place{where} (e.g. BatchNorm's running statistics in training "
+            "mode), so the values it read are gone"
+        )
+    for node in forward.gm.graph.nodes:
+        if node.op == "call_function" and is_random(node):
+            return f"the graph draws random numbers{_where(node)} (e.g. dropout), and recomputing it would draw others"
+    return None
+
+
+@dataclasses.dataclass(frozen=True)
+class DifferentiableBackward:
+    """A region's gradients, recomputed with history for a backward under ``create_graph=True``.
+
+    Attributes:
+        forward: the functional forward graph, ``(*inputs) -> (*graph outputs)``.
+        grad_inputs: input indices whose gradient the region returns, in order.
+        differentiable_outputs: forward-output indices that receive a tangent.
+        unsupported: why this region cannot be replayed (None: it can).
+    """
+
+    forward: torch.fx.GraphModule
+    grad_inputs: tuple[int, ...]
+    differentiable_outputs: tuple[int, ...]
+    unsupported: str | None = None
+
+    @staticmethod
+    def for_region(
+        forward: FunctionalGraph, grad_inputs: tuple[int, ...], differentiable_outputs: tuple[int, ...]
+    ) -> DifferentiableBackward:
+        """The replay of `forward`, or a record of why it cannot be replayed."""
+        return DifferentiableBackward(forward.gm, grad_inputs, differentiable_outputs, _why_not_replayable(forward))
+
+    def inputs_not_kept(self) -> RuntimeError:
+        """The error for a backward under create_graph=True whose region's inputs were not kept."""
+        return RuntimeError(
+            "double backward (create_graph=True) through this compiled graph is not supported here: its inputs "
+            "were not kept (its forward ran under saved-tensor hooks, such as activation checkpointing or "
+            "offloading to the CPU, or an earlier backward without retain_graph=True freed them). " + _WHAT_TO_DO
+        )
+
+    def gradients(self, inputs: Sequence[Any], grad_outputs: Sequence[Any]) -> list[Any]:
+        """Gradients of `grad_inputs` (in order; None where unused) that autograd can differentiate.
+
+        Args:
+            inputs: the region's inputs as the forward received them.
+            grad_outputs: one gradient (or None) per forward output.
+        """
+        # A view per differentiated input: the gradient of each use is its own (an input passed
+        # twice gets two gradients, as in the joint trace), and it still leads back to the input,
+        # so the recomputed gradients have the input's history.
+        replay = list(inputs)
+        for index in self.grad_inputs:
+            replay[index] = replay[index].view_as(replay[index])
+        with torch.enable_grad(), torch._C._DisableAutocast():
+            outputs = ReplayInterpreter(self.forward).run(*replay)
+        pairs = [
+            (outputs[i], grad_outputs[i])
+            for i in self.differentiable_outputs
+            if grad_outputs[i] is not None and isinstance(outputs[i], torch.Tensor) and outputs[i].requires_grad
+        ]
+        wanted = [replay[i] for i in self.grad_inputs]
+        if not pairs or not wanted:
+            return [None] * len(wanted)
+        grads = torch.autograd.grad(
+            [out for out, _ in pairs], wanted, [grad for _, grad in pairs], create_graph=True, allow_unused=True
+        )
+        return list(grads)
+
+    def refuse(self, grads: Sequence[Any], inputs: Sequence[Any]) -> tuple[Any, ...]:
+        """`grads` (first-order, from the compiled backward) behind a node that raises why this
+        region cannot be differentiated twice, should a second backward reach it.
+
+        The node hangs off the inputs the gradients depend on, so any later differentiation
+        towards them passes through it (off a mere placeholder, `autograd.grad` would skip it).
+        """
+        message = (
+            f"double backward (create_graph=True) through this compiled graph is not supported: {self.unsupported}. "
+            + _WHAT_TO_DO
+        )
+        tensors = [g for g in grads if isinstance(g, torch.Tensor)]
+        anchors = [x for x in inputs if isinstance(x, torch.Tensor) and x.requires_grad]
+        if not tensors or not anchors:
+            return tuple(grads)
+        guarded = iter(torch._C._functions.DelayedError(message, len(tensors) + len(anchors))(*tensors, *anchors))
+        return tuple(next(guarded) if isinstance(g, torch.Tensor) else g for g in grads)

@@ -1,0 +1,206 @@
+"""Double backward through compiled regions: second derivatives match eager, or raise clearly.
+
+A backward under ``create_graph=True`` recomputes the region's gradients differentiably (its
+functional forward replayed eagerly); regions that cannot be replayed (random ops, input
+mutations) give gradients whose differentiation raises a clear error instead of dropping the
+second-order term. Everything is compared with eager on seeded random inputs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import torch
+from aotgrad_helpers import strict
+from torch import nn
+
+import aotgrad
+
+
+class FirstOrderOnly:
+    """A compiler whose compiled graphs refuse to run with grad mode on: a compiled backward must
+    never be what a create_graph backward differentiates (its ops would have no second-order history)."""
+
+    def __call__(self, gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Callable[..., Any]:
+        graph = aotgrad.eager_compiler(gm, example_inputs)
+
+        def run(args: list[Any]) -> Any:
+            assert not torch.is_grad_enabled(), "a compiled graph ran with grad mode on"
+            return graph(args)
+
+        run._boxed_call = True  # type: ignore[attr-defined]
+        return run
+
+
+def _compiled(fn: Callable[..., Any]) -> Callable[..., Any]:
+    return aotgrad.aot_function(fn, fw_compiler=FirstOrderOnly(), config=strict())
+
+
+FUNCTIONS: dict[str, Callable[[torch.Tensor, torch.Tensor], torch.Tensor]] = {
+    "cube": lambda x, w: (x**3 * w).sum(),
+    "sin_tanh_matmul": lambda x, w: torch.tanh(x.sin() @ w.t()).pow(2).mean(),
+    "softmax_log": lambda x, w: torch.log_softmax(x * w, dim=-1).exp().pow(3).sum(),
+    # a no_grad block: its value is a constant for every derivative order, as in eager
+    "no_grad_scale": lambda x, w: _scaled_by_constant_norm(x, w),
+}
+
+
+def _scaled_by_constant_norm(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    with torch.no_grad():
+        scale = x.norm()
+    return (x.exp() * w * scale).sum() + (x * x.detach()).sum()
+
+
+def _inputs(name: str) -> tuple[torch.Tensor, torch.Tensor]:
+    torch.manual_seed(0)
+    x = torch.randn(3, 4, dtype=torch.float64, requires_grad=True)
+    w = torch.randn(5 if name == "sin_tanh_matmul" else 3, 4, dtype=torch.float64, requires_grad=True)
+    return x, w
+
+
+@pytest.mark.parametrize("name", sorted(FUNCTIONS))
+def test_hessian_vector_products_match_eager(name: str) -> None:
+    fn = FUNCTIONS[name]
+    x, w = _inputs(name)
+    v = torch.randn_like(x)
+    results = []
+    for f in (fn, _compiled(fn)):
+        gx, gw = torch.autograd.grad(f(x, w), (x, w), create_graph=True)
+        assert gx.requires_grad and gw.requires_grad
+        # d/d(x, w) of <gx, v> + |gw|^2: second derivatives with respect to both inputs.
+        results.append(torch.autograd.grad((gx * v).sum() + gw.pow(2).sum(), (x, w)))
+    for got, expected in zip(results[1], results[0]):
+        torch.testing.assert_close(got, expected)
+
+
+@pytest.mark.parametrize("name", sorted(FUNCTIONS))
+def test_functional_hessian_matches_eager(name: str) -> None:
+    fn = FUNCTIONS[name]
+    x, w = _inputs(name)
+    compiled = _compiled(fn)
+    w = w.detach()
+    expected = torch.autograd.functional.hessian(lambda t: fn(t, w), x.detach())
+    got = torch.autograd.functional.hessian(lambda t: compiled(t, w), x.detach())
+    torch.testing.assert_close(got, expected)
+
+
+def test_double_backward_with_respect_to_the_tangent() -> None:
+    """The double-backward trick for a Jacobian-vector product differentiates the gradient with
+    respect to the tangent fed to the first backward."""
+    fn = FUNCTIONS["sin_tanh_matmul"]
+    results = []
+    for f in (fn, _compiled(fn)):
+        x, w = _inputs("sin_tanh_matmul")
+        out = f(x, w).reshape(1).expand(2) * torch.arange(1.0, 3.0, dtype=torch.float64)
+        u = torch.ones(2, dtype=torch.float64, requires_grad=True)
+        (gx,) = torch.autograd.grad(out, x, u, create_graph=True)
+        results.append(torch.autograd.grad(gx.sum(), u))
+    torch.testing.assert_close(results[1], results[0])
+
+
+class Critic(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.body = nn.Sequential(nn.Linear(6, 16), nn.Tanh(), nn.Linear(16, 16), nn.Softplus(), nn.Linear(16, 1))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.body(x)
+
+
+def _gradient_penalty_step(critic: nn.Module, run: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor) -> list[torch.Tensor]:
+    """A WGAN-GP critic step: the loss includes the norm of the gradient with respect to the input."""
+    critic.zero_grad()
+    x = x.clone().requires_grad_(True)
+    score = run(x).sum()
+    (grad,) = torch.autograd.grad(score, x, create_graph=True)
+    loss = score + ((grad.norm(dim=1) - 1) ** 2).mean()
+    loss.backward()
+    return [p.grad.clone() for p in critic.parameters()]  # type: ignore[union-attr]
+
+
+def test_gradient_penalty_of_a_module_matches_eager() -> None:
+    torch.manual_seed(1)
+    critic = Critic()
+    x = torch.randn(8, 6)
+    compiled = aotgrad.aot_module(critic, fw_compiler=FirstOrderOnly(), config=strict())
+    expected = _gradient_penalty_step(critic, critic, x)
+    for _ in range(2):  # the second step runs the cached region
+        got = _gradient_penalty_step(critic, compiled, x)
+        for g, e in zip(got, expected):
+            torch.testing.assert_close(g, e)
+
+
+def test_input_passed_twice_gets_each_use_differentiated() -> None:
+    def fn(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        return (a.sin() * b.pow(3)).sum()
+
+    torch.manual_seed(2)
+    x = torch.randn(5, dtype=torch.float64, requires_grad=True)
+    results = []
+    for f in (fn, _compiled(fn)):
+        (g,) = torch.autograd.grad(f(x, x), x, create_graph=True)
+        results.append(torch.autograd.grad(g.pow(2).sum(), x))
+    torch.testing.assert_close(results[1], results[0])
+
+
+def test_first_order_backward_after_create_graph_uses_the_compiled_backward() -> None:
+    fn = FUNCTIONS["cube"]
+    x, w = _inputs("cube")
+    compiled = _compiled(fn)
+    y = compiled(x, w)
+    torch.autograd.grad(y, x, create_graph=True)
+    y.backward()  # the graph was kept by create_graph: a plain backward runs the compiled one
+    torch.testing.assert_close(x.grad, 3 * x.detach() ** 2 * w.detach())
+
+
+def test_create_graph_after_a_freed_backward_raises_like_eager() -> None:
+    fn = FUNCTIONS["cube"]
+    x, w = _inputs("cube")
+    y = _compiled(fn)(x, w)
+    y.backward()
+    with pytest.raises(RuntimeError, match="a second time"):
+        torch.autograd.grad(y, x, create_graph=True)
+
+
+@pytest.mark.parametrize(
+    ("module", "reason"),
+    [
+        (nn.Sequential(nn.Linear(4, 4), nn.Dropout(0.5), nn.Tanh()), "random numbers"),
+        (nn.Sequential(nn.Linear(4, 4), nn.BatchNorm1d(4), nn.Tanh()), "updates an input in place"),
+    ],
+    ids=["dropout", "batch_norm"],
+)
+@pytest.mark.filterwarnings(r"ignore:Using backward\(\) with create_graph=True")
+def test_unreplayable_regions_raise_instead_of_dropping_the_term(module: nn.Module, reason: str) -> None:
+    torch.manual_seed(3)
+    compiled = aotgrad.aot_module(module, fw_compiler=FirstOrderOnly(), config=strict())
+    x = torch.randn(6, 4, requires_grad=True)
+    # create_graph without a second differentiation still works (first-order gradients)...
+    compiled(x).pow(2).sum().backward(create_graph=True)
+    assert x.grad is not None
+    # ...but differentiating the gradient raises, by torch.autograd.grad or .backward().
+    (g,) = torch.autograd.grad(compiled(x).pow(2).sum(), x, create_graph=True)
+    assert g.requires_grad
+    with pytest.raises(RuntimeError, match=f"double backward .*{reason}.*frontend.disable"):
+        torch.autograd.grad(g.sum(), x)
+    (g,) = torch.autograd.grad(compiled(x).pow(2).sum(), x, create_graph=True)
+    with pytest.raises(RuntimeError, match=r"double backward"):
+        (compiled(x).sum() + g.pow(2).sum()).backward()
+    for p in module.parameters():
+        p.grad = None  # backward(create_graph=True) made reference cycles through .grad
+
+
+def test_saved_tensor_hooks_keep_no_inputs_and_a_create_graph_backward_says_so() -> None:
+    """Under saved-tensor hooks (offloading, activation checkpointing) the region keeps no inputs of
+    its own: first-order gradients are unchanged, a create_graph backward raises clearly."""
+    fn = FUNCTIONS["sin_tanh_matmul"]
+    x, w = _inputs("sin_tanh_matmul")
+    compiled = _compiled(fn)
+    with torch.autograd.graph.save_on_cpu():
+        y = compiled(x, w)
+        expected = fn(x, w)
+    torch.testing.assert_close(torch.autograd.grad(y, x, retain_graph=True), torch.autograd.grad(expected, x))
+    with pytest.raises(RuntimeError, match=r"double backward .*saved-tensor hooks"):
+        torch.autograd.grad(y, x, create_graph=True)
