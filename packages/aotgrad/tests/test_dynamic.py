@@ -162,3 +162,41 @@ def test_views_mutations_and_size_arithmetic_with_symbolic_sizes(name: str) -> N
         torch.testing.assert_close(compiled(x), fn(x_ref))
         torch.testing.assert_close(x, x_ref)  # the mutation was written back
     assert len(forward.graphs) == 1
+
+
+class Scaled(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = nn.Linear(8, 8)
+
+    def forward(self, x: torch.Tensor, factor: int) -> torch.Tensor:
+        return torch.tanh(self.linear(x)) * factor
+
+
+def test_sizes_specialized_by_a_guard_key_the_region_by_value() -> None:
+    """A fake input whose symbolic size a guard pinned (the capture of a recurrent layer guards its
+    sequence length) still has SymInts in its shape, and a SymInt argument may be pinned too: the
+    region key holds their values (a SymInt is unhashable), and real inputs of those sizes reuse it."""
+    torch.manual_seed(0)
+    model = Scaled()
+    mode = FakeTensorMode(shape_env=ShapeEnv())
+    fake = _symbolic_fake(mode, torch.randn(7, 8, requires_grad=True), {0})
+    assert int(fake.shape[0]) == 7  # the guard: the symbol is replaced by 7
+    assert isinstance(fake.shape[0], torch.SymInt)
+    forward, backward = Counting(), Counting()
+    compiled = aotgrad.aot_graph(
+        model, [fake, fake.shape[0]], fw_compiler=forward, bw_compiler=backward, config=aotgrad.AotConfig(fallback_to_eager=False)
+    )
+    for _ in range(2):
+        x = torch.randn(7, 8, requires_grad=True)
+        reference = x.detach().clone().requires_grad_(True)
+        out, expected = compiled(x, 7), model(reference, 7)
+        torch.testing.assert_close(out, expected)
+        grad = torch.randn_like(expected)
+        for got, want in zip(
+            torch.autograd.grad(out, [x, *model.parameters()], grad),
+            torch.autograd.grad(expected, [reference, *model.parameters()], grad),
+            strict=True,
+        ):
+            torch.testing.assert_close(got, want)
+    assert len(forward.graphs) == len(backward.graphs) == 1, "the real inputs compiled the region again"

@@ -246,7 +246,11 @@ def _signature(value: Any, with_grad: bool = True, dynamic: frozenset[int] = fro
             shape = tuple(None if d in dynamic and _size_hint(n) >= 2 else _size_hint(n) for d, n in enumerate(value.shape))
             order = tuple(sorted((d for d in range(value.dim()) if _size_hint(value.shape[d]) != 1), key=lambda d: (_stride_hint(value, d), d)))
             return (shape, order, value.dtype, value.device, grad)
-        return (tuple(value.shape), tuple(value.stride()), value.dtype, value.device, grad)
+        # A fake input's static sizes may still be SymInts whose symbol the capture specialized
+        # (a recurrent layer guards its sequence length): unhashable, so keyed by their values.
+        return (tuple(map(_size_hint, value.shape)), tuple(map(_size_hint, value.stride())), value.dtype, value.device, grad)
+    if isinstance(value, torch.SymInt) and not _is_symbolic(value):
+        return (int, _size_hint(value))
     return (type(value), value) if isinstance(value, (int, float, bool, str, type(None))) else type(value)
 
 
