@@ -1,0 +1,123 @@
+"""Training corner cases end to end, under aot_eager and inductor, against eager on seeded inputs.
+
+* Double backward (gradient penalties, Hessian-vector products, `autograd.functional.hessian`)
+  gives eager's second derivatives, or a clear error where a graph cannot be replayed (dropout).
+* A GRU fed a non-contiguous input gets eager's parameter gradients under inductor (the forward's
+  saved gate slices keep the strides the backward was compiled for).
+* Recurrent layers and attention trained under automatic dynamic shapes over three sequence
+  lengths: no eager fallback, and a bounded number of compilations.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+import pytest
+import torch
+from torch import nn
+
+import frontend
+
+STRICT = {"fallback_to_eager": False}
+BACKENDS = ("aot_eager", "inductor")
+
+
+class Critic(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.body = nn.Sequential(nn.Linear(6, 12), nn.Tanh(), nn.Linear(12, 12), nn.Softplus(), nn.Linear(12, 1))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.body(x)
+
+
+def _second_order(critic: nn.Module, run: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor) -> list[torch.Tensor]:
+    """A gradient-penalty step's parameter gradients, a Hessian-vector product and a full Hessian."""
+    critic.zero_grad()
+    x = x.clone().requires_grad_(True)
+    score = run(x).sum()
+    (grad,) = torch.autograd.grad(score, x, create_graph=True)
+    (score + ((grad.norm(dim=1) - 1) ** 2).mean()).backward()
+    penalty = [p.grad.clone() for p in critic.parameters()]  # type: ignore[union-attr]
+    (grad,) = torch.autograd.grad(run(x).pow(2).sum(), x, create_graph=True)
+    (hvp,) = torch.autograd.grad(grad, x, torch.linspace(-1, 1, x.numel()).reshape(x.shape))
+    hessian = torch.autograd.functional.hessian(lambda t: run(t).tanh().sum(), x[:2].detach())
+    return [*penalty, hvp, hessian]
+
+
+@pytest.mark.usefixtures("fresh_cache")
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_second_derivatives_match_eager(backend: str) -> None:
+    torch.manual_seed(0)
+    critic = Critic()
+    compiled = frontend.compile(critic, backend=backend, options=STRICT)
+    x = torch.randn(5, 6)
+    for got, expected in zip(_second_order(critic, compiled, x), _second_order(critic, critic, x), strict=True):
+        torch.testing.assert_close(got, expected, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.usefixtures("fresh_cache")
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_double_backward_through_dropout_raises_clearly(backend: str) -> None:
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(6, 6), nn.Dropout(0.3), nn.Tanh())
+    compiled = frontend.compile(model, backend=backend, options=STRICT)
+    x = torch.randn(4, 6, requires_grad=True)
+    (grad,) = torch.autograd.grad(compiled(x).pow(2).sum(), x, create_graph=True)
+    with pytest.raises(RuntimeError, match=r"double backward \(create_graph=True\).*random numbers.*frontend\.disable"):
+        torch.autograd.grad(grad.sum(), x)
+
+
+def _training_results(module: nn.Module, run: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor) -> list[torch.Tensor]:
+    module.zero_grad()
+    x = x.detach().requires_grad_(True)
+    out = run(x)
+    out.backward(torch.linspace(-1, 1, out.numel()).reshape(out.shape))
+    return [out.detach(), x.grad, *(p.grad for p in module.parameters())]  # type: ignore[list-item]
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("fresh_cache")
+def test_gru_gradients_on_a_transposed_input_under_inductor() -> None:
+    """The GRU's forward saves slices of its gate projections (strides with gaps); the backward,
+    compiled for those strides, must get them (the class is swept in inductor-ir's
+    test_output_layouts.py, on views of every kind and on non-contiguous inputs)."""
+    torch.manual_seed(0)
+    gru = nn.GRU(4, 6)
+    x = torch.randn(3, 2, 4).transpose(0, 1)  # (seq, batch, features) read from a batch-major tensor
+    compiled = frontend.compile(lambda t: gru(t)[0], backend="inductor", options=STRICT)
+    expected = _training_results(gru, lambda t: gru(t)[0], x)
+    got = _training_results(gru, compiled, x)
+    for name, a, b in zip(["output", "input", *(n for n, _ in gru.named_parameters())], got, expected, strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5, msg=lambda m, name=name: f"{name}: {m}")
+
+
+def _sequence_model(kind: str) -> tuple[nn.Module, Callable[[torch.Tensor], torch.Tensor], int]:
+    if kind == "gru":
+        gru = nn.GRU(4, 6)
+        return gru, lambda t: gru(t)[0], 4
+    attention = nn.MultiheadAttention(8, 2)
+    return attention, lambda t: attention(t, t, t)[0], 8
+
+
+@pytest.mark.usefixtures("fresh_cache")
+@pytest.mark.parametrize(
+    ("kind", "backend", "max_graphs"),
+    # A GRU's capture unrolls its time loop (a graph per length); attention is captured once more,
+    # with a symbolic length, when the second length comes.
+    [("gru", "aot_eager", 3), ("attention", "aot_eager", 2), ("attention", "inductor", 2)],
+)
+def test_training_at_three_sequence_lengths_under_automatic_dynamic(
+    kind: str, backend: str, max_graphs: int, caplog: pytest.LogCaptureFixture
+) -> None:
+    torch.manual_seed(0)
+    module, fn, width = _sequence_model(kind)
+    compiled = frontend.compile(fn, backend=backend, options=STRICT)
+    with caplog.at_level(logging.WARNING):
+        for length in (3, 5, 4):
+            x = torch.randn(length, 2, width)
+            for a, b in zip(_training_results(module, compiled, x), _training_results(module, fn, x), strict=True):
+                torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
+    assert not [r for r in caplog.records if "eager" in r.getMessage()], "a graph ran eagerly"
+    assert compiled.kiln_context.graphs_compiled <= max_graphs
