@@ -5,13 +5,13 @@ import types
 import inductor_ir
 
 PUBLIC = {
-    "Buffer", "BufferRecord", "CompileTimings", "CompiledGraph", "ComputedBuffer", "ExternKernel", "ExternStep",
-    "FallbackKernel", "FloorDiv", "IRNode", "InPlaceBuffer", "IndexView", "InductorIRConfig", "InputBuffer", "KernelBackend",
+    "Buffer", "BufferRecord", "CompileTimings", "CompiledGraph", "ComputedBuffer", "DivisionCheck", "ExternKernel", "ExternStep",
+    "FallbackKernel", "FloorDiv", "IRNode", "InPlaceBuffer", "IndexCheck", "IndexView", "InductorIRConfig", "InputBuffer", "KernelBackend",
     "KernelGroup", "KernelNode", "KernelSource", "KernelStep", "LOWERINGS", "Layout", "LoweringContext",
     "MemoryDep", "MissingBackendError", "ModularIndexing", "MultiOutput", "NodeBody", "NotLowerable",
     "OP_NAMES", "OpsHandler", "Pointwise", "Program", "REDUCTION_TYPES", "Reduction", "ReinterpretView",
     "Schedule", "TorchOpsHandler", "TracingHandler", "UnknownOpError", "__version__", "collector_paused", "compile_graph",
-    "current_ops_handler", "decompositions", "describe_group", "eval_index", "interpret", "lower", "lowering",
+    "current_ops_handler", "decompositions", "describe_group", "eval_index", "failed_check", "interpret", "lower", "lowering",
     "ops", "schedule", "set_ops_handler", "simplify_index", "verify_ops_handler", "wrapper_source",
 }  # fmt: skip
 

@@ -22,8 +22,10 @@ from inductor_ir.interpreter import TorchOpsHandler, eval_index, interpret
 from inductor_ir.ir import (
     Buffer,
     ComputedBuffer,
+    DivisionCheck,
     ExternKernel,
     FallbackKernel,
+    IndexCheck,
     IndexView,
     InputBuffer,
     IRNode,
@@ -35,6 +37,7 @@ from inductor_ir.ir import (
     Reduction,
     ReinterpretView,
     TracingHandler,
+    failed_check,
 )
 from inductor_ir.lower import lower
 from inductor_ir.lowering import LOWERINGS, LoweringContext, NotLowerable, lowering
@@ -61,12 +64,14 @@ __all__ = [
     "CompileTimings",
     "CompiledGraph",
     "ComputedBuffer",
+    "DivisionCheck",
     "ExternKernel",
     "ExternStep",
     "FallbackKernel",
     "FloorDiv",
     "IRNode",
     "InPlaceBuffer",
+    "IndexCheck",
     "IndexView",
     "InductorIRConfig",
     "InputBuffer",
@@ -99,6 +104,7 @@ __all__ = [
     "decompositions",
     "describe_group",
     "eval_index",
+    "failed_check",
     "interpret",
     "lower",
     "lowering",

@@ -19,7 +19,9 @@ The vocabulary is closed: ``OP_NAMES`` lists every op, ``ops.<anything else>`` r
   logical ops return ``torch.bool``.
 * ``truediv``, ``pow`` and the transcendental functions only see floating dtypes. ``floordiv``
   rounds toward negative infinity, ``truncdiv`` toward zero; ``remainder`` has the sign of the
-  divisor (Python ``%``), ``fmod`` the sign of the dividend (C ``fmod``). ``round`` is
+  divisor (Python ``%``), ``fmod`` the sign of the dividend (C ``fmod``). An integer divisor of 0 makes
+  the call raise ``RuntimeError("ZeroDivisionError")`` as eager does (``DivisionCheck``; never a
+  trap), where a backend's ``runtime_checks`` are on; float division by 0 gives inf/nan. ``round`` is
   half-to-even. ``maximum``/``minimum`` propagate NaN. ``sign`` returns -1, 0 or 1 in the input dtype.
 * ``rand(seed, offset)`` / ``randn(seed, offset)``: float32 uniform in [0, 1) / standard normal,
   a deterministic function of an int64 ``seed`` value (lowerings load it from a one-element int64
@@ -53,6 +55,8 @@ from typing import Any, Generic, Protocol, TypeVar
 
 import sympy
 import torch
+
+from inductor_ir.ir.checks import IndexCheck
 
 __all__ = [
     "OP_NAMES",
@@ -98,11 +102,16 @@ class OpsHandler(Protocol, Generic[T]):
         """Write a finished reduction result at ``index`` (an expression of pointwise variables only)."""
         ...
 
-    def indirect_indexing(self, x: T, size: sympy.Expr, check: bool = True, wrap_neg: bool = True) -> sympy.Symbol:
+    def indirect_indexing(
+        self, x: T, size: sympy.Expr, check: bool | IndexCheck = True, wrap_neg: bool = True
+    ) -> sympy.Symbol:
         """A fresh symbol standing for the integer value ``x`` (plus ``size`` where negative if ``wrap_neg``).
 
-        The symbol may then appear in ``load`` indices. ``check``: the value is meant to lie in
-        ``[0, size)``; a backend may assert it.
+        The symbol may then appear in ``load`` indices and ``index_expr`` expressions. ``check``:
+        the (wrapped) value must lie in ``[0, size)``; an :class:`~inductor_ir.IndexCheck` says what
+        eager raises when it does not (``True``: an ``IndexError``). A backend checking it (both code
+        generators do unless their ``runtime_checks`` is off) raises that from Python after the
+        kernel, and never reads out of bounds. ``False``: the lowering guarantees the range.
         """
         ...
 

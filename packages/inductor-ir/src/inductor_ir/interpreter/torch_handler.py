@@ -13,6 +13,7 @@ from typing import Any
 import sympy
 import torch
 
+from inductor_ir.ir.checks import IndexCheck
 from inductor_ir.ops_handler import OP_NAMES
 from inductor_ir.symbolic import FloorDiv, ModularIndexing
 
@@ -206,14 +207,24 @@ class TorchOpsHandler:
         shape = (*keep, *([1] * self.reduce_dims))
         return tuple(t.to(dtype).reshape(shape) for t in (merged.squeeze(-1), spread, total.squeeze(-1)))
 
-    def indirect_indexing(self, x: torch.Tensor, size: sympy.Expr, check: bool = True, wrap_neg: bool = True) -> sympy.Symbol:
-        """Bind a fresh symbol to the (wrapped, clamped) integer values of ``x``."""
+    def indirect_indexing(
+        self, x: torch.Tensor, size: sympy.Expr, check: bool | IndexCheck = True, wrap_neg: bool = True
+    ) -> sympy.Symbol:
+        """Bind a fresh symbol to the (wrapped, clamped) integer values of ``x``; with ``check``, a value
+        outside the range (where the current mask holds) raises what eager raises."""
         symbol = sympy.Symbol(f"indirect{self._indirect}", integer=True)
         self._indirect += 1
         bound = int(eval_index(sympy.sympify(size), self.env))
-        values = self._tensor(x).to(torch.int64)
-        if wrap_neg:
-            values = torch.where(values < 0, values + bound, values)
+        original = self._tensor(x).to(torch.int64)
+        values = torch.where(original < 0, original + bound, original) if wrap_neg else original
+        if check:
+            bad = (values < 0) | (values >= bound)
+            if self._masks:
+                bad = bad & self._masks[-1]
+            if bool(bad.any()):
+                failure = check if isinstance(check, IndexCheck) else IndexCheck()
+                value = int(torch.broadcast_to(original, bad.shape)[bad].reshape(-1)[0])
+                raise failure.exception(value, bound)
         self.env[symbol] = values.clamp(0, max(bound - 1, 0))
         return symbol
 

@@ -1,5 +1,6 @@
 """The define-by-run IR: layouts, nodes, programs, and the tracing handler."""
 
+from inductor_ir.ir.checks import DivisionCheck, IndexCheck, RuntimeCheck, failed_check
 from inductor_ir.ir.dtypes import DtypeHandler, DtypeRuleError
 from inductor_ir.ir.layout import Layout, contiguous_strides
 from inductor_ir.ir.nodes import (
@@ -21,11 +22,13 @@ from inductor_ir.ir.tracing import MemoryDep, ReadsWrites, TracingHandler, trace
 __all__ = [
     "Buffer",
     "ComputedBuffer",
+    "DivisionCheck",
     "DtypeHandler",
     "DtypeRuleError",
     "ExternKernel",
     "FallbackKernel",
     "IRNode",
+    "IndexCheck",
     "IndexView",
     "InputBuffer",
     "Layout",
@@ -36,9 +39,11 @@ __all__ = [
     "ReadsWrites",
     "Reduction",
     "ReinterpretView",
+    "RuntimeCheck",
     "SizeSource",
     "TracingHandler",
     "contiguous_strides",
+    "failed_check",
     "format_buffer",
     "trace_body",
 ]

@@ -8,6 +8,7 @@ from typing import Any
 import sympy
 import torch
 
+from inductor_ir.ir.checks import IndexCheck
 from inductor_ir.ir.layout import Layout, contiguous_strides
 from inductor_ir.ir.nodes import Buffer, ExternKernel, IRNode, Pointwise, ReinterpretView
 from inductor_ir.lowering.common import (
@@ -158,8 +159,10 @@ def constant_pad_nd(ctx: LoweringContext, x: IRNode, pad: Sequence[Any], value: 
     return Pointwise(inner, tuple(out), dtype, x.device, (ctx.origin,))
 
 
-def _indirect(value: Any, dtype: torch.dtype, size: sympy.Expr) -> sympy.Symbol:
-    return ops.indirect_indexing(convert(value, torch.int64, dtype), size)
+def _indirect(value: Any, dtype: torch.dtype, size: sympy.Expr, check: IndexCheck | bool, wrap: bool) -> sympy.Symbol:
+    """The index ``value`` as an indirect index into a dim of ``size``: checked as eager checks it
+    (``check``), negative values counted from the end where the op does so (``wrap``)."""
+    return ops.indirect_indexing(convert(value, torch.int64, dtype), size, check=check, wrap_neg=wrap)
 
 
 @lowering(aten.embedding.default)
@@ -170,9 +173,10 @@ def embedding(ctx: LoweringContext, weight: IRNode, indices: IRNode, padding_idx
     wsize = weight.get_size()
     isize = indices.get_size()
     wload, iload, idtype = weight.make_loader(), indices.make_loader(), indices.dtype
+    check = ctx.index_check("IndexError", 0)
 
     def inner(index: Index) -> Any:
-        row = _indirect(iload(index[: len(isize)]), idtype, wsize[0])
+        row = _indirect(iload(index[: len(isize)]), idtype, wsize[0], check, wrap=False)
         return wload([row, *index[len(isize) :]])
 
     return Pointwise(inner, (*isize, *wsize[1:]), weight.dtype, weight.device, (ctx.origin,))
@@ -190,9 +194,10 @@ def index_select(ctx: LoweringContext, x: IRNode, dim: int, index: IRNode) -> Po
     idx_scalar = len(index.get_size()) == 0
     out = list(size)
     out[dim] = sympy.Integer(1) if idx_scalar else index.get_size()[0]
+    check = ctx.index_check("IndexError", dim)
 
     def inner(idx: Index) -> Any:
-        pos = _indirect(iload([] if idx_scalar else [idx[dim]]), idtype, size[dim])
+        pos = _indirect(iload([] if idx_scalar else [idx[dim]]), idtype, size[dim], check, wrap=False)
         full = list(idx)
         full[dim] = pos
         return xload(full)
@@ -209,9 +214,10 @@ def gather(ctx: LoweringContext, x: IRNode, dim: int, index: IRNode, *, sparse_g
         raise NotLowerable("gather of a scalar")
     dim = dim % len(size)
     xload, iload, idtype = x.make_loader(), index.make_loader(), index.dtype
+    check = ctx.index_check("RuntimeError", dim)
 
     def inner(idx: Index) -> Any:
-        pos = _indirect(iload(idx), idtype, size[dim])
+        pos = _indirect(iload(idx), idtype, size[dim], check, wrap=False)
         full = list(idx)
         full[dim] = pos
         return xload(full)
@@ -241,6 +247,9 @@ def index(ctx: LoweringContext, x: IRNode, indices: Sequence[IRNode | None]) -> 
     loaders = {k: (expand_loader(indices[k], bshape), indices[k].dtype) for k in present}  # type: ignore[arg-type,union-attr]
     xload = x.make_loader()
     nb = len(bshape)
+    # aten._unsafe_index (upsampling's decompositions) promises its indices are in range.
+    unsafe = ctx.node is not None and ctx.node.target is aten._unsafe_index.Tensor
+    checks = {k: False if unsafe else ctx.index_check("IndexError", k) for k in present}
 
     def inner(idx: Index) -> Any:
         if adjacent:
@@ -252,7 +261,7 @@ def index(ctx: LoweringContext, x: IRNode, indices: Sequence[IRNode | None]) -> 
         full: list[Any] = [None] * len(size)
         for k in present:
             load, dtype = loaders[k]
-            full[k] = _indirect(load(bidx), dtype, size[k])
+            full[k] = _indirect(load(bidx), dtype, size[k], checks[k], wrap=True)
         it = iter(outer)
         for k in range(len(size)):
             if full[k] is None:

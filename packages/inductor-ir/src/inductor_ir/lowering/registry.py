@@ -15,11 +15,12 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import sympy
 import torch
 
+from inductor_ir.ir.checks import IndexCheck, user_location
 from inductor_ir.ir.layout import Layout, contiguous_strides
 from inductor_ir.ir.nodes import (
     Buffer,
@@ -125,6 +126,11 @@ class LoweringContext:
         target = self.node.target
         name = getattr(target, "__name__", str(target))
         return name.split(".")[0]
+
+    def index_check(self, error: Literal["IndexError", "RuntimeError"], dim: int | None = None) -> IndexCheck:
+        """How generated code checks this op's indirect indices: eager's ``error``, the op, the user's line."""
+        op = "" if self.node is None else str(self.node.target)
+        return IndexCheck(error, op, dim, user_location(self.node))
 
     def meta(self) -> Any:
         """``node.meta['val']`` of the node being lowered (a fake tensor, a tuple, a SymInt) or None."""

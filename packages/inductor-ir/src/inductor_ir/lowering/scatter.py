@@ -12,7 +12,8 @@ pointwise combine with the destination. Plain ``scatter``, ``put`` and ``index_p
 duplicates resolve as eager CPU does (the last write wins). A boolean mask's k-th set element takes
 ``values[k]``: its rank is a sum reduction over the mask. The result is deterministic on every
 backend (no atomics, the same order of additions in every run), fuses like any reduction, and needs
-no mutation in the IR.
+no mutation in the IR. Index values are checked as eager checks them (``ops.indirect_indexing`` with
+an ``IndexCheck``, see ``ir/checks.py``): an out-of-range one fails instead of matching nothing.
 
 The cost is ``numel(out) * numel(sources)`` element comparisons, so only ops with a static number of
 sources where that product is at most ``DENSE_SCATTER_LIMIT`` are lowered; larger ones (an embedding
@@ -27,6 +28,7 @@ from typing import Any
 import sympy
 import torch
 
+from inductor_ir.ir.checks import IndexCheck
 from inductor_ir.ir.nodes import IRNode, Pointwise, Reduction
 from inductor_ir.lowering.common import (
     broadcast_shapes,
@@ -69,9 +71,13 @@ def _check_cost(ctx: LoweringContext, out: Sequence[sympy.Expr], sources: Sequen
         raise NotLowerable(f"scatter of {cost} comparisons exceeds DENSE_SCATTER_LIMIT ({DENSE_SCATTER_LIMIT})")
 
 
-def _position(value: Any, dtype: torch.dtype, size: sympy.Expr, wrap: bool) -> Any:
-    """An index value as int64, negative values wrapped by ``size`` when ``wrap``."""
+def _position(value: Any, dtype: torch.dtype, size: sympy.Expr, wrap: bool, check: IndexCheck | bool = False) -> Any:
+    """An index value as int64, negative values wrapped by ``size`` when ``wrap``; with ``check``, one
+    outside ``[0, size)`` (after wrapping) fails as in eager (an out-of-range source would otherwise
+    match no position and be dropped silently)."""
     value = convert(value, torch.int64, dtype)
+    if check:
+        return ops.index_expr(ops.indirect_indexing(value, size, check=check, wrap_neg=wrap), torch.int64)
     if not wrap:
         return value
     negative = ops.lt(value, ops.constant(0, torch.int64))
@@ -212,32 +218,36 @@ def _zero(dtype: torch.dtype) -> bool | int | float:
 # -- scatter along a dim ------------------------------------------------------------------------
 
 
-def _along_dim(x: IRNode, dim: int, index: IRNode) -> tuple[int, list[sympy.Expr], Match]:
+def _along_dim(ctx: LoweringContext, x: IRNode, dim: int, index: IRNode) -> tuple[int, list[sympy.Expr], Match]:
     """(dim, sources, match) for ``scatter``-style ops: sources run over ``index.size(dim)``.
 
     ``index`` may be smaller than ``x`` in the other dims: positions beyond it match nothing.
-    A 0-d ``x`` takes a 0-d ``index`` (one source, position 0).
+    A 0-d ``x`` takes a 0-d ``index`` (one source, position 0). Index values must lie in
+    ``[0, x.size(dim))`` (eager raises RuntimeError otherwise; no wrapping of negative ones).
     """
     size, isize = x.get_size(), index.get_size()
     if len(isize) != len(size) or index.dtype == torch.bool:
         raise NotLowerable("scatter by an index of another rank")
     iload, idtype = index.make_loader(), index.dtype
     if not size:
-        zero = sympy.Integer(0)
-        return 0, [sympy.Integer(1)], lambda out, rindex: ops.eq(convert(iload([]), torch.int64, idtype), ops.index_expr(zero, torch.int64))
+        zero, check0 = sympy.Integer(0), ctx.index_check("RuntimeError", 0)
+        return 0, [sympy.Integer(1)], lambda out, rindex: ops.eq(
+            _position(iload([]), idtype, sympy.Integer(1), False, check0), ops.index_expr(zero, torch.int64)
+        )
     dim = dim % len(size)
+    check = ctx.index_check("RuntimeError", dim)
     narrower = [k for k in range(len(size)) if k != dim and isize[k] != size[k]]
 
     def match(out: Index, rindex: Index) -> Any:
         at = list(out)
         at[dim] = rindex[0]
         if not narrower:
-            return ops.eq(_position(iload(at), idtype, size[dim], False), ops.index_expr(out[dim], torch.int64))
+            return ops.eq(_position(iload(at), idtype, size[dim], False, check), ops.index_expr(out[dim], torch.int64))
         inside = None
         for k in narrower:
             ok = ops.lt(ops.index_expr(out[k], torch.int64), ops.index_expr(isize[k], torch.int64))
             inside = ok if inside is None else ops.logical_and(inside, ok)
-        value = ops.masked(inside, lambda: _position(iload(at), idtype, size[dim], False), -1)
+        value = ops.masked(inside, lambda: _position(iload(at), idtype, size[dim], False, check), -1)
         return ops.eq(value, ops.index_expr(out[dim], torch.int64))
 
     return dim, [isize[dim]], match
@@ -270,7 +280,7 @@ def _scalar_source(value: Any, dtype: torch.dtype) -> Source:
 @lowering(aten.scatter.src, aten.scatter.value)
 def scatter(ctx: LoweringContext, x: IRNode, dim: int, index: IRNode, src: Any) -> Pointwise:
     """``x`` with ``x[p; dim=index[q]] = src[q]`` (duplicates: the last source wins, as on CPU)."""
-    dim, sources, match = _along_dim(x, dim, index)
+    dim, sources, match = _along_dim(ctx, x, dim, index)
     if isinstance(src, IRNode):
         require_same_device(x, index, src)
         source = lambda out, rindex: convert(_source_along(src, dim)(out, rindex), x.dtype, src.dtype)  # noqa: E731
@@ -283,7 +293,7 @@ def scatter(ctx: LoweringContext, x: IRNode, dim: int, index: IRNode, src: Any) 
 def scatter_add(ctx: LoweringContext, x: IRNode, dim: int, index: IRNode, src: IRNode) -> Pointwise:
     """``x`` plus every ``src[q]`` at ``x[p; dim=index[q]]``."""
     require_same_device(x, index, src)
-    dim, sources, match = _along_dim(x, dim, index)
+    dim, sources, match = _along_dim(ctx, x, dim, index)
     return _combine(ctx, x, sources, match, _source_along(src, dim), "sum", guard_source=_smaller(src, x, dim))
 
 
@@ -294,7 +304,7 @@ def scatter_reduce(ctx: LoweringContext, x: IRNode, dim: int, index: IRNode, src
     kind = _REDUCTIONS.get(reduce)
     if kind is None:
         raise NotLowerable(f"scatter_reduce {reduce!r}")
-    dim, sources, match = _along_dim(x, dim, index)
+    dim, sources, match = _along_dim(ctx, x, dim, index)
     if isinstance(src, IRNode):
         require_same_device(x, index, src)
         load = _source_along(src, dim)
@@ -304,17 +314,21 @@ def scatter_reduce(ctx: LoweringContext, x: IRNode, dim: int, index: IRNode, src
     return _combine(ctx, x, sources, match, source, kind, include_self=include_self, guard_source=_smaller(src, x, dim))
 
 
-def _along_vector(x: IRNode, dim: int, index: IRNode) -> tuple[int, Match, Callable[[IRNode], Source]]:
-    """(dim, match, source loader) for ``index_add``-style ops: ``index`` is a vector (or 0-d)."""
+def _along_vector(
+    x: IRNode, dim: int, index: IRNode, check: Callable[[int], IndexCheck]
+) -> tuple[int, Match, Callable[[IRNode], Source]]:
+    """(dim, match, source loader) for ``index_add``-style ops: ``index`` is a vector (or 0-d) whose
+    values must lie in ``[0, x.size(dim))``: eager wraps no negative ones, it fails as ``check(dim)``."""
     size, isize = x.get_size(), index.get_size()
     if len(isize) > 1 or index.dtype == torch.bool:
         raise NotLowerable("index_add/index_reduce by a non-vector index")
     dim = dim % len(size) if size else 0
     iload, idtype = index.make_loader(), index.dtype
     extent = size[dim] if size else sympy.Integer(1)
+    failure = check(dim)
 
     def match(out: Index, rindex: Index) -> Any:
-        position = _position(iload(list(rindex[: len(isize)])), idtype, extent, True)
+        position = _position(iload(list(rindex[: len(isize)])), idtype, extent, False, failure)
         return ops.eq(position, ops.index_expr(out[dim] if size else sympy.Integer(0), torch.int64))
 
     def loader(source: IRNode) -> Source:
@@ -336,7 +350,7 @@ def _along_vector(x: IRNode, dim: int, index: IRNode) -> tuple[int, Match, Calla
 def index_add(ctx: LoweringContext, x: IRNode, dim: int, index: IRNode, source: IRNode, *, alpha: Any = 1) -> Pointwise:
     """``x`` plus ``alpha * source[..., j, ...]`` at ``x[..., index[j], ...]``."""
     require_same_device(x, index, source)
-    dim, match, loader = _along_vector(x, dim, index)
+    dim, match, loader = _along_vector(x, dim, index, lambda d: ctx.index_check("RuntimeError", d))
     sources = list(index.get_size()) or [sympy.Integer(1)]
     return _combine(ctx, x, sources, match, loader(source), "sum", alpha=None if alpha == 1 else alpha)
 
@@ -349,7 +363,7 @@ def index_reduce(ctx: LoweringContext, x: IRNode, dim: int, index: IRNode, sourc
     if kind is None:
         raise NotLowerable(f"index_reduce {reduce!r}")
     require_same_device(x, index, source)
-    dim, match, loader = _along_vector(x, dim, index)
+    dim, match, loader = _along_vector(x, dim, index, lambda d: ctx.index_check("IndexError", d))
     sources = list(index.get_size()) or [sympy.Integer(1)]
     return _combine(ctx, x, sources, match, loader(source), kind, include_self=include_self)
 
@@ -366,10 +380,11 @@ def put(ctx: LoweringContext, x: IRNode, index: IRNode, source: IRNode, accumula
     strides = [_numel(size[k + 1 :]) for k in range(len(size))]
     iload, idtype, sload = index.make_loader(), index.dtype, source.make_loader()
     sources = isize or [sympy.Integer(1)]
+    check = ctx.index_check("IndexError")
 
     def match(out: Index, rindex: Index) -> Any:
         linear = sympy.Add(*[i * s for i, s in zip(out, strides)]) if size else sympy.Integer(0)
-        position = _position(iload(list(rindex[: len(isize)])), idtype, total, True)
+        position = _position(iload(list(rindex[: len(isize)])), idtype, total, True, check)
         return ops.eq(position, ops.index_expr(linear, torch.int64))
 
     istrides = [_numel(isize[k + 1 :]) for k in range(len(isize))]
@@ -413,6 +428,8 @@ def index_put(ctx: LoweringContext, x: IRNode, indices: Sequence[IRNode | None],
         result_shape = bshape + [size[k] for k in rest]
     loaders = {k: (expand_loader(indices[k], bshape), indices[k].dtype) for k in present}  # type: ignore[arg-type,union-attr]
     vload, vdtype = expand_loader(values, result_shape), values.dtype
+    unsafe = ctx.node is not None and ctx.node.target is aten._unsafe_index_put.default
+    checks = {k: False if unsafe else ctx.index_check("IndexError", k) for k in present}
     if not bshape:
         bshape_sources: list[sympy.Expr] = [sympy.Integer(1)]  # 0-d indices: one source
     else:
@@ -425,7 +442,7 @@ def index_put(ctx: LoweringContext, x: IRNode, indices: Sequence[IRNode | None],
         result = None
         for k in present:
             load, dtype = loaders[k]
-            ok = ops.eq(_position(load(bindex(rindex)), dtype, size[k], True), ops.index_expr(out[k], torch.int64))
+            ok = ops.eq(_position(load(bindex(rindex)), dtype, size[k], True, checks[k]), ops.index_expr(out[k], torch.int64))
             result = ok if result is None else ops.logical_and(result, ok)
         return result
 
