@@ -136,6 +136,8 @@ class CppBackend:
                 int(source.metadata["num_pointers"]),
                 int(source.metadata["num_sizes"]),
                 self.config.num_threads,
+                checks=source.metadata.get("checks"),
+                ops=", ".join(sorted({o for node in source.group.nodes for o in node.origins})),
             )
             for source in sources
         ]

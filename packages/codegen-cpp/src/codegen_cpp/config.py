@@ -48,6 +48,10 @@ class CppConfig:
     compile_workers: compiler processes run at once; None: the number of CPUs.
     kernels_per_part: a graph with at least twice this many kernels is compiled as several
         translation units in parallel (up to ``compile_workers``) and linked into its one library.
+    runtime_checks: kernels check indirect indices (``x[i]``, gather, embedding, scatter, ...) and
+        integer divisors and raise what eager raises (``IndexError``, ``RuntimeError``) instead of
+        reading out of bounds or dying with SIGFPE. False: no checks (a little faster; an invalid
+        index then reads or writes arbitrary memory).
     """
 
     compiler: str | None = None
@@ -63,6 +67,7 @@ class CppConfig:
     num_threads: int | None = None
     compile_workers: int | None = None
     kernels_per_part: int = 8
+    runtime_checks: bool = True
 
     @classmethod
     def from_env(cls, **overrides: Any) -> CppConfig:

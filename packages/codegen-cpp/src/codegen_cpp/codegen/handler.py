@@ -14,19 +14,20 @@ from collections.abc import Callable
 import sympy
 import torch
 
-from codegen_cpp.codegen.arith import ArithmeticOps
+from codegen_cpp.codegen.checks import RuntimeChecks
 from codegen_cpp.codegen.dtypes import cpp_constant, cpp_dtype
 from codegen_cpp.codegen.lanes import VECTOR_LANES, lane_stride
 from codegen_cpp.codegen.printer import cpp_index
 from codegen_cpp.codegen.reuse import LoopValueReuse, is_expensive
 from codegen_cpp.codegen.values import BodyScope, CppValue, KernelState, Unvectorizable
+from inductor_ir.ir.checks import IndexCheck
 
 __all__ = ["BodyScope", "CppOpsHandler", "CppValue", "KernelState", "Unvectorizable"]
 
 _TEMPORARY = re.compile(r"\btmp\d+\b")
 
 
-class CppOpsHandler(ArithmeticOps):
+class CppOpsHandler(RuntimeChecks):
     """Prints one C++ line per op into ``scope``.
 
     Args:
@@ -106,8 +107,9 @@ class CppOpsHandler(ArithmeticOps):
             raise Unvectorizable(f"vector value {value.name} used in scalar code")
         return value.name
 
-    def _lane_lambda(self, index: sympy.Expr) -> str:
-        """``[&](int64_t lane) -> int64_t {...}``: ``index`` evaluated for one lane."""
+    def _lane_lambda(self, index: sympy.Expr, mask: str | None = None) -> str:
+        """``[&](int64_t lane) -> int64_t {...}``: ``index`` evaluated for one lane (indirect indices
+        checked as they are read, counting the lanes of ``mask`` only: see ``lane_read``)."""
         assert self.vector_var is not None
         body: list[str] = []
         replace: dict[sympy.Symbol, sympy.Symbol] = {}
@@ -118,7 +120,7 @@ class CppOpsHandler(ArithmeticOps):
         for symbol, vector_name in self.scope.vector_symbols.items():
             if index.has(symbol):
                 lane_symbol = sympy.Symbol(f"{symbol.name}_lane", integer=True, nonnegative=True)
-                body.append(f"const int64_t {lane_symbol.name} = {vector_name}[lane];")
+                body.append(f"const int64_t {lane_symbol.name} = {self.lane_read(vector_name, mask)};")
                 replace[symbol] = lane_symbol
         body.append(f"return {cpp_index(index.xreplace(replace))};")
         return "[&](int64_t lane) -> int64_t { " + " ".join(body) + " }"
@@ -153,6 +155,9 @@ class CppOpsHandler(ArithmeticOps):
     def load(self, name: str, index: sympy.Expr) -> CppValue:
         """A load: an internal buffer's register, else a vector, broadcast or gathered load."""
         index = sympy.expand(index)
+        if self.state.unreadable and index.free_symbols & self.state.unreadable:
+            # Through an index into an empty dim, whose check has failed: zeros, no memory access.
+            return self.constant(0, self.state.storage[name])
         if name in self.state.internal:
             stored = self.scope.values.get(name) or self.scope.reduced.get(name)
             if stored is None:
@@ -219,17 +224,25 @@ class CppOpsHandler(ArithmeticOps):
             self._target.append(f"{scatter}({pointer}, {text}, {self._lane_lambda(index)});")
 
     def indirect_indexing(
-        self, x: CppValue, size: sympy.Expr, check: bool = True, wrap_neg: bool = True
+        self, x: CppValue, size: sympy.Expr, check: bool | IndexCheck = True, wrap_neg: bool = True
     ) -> sympy.Symbol:
-        """A symbol for the int64 value of ``x``, wrapped by ``size`` where negative."""
+        """A symbol for the int64 value of ``x``, wrapped by ``size`` where negative; checked to lie
+        in ``[0, size)`` when ``check`` (see codegen/checks.py)."""
         name = self.state.fresh("ind")
         # An index equal in every lane (a broadcast load) stays scalar: loads using it can then
         # be contiguous vector loads instead of gathers.
         vector = self.vector and x.uniform is None
-        if self.vector and not vector:
+        if self.vector and x.uniform is not None:
             value = x.uniform if x.dtype == torch.int64 else f"static_cast<int64_t>({x.uniform})"
         else:
             value = self._to_int64(x)
+        if self._checked_index_line(name, value, size, check, wrap_neg, vector):
+            symbol = sympy.Symbol(name, integer=True, nonnegative=True)
+            if size.is_Integer and int(size) == 0:
+                self.state.unreadable.add(symbol)  # no element to read: loads through it read nothing
+            if vector:
+                self.scope.vector_symbols[symbol] = name
+            return symbol
         if wrap_neg:
             zero = self._splat("0", torch.int64) if vector else "INT64_C(0)"
             size_text = cpp_index(size)
@@ -313,7 +326,9 @@ class CppOpsHandler(ArithmeticOps):
         elif kind == "contiguous":
             text = f"kiln::iota<kiln::i64x>({cpp_index(expr)})"
         else:
-            text = f"kiln::lanes<kiln::i64x>({self._lane_lambda(expr)})"
+            # Every lane is evaluated: under ops.masked only the active ones may fail a check.
+            mask = self._masks[-1] if self._masks else None
+            text = f"kiln::lanes<kiln::i64x>({self._lane_lambda(expr, mask)})"
         value = self._emit(text, torch.int64)
         if dtype != torch.int64:
             return self.to_dtype(value, dtype, torch.int64)

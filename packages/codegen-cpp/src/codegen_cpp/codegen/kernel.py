@@ -100,6 +100,7 @@ class _KernelWriter(LoopShapes):
             pointers=group.pointer_names(),
             storage={r.name: r.dtype for r in group.buffers().values()},
             internal=frozenset(r.name for r in group.internal),
+            runtime_checks=config.runtime_checks,
         )
         self.ranges: Ranges = {**dict(zip(self.xs, self.x_sizes)), **dict(zip(self.rs, self.r_sizes))}
         self.plan = self._plan(vectorize, outer)
@@ -513,5 +514,6 @@ def generate_kernel(group: KernelGroup, config: CppConfig) -> KernelSource:
         "parallel": writer.plan.parallel is not None,
         "num_pointers": len(group.inputs) + len(group.outputs),
         "num_sizes": len(group.size_symbols),
+        "checks": {site: check for check, site in writer.state.checks.items()},  # runtime checks by site
     }
     return KernelSource(name=kernel_name(group), source=source, group=group, metadata=metadata)

@@ -15,6 +15,7 @@ from codegen_cpp.codegen.dtypes import cpp_dtype
 from codegen_cpp.codegen.handler import CppOpsHandler, CppValue
 from codegen_cpp.codegen.indexing import Ranges, simplify_index, upper_bound
 from codegen_cpp.codegen.printer import cpp_index
+from inductor_ir.ir.checks import IndexCheck
 
 __all__ = ["RangedOpsHandler"]
 
@@ -40,6 +41,7 @@ class RangedOpsHandler(CppOpsHandler):
         if (
             self.vector
             and masks
+            and not index.free_symbols & self.state.unreadable
             and dtype in _PLAIN_LOAD_DTYPES
             and name not in self.state.internal
             and name not in self.scope.stored
@@ -87,7 +89,7 @@ class RangedOpsHandler(CppOpsHandler):
         return result
 
     def indirect_indexing(
-        self, x: CppValue, size: sympy.Expr, check: bool = True, wrap_neg: bool = True
+        self, x: CppValue, size: sympy.Expr, check: bool | IndexCheck = True, wrap_neg: bool = True
     ) -> sympy.Expr:
         """An index read from ``x``; when ``x`` holds a known index expression that stays within
         ``[0, size)`` (an ``arange`` used to index), that expression itself: no wrap, and loads

@@ -60,7 +60,7 @@ class _IndexRecorder:
         self.indices.append(sympy.expand(expr))
 
     def indirect_indexing(
-        self, x: Any, size: sympy.Expr, check: bool = True, wrap_neg: bool = True
+        self, x: Any, size: sympy.Expr, check: object = True, wrap_neg: bool = True
     ) -> sympy.Symbol:
         self._indirect += 1
         return sympy.Symbol(f"probe_indirect{self._indirect}", integer=True, nonnegative=True)

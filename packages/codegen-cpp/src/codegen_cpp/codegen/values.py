@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 import sympy
 import torch
 
+from inductor_ir.ir.checks import RuntimeCheck
+
 __all__ = ["BodyScope", "CppValue", "KernelState", "Unvectorizable"]
 
 
@@ -45,6 +47,18 @@ class KernelState:
     canonical: dict[str, str] = field(default_factory=dict)  # temporary -> its expression, spelled out
     # integer temporary -> the index expression (in loop variables) it holds, where known
     symbolic: dict[str, sympy.Expr] = field(default_factory=dict)
+    # runtime checks (runtime/kiln_cpu_checks.h): whether to emit them, and each check's site number
+    # in the library's failure record (1, 2, ...; deterministic: bodies run in a fixed order)
+    runtime_checks: bool = True
+    checks: dict[RuntimeCheck, int] = field(default_factory=dict)
+    # indirect-index symbols into a dim of static size 0: their check always fails, nothing is read
+    unreadable: set[sympy.Symbol] = field(default_factory=set)
+    # vector indirect indices checked lane by lane where read: name -> (wrap, size, site) as C++ text
+    lane_checks: dict[str, tuple[str, str, int]] = field(default_factory=dict)
+
+    def check_site(self, check: RuntimeCheck) -> int:
+        """The site number of ``check`` in the failure record (equal checks share one)."""
+        return self.checks.setdefault(check, len(self.checks) + 1)
 
     def fresh(self, prefix: str) -> str:
         """A new variable name ``<prefix><n>``."""

@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import ctypes
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from inductor_ir.ir.checks import IndexCheck, RuntimeCheck
+
 __all__ = ["CppKernel", "load_library"]
+
+_FailureRecord = ctypes.c_int64 * 3  # {site, value, size}: runtime/kiln_cpu_checks.h
 
 
 def load_library(path: Path) -> ctypes.CDLL:
@@ -27,9 +32,13 @@ class CppKernel:
     generated for), sizes as int64, then the OpenMP thread count: ``num_threads`` if given, else
     ``torch.get_num_threads()`` at each call (so ``torch.set_num_threads`` governs Kiln's kernels
     too, and loading a library never changes the process's OpenMP settings).
+
+    ``checks``: the kernel's runtime checks by site (its ``KernelSource.metadata["checks"]``). After
+    a call of a kernel that has some, a failure its checks recorded is raised as eager would raise
+    it (``IndexError``, ``RuntimeError``); ``ops`` (the ATen ops it computes) is named in messages.
     """
 
-    __slots__ = ("_function", "_library", "name", "num_pointers", "num_sizes", "num_threads")
+    __slots__ = ("_failure", "_function", "_library", "checks", "name", "num_pointers", "num_sizes", "num_threads", "ops")
 
     def __init__(
         self,
@@ -38,8 +47,13 @@ class CppKernel:
         num_pointers: int,
         num_sizes: int,
         num_threads: int | None = None,
+        checks: Mapping[int, RuntimeCheck] | None = None,
+        ops: str = "",
     ) -> None:
         self._library = library  # keeps the library loaded while the kernel lives
+        self.checks = dict(checks or {})
+        self.ops = ops
+        self._failure = _FailureRecord.in_dll(library, "kiln_failure") if self.checks else None
         self.name = name
         self.num_pointers = num_pointers
         self.num_sizes = num_sizes
@@ -59,6 +73,20 @@ class CppKernel:
             self._function(*[t.data_ptr() for t in args[:count]], *[int(s) for s in args[count:]], threads)
         else:
             self._function(*[t.data_ptr() for t in args], threads)
+        failure = self._failure
+        if failure is not None and failure[0]:
+            raise self._failed(failure)
+
+    def _failed(self, failure: Any) -> Exception:
+        """The exception for the failure a check recorded (the record is cleared for the next call)."""
+        site, value, size = failure[0], failure[1], failure[2]
+        failure[0] = failure[1] = failure[2] = 0
+        check = self.checks.get(site)
+        if isinstance(check, IndexCheck):
+            return check.exception(value, size, self.name)
+        if check is not None:
+            return check.exception(self.name, self.ops)
+        return RuntimeError(f"kernel {self.name} failed its runtime check {site} (value {value}, size {size})")
 
     def __repr__(self) -> str:
         return f"<CppKernel {self.name}>"

@@ -412,3 +412,4 @@ inline f64x sign(f64x x) { return where(gt(x, splat<f64x>(0)), splat<f64x>(1), w
 
 #include "kiln_cpu_math.h"
 #include "kiln_cpu_reduce.h"
+#include "kiln_cpu_checks.h"
