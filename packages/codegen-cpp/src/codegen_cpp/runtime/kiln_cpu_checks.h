@@ -23,18 +23,6 @@ __attribute__((noinline, cold)) inline void fail(int64_t site, int64_t value, in
   }
 }
 
-// 64-bit lanes are tested a quarter vector (256 bits) at a time: GCC turns comparisons of the
-// whole 16-lane int64 vector into one scalar comparison per lane on AVX2, a quarter into one
-// vpcmpeqq.
-typedef int64_t i64q __attribute__((vector_size(32)));
-constexpr int QUARTERS = sizeof(i64x) / sizeof(i64q);
-
-inline bool any_set(i64q v) {
-  int64_t acc = 0;
-  for (int64_t l = 0; l < static_cast<int64_t>(sizeof(i64q) / 8); ++l) acc |= v[l];
-  return acc != 0;
-}
-
 // ---------------------------------------------------------------- indirect indices
 // An index read from data: negative values count from the end when Wrap; the result must lie in
 // [0, size). On failure the bad value is recorded and replaced by 0. Vector indices are checked
