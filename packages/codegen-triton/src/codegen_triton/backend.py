@@ -84,6 +84,7 @@ class TritonBackend:
             plan,
             interpret=self.config.interpreting(),
             dynamic_persistent_limit=self.config.persistent_reduction_limit,
+            runtime_checks=self.config.runtime_checks,
         )
 
     def generate(self, group: KernelGroup) -> KernelSource:
@@ -206,6 +207,7 @@ class TritonKernelCall:
             config.max_rblock,
             generated.split,
             generated.hint,
+            tuple(generated.checks.items()),
         )
         return TritonLauncher(
             spec,

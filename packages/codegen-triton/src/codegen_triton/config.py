@@ -57,6 +57,10 @@ class TritonConfig:
         compile_workers: processes that compile kernels in the background from when their graph is
             compiled until their first launch (CUDA only; one pool per process, see
             `runtime/compile_pool.py`; 1 or less: each kernel is compiled when first launched).
+        runtime_checks: kernels assert that indirect indices (`x[i]`, gather, embedding, scatter, ...)
+            lie in range and integer divisors are not zero (`tl.device_assert`, compiled in debug mode);
+            under the interpreter a failure raises what eager raises (IndexError, RuntimeError). False:
+            no asserts (an invalid index then reads or writes arbitrary memory).
     """
 
     cache_dir: Path | None = None
@@ -71,6 +75,7 @@ class TritonConfig:
     debug_dir: Path | None = dataclasses.field(default_factory=_env_debug_dir)
     interpret: bool | None = None
     compile_workers: int = dataclasses.field(default_factory=lambda: min(16, os.cpu_count() or 1))
+    runtime_checks: bool = True
 
     def resolved_cache_dir(self) -> Path:
         """The cache folder this configuration uses."""

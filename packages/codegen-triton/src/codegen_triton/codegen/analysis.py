@@ -52,7 +52,7 @@ class _AccessRecorder:
         self.accesses.append(Access(name, sympy.sympify(index), True))
 
     def indirect_indexing(
-        self, x: Any, size: sympy.Expr, check: bool = True, wrap_neg: bool = True
+        self, x: Any, size: sympy.Expr, check: object = True, wrap_neg: bool = True
     ) -> sympy.Symbol:
         self._counter += 1
         return sympy.Symbol(f"indirect{self._counter}", integer=True)

@@ -19,11 +19,13 @@ from dataclasses import dataclass, field
 import sympy
 import torch
 
+from codegen_triton.codegen.checks import CheckSite, RuntimeChecks
 from codegen_triton.codegen.indexing import AxisDims, collapse_contiguous
-from codegen_triton.codegen.overrides import TritonMathOps, constant_literal
+from codegen_triton.codegen.overrides import constant_literal
 from codegen_triton.codegen.printer import TritonIndexPrinter
 from codegen_triton.codegen.values import TritonValue, compute_dtype, is_float, triton_type
 from inductor_ir.backend import KernelGroup, KernelNode
+from inductor_ir.ir.checks import IndexCheck
 from inductor_ir.ops_handler import set_ops_handler
 
 __all__ = ["KernelPlan", "KernelWriter", "workspace_name"]
@@ -72,13 +74,16 @@ class _Section:
     lines: list[str] = field(default_factory=list)
 
 
-class KernelWriter(TritonMathOps):
+class KernelWriter(RuntimeChecks):
     """Generates the body of one Triton kernel for a `KernelGroup` under a `KernelPlan`."""
 
-    def __init__(self, group: KernelGroup, plan: KernelPlan) -> None:
-        """Args: group: the fused group; plan: kernel kind and index width."""
+    def __init__(self, group: KernelGroup, plan: KernelPlan, runtime_checks: bool = True) -> None:
+        """Args: group: the fused group; plan: kernel kind and index width; runtime_checks: assert
+        indirect indices in range and integer divisors nonzero (see codegen/checks.py)."""
         self.group = group
         self.plan = plan
+        self.runtime_checks = runtime_checks
+        self.check_sites: dict[CheckSite, int] = {}
         self.printer = TritonIndexPrinter()
         self.axes: tuple[str, ...] = {
             "pointwise": ("x",),
@@ -331,13 +336,15 @@ class KernelWriter(TritonMathOps):
         self._write(name, index, value, frozenset({"x"}), section)
 
     def indirect_indexing(
-        self, x: V, size: sympy.Expr, check: bool = True, wrap_neg: bool = True
+        self, x: V, size: sympy.Expr, check: bool | IndexCheck = True, wrap_neg: bool = True
     ) -> sympy.Symbol:
-        """A symbol standing for the integer value `x` (wrapped by `size` where negative)."""
+        """A symbol standing for the integer value `x` (wrapped by `size` where negative), asserted
+        to lie in `[0, size)` when `check` (see codegen/checks.py)."""
         value = x
         if wrap_neg:
             size_text = self.printer.print(size)
             value = self.emit(f"tl.where({x.name} < 0, {x.name} + {size_text}, {x.name})", x.dtype, x.axes)
+        self.check_index(value, size, check)
         symbol = sympy.Symbol(f"indirect{self._counter}", integer=True)
         self._counter += 1
         self.printer.names[symbol] = value.name

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 import sympy
 import torch
 
+from codegen_triton.codegen.checks import CheckSite
 from codegen_triton.codegen.kernel import KernelPlan, KernelWriter
 from inductor_ir.backend import KernelGroup
 
@@ -38,6 +39,7 @@ class GeneratedKernel:
             launch instead whenever the runtime reduction size is at most `persistent_limit`.
         persistent_limit: see `persistent`.
         hint: the reduction's memory walk ("inner", "outer" or ""; see `KernelPlan.hint`).
+        checks: the function's runtime checks by site number (see `codegen/checks.py`).
     """
 
     name: str
@@ -52,6 +54,7 @@ class GeneratedKernel:
     persistent: GeneratedKernel | None = None
     persistent_limit: int = 0
     hint: str = ""
+    checks: dict[int, CheckSite] = dataclasses.field(default_factory=dict)
 
 
 def kernel_name(group: KernelGroup, plan: KernelPlan) -> str:
@@ -129,6 +132,7 @@ class _Function:
     lines: list[str]
     arg_names: tuple[str, ...]
     numels: dict[str, sympy.Expr]
+    checks: dict[int, CheckSite] = dataclasses.field(default_factory=dict)
 
 
 def _drive_nodes(
@@ -171,7 +175,8 @@ def _function(
     numel_args = [n for n in ("xnumel", "ynumel", "rnumel") if n in numels]
     blocks = {"pointwise": ["XBLOCK"], "tiled": ["YBLOCK", "XBLOCK"]}.get(plan.kind, ["XBLOCK", "RBLOCK"])
     signature = ", ".join([*pointer_args, *size_args, *numel_args, *(f"{b}: tl.constexpr" for b in blocks)])
-    out = ["@triton.jit", f"def {name}({signature}):"]
+    # Triton compiles device asserts (the runtime checks) only in debug mode.
+    out = ["@triton.jit(debug=True)" if writer.check_sites else "@triton.jit", f"def {name}({signature}):"]
     rnumel = numels.get("rnumel", sympy.Integer(1))
     start, bound = "0", "rnumel"
     if isinstance(rnumel, sympy.Integer):
@@ -191,7 +196,8 @@ def _function(
     out.append("")
     text = _drop_unused_definitions("\n".join(out), writer.definition_names())
     ordered: dict[str, sympy.Expr] = {n: numels[n] for n in numel_args}
-    return _Function(name, text.split("\n"), tuple(pointer_args + size_args + numel_args), ordered)
+    checks = {site: key for key, site in writer.check_sites.items()}
+    return _Function(name, text.split("\n"), tuple(pointer_args + size_args + numel_args), ordered, checks)
 
 
 def _module(functions: list[_Function], interpret: bool) -> str:
@@ -216,8 +222,10 @@ def _module(functions: list[_Function], interpret: bool) -> str:
     return "\n".join(out) + body.replace("helpers.", "").rstrip() + "\n"
 
 
-def _write_function(group: KernelGroup, plan: KernelPlan, interpret: bool) -> tuple[_Function, bool]:
-    writer = KernelWriter(group, plan)
+def _write_function(
+    group: KernelGroup, plan: KernelPlan, interpret: bool, runtime_checks: bool
+) -> tuple[_Function, bool]:
+    writer = KernelWriter(group, plan, runtime_checks)
     numels = _axis_numels(writer)
     writer.header.lines.extend(_header(writer, numels))
     body_start = _drive_nodes(writer, group)
@@ -225,7 +233,12 @@ def _write_function(group: KernelGroup, plan: KernelPlan, interpret: bool) -> tu
 
 
 def write_kernel(
-    group: KernelGroup, plan: KernelPlan, *, interpret: bool, dynamic_persistent_limit: int = 0
+    group: KernelGroup,
+    plan: KernelPlan,
+    *,
+    interpret: bool,
+    dynamic_persistent_limit: int = 0,
+    runtime_checks: bool = True,
 ) -> GeneratedKernel:
     """The source of one Triton kernel computing `group` under `plan`.
 
@@ -235,20 +248,23 @@ def write_kernel(
         interpret: import NumPy stand-ins for libdevice (Triton's interpreter, CPU testing).
         dynamic_persistent_limit: when > 0 and `plan` is a looped reduction of symbolic size, also
             write a persistent variant, launched when the runtime size is at most this limit.
+        runtime_checks: assert indirect indices in range and integer divisors nonzero.
     """
     if plan.split:
-        return _write_split(group, plan, interpret=interpret)
-    function, uses_random = _write_function(group, plan, interpret)
+        return _write_split(group, plan, interpret=interpret, runtime_checks=runtime_checks)
+    function, uses_random = _write_function(group, plan, interpret, runtime_checks)
     rnumel = sympy.Mul(*group.reduction_size)
     if plan.kind != "looped" or dynamic_persistent_limit <= 0 or isinstance(rnumel, sympy.Integer):
         source = _module([function], interpret)
         return GeneratedKernel(
-            function.name, source, plan.kind, function.arg_names, function.numels, uses_random, hint=plan.hint
+            function.name, source, plan.kind, function.arg_names, function.numels, uses_random, hint=plan.hint,
+            checks=function.checks,
         )
-    variant, _ = _write_function(group, dataclasses.replace(plan, kind="persistent"), interpret)
+    variant, _ = _write_function(group, dataclasses.replace(plan, kind="persistent"), interpret, runtime_checks)
     source = _module([function, variant], interpret)
     persistent = GeneratedKernel(
-        variant.name, source, "persistent", variant.arg_names, variant.numels, uses_random, hint=plan.hint
+        variant.name, source, "persistent", variant.arg_names, variant.numels, uses_random, hint=plan.hint,
+        checks=variant.checks,
     )
     return GeneratedKernel(
         function.name,
@@ -260,20 +276,21 @@ def write_kernel(
         persistent=persistent,
         persistent_limit=dynamic_persistent_limit,
         hint=plan.hint,
+        checks=function.checks,
     )
 
 
-def _write_split(group: KernelGroup, plan: KernelPlan, *, interpret: bool) -> GeneratedKernel:
+def _write_split(group: KernelGroup, plan: KernelPlan, *, interpret: bool, runtime_checks: bool) -> GeneratedKernel:
     """Both kernels of a split reduction, in one module (see `codegen_triton.codegen.split`)."""
     from codegen_triton.codegen.split import workspaces, write_finish
 
-    writer = KernelWriter(group, plan)
+    writer = KernelWriter(group, plan, runtime_checks)
     numels = _axis_numels(writer)
     writer.header.lines.extend(_header(writer, numels))
     writer.header.lines += ["rsplit = tl.program_id(1)", f"rstart = rsplit * {plan.split_chunk}"]
     body_start = _drive_nodes(writer, group, skip_after_loop=True)
     partial = _function(writer, kernel_name(group, plan) + "_split", numels, body_start, interpret)
-    finisher = write_finish(group, plan)
+    finisher = write_finish(group, plan, runtime_checks)
     finish_numels = _axis_numels(finisher)
     finisher.header.lines[:0] = _header(finisher, finish_numels)
     finish_name = f"triton_per_{group.name}_finish"
@@ -281,7 +298,8 @@ def _write_split(group: KernelGroup, plan: KernelPlan, *, interpret: bool) -> Ge
     source = _module([partial, finish], interpret)
     uses_random = writer.uses_random or finisher.uses_random
     finish_kernel = GeneratedKernel(
-        finish.name, source, "persistent", finish.arg_names, finish.numels, uses_random, hint="inner"
+        finish.name, source, "persistent", finish.arg_names, finish.numels, uses_random, hint="inner",
+        checks=finish.checks,
     )
     return GeneratedKernel(
         partial.name,
@@ -294,4 +312,5 @@ def _write_split(group: KernelGroup, plan: KernelPlan, *, interpret: bool) -> Ge
         tuple(dtype for _, dtype in workspaces(group)),
         finish_kernel,
         hint=plan.hint,
+        checks=partial.checks,
     )

@@ -100,7 +100,9 @@ def compile_variant(fn: Any, variant: Variant, target: Any) -> Any:
     """`triton.compile` of `fn` (a `@triton.jit` function) for `variant` and a `GPUTarget`."""
     import triton
 
-    options = {"num_warps": variant.num_warps, "num_stages": variant.num_stages}
+    options: dict[str, Any] = {"num_warps": variant.num_warps, "num_stages": variant.num_stages}
+    if getattr(fn, "debug", False):  # a kernel with runtime checks: its asserts compiled in (codegen/checks.py)
+        options.update(debug=True, sanitize_overflow=False)
     return triton.compile(_source(fn, variant), target=target, options=options)
 
 

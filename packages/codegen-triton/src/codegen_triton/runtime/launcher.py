@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from codegen_triton.codegen.checks import CheckSite
 from codegen_triton.runtime.autotune import (
     LaunchConfig,
     TuningCache,
@@ -14,6 +15,7 @@ from codegen_triton.runtime.autotune import (
     candidate_configs,
     next_power_of_2,
 )
+from codegen_triton.runtime.checks import check_failure, interpreter_asserts
 from codegen_triton.runtime.compile_pool import CompilePool, PrecompileJob
 from codegen_triton.runtime.fast_launch import FastKernel, Variant, compile_variant, make_variant
 from codegen_triton.runtime.loader import interpreter_env, load_kernel_module
@@ -37,6 +39,8 @@ class KernelSpec:
         max_rblock: the largest RBLOCK tried for looped reductions.
         grid_y: when > 0, the grid's second dimension (the chunks of a split reduction).
         hint: a reduction's memory walk ("inner", "outer" or ""), which narrows the configurations tried.
+        checks: the kernel's runtime checks by site (`codegen/checks.py`): its asserts are compiled in
+            (debug mode) and a failure under the interpreter raises what eager raises.
     """
 
     name: str
@@ -47,6 +51,7 @@ class KernelSpec:
     max_rblock: int = 1024
     grid_y: int = 0
     hint: str = ""
+    checks: tuple[tuple[int, CheckSite], ...] = ()
 
 
 def _cdiv(a: int, b: int) -> int:
@@ -104,6 +109,8 @@ class TritonLauncher:
         self._direct = not interpret
         self._compiled: dict[Variant, FastKernel | None] = {}
         self._target: Any = None
+        # Kernels with asserts compile in debug mode, without Triton's int32 overflow asserts.
+        self._debug_options: dict[str, bool] = {"debug": True, "sanitize_overflow": False} if spec.checks else {}
 
     def block_values(self, config: LaunchConfig) -> tuple[int, ...]:
         """The config's block sizes in the order of the kernel's constexpr parameters."""
@@ -189,10 +196,22 @@ class TritonLauncher:
             fast.launch((*grid, 1, 1)[:3], torch.cuda.current_device(), args)  # type: ignore[arg-type]
             return
         if self.interpret:
-            with interpreter_env(True):
-                self.fn[grid](*args, **config.blocks)
+            self._interpret(grid, args, config.blocks)
             return
-        self.fn[grid](*args, **config.blocks, num_warps=config.num_warps, num_stages=config.num_stages)
+        self.fn[grid](
+            *args, **config.blocks, num_warps=config.num_warps, num_stages=config.num_stages, **self._debug_options
+        )
+
+    def _interpret(self, grid: tuple[int, ...], args: Sequence[Any], blocks: dict[str, int]) -> None:
+        """Run under Triton's interpreter; a failed runtime check raises what eager raises."""
+        with interpreter_env(True), interpreter_asserts(bool(self.spec.checks)):
+            try:
+                self.fn[grid](*args, **blocks)
+            except Exception as error:
+                failure = check_failure(error, dict(self.spec.checks), self.spec.name) if self.spec.checks else None
+                if failure is None:
+                    raise
+                raise failure from None
 
     def _choose(self, args: Sequence[Any], xnumel: int, rnumel: int, ynumel: int) -> LaunchConfig:
         bucket = (next_power_of_2(xnumel), next_power_of_2(rnumel), next_power_of_2(ynumel))
@@ -220,7 +239,7 @@ class TritonLauncher:
     def _prepare(self, args: Sequence[Any], key: tuple[int, ...]) -> _Prepared:
         xnumel, rnumel, ynumel = key
         config = self._choose(args, xnumel, rnumel, ynumel)
-        options = {**config.blocks, "num_warps": config.num_warps, "num_stages": config.num_stages}
+        options = {**config.blocks, "num_warps": config.num_warps, "num_stages": config.num_stages, **self._debug_options}
         grid = (*self.grid(config, xnumel, ynumel), 1, 1)[:3]
         fast = None
         device = -1
@@ -258,8 +277,7 @@ class TritonLauncher:
                 )
                 return
         if self.interpret:
-            with interpreter_env(True):
-                self.fn[grid](*args, **prepared.config.blocks)
+            self._interpret(grid, args, prepared.config.blocks)
             return
         self.fn.run(*args, grid=grid, warmup=False, **prepared.options)
 
