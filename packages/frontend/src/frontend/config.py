@@ -48,6 +48,10 @@ class Config:
             they stay valid across calls; False returns the graph's own buffers (no copies) and
             raises CudaGraphOutputOverwrittenError if one is used after a later replay.
         fallback_random: run random ops eagerly so results match eager PyTorch bit for bit.
+        runtime_checks: generated kernels check data-dependent indices (``x[i]``, gather,
+            embedding, scatter, index_put, ...) and integer divisors, and raise what eager PyTorch
+            raises (``IndexError``, ``RuntimeError``) instead of reading out of bounds or crashing the
+            process; False skips the checks (a little faster; an invalid index is then undefined).
     """
 
     debug: bool = _ENV.debug
@@ -60,6 +64,7 @@ class Config:
     cudagraph_max_shapes: int = 8
     cudagraph_copy_outputs: bool = True
     fallback_random: bool = False
+    runtime_checks: bool = True
     _patch_stack: list[dict[str, Any]] = field(default_factory=list, repr=False, compare=False)
 
     @staticmethod

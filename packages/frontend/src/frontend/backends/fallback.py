@@ -9,6 +9,7 @@ import torch
 
 from frontend.context import CompileContext
 from frontend.errors import BackendCompileError, describe_error
+from inductor_ir import failed_check
 
 
 def _graph_tensors(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> list[torch.Tensor]:
@@ -93,7 +94,8 @@ def unboxed(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 class _FirstCallGuard:
-    """Calls the compiled graph; if its very first call raises, switches to eager for good."""
+    """Calls the compiled graph; if its very first call raises, switches to eager for good (unless a
+    runtime check of the data failed: that error is the user's, raised as eager would raise it)."""
 
     def __init__(self, compiled: Callable[..., Any], gm: torch.fx.GraphModule, context: CompileContext, what: str):
         self._run = compiled
@@ -112,6 +114,9 @@ class _FirstCallGuard:
             self._gm = gm  # interrupted, not failed: the next call is still a guarded first run
             raise
         except Exception as error:
+            if failed_check(error) is not None:
+                self._gm = gm  # bad data (an index out of range), not a bad graph: keep it compiled
+                raise
             self._run = fall_back(gm, self._context, self._what, f"its first run failed ({describe_error(error)})", error)
             return self._run(*args)
 
@@ -132,6 +137,9 @@ class _BoxedFirstCallGuard(_FirstCallGuard):
             self._gm = gm  # interrupted, not failed: the next call is still a guarded first run
             raise
         except Exception as error:
+            if failed_check(error) is not None:
+                self._gm = gm  # bad data (an index out of range), not a bad graph: keep it compiled
+                raise
             eager = fall_back(gm, self._context, self._what, f"its first run failed ({describe_error(error)})", error)
             self._run = _Unboxing(eager)
             return eager(*inputs)

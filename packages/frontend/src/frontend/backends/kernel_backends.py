@@ -44,6 +44,7 @@ def _settings(config: Config, device_type: str, debug_dir: Path | None) -> dict[
         "max_autotune": config.max_autotune,
         "autotune": True,
         "fallback_random": config.fallback_random,
+        "runtime_checks": config.runtime_checks,
         "debug_dir": debug_dir,
     }
     if config.max_autotune:
@@ -72,8 +73,8 @@ def _config_object(annotation: Any, settings: dict[str, Any]) -> Any | None:
 def instantiate(factory: Any, config: Config, device_type: str = "cpu", debug_dir: Path | None = None) -> Any:
     """A kernel backend from what an entry point loaded: an instance, or a class to construct.
 
-    The constructor gets those of the generic settings (max_autotune, fallback_random, cache_dir,
-    debug_dir) it names; a ``config`` parameter annotated with a dataclass gets an instance of that
+    The constructor gets those of the generic settings (max_autotune, fallback_random, runtime_checks,
+    cache_dir, debug_dir) it names; a ``config`` parameter annotated with a dataclass gets an instance of that
     dataclass filled the same way.
     """
     if not isinstance(factory, type):
