@@ -10,6 +10,7 @@ Sessions:
   demo               the main job: compiles real models and prints what it did and how fast
   bench              eager vs torch.compile vs Kiln, side by side (tools/bench/)
   fuzz               the differential fuzzer (tools/fuzz/): random programs, eager vs Kiln
+  opinfo             strict OpInfo sweep through frontend.compile (tools/opinfo_strict.py): every op, eager vs Kiln
   docs               checks that docs/ links resolve
 """
 
@@ -119,6 +120,15 @@ def fuzz(session: nox.Session) -> None:
     _install_kiln(session, "numpy")
     args = session.posargs or ["--programs", "500", "--seed", "0"]
     session.run("python", "-m", "tools.fuzz", *args, env={"TRITON_INTERPRET": "1", "PYTHONHASHSEED": "0"})
+
+
+@nox.session
+def opinfo(session: nox.Session) -> None:
+    """Every OpInfo op compiled strictly (no eager fallback, no graph break) and compared with eager,
+    e.g. `nox -s opinfo -- --jobs 4 --json opinfo.json` (a CI-sized slice runs in tests/)."""
+    _install_kiln(session, "numpy", "expecttest")
+    args = session.posargs or ["--jobs", str(os.cpu_count() or 1)]
+    session.run("python", "tools/opinfo_strict.py", *args, env={"TRITON_INTERPRET": "1", "PYTHONHASHSEED": "0"})
 
 
 @nox.session

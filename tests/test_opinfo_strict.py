@@ -1,0 +1,71 @@
+"""A CI-sized slice of the strict OpInfo sweep (tools/opinfo_strict.py): each op here is compiled with
+``frontend.compile`` (C++ kernels, ``fullgraph=True``, ``fallback_to_eager=False``) on its first
+OpInfo sample and compared with eager, forward and, for float32, gradients.
+
+Any wrong value fails. Any other failure (an eager fallback, a graph break, a crash) fails too,
+unless the op is listed in the known gaps with the reason it cannot compile yet; a gap that starts
+to pass only shows as passing (then drop its entry). The full sweep: ``nox -s opinfo``.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:  # `pytest` (unlike `python -m pytest`) does not put the repository root on the path
+    sys.path.insert(0, str(ROOT))
+
+from tools.opinfo_strict import FAILURES, op_database, op_status, run_op  # noqa: E402
+
+SLICE: dict[str, tuple[str, ...]] = {
+    # float32: inputs require grad, so the training path runs (forward and backward graphs)
+    "sin": ("float32",),
+    "sum": ("float32", "int64"),
+    "softmax": ("float32",),
+    "nn.functional.layer_norm": ("float32",),
+    "index_select": ("float32",),
+    "matmul": ("float32",),
+    # integer and boolean arithmetic (compared exactly), float64 forward
+    "add": ("int64",),
+    "floor_divide": ("int64",),
+    "remainder": ("int64",),
+    "bitwise_xor": ("int64",),
+    "argmax": ("int64",),
+    "mul": ("bool",),
+    "logical_and": ("bool",),
+    "any": ("bool",),
+    "exp": ("float64",),
+    "var": ("float64",),
+    "clamp": ("float64",),
+    "where": ("float64",),
+    "nn.functional.gelu": ("float64",),
+    # graphs without tensor inputs
+    "arange": ("int64",),
+    "linspace": ("float64",),
+    "eye": ("float64",),
+}
+"""op -> the dtypes it runs in (the first OpInfo sample of each)."""
+
+KNOWN_GAPS: dict[str, str] = {}
+"""op -> why it cannot be compiled strictly yet (never a wrong value: those always fail)."""
+
+
+@functools.cache
+def _database() -> dict[str, Any]:
+    return op_database()
+
+
+@pytest.mark.parametrize("name", sorted(SLICE))
+def test_op_compiles_strictly_and_matches_eager(name: str) -> None:
+    cases = run_op(_database()[name], SLICE[name], samples=1, grad_dtypes=("float32",), timeout=120)
+    wrong = [c for c in cases if c.status == "wrong"]
+    assert not wrong, "\n".join(f"{c.op} [{c.dtype}, training={c.grad}]: {c.detail}" for c in wrong)
+    failed = [f"{c.op} [{c.dtype}, training={c.grad}]: {c.status}: {c.detail}" for c in cases if c.status in FAILURES]
+    if failed and name in KNOWN_GAPS:
+        pytest.xfail(KNOWN_GAPS[name])
+    assert op_status(cases) == "ok", "\n".join(failed) or f"no comparable case: {[c.detail for c in cases]}"
