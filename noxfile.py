@@ -10,6 +10,7 @@ Sessions:
   demo               the main job: compiles real models and prints what it did and how fast
   bench              eager vs torch.compile vs Kiln, side by side (tools/bench/)
   fuzz               the differential fuzzer (tools/fuzz/): random programs, eager vs Kiln
+  zoo                80+ real architectures through capture, next to TorchDynamo (tools/zoo/)
   opinfo             strict OpInfo sweep through frontend.compile (tools/opinfo_strict.py): every op, eager vs Kiln
   docs               checks that docs/ links resolve
 """
@@ -120,6 +121,13 @@ def fuzz(session: nox.Session) -> None:
     _install_kiln(session, "numpy")
     args = session.posargs or ["--programs", "500", "--seed", "0"]
     session.run("python", "-m", "tools.fuzz", *args, env={"TRITON_INTERPRET": "1", "PYTHONHASHSEED": "0"})
+
+
+@nox.session
+def zoo(session: nox.Session) -> None:
+    """Real architectures through capture next to TorchDynamo (tools/zoo/), e.g. `nox -s zoo -- --slice`."""
+    _install_kiln(session, "transformers>=5", "numpy")
+    session.run("python", "-m", "tools.zoo", *session.posargs, env={"PYTHONHASHSEED": "0"})
 
 
 @nox.session
