@@ -50,7 +50,7 @@ def _seconds(result: dict[str, Any], compiler: str) -> str:
 def summary(results: list[dict[str, Any]]) -> str:
     """Counts over the models both compilers ran: one graph on the first call, no storm, correct."""
     ran = [r for r in results if not r.get("error")]
-    lines = [f"{len(ran)} models built and ran eagerly ({len(results) - len(ran)} could not be built).", "",
+    lines = [f"{len(ran)} models built and ran eagerly ({len(results) - len(ran)} did not: build error, crash or timeout).", "",
              "| | one graph on the first call | no recompile storm | correct | compiled without error |",
              "|---|---:|---:|---:|---:|"]
     for key, label in COMPILERS:
