@@ -50,6 +50,10 @@ def _product(sizes: Sequence[sympy.Expr]) -> sympy.Expr:
     return sympy.Mul(*sizes) if sizes else sympy.Integer(1)
 
 
+# How much cheaper a thread's share of a row-reducing kernel is than of a pointwise one (see ``_grain``).
+ROW_REDUCTION_GRAIN_DIVISOR = 16
+
+
 def _parallel_condition(work: sympy.Expr, grain: int) -> str | None:
     """When a loop of ``work`` elements runs on threads: "" always, None never, else an ``if``.
 
@@ -122,13 +126,21 @@ class _KernelWriter(LoopShapes):
             if not (last.is_Integer and int(last) < VECTOR_LANES):
                 vector_var = inner_vars[-1]
         work = _product(self.x_sizes) * _product(self.r_sizes)
-        parallel = _parallel_condition(work, self.config.parallel_threshold) if self.x_sizes else None
+        parallel = _parallel_condition(work, self._grain()) if self.x_sizes else None
         return _Plan(vector_var, parallel, outer and vector_var is not None)
+
+    def _grain(self) -> int:
+        """Elements per thread: ``parallel_threshold`` for pointwise work; a sixteenth of it for kernels
+        that reduce rows (several passes over each row, as layer norm and softmax make: ATen splits
+        those by rows, and a 64 x 512 layer norm left serial ran at half of eager's speed on 8 threads)."""
+        if self.r_sizes:
+            return max(1, self.config.parallel_threshold // ROW_REDUCTION_GRAIN_DIVISOR)
+        return self.config.parallel_threshold
 
     def _threads(self) -> str:
         """The ``num_threads`` of a parallel region: no more threads than shares of the work."""
         work = _product(self.x_sizes) * _product(self.r_sizes)
-        return _thread_count(work, self.config.parallel_threshold)
+        return _thread_count(work, self._grain())
 
     def _pragma(self, collapse: int) -> list[str]:
         if self.plan.parallel is None or collapse == 0:
