@@ -29,6 +29,7 @@ _UNARY_MATH = (
     "asinh acosh atanh erf erfc lgamma sigmoid floor ceil trunc round reciprocal"
 ).split()
 _COMPARISONS = ("eq", "ne", "lt", "le", "gt", "ge")
+_MIRRORED = {"lt": "gt", "gt": "lt", "le": "ge", "ge": "le"}
 _MULTIPLY_POWERS = (-2.0, -1.0, 0.0, 1.0, 2.0, 3.0, 4.0)
 # Narrow ints held in int32 (codegen/dtypes.py): (mask of their bits, sign bit or 0 if unsigned).
 _NARROW_INTS: dict[torch.dtype, tuple[int, int]] = {
@@ -318,6 +319,9 @@ def _install_simple_ops() -> None:
 
     def comparison(name: str) -> Callable[[ArithmeticOps, CppValue, CppValue], CppValue]:
         def op(self: ArithmeticOps, a: CppValue, b: CppValue) -> CppValue:
+            if self.vector and a.dtype == torch.bool and b.dtype == torch.bool and not self._scalar_form((a, b), torch.bool):
+                # Vector bools are 0/-1 lane masks, so true < false there: order comparisons run mirrored.
+                return self._call(f"kiln::{_MIRRORED.get(name, name)}", a, b, dtype=torch.bool)
             return self._call(f"kiln::{name}", a, b, dtype=torch.bool)
 
         op.__doc__ = f"kiln::{name}(a, b), as bool."
