@@ -19,7 +19,7 @@ from aotgrad.partition import min_cut
 from aotgrad.runtime import Region
 from aotgrad.runtime.boxed import boxed_graph_module
 from aotgrad.runtime.dispatch import DispatchCache, StateReader
-from aotgrad.tracing.locate import LocatingModule
+from aotgrad.tracing.locate import LocatingModule, detached_copy
 from aotgrad.tracing.opaque import split_at_opaque_nodes
 
 log = logging.getLogger("aotgrad")
@@ -114,12 +114,15 @@ class AotCallable:
     def _traceable(self) -> Callable[..., Any]:
         """The user's computation as a function of (*state, *inputs), for tracing."""
         count = len(self._state_names)
+        # `functional_call` swaps tensors inside the module it is given: trace a fresh copy, never the
+        # caller's module, which other threads may be running meanwhile.
         if self._locator is not None:
-            locator = self._locator
+            assert isinstance(self._module, torch.fx.GraphModule)
+            locator = self._locator = LocatingModule(detached_copy(self._module))
             names = ["graph." + n for n in self._state_names]
             return lambda *flat: torch.func.functional_call(locator, dict(zip(names, flat[:count])), flat[count:])
         if self._module is not None:
-            module, names = self._module, self._state_names
+            module, names = detached_copy(self._module), self._state_names
             return lambda *flat: torch.func.functional_call(
                 module, dict(zip(names, flat[:count])), *self._unflatten(flat[count:])
             )

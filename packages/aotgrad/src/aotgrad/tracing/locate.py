@@ -2,10 +2,40 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 import torch.fx
+
+M = TypeVar("M", bound=torch.nn.Module)
+
+
+def detached_copy(module: M) -> M:
+    """A new object of each module in `module`'s tree, sharing every tensor and attribute value, with
+    registration dicts (`_parameters`, `_buffers`, `_modules`) of its own.
+
+    `torch.func.functional_call` on the copy swaps tensors in the copy only: the original stays
+    usable by other threads while a trace runs. Submodules shared inside the tree stay shared.
+    """
+    copies: dict[int, torch.nn.Module] = {}
+
+    def copy(original: torch.nn.Module) -> torch.nn.Module:
+        known = copies.get(id(original))
+        if known is not None:
+            return known
+        new = copies[id(original)] = object.__new__(type(original))
+        state = dict(original.__dict__)
+        for slot in ("_parameters", "_buffers"):
+            if slot in state:
+                state[slot] = type(state[slot])(state[slot])
+        if "_modules" in state:
+            children = state["_modules"]
+            state["_modules"] = type(children)((name, None if child is None else copy(child))
+                                               for name, child in children.items())
+        object.__setattr__(new, "__dict__", state)
+        return new
+
+    return copy(module)  # type: ignore[return-value]
 
 
 class LocatingModule(torch.nn.Module):
