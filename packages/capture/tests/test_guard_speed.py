@@ -114,12 +114,25 @@ def _to_double(m: Deep) -> None:
     m.layers[3].double()
 
 
+def _forward_hook(m: Deep) -> None:
+    m.layers[3].lin.register_forward_hook(lambda module, args, output: output * 2)
+
+
+def _forward_pre_hook(m: Deep) -> None:
+    m.layers[4].norm.register_forward_pre_hook(lambda module, args: (args[0] + 1,))
+
+
+def _instance_forward(m: Deep) -> None:
+    m.layers[1].lin.forward = lambda x: x * 0.5  # what `module(x)` calls from now on
+
+
 CHANGES: dict[str, Callable[[Deep], None]] = {
     "replace_param": _replace_param, "replace_buffer": _replace_buffer, "replace_submodule": _replace_submodule,
     "replace_list_item": _replace_list_item, "delete_list_item": _delete_list_item,
     "append_list_item": _append_list_item, "delete_then_append": _delete_then_append,
     "rebuild_modules_dict": _rebuild_modules_dict, "requires_grad": _requires_grad, "training": _training,
     "python_attribute": _python_attribute, "top_parameter": _top_parameter, "to_double": _to_double,
+    "forward_hook": _forward_hook, "forward_pre_hook": _forward_pre_hook, "instance_forward": _instance_forward,
 }
 
 

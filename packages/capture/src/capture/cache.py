@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextvars
 import inspect
 import logging
+import threading
 import types
 import warnings
 import weakref
@@ -49,6 +50,9 @@ class CodeCache:
     states: dict[tuple[types.CodeType, int], CodeState] = field(default_factory=dict)
     resume_wrappers: dict[tuple[Any, ...], Any] = field(default_factory=dict)
     generation: int = 0
+    compile_lock: threading.RLock = field(default_factory=threading.RLock)
+    """Held while a frame compiles: one compile at a time in the process (tracing uses process-wide
+    state, e.g. make_fx's current tracer), and threads that missed together compile the entry once."""
 
     def state(self, code: types.CodeType, ctx: CaptureContext) -> CodeState:
         """The state for `code` under `ctx`'s backend (created on first use)."""
@@ -179,6 +183,13 @@ class CaptureContext:
             return fn(*args, **kwargs)
         return self.compile_and_run(fn, state, L, args, kwargs)
 
+    def _compiled_meanwhile(self, state: CodeState, known: int, L: Any, G: Any, C: Any) -> Any:
+        """An entry another thread added (after the first `known`) while this one waited, that fits this call."""
+        for entry in state.entries[known:]:
+            if entry.check(L, G, C):
+                return entry
+        return None
+
     def _report_recompile(self, code: types.CodeType, state: CodeState, L: Any, G: Any, C: Any) -> str:
         """Tell the hooks (and the log) which guard of the last entry failed, its value, and its line."""
         guard_set = state.entries[-1].guard_set
@@ -195,13 +206,26 @@ class CaptureContext:
     def compile_and_run(self, fn: types.FunctionType, state: CodeState, L: Any, args: tuple[Any, ...],
                         kwargs: dict[str, Any]) -> Any:
         """Compile a new entry for this call (after a cache miss) and run it."""
-        from capture.convert_frame import CannotResume, Frame, UserCodeError, compile_frame
-
         code = fn.__code__
         G, C = fn.__globals__, fn.__closure__
         if code.co_flags & 0x3A0:  # generator, coroutine, async generator, iterable coroutine
             state.eager_reason = "generators and coroutines run eagerly"
             return fn(*args, **kwargs)
+        known = len(state.entries)
+        with self.cache.compile_lock:
+            entry = self._compiled_meanwhile(state, known, L, G, C)
+            if entry is None and state.eager_reason is None:
+                entry = self._compile(fn, state, L)
+        if entry is None:
+            return fn(*args, **kwargs)
+        return entry.run(L, G, C)
+
+    def _compile(self, fn: types.FunctionType, state: CodeState, L: Any) -> Any:
+        """A new entry for this call (under the compile lock), or None when the function must run eagerly."""
+        from capture.convert_frame import CannotResume, Frame, UserCodeError, compile_frame
+
+        code = fn.__code__
+        G, C = fn.__globals__, fn.__closure__
         if state.entries:
             failed_text = self._report_recompile(code, state, L, G, C)
             if len(state.entries) >= self.config.cache_size_limit:
@@ -212,20 +236,20 @@ class CaptureContext:
                         f"capture: {code.co_name} ({code.co_filename}:{code.co_firstlineno}) was recompiled "
                         f"{len(state.entries)} times, hitting config.cache_size_limit="
                         f"{self.config.cache_size_limit}; it now runs eagerly. Last failing guard: {failed_text}. "
-                        "Make this input's type/shape/value stable, or raise cache_size_limit."), stacklevel=3)
-                return fn(*args, **kwargs)
+                        "Make this input's type/shape/value stable, or raise cache_size_limit."), stacklevel=4)
+                return None
         try:
             entry = compile_frame(Frame(fn, L, G, C), self)
         except (GraphBreakError, BackendCompilerError):
             raise
         except UserCodeError:
-            return fn(*args, **kwargs)
+            return None
         except CannotResume as error:
             if self.nopython:
                 raise InternalCaptureError(str(error)) from None
             state.eager_reason = str(error)
             log.info("capture: %s", error)
-            return fn(*args, **kwargs)
+            return None
         except Exception as error:
             if not self.config.fallback_on_internal_error:
                 raise InternalCaptureError(f"capture failed on {code.co_name}: {error}") from error
@@ -234,7 +258,7 @@ class CaptureContext:
                         code.co_filename, code.co_firstlineno, type(error).__name__, error)
             warnings.warn(f"capture: internal error while compiling {code.co_name} ({code.co_filename}:"
                           f"{code.co_firstlineno}): {type(error).__name__}: {error}; it runs eagerly",
-                          RuntimeWarning, stacklevel=3)
-            return fn(*args, **kwargs)
+                          RuntimeWarning, stacklevel=4)
+            return None
         state.entries.append(entry)
-        return entry.run(L, G, C)
+        return entry

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import time
 import types
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
@@ -22,6 +23,7 @@ from capture.errors import BackendCompilerError, BreakReason, GraphBreakError, U
 from capture.events import GraphBroken, GraphCompiled
 from capture.guards import GUARD_NAMESPACE, GuardSet, compile_guards
 from capture.sources import ClosureSource, LocalSource
+from capture.symbolic.aliasing import guard_written_inputs
 from capture.symbolic.code_info import code_info
 from capture.symbolic.output_graph import OutputGraph
 from capture.symbolic.reconstruct import CannotReconstruct, Reconstructor
@@ -176,7 +178,10 @@ def build_entry(frame: Frame, ctx: CaptureContext, output: OutputGraph, result: 
     namespace: dict[str, Any] = dict(GUARD_NAMESPACE)
     namespace.update(output.guards.constants)
     graph_inputs = {graph_input.node for graph_input in output.inputs}
-    rebuild = Reconstructor(namespace, graph_inputs, render_symbolic=output.symbols.render)
+    # Symbolic sizes are the inputs' sizes on entry: read before the graph runs (it may resize an input in place).
+    size_reads: dict[str, str] = {}
+    rebuild = Reconstructor(namespace, graph_inputs, render_symbolic=lambda expr: output.symbols.render(
+        expr, lambda reader: size_reads.setdefault(reader, f"__z{len(size_reads)}")))
     body: list[str] = []
     try:
         tail = _tail(frame, ctx, result, rebuild)
@@ -192,8 +197,13 @@ def build_entry(frame: Frame, ctx: CaptureContext, output: OutputGraph, result: 
             graphs.append(gm)
     _add_shape_guards(frame, output)  # (again, for a frame whose graph had no ops: no backend ran)
     source = "def __entry(L, G, C):\n"
+    source += "".join(f"    {name} = {reader}\n" for reader, name in size_reads.items())
     if call_line:
         source += f"    {call_line}\n"
+    if output.grad_enabled != output.initial_grad_enabled:
+        # The region ends in another grad mode (cut inside `with torch.no_grad():`): what follows runs in it.
+        # Set here, not left to the graph: a backend (aotgrad) restores the mode its graph was called in.
+        source += f"    {rebuild.constant(torch._C._set_grad_enabled)}({output.grad_enabled})\n"
     for line in rebuild.prelude + body:
         source += f"    {line}\n"
     source += f"    return {tail}\n"
@@ -305,23 +315,28 @@ def _compile_graph(frame: Frame, ctx: CaptureContext, output: OutputGraph, rebui
                    namespace: dict[str, Any], started: float) -> tuple[torch.fx.GraphModule | None, str]:
     graph = output.graph
     graph.output(tuple(rebuild.outputs))
+    aliased = [] if ctx.export else guard_written_inputs(output.guards, output.inputs)
     if not ctx.export:
         for graph_input in list(output.inputs):
             if not graph_input.node.users:
                 graph.erase_node(graph_input.node)
                 output.inputs.remove(graph_input)
+    call_under_grad = _starts_without_grad_then_enables(output)
     gm = torch.fx.GraphModule(output.root, graph, class_name="GraphModule")
     inputs = ", ".join(graph_input.source.expr() for graph_input in output.inputs)
+    call = f"__o = __graph({inputs})"
+    if call_under_grad:
+        call = f"{rebuild.constant(torch._C._set_grad_enabled)}(True); {call}"
     # With symbolic sizes the backend gets fake tensors of the capture's ShapeEnv (sizes s0, s1, ...),
     # so it compiles one graph for every size; static graphs get the real tensors of this call.
     example_inputs = output.backend_example_inputs()
     if not output.has_ops():
         namespace["__graph"] = gm.forward
-        return None, f"__o = __graph({inputs})"
+        return None, call
     capture_seconds = time.perf_counter() - started
     backend_started = time.perf_counter()
     try:
-        compiled = ctx.backend(gm, example_inputs)
+        compiled = _run_captured(frame, gm, aliased) if aliased else ctx.backend(gm, example_inputs)
     except Exception as error:
         raise BackendCompilerError(
             f"the backend {getattr(ctx.backend, '__name__', ctx.backend)!r} failed on the graph of "
@@ -335,7 +350,36 @@ def _compile_graph(frame: Frame, ctx: CaptureContext, output: OutputGraph, rebui
                                   example_inputs, guards, capture_seconds, backend_seconds))
     if ctx.config.verbose:
         log.info("captured graph for %s:\n%s", frame.code.co_name, gm.code)
-    return gm, f"__o = __graph({inputs})"
+    return gm, call
+
+
+def _starts_without_grad_then_enables(output: OutputGraph) -> bool:
+    """For a graph that starts under no_grad and enables grad inside: make it start by disabling grad.
+
+    A backend decides from the grad mode it is called in whether outputs can require grad (aotgrad
+    compiles an inference graph under no_grad), so such a graph is called with grad mode on and
+    switches it off itself first. Returns True when the graph was changed so.
+    """
+    graph = output.graph
+    if output.initial_grad_enabled or not any(
+            node.op == "call_function" and node.target is torch._C._set_grad_enabled and node.args == (True,)
+            for node in graph.nodes):
+        return False
+    first = next(node for node in graph.nodes if node.op != "placeholder")
+    with graph.inserting_before(first):
+        graph.call_function(torch._C._set_grad_enabled, (False,))
+    return True
+
+
+def _run_captured(frame: Frame, gm: torch.fx.GraphModule, aliased: list[list[str]]) -> Callable[..., Any]:
+    """The graph as captured, for inputs that share memory and are written to (backends assume they do not)."""
+    code = frame.code
+    shared = "; ".join(", ".join(group) for group in aliased)
+    warnings.warn_explicit(
+        f"capture: the inputs {shared} of {code.co_name} share memory and the graph writes to them; for calls where "
+        "they share memory this graph runs op by op (as eager), not compiled. Pass separate tensors (e.g. "
+        "`.clone()`) to have it compiled.", RuntimeWarning, code.co_filename, code.co_firstlineno)
+    return gm.forward
 
 
 def _add_shape_guards(frame: Frame, output: OutputGraph) -> None:

@@ -32,6 +32,10 @@ GuardFn = Callable[[Any, Any, Any], bool]
 _TREE_KINDS = ("ID_MATCH", "MODULE_TRAINING", "PARAM_MATCH")
 _FIRST_KINDS = ("GRAD_MODE", "AUTOCAST_MODE", "TENSOR_MATCH", "TYPE_MATCH", "LENGTH", "ID_MATCH")
 _TENSOR_STATE = operator.attrgetter("requires_grad", "dtype", "device")
+HOOK_DICTS = tuple(name for name in ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks")
+                   if hasattr(torch.nn.Module(), name))
+module_hooks = operator.attrgetter(*HOOK_DICTS)
+"""A module's hook dicts (forward, forward-pre, backward, backward-pre): what a MODULE_HOOKS guard compares."""
 
 
 def tensor_state(value: torch.Tensor) -> tuple[Any, ...]:
@@ -41,6 +45,16 @@ def tensor_state(value: torch.Tensor) -> tuple[Any, ...]:
     tensor per owning module (see `_tree_checks`).
     """
     return _TENSOR_STATE(value)
+
+
+@dataclass
+class ModuleFacts:
+    """What per-module guards check, by guard code, so the checks of tree modules can be batched."""
+
+    hooks: dict[str, tuple[tuple[Any, ...], tuple[Any, ...]]] = field(default_factory=dict)
+    """MODULE_HOOKS guard code -> the module's hook dicts, and copies of them when traced."""
+    absent: dict[str, str] = field(default_factory=dict)
+    """NO_ATTRIBUTE guard code -> the attribute name missing from the object's instance `__dict__`."""
 
 
 @dataclass
@@ -196,11 +210,13 @@ def _count_paths(trees: list[ast.expr], roots: set[str]) -> dict[str, int]:
 
 def compile_guard_function(guards: list[Any], constants: dict[str, object],
                            tracked: dict[str, tuple[Source, object]], namespace: dict[str, Any],
-                           constant_values: dict[str, tuple[Source, object]] | None = None) -> GuardFn:
+                           constant_values: dict[str, tuple[Source, object]] | None = None,
+                           facts: ModuleFacts | None = None) -> GuardFn:
     """The fast check for `guards` (see the module docstring).
 
     `tracked`: expr -> (source, object) of modules/parameters/buffers guarded by identity;
-    `constant_values`: expr -> (source, value) of CONSTANT_MATCH guards.
+    `constant_values`: expr -> (source, value) of CONSTANT_MATCH guards;
+    `facts`: what the MODULE_HOOKS and NO_ATTRIBUTE guards compare.
     """
     candidates = {g.source_expr for g in guards if g.kind == "ID_MATCH" and g.source_expr in tracked
                   and isinstance(tracked[g.source_expr][1], torch.nn.Module)}
@@ -227,11 +243,12 @@ def compile_guard_function(guards: list[Any], constants: dict[str, object],
         tree_checks.append(f"_a = {got}")
         tree_checks.append(f"if _a != {constant(list(values))} or list(map(type, _a)) != "
                            f"{constant([type(v) for v in values])}: return False")
-    remaining = [g for g in guards if not _implied_by_tree(g, tree)
+    per_module = _per_module_checks(tree, guards, facts or ModuleFacts(), constant, tree_checks)
+    remaining = [g for g in guards if not _implied_by_tree(g, tree) and id(g) not in per_module
                  and not (g.kind == "CONSTANT_MATCH" and g.source_expr in batched)]
     # Grad mode first: the cheapest check, and the one that tells apart the entries a training
     # loop compiles (an inference entry is tried first on every training step, and the reverse).
-    modes = [g for g in remaining if g.kind == "GRAD_MODE"]
+    modes = [g for g in remaining if g.kind in ("GRAD_MODE", "DEFAULT_DTYPE")]
     first = [g for g in remaining if g.kind in _FIRST_KINDS and g.source_expr.startswith("L[")]
     first += [g for g in remaining if g.kind == "AUTOCAST_MODE"]
     placed = {id(g) for g in modes + first}
@@ -262,6 +279,30 @@ def compile_guard_function(guards: list[Any], constants: dict[str, object],
     check: GuardFn = names["check"]
     check.__kiln_source__ = source  # type: ignore[attr-defined]
     return check
+
+
+def _per_module_checks(tree: ModuleTree, guards: list[Any], facts: ModuleFacts, constant: Callable[[object], str],
+                       lines: list[str]) -> set[int]:
+    """Hook and missing-attribute guards of tree objects as one C-level pass each; returns the guards covered."""
+    hooks = [g for g in guards if g.kind == "MODULE_HOOKS" and g.source_expr in tree.objects and g.code in facts.hooks]
+    # Hooks are added to and removed from a module's own hook dicts (registration never replaces them),
+    # so the dicts are read once here: most are empty (one `len` each), the others compare by contents.
+    pairs = [pair for g in hooks for pair in zip(*facts.hooks[g.code], strict=True)]
+    empty = [live for live, copy in pairs if not copy]
+    if empty:
+        lines.append(f"if any(map(len, {constant(empty)})): return False")
+    held = [(live, copy) for live, copy in pairs if copy]
+    if held:
+        lines.append(f"if {constant([live for live, _ in held])} != {constant([copy for _, copy in held])}: "
+                     "return False")
+    absent = [g for g in guards if g.kind == "NO_ATTRIBUTE" and g.source_expr in tree.objects and g.code in facts.absent
+              and isinstance(getattr(tree.objects[g.source_expr], "__dict__", None), dict)]
+    if absent:
+        # An instance `__dict__` stays the same dict object for the object's life.
+        dicts = constant([tree.objects[g.source_expr].__dict__ for g in absent])
+        lines.append(f"if any(map({constant(operator.contains)}, {dicts}, "
+                     f"{constant([facts.absent[g.code] for g in absent])})): return False")
+    return {id(g) for g in hooks + absent}
 
 
 def _implied_by_tree(guard: Any, tree: ModuleTree) -> bool:

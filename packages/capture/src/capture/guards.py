@@ -8,17 +8,23 @@ names the first guard that fails (slow path, used for recompile logs and warning
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
+from torch.nn.modules import module as _MODULE_IMPL
 
 from capture.errors import UserLocation
-from capture.guard_compiler import compile_guard_function, tensor_state
+from capture.guard_compiler import HOOK_DICTS, ModuleFacts, compile_guard_function, module_hooks, tensor_state
 from capture.sources import Source
 
 GuardFn = Callable[[Any, Any, Any], bool]
+global_module_hooks = operator.attrgetter(*(name for name in (
+    "_global_forward_hooks", "_global_forward_pre_hooks", "_global_backward_hooks", "_global_backward_pre_hooks")
+    if hasattr(_MODULE_IMPL, name)))
+"""The process-wide module hook dicts, read from `torch.nn.modules.module` on each check."""
 GUARD_NAMESPACE: dict[str, Any] = {"torch": torch, "math": math}
 """Names guard code may use besides its constants (rendered size expressions call ``torch.sym_float``, ``math.floor``)."""
 
@@ -67,6 +73,8 @@ class GuardSet:
     """Modules, parameters and buffers guarded by identity, by expression (for the module-tree check)."""
     constant_values: dict[str, tuple[Source, object]] = field(default_factory=dict)
     """Values of CONSTANT_MATCH guards, by expression (attributes of proven modules are checked in one batch)."""
+    facts: ModuleFacts = field(default_factory=ModuleFacts)
+    """What MODULE_HOOKS and NO_ATTRIBUTE guards compare (those of proven modules are checked in one batch)."""
 
     def constant(self, value: object) -> str:
         """Name under which `value` is visible to guard code."""
@@ -113,6 +121,29 @@ class GuardSet:
         state = self.constant(tensor_state(value))
         self.add("PARAM_MATCH", source, f"id({expr}) == {id(value)} and {self.constant(tensor_state)}({expr}) == {state}",
                  f"{expr} is the tensor {_describe_value(value)}")
+
+    def hooks_of(self, source: Source, module: torch.nn.Module) -> None:
+        """Guard a called module's forward/backward hook dicts: a hook added or removed later recompiles."""
+        expr = source.expr()
+        live = module_hooks(module)
+        snapshot = tuple(type(hooks)(hooks) for hooks in live)
+        code = f"{self.constant(module_hooks)}({expr}) == {self.constant(snapshot)}"
+        self.facts.hooks[code] = (live, snapshot)
+        count = sum(len(hooks) for hooks in snapshot)
+        self.add("MODULE_HOOKS", source, code, f"{expr} has the same {count} hook(s) ({', '.join(HOOK_DICTS)})")
+
+    def global_module_hooks(self) -> None:
+        """Guard the global module hooks (`register_module_forward_hook` and friends) of this process."""
+        snapshot = tuple(type(hooks)(hooks) for hooks in global_module_hooks(_MODULE_IMPL))
+        self.add("GLOBAL_MODULE_HOOKS", "global module hooks",
+                 f"{self.constant(global_module_hooks)}({self.constant(_MODULE_IMPL)}) == {self.constant(snapshot)}",
+                 f"the same {sum(len(h) for h in snapshot)} global module hook(s)")
+
+    def absent_attribute(self, source: Source, name: str) -> None:
+        """Guard that `name` is not in the instance `__dict__` of the object at `source` (a class attribute is used)."""
+        check = f"{name!r} not in {source.expr()}.__dict__"
+        self.facts.absent[check] = name
+        self.add("NO_ATTRIBUTE", source, check, check)
 
     def equals(self, source: Source, value: object) -> None:
         """Guard type and value of a Python constant."""
@@ -172,6 +203,12 @@ class GuardSet:
         self.add("GRAD_MODE", "torch.is_grad_enabled()", f"{g}() is {enabled}",
                  f"torch.is_grad_enabled() is {enabled}")
 
+    def default_dtype(self) -> None:
+        """Guard the global default dtype (factory functions and Python floats become tensors of it)."""
+        dtype = torch.get_default_dtype()
+        self.add("DEFAULT_DTYPE", "torch.get_default_dtype()",
+                 f"{self.constant(torch.get_default_dtype)}() is {self.constant(dtype)}",
+                 f"torch.get_default_dtype() is {dtype}")
 
     def autocast_mode(self) -> None:
         """Guard the global autocast state (graphs traced outside autocast must not run inside it)."""
@@ -202,7 +239,7 @@ def _short(value: object) -> str:
 def compile_guards(guard_set: GuardSet) -> GuardFn:
     """One generated function that checks every guard (see `capture.guard_compiler`)."""
     return compile_guard_function(guard_set.guards, guard_set.constants, guard_set.tracked, GUARD_NAMESPACE,
-                                  guard_set.constant_values)
+                                  guard_set.constant_values, guard_set.facts)
 
 
 def compile_guards_plainly(guard_set: GuardSet) -> GuardFn:

@@ -115,13 +115,9 @@ def unpack_ex(tx: InstructionTranslator, instr: Instruction) -> None:
 
 @opcode("GET_ITER")
 def get_iter(tx: InstructionTranslator, instr: Instruction) -> None:
-    from capture.variables.containers import IteratorVariable
+    from capture.variables.containers import iterator_over
 
-    value = tx.pop()
-    if isinstance(value, IteratorVariable):
-        tx.push(value)
-        return
-    tx.push(IteratorVariable(value.iterate(tx)))
+    tx.push(iterator_over(tx, tx.pop()))
 
 
 @opcode("FORMAT_VALUE", min_version=(3, 11))

@@ -18,6 +18,7 @@ from capture.config import CaptureConfig
 from capture.errors import UserLocation
 from capture.guards import GuardSet
 from capture.sources import AttrSource, Source
+from capture.symbolic.eager_checks import EagerChecks
 from capture.symbolic.shapes import ShapePolicy, SymbolTable, new_shape_env
 from capture.variables.base import ConstantVariable, Unsupported, VariableTracker, is_constant_value
 from capture.variables.containers import DictVariable, ListVariable, TupleVariable
@@ -114,11 +115,16 @@ class OutputGraph:
         self.guards.locate = self.user_location
         self.inputs: list[GraphInput] = []
         self.side_effects = SideEffects()
+        self.eager_checks = EagerChecks()
         self.grad_enabled = torch.is_grad_enabled()
+        self.initial_grad_enabled = self.grad_enabled
         self.guards.grad_mode(self.grad_enabled)
+        self.guards.default_dtype()
         self.guards.autocast_mode()
         self.autocast_modes: list[tuple[str, torch.dtype, bool, bool]] = []  # open torch.autocast blocks
         self._tensors: dict[int, TensorVariable] = {}
+        self._by_fake: dict[int, TensorVariable] = {}  # existing tensors by the id of their fake
+        self._module_copies: dict[int, torch.nn.Module] = {}
         self._modules: dict[int, str] = {}
         self._wrapped: dict[tuple[int, str], VariableTracker] = {}
         self._by_id: dict[int, VariableTracker] = {}
@@ -170,8 +176,9 @@ class OutputGraph:
         else:
             fake = self.fake_mode.from_tensor(value, static_shapes=True)
         node.meta["example_value"] = fake
-        variable = TensorVariable(node, fake, source)
+        variable = TensorVariable(node, fake, source, value)
         self._tensors[id(value)] = variable
+        self._by_fake[id(fake)] = variable
         symbolic = frozenset(d for d, n in enumerate(fake.shape) if is_symbolic(n))
         if symbolic:
             self.symbols.bind_tensor(fake, source.expr(), self.user_location())
@@ -230,8 +237,9 @@ class OutputGraph:
         node = self.graph.get_attr(name)
         fake = self.fake_mode.from_tensor(value, static_shapes=True)
         node.meta["example_value"] = fake
-        variable = TensorVariable(node, fake, source)
+        variable = TensorVariable(node, fake, source, value)
         self._tensors[id(value)] = variable
+        self._by_fake[id(fake)] = variable
         return variable
 
     def register_module(self, module: torch.nn.Module, source: Source | None) -> str:
@@ -281,6 +289,7 @@ class OutputGraph:
         """Record a call into the graph, propagating fake tensors to learn the result's metadata."""
         node_args, fake_args = _unpack(list(args))
         node_kwargs, fake_kwargs = _unpack(dict(kwargs))
+        self.eager_checks.check(kind, target, fake_args, fake_kwargs)  # errors fake tensors do not raise
         try:
             with self.fake_execution():
                 if kind == "call_function":
@@ -305,14 +314,19 @@ class OutputGraph:
     def _fake_module_call(self, module: torch.nn.Module, args: Any, kwargs: Any) -> Any:
         """Run `module.forward` on fakes, with its parameters and buffers swapped for fakes too.
 
-        Running it on its real state would mutate that state (BatchNorm's running statistics).
+        Running it on its real state would mutate that state (BatchNorm's running statistics). The
+        swap is made on a copy of the module (`detached_copy`), never on the user's object, which
+        other threads may be running.
         """
         from torch.nn.utils.stateless import _reparametrize_module
 
+        copy = self._module_copies.get(id(module))
+        if copy is None:
+            copy = self._module_copies[id(module)] = detached_copy(module)
         state: dict[str, torch.Tensor] = {name: self.fake_mode.from_tensor(t, static_shapes=True) for name, t in
                  [*module.named_parameters(), *module.named_buffers()]}
-        with _reparametrize_module(module, state):
-            return type(module).forward(module, *args, **kwargs)
+        with _reparametrize_module(copy, state):
+            return type(module).forward(copy, *args, **kwargs)
 
     def call_module_without_hooks(self, module: torch.nn.Module, target: str, args: list[VariableTracker],
                                   kwargs: dict[str, VariableTracker]) -> VariableTracker:
@@ -337,7 +351,7 @@ class OutputGraph:
 
         node.meta["example_value"] = result
         if isinstance(result, torch.Tensor):
-            return TensorVariable(node, result)
+            return self._tensor_result(node, result)
         if result is None:
             return ConstantVariable(None)
         if isinstance(result, (torch.SymInt, torch.SymFloat, torch.SymBool)):
@@ -348,7 +362,7 @@ class OutputGraph:
                 if isinstance(item, torch.Tensor):
                     child = self.graph.call_function(operator.getitem, (node, index))
                     child.meta["example_value"] = item
-                    items.append(TensorVariable(child, item))
+                    items.append(self._tensor_result(child, item))
                 elif is_symbolic(item):
                     child = self.graph.call_function(operator.getitem, (node, index))
                     items.append(wrap_symbolic(self, child, item))
@@ -372,6 +386,13 @@ class OutputGraph:
         self.graph.erase_node(node)
         raise Unsupported(f"{_target_name(node.target)} returned a Python {type(result).__name__} "
                           "computed from tensor data")
+
+    def _tensor_result(self, node: torch.fx.Node, fake: torch.Tensor) -> TensorVariable:
+        """A tensor an op returned: a new one, or (as `x.add_(1)` returns `x`) an existing tensor again."""
+        known = self._by_fake.get(id(fake))
+        if known is None:
+            return TensorVariable(node, fake)
+        return TensorVariable(node, fake, None, known.value, known.value_source)
 
     def cell_tracker(self, cell: Any, source: Source | None) -> VariableTracker:
         """The one tracker of an existing closure cell (so a write through one path is seen by all)."""
@@ -402,8 +423,9 @@ class OutputGraph:
         self.grad_enabled = enabled
 
     def has_ops(self) -> bool:
-        """True when the graph does any work."""
-        return any(n.op in ("call_function", "call_method", "call_module") for n in self.graph.nodes)
+        """True when the graph does any work (grad-mode switches alone are none: the entry sets the final mode)."""
+        return any(n.op in ("call_function", "call_method", "call_module") and n.target is not torch._C._set_grad_enabled
+                   for n in self.graph.nodes)
 
 
 def _needs_reference(value: Any) -> bool:
@@ -413,6 +435,34 @@ def _needs_reference(value: Any) -> bool:
     if is_constant_value(value) or isinstance(value, (tuple, torch.Tensor, torch.nn.Module, types.ModuleType)):
         return False
     return not callable(value)
+
+
+def detached_copy(module: torch.nn.Module) -> torch.nn.Module:
+    """A new object of each module in `module`'s tree, sharing every tensor and attribute value, with
+    registration dicts (`_parameters`, `_buffers`, `_modules`) of its own.
+
+    Swapping tensors in the copy (what `torch.func.functional_call` does) leaves the user's module
+    untouched. Submodules shared inside the tree stay shared in the copy.
+    """
+    copies: dict[int, torch.nn.Module] = {}
+
+    def copy(original: torch.nn.Module) -> torch.nn.Module:
+        known = copies.get(id(original))
+        if known is not None:
+            return known
+        new = copies[id(original)] = object.__new__(type(original))
+        state = dict(original.__dict__)
+        for slot in ("_parameters", "_buffers"):
+            if slot in state:
+                state[slot] = type(state[slot])(state[slot])
+        if "_modules" in state:
+            children = state["_modules"]
+            state["_modules"] = type(children)((name, None if child is None else copy(child))
+                                               for name, child in children.items())
+        object.__setattr__(new, "__dict__", state)
+        return new
+
+    return copy(module)
 
 
 def forward_without_hooks(module: torch.nn.Module, *args: Any, **kwargs: Any) -> Any:

@@ -17,6 +17,7 @@ Three pieces, all owned by one `OutputGraph`:
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -132,13 +133,17 @@ class SymbolTable:
             self.bind(stride, f"{reader}.stride({dim})", location, is_size=False)
         self.bind(fake.storage_offset(), f"{reader}.storage_offset()", location, is_size=False)
 
-    def render(self, expr: Any) -> str:
-        """A Python expression (over L, G, C) computing the SymPy expression `expr` on a call."""
+    def render(self, expr: Any, read: Callable[[str], str] | None = None) -> str:
+        """A Python expression (over L, G, C) computing the SymPy expression `expr` on a call.
+
+        `read` maps each reader (``L[0].size(1)``) to the text used for it (a local bound earlier).
+        """
         expr = sympy.sympify(getattr(getattr(expr, "node", None), "expr", expr))
         unknown = [s for s in expr.free_symbols if s not in self.sources]
         if unknown:
             raise KeyError(f"size symbol(s) {sorted(map(str, unknown))} have no input they are read from")
-        named = expr.xreplace({s: sympy.Symbol(self.sources[s], integer=True) for s in expr.free_symbols})
+        named = expr.xreplace({s: sympy.Symbol(read(self.sources[s]) if read else self.sources[s], integer=True)
+                               for s in expr.free_symbols})
         return str(PythonPrinter().doprint(named))
 
     def note_new_guards(self, location: UserLocation | None) -> None:

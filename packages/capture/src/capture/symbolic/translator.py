@@ -16,6 +16,7 @@ import torch
 
 from capture.bytecode.registry import handler_for, unsupported_reason
 from capture.errors import UserLocation
+from capture.sources import AttrSource
 from capture.symbolic.code_info import CodeInfo, code_info
 from capture.variables.base import ConstantVariable, Unsupported, VariableTracker
 from capture.variables.containers import IteratorVariable, TupleVariable
@@ -272,6 +273,16 @@ class InstructionTranslator:
                     kwargs: dict[str, VariableTracker]) -> VariableTracker:
         """Call an nn.Module: a call_module node for torch.nn leaves, else inline forward (with hooks)."""
         module = module_var.module
+        source = module_var.source
+        if source is not None and not source.guard_free:
+            # Hooks are read (and inlined) now: one added or removed later must recompile.
+            self.output.guards.hooks_of(source, module)
+        self.output.guards.global_module_hooks()
+        instance_forward = module.__dict__.get("forward")
+        if instance_forward is not None:  # `module.forward = ...` on the instance: what `module(...)` runs
+            return self._call_patched_forward(module_var, instance_forward, args, kwargs)
+        if source is not None and not source.guard_free:
+            self.output.guards.absent_attribute(source, "forward")
         if module._backward_hooks or getattr(module, "_backward_pre_hooks", None):
             raise Unsupported(f"backward hooks on {type(module).__name__}")
         global_hooks = _global_module_hooks()
@@ -303,6 +314,16 @@ class InstructionTranslator:
             if not (result.is_constant() and result.as_constant() is None):
                 output = result
         return output
+
+    def _call_patched_forward(self, module_var: NNModuleVariable, forward: Any, args: list[VariableTracker],
+                              kwargs: dict[str, VariableTracker]) -> VariableTracker:
+        """A module whose instance has its own `forward`: hooks are not supported here, the function is inlined."""
+        module = module_var.module
+        if module._forward_hooks or module._forward_pre_hooks or module._backward_hooks or \
+                getattr(module, "_backward_pre_hooks", None) or any(_global_module_hooks()):
+            raise Unsupported(f"hooks on {type(module).__name__} whose instance has its own forward")
+        source = AttrSource(module_var.source, "forward") if module_var.source is not None else None
+        return self.output.wrap_value(forward, source).call(self, args, kwargs)
 
 
 def _global_module_hooks() -> tuple[list[Any], list[Any]]:

@@ -21,6 +21,7 @@ from capture.variables.objects import (
     SkippedFunctionVariable,
     TorchFunctionVariable,
 )
+from capture.variables.tensor import TensorSubclassVariable, has_subclass_semantics
 
 if TYPE_CHECKING:
     from capture.symbolic.output_graph import OutputGraph
@@ -33,6 +34,10 @@ def wrap_existing(output: OutputGraph, value: Any, source: Source | None) -> Var
     """The tracker for `value`, read through `source` (None: a value made at trace time)."""
     guards = output.guards if source is not None and not source.guard_free else None
     if isinstance(value, torch.Tensor):
+        if has_subclass_semantics(value):
+            if guards is not None and source is not None:
+                guards.type_is(source, value)
+            return TensorSubclassVariable(value, source)
         if source is None:
             return output.module_tensor(value, None, "constant")
         if isinstance(value, torch.nn.Parameter):

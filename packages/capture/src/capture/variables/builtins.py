@@ -233,8 +233,8 @@ def _getattr(tx: InstructionTranslator, args: Args, kwargs: Kwargs) -> VariableT
     obj, name = args[0], args[1].as_constant()
     try:
         return obj.getattr(tx, name)
-    except Unsupported:
-        if len(args) == 3:
+    except Unsupported as error:
+        if len(args) == 3 and _attribute_missing(obj, name, error):
             return args[2]
         raise
 
@@ -244,9 +244,31 @@ def _hasattr(tx: InstructionTranslator, args: Args, kwargs: Kwargs) -> VariableT
     obj, name = args[0], args[1].as_constant()
     try:
         obj.getattr(tx, name)
-    except Unsupported:
-        return ConstantVariable(False)
+    except Unsupported as error:
+        if _attribute_missing(obj, name, error):
+            return ConstantVariable(False)
+        raise
     return ConstantVariable(True)
+
+
+def _attribute_missing(obj: VariableTracker, name: str, error: Unsupported) -> bool:
+    """True when `obj.name` is known to raise AttributeError in eager, not merely untraceable here.
+
+    A tracker that cannot read an attribute the object has must break the graph, never answer
+    `getattr`'s default (a tensor's Python attribute once read as missing gave silently wrong results).
+    """
+    if error.user_error:
+        return isinstance(error.exception or error.__cause__, AttributeError)
+    from capture.variables.model_output import ModelOutputVariable
+
+    if isinstance(obj, ModelOutputVariable):
+        return True  # a model output's attributes are its fields, all tracked
+    try:
+        cls = obj.python_type()
+    except Unsupported:
+        return False
+    # Not on the class, and instances without an instance dict (list, dict, tuple, namedtuples): missing.
+    return not hasattr(cls, name) and getattr(cls, "__dictoffset__", 1) == 0
 
 
 @builtin(range)
@@ -274,9 +296,11 @@ def _reversed(tx: InstructionTranslator, args: Args, kwargs: Kwargs) -> Variable
 
 @builtin(iter)
 def _iter(tx: InstructionTranslator, args: Args, kwargs: Kwargs) -> VariableTracker:
-    if isinstance(args[0], IteratorVariable):
-        return args[0]
-    return IteratorVariable(_items(tx, args[0]))
+    from capture.variables.containers import iterator_over
+
+    if len(args) != 1 or kwargs:
+        raise Unsupported("iter() with a sentinel")
+    return iterator_over(tx, args[0])
 
 
 @builtin(next)

@@ -165,6 +165,31 @@ class IteratorVariable(VariableTracker):
         return f"IteratorVariable({self.remaining()})"
 
 
+class DictIteratorVariable(IteratorVariable):
+    """An iterator over a traced dict (or one of its views): like CPython's, it fails once the dict's size changed."""
+
+    def __init__(self, items: list[VariableTracker], mapping: DictVariable) -> None:
+        super().__init__(items)
+        self.mapping = mapping
+        self.size = len(mapping.items)
+
+    def next_item(self) -> VariableTracker | None:
+        if len(self.mapping.items) != self.size:
+            message = "dictionary changed size during iteration"
+            raise Unsupported(f"RuntimeError: {message}", user_error=True, exception=RuntimeError(message))
+        return super().next_item()
+
+
+def iterator_over(tx: InstructionTranslator, value: VariableTracker) -> IteratorVariable:
+    """`iter(value)` (GET_ITER) on a tracker: a dict's iterator checks its dict's size on every step."""
+    if isinstance(value, IteratorVariable):
+        return value
+    mapping = getattr(value, "mapping", None) if not isinstance(value, DictVariable) else value
+    if isinstance(mapping, DictVariable):
+        return DictIteratorVariable(value.iterate(tx), mapping)
+    return IteratorVariable(value.iterate(tx))
+
+
 class NamedTupleMethodVariable(VariableTracker):
     """`nt._asdict()` and `nt._replace(**changes)` of a traced named tuple."""
 

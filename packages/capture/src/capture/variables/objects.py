@@ -224,6 +224,8 @@ class NNModuleVariable(VariableTracker):
         if name not in module.__dict__ and callable(static) and hasattr(static, "__code__"):
             from capture.variables.functions import BoundMethodVariable, UserFunctionVariable
 
+            if self.source is not None and not self.source.guard_free:
+                tx.output.guards.absent_attribute(self.source, name)  # `module.name = ...` later must recompile
             return BoundMethodVariable(UserFunctionVariable(static), self)
         try:
             value = getattr(module, name)
@@ -374,7 +376,9 @@ class PythonObjectVariable(VariableTracker):
                 isinstance(value.__func__, types.FunctionType):
             from capture.variables.functions import BoundMethodVariable
 
-            return BoundMethodVariable(tx.output.wrap_value(value.__func__, None), self)
+            # Guarded through the instance: a function stored on it later (or on its class) recompiles.
+            function_source = AttrSource(source, "__func__") if source is not None else None
+            return BoundMethodVariable(tx.output.wrap_value(value.__func__, function_source), self)
         return tx.output.wrap_value(value, source)
 
     def iterate(self, tx: InstructionTranslator) -> list[VariableTracker]:

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 import torch.fx
 
-from capture.sources import Source
+from capture.sources import AttrSource, Source
 from capture.variables.base import ConstantVariable, Unsupported, VariableTracker
 from capture.variables.containers import TupleVariable
 from capture.variables.sizes import SizeVariable
@@ -27,6 +27,7 @@ BREAKING_METHODS = {
     "__int__": "int(tensor) depends on run-time data",
     "__float__": "float(tensor) depends on run-time data",
     "register_hook": "Tensor.register_hook() is not captured",
+    "retain_grad": "Tensor.retain_grad() marks a tensor of the running program (its .grad is read after backward)",
     "storage": "Tensor.storage() is not captured",
     "untyped_storage": "Tensor.untyped_storage() is not captured",
 }
@@ -43,10 +44,15 @@ GRAPH_ATTRIBUTES = {"T", "mT", "H", "mH", "real", "imag", "data"}
 class TensorVariable(VariableTracker):
     """A tensor produced in (or fed into) the FX graph: its node and a fake example value."""
 
-    def __init__(self, node: torch.fx.Node, example: torch.Tensor, source: Source | None = None) -> None:
+    def __init__(self, node: torch.fx.Node, example: torch.Tensor, source: Source | None = None,
+                 value: torch.Tensor | None = None, value_source: Source | None = None) -> None:
         self.node = node
         self.example = example
         self.source = source
+        # The real tensor when this is an existing one (read through `value_source`, or returned by an op
+        # that returns its input, as `x.add_(1)` does): where its Python attributes are read.
+        self.value = value
+        self.value_source = value_source if value_source is not None else source
 
     def python_type(self) -> type:
         return torch.nn.Parameter if isinstance(self.example, torch.nn.Parameter) else torch.Tensor
@@ -73,7 +79,22 @@ class TensorVariable(VariableTracker):
             return TensorMethodVariable(self, name)  # the call (not the attribute read) breaks the graph
         if hasattr(torch.Tensor, name) and callable(getattr(torch.Tensor, name)):
             return TensorMethodVariable(self, name)
-        raise Unsupported(f"tensor attribute {name!r}")
+        return self._python_attribute(tx, name)
+
+    def _python_attribute(self, tx: InstructionTranslator, name: str) -> VariableTracker:
+        """An attribute the program set on an existing tensor (``x.scale = 2.0``), read and guarded like any
+        object's; a tensor the graph made has none."""
+        source = self.value_source
+        if self.value is not None and source is not None:
+            attributes = self.value.__dict__
+            if name in attributes:
+                return tx.output.wrap_value(attributes[name], AttrSource(source, name))
+            if not source.guard_free:
+                tx.output.guards.absent_attribute(source, name)
+        elif self.value is not None:
+            raise Unsupported(f"tensor attribute {name!r} of a tensor without a source")
+        message = f"'{type(self.value).__name__}' object has no attribute '{name}'"
+        raise Unsupported(f"AttributeError: {message}", user_error=True, exception=AttributeError(message))
 
     def iterate(self, tx: InstructionTranslator) -> list[VariableTracker]:
         if self.example.dim() == 0:
@@ -83,6 +104,54 @@ class TensorVariable(VariableTracker):
 
     def __repr__(self) -> str:
         return f"TensorVariable({self.node.name})"
+
+
+def has_subclass_semantics(value: torch.Tensor) -> bool:
+    """True for a tensor subclass whose `__torch_function__` runs (default: ops return the subclass).
+
+    Fake tensors, parameters and buffers disable it and trace as plain tensors.
+    """
+    return type(value) is not torch.Tensor and \
+        type(value).__torch_function__ is not torch._C._disabled_torch_function_impl  # type: ignore[comparison-overlap]
+
+
+class TensorSubclassVariable(VariableTracker):
+    """An existing tensor of a subclass with `__torch_function__` behaviour: not captured.
+
+    Its Python-level behaviour (the subclass of every result, overridden ops) is not modelled, so
+    any use of it breaks the graph and runs in Python, as eager.
+    """
+
+    def __init__(self, value: torch.Tensor, source: Source | None) -> None:
+        self.value = value
+        self.source = source
+
+    def python_type(self) -> type:
+        return type(self.value)
+
+    def _refuse(self) -> Unsupported:
+        return Unsupported(f"a {type(self.value).__name__} (a tensor subclass with __torch_function__) is not "
+                           "captured: operations on it run in Python")
+
+    def truth(self, tx: InstructionTranslator) -> bool:
+        raise self._refuse()
+
+    def getattr(self, tx: InstructionTranslator, name: str) -> VariableTracker:
+        raise self._refuse()
+
+    def call(self, tx: InstructionTranslator, args: list[VariableTracker],
+             kwargs: dict[str, VariableTracker]) -> VariableTracker:
+        raise self._refuse()
+
+    def iterate(self, tx: InstructionTranslator) -> list[VariableTracker]:
+        raise self._refuse()
+
+    def reconstruct(self, rebuild: Any) -> str:
+        """The same object, read again through its source."""
+        return self.source.expr() if self.source is not None else str(rebuild.constant(self.value))
+
+    def __repr__(self) -> str:
+        return f"TensorSubclassVariable({type(self.value).__name__})"
 
 
 class TensorMethodVariable(VariableTracker):

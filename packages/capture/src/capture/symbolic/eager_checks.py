@@ -1,0 +1,142 @@
+"""Errors eager raises that fake tensors do not: checked on small real tensors while tracing.
+
+Fake tensors run an op's meta function, which computes the result's shape and dtype but skips some
+of the checks of the real kernels: ``bool_tensor.abs()`` (no kernel for bool), ``~float_tensor``,
+``torch.empty(0).max()`` (a reduction without identity over no elements). A compiled graph would then
+return a value where eager raises. So, for the ops where that can happen, the op also runs once on real
+stand-ins of its tensor arguments, and its error (if any) breaks the graph there: the instruction then
+runs in Python and raises eager's own error.
+
+* Pointwise ops and reductions on bool, integer or complex tensors run on one-element tensors of the
+  same dtypes, device and ranks (their dtype support does not depend on sizes).
+* Any op whose tensor arguments are all empty runs on real empty tensors of the same sizes (cheap).
+"""
+
+from __future__ import annotations
+
+import builtins
+import operator
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from capture.variables.base import Unsupported
+
+_OPERATOR_OPS = {operator.abs: "abs", builtins.abs: "abs", operator.invert: "bitwise_not", operator.neg: "neg",
+                 operator.pos: "positive", operator.and_: "bitwise_and", operator.or_: "bitwise_or",
+                 operator.xor: "bitwise_xor", operator.lshift: "bitwise_left_shift",
+                 operator.rshift: "bitwise_right_shift", operator.mod: "remainder", operator.floordiv: "floor_divide",
+                 operator.truediv: "div", operator.pow: "pow", operator.add: "add", operator.sub: "sub",
+                 operator.mul: "mul"}
+_TORCH_MODULES = ("torch", "torch._C._nn", "torch._C._special", "torch._C._linalg", "torch.functional")
+_PLAIN_DTYPES = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
+
+
+def _aten_name(kind: str, target: Any) -> str | None:
+    """The ATen op a graph node's target runs (by name), or None for targets not checked."""
+    if kind == "call_method":
+        return target if isinstance(target, str) else None
+    if kind != "call_function":
+        return None
+    try:
+        known = _OPERATOR_OPS.get(target)
+    except TypeError:
+        known = None
+    if known is not None:
+        return known
+    name = getattr(target, "__name__", None)
+    if isinstance(target, (type(torch.abs), type(torch.Tensor.abs))) and isinstance(name, str):
+        owner = getattr(target, "__objclass__", None)
+        if owner is torch._C.TensorBase or getattr(target, "__module__", None) in _TORCH_MODULES:
+            return name
+    return None
+
+
+def _tags(name: str) -> set[torch.Tag]:
+    """The tags of every overload of ATen op `name` (of its out-of-place form, for `abs_`)."""
+    packet = getattr(torch.ops.aten, name, None)
+    if not isinstance(packet, torch._ops.OpOverloadPacket) and name.endswith("_") and not name.endswith("__"):
+        packet = getattr(torch.ops.aten, name[:-1], None)
+    if not isinstance(packet, torch._ops.OpOverloadPacket):
+        return set()
+    tags: set[torch.Tag] = set()
+    for overload in packet.overloads():
+        tags.update(getattr(packet, overload).tags)
+    return tags
+
+
+@dataclass
+class EagerChecks:
+    """Runs the real-tensor checks of one trace; each (op, dtypes, ranks, arguments) is checked once."""
+
+    checked: dict[Any, BaseException | None] = field(default_factory=dict)
+
+    def check(self, kind: str, target: Any, args: list[Any], kwargs: dict[str, Any]) -> None:
+        """Raise Unsupported (a user error, from eager's exception) when eager raises for this call."""
+        name = _aten_name(kind, target)
+        if name is None:
+            return
+        values = [*args, *kwargs.values()]
+        tensors = [v for v in values if isinstance(v, torch.Tensor)]
+        if not tensors or any(_symbolic_or_nested(v) for v in values):
+            return
+        empty = all(t.numel() == 0 for t in tensors)
+        if not empty and all(t.dtype in _PLAIN_DTYPES for t in tensors):
+            return
+        tags = _tags(name)
+        if torch.Tag.nondeterministic_seeded in tags:
+            return  # a real run would consume the program's random numbers
+        if not empty and not tags & {torch.Tag.pointwise, torch.Tag.reduction}:
+            return
+        key = (kind, name, target if kind == "call_function" else None, empty,
+               tuple(_describe(v, empty) for v in args), tuple((k, _describe(v, empty)) for k, v in kwargs.items()))
+        try:
+            error = self.checked.get(key, _MISSING)
+        except TypeError:
+            return  # an unhashable argument: not checked
+        if error is _MISSING:
+            error = self.checked[key] = _run(kind, target, args, kwargs, empty)
+        if error is not None:
+            raise Unsupported(f"{type(error).__name__}: {error}", user_error=True) from error
+
+
+_MISSING: Any = object()
+
+
+def _symbolic_or_nested(value: Any) -> bool:
+    if isinstance(value, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+        return True
+    if isinstance(value, torch.Tensor):
+        return any(isinstance(n, torch.SymInt) for n in value.shape)
+    if isinstance(value, (list, tuple)):
+        return any(isinstance(v, torch.Tensor) or _symbolic_or_nested(v) for v in value)
+    return isinstance(value, dict)
+
+
+def _describe(value: Any, empty: bool) -> Any:
+    if isinstance(value, torch.Tensor):
+        return (value.dtype, value.device, tuple(value.shape) if empty else value.dim())
+    return (type(value), value)
+
+
+def _stand_in(value: Any, empty: bool) -> Any:
+    if not isinstance(value, torch.Tensor):
+        return value
+    shape = tuple(value.shape) if empty else (1,) * value.dim()
+    return torch.ones(shape, dtype=value.dtype, device=value.device)
+
+
+def _run(kind: str, target: Any, args: list[Any], kwargs: dict[str, Any], empty: bool) -> BaseException | None:
+    real_args = [_stand_in(a, empty) for a in args]
+    real_kwargs = {k: _stand_in(v, empty) for k, v in kwargs.items()}
+    call: Callable[..., Any] = getattr(real_args[0], target) if kind == "call_method" else target
+    if kind == "call_method":
+        real_args = real_args[1:]
+    try:
+        with torch.no_grad():
+            call(*real_args, **real_kwargs)
+    except Exception as error:
+        return error
+    return None

@@ -1,0 +1,164 @@
+"""Compiled code behaves as eager where capture used to differ silently.
+
+Tensor subclasses keep their type, errors eager raises are raised (with eager's type),
+`retain_grad()` works, grad mode survives graph breaks inside `with torch.no_grad():`, a dict
+changed while iterated raises, and shapes read after an in-place resize are the new ones.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import torch
+
+import frontend
+
+BACKENDS = ["aot_eager", "inductor"]
+
+
+@pytest.fixture(autouse=True)
+def _fresh(fresh_cache: None) -> None:
+    torch.manual_seed(0)
+
+
+def _outside() -> None:
+    """A call capture does not trace (a graph break), as printing or logging would be."""
+    print(end="")
+
+
+class _Scaled(torch.Tensor):
+    """A tensor subclass with the default `__torch_function__`: results of ops on it are `_Scaled` too."""
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_tensor_subclass_output_keeps_its_type(backend: str) -> None:
+    def double(x: torch.Tensor) -> torch.Tensor:
+        return x * 2 + 1
+
+    compiled = frontend.compile(double, backend=backend)
+    x = torch.randn(3).as_subclass(_Scaled)
+    got, expected = compiled(x), double(x)
+    assert type(got) is type(expected) is _Scaled
+    torch.testing.assert_close(got.as_subclass(torch.Tensor), expected.as_subclass(torch.Tensor))
+    plain = torch.randn(3)
+    assert type(compiled(plain)) is torch.Tensor  # a plain tensor still compiles (its own entry)
+    torch.testing.assert_close(compiled(plain), double(plain))
+
+
+def _raises_like_eager(fn: Callable[..., Any], compiled: Callable[..., Any], *args: Any) -> None:
+    with pytest.raises(Exception) as eager:
+        fn(*args)
+    with pytest.raises(Exception) as got:
+        compiled(*args)
+    assert type(got.value) is type(eager.value)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("case", ["abs_of_bool", "max_of_empty", "max_of_empty_intermediate", "max_over_an_empty_dim"])
+def test_errors_eager_raises_are_raised(backend: str, case: str) -> None:
+    cases: dict[str, tuple[Callable[[torch.Tensor], Any], torch.Tensor]] = {
+        "abs_of_bool": (lambda t: t.abs() * 2, torch.randn(4) > 0),
+        "max_of_empty": (lambda t: t.max(), torch.empty(0)),
+        "max_of_empty_intermediate": (lambda t: (t + 1).max() * 2, torch.empty(0)),
+        "max_over_an_empty_dim": (lambda t: torch.max(t * 2, dim=0), torch.empty(0, 3)),
+    }
+    fn, value = cases[case]
+    _raises_like_eager(fn, frontend.compile(fn, backend=backend), value)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_ops_eager_accepts_on_bool_and_integer_tensors_still_compile(backend: str) -> None:
+    def masks(mask: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+        return (~mask).float() * (ids % 3 + ids.abs()).amax() + torch.where(mask, ids, -ids)
+
+    compiled = frontend.compile(masks, backend=backend)
+    mask, ids = torch.randn(5) > 0, torch.randint(-9, 9, (5,))
+    torch.testing.assert_close(compiled(mask, ids), masks(mask, ids))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_retain_grad_inside_the_compiled_function(backend: str) -> None:
+    def keep(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        y = x * 2
+        y.retain_grad()
+        return (y * y).sum(), y
+
+    compiled = frontend.compile(keep, backend=backend)
+    x = torch.randn(3, requires_grad=True)
+    loss, y = compiled(x)
+    loss.backward()
+    x2 = x.detach().clone().requires_grad_()
+    loss2, y2 = keep(x2)
+    loss2.backward()
+    assert y.grad is not None
+    torch.testing.assert_close(y.grad, y2.grad)
+    torch.testing.assert_close(x.grad, x2.grad)
+
+
+def _break_inside_no_grad(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    with torch.no_grad():
+        y = x * 2
+        _outside()
+        z = y + x
+    return z, x * 3, y
+
+
+def _break_after_set_grad_enabled(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    torch.set_grad_enabled(False)
+    y = x * 2
+    _outside()
+    z = y + x
+    torch.set_grad_enabled(True)
+    return z, x * 3
+
+
+@torch.no_grad()
+def _break_in_no_grad_function(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    y = x * 2
+    _outside()
+    return y + x, x * 3
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("fn", [_break_inside_no_grad, _break_after_set_grad_enabled, _break_in_no_grad_function],
+                         ids=["with_no_grad", "set_grad_enabled", "no_grad_decorator"])
+def test_grad_mode_across_a_graph_break(backend: str, fn: Callable[..., Any]) -> None:
+    compiled = frontend.compile(fn, backend=backend)
+    x = torch.randn(3, requires_grad=True)
+    for _ in range(2):
+        got, expected = compiled(x), fn(x)
+        assert torch.is_grad_enabled()
+        assert [t.requires_grad for t in got] == [t.requires_grad for t in expected]
+        for a, b in zip(got, expected):
+            torch.testing.assert_close(a, b)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_dict_changed_while_iterated_raises(backend: str) -> None:
+    def grow(x: torch.Tensor, table: dict[str, Any]) -> torch.Tensor:
+        for key in table:
+            table[key + "_next"] = x
+        return x + 1
+
+    with pytest.raises(RuntimeError, match="changed size during iteration"):
+        grow(torch.randn(2), {"a": 1})
+    with pytest.raises(RuntimeError, match="changed size during iteration"):
+        frontend.compile(grow, backend=backend)(torch.randn(2), {"a": 1})
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_shape_after_in_place_unsqueeze_with_dynamic_sizes(backend: str) -> None:
+    def grow_rank(y: torch.Tensor) -> tuple[torch.Size, torch.Tensor]:
+        y.unsqueeze_(0)
+        return y.shape, y * 2
+
+    compiled = frontend.compile(grow_rank, backend=backend)
+    for n in (3, 4, 5):  # the second size recompiles with a symbolic size
+        got_x = torch.randn(n)
+        expected_x = got_x.clone()
+        got, expected = compiled(got_x), grow_rank(expected_x)
+        assert got[0] == expected[0] == torch.Size([1, n])
+        torch.testing.assert_close(got[1], expected[1])
+        assert got_x.shape == expected_x.shape
