@@ -153,6 +153,19 @@ def test_module_change_recompiles(change: str) -> None:
     assert backend.count == 2, f"{change} did not recompile"
 
 
+def test_hook_registered_elsewhere_keeps_the_cache() -> None:
+    model, compiled, backend = _fresh()
+    x = torch.randn(4, 8)
+    _same(model, compiled, x)
+    handle = torch.randn(3, requires_grad=True).register_hook(lambda grad: grad)  # a new hook id, no module hook
+    _same(model, compiled, x)
+    handle.remove()
+    assert backend.count == 1
+    model.layers[2].norm.register_forward_hook(lambda module, args, output: output - 1)
+    _same(model, compiled, x)
+    assert backend.count == 2
+
+
 @pytest.mark.parametrize("make_input", [
     lambda: torch.randn(5, 8), lambda: torch.randn(4, 8, dtype=torch.float64),
     lambda: torch.randn(8, 4).t(), lambda: torch.randn(4, 8).requires_grad_(),

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
+from torch.utils.hooks import RemovableHandle
 
 from capture.sources import AttrSource, ItemSource, Source
 
@@ -286,11 +287,13 @@ def _per_module_checks(tree: ModuleTree, guards: list[Any], facts: ModuleFacts, 
     """Hook and missing-attribute guards of tree objects as one C-level pass each; returns the guards covered."""
     hooks = [g for g in guards if g.kind == "MODULE_HOOKS" and g.source_expr in tree.objects and g.code in facts.hooks]
     # Hooks are added to and removed from a module's own hook dicts (registration never replaces them),
-    # so the dicts are read once here: most are empty (one `len` each), the others compare by contents.
+    # so the dicts are read once here: most are empty, the others compare by contents.
     pairs = [pair for g in hooks for pair in zip(*facts.hooks[g.code], strict=True)]
     empty = [live for live, copy in pairs if not copy]
     if empty:
-        lines.append(f"if any(map(len, {constant(empty)})): return False")
+        seen = constant([RemovableHandle.next_id])
+        lines.append(f"if {seen}[0] != {constant(RemovableHandle)}.next_id and not "
+                     f"{constant(still_empty)}({seen}, {constant(empty)}): return False")
     held = [(live, copy) for live, copy in pairs if copy]
     if held:
         lines.append(f"if {constant([live for live, _ in held])} != {constant([copy for _, copy in held])}: "
@@ -303,6 +306,20 @@ def _per_module_checks(tree: ModuleTree, guards: list[Any], facts: ModuleFacts, 
         lines.append(f"if any(map({constant(operator.contains)}, {dicts}, "
                      f"{constant([facts.absent[g.code] for g in absent])})): return False")
     return {id(g) for g in hooks + absent}
+
+
+def still_empty(seen: list[int], dicts: list[dict[Any, Any]]) -> bool:
+    """True when every dict in `dicts` is empty; then remembers the hook registrations counted so far.
+
+    Every hook registration (`register_forward_hook`, ..., also on tensors) takes a new
+    `RemovableHandle` id, so while `RemovableHandle.next_id` stays at the count last seen no hook
+    dict can have gained an entry, and the check is one comparison.
+    """
+    count = RemovableHandle.next_id  # read first: a hook registered meanwhile is seen on the next call
+    if any(dicts):
+        return False
+    seen[0] = count
+    return True
 
 
 def _implied_by_tree(guard: Any, tree: ModuleTree) -> bool:
