@@ -65,6 +65,19 @@ def test_same_tensor_twice_after_distinct_tensors(backend: str) -> None:
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
+def test_identity_of_tensor_arguments_is_guarded(backend: str) -> None:
+    def same_or_not(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        if a is b:
+            return a * 2
+        return b * 3
+
+    compiled = frontend.compile(same_or_not, backend=backend)
+    x, y = torch.randn(3), torch.randn(3)
+    for args in ((x, y), (x, x), (x, y)):
+        torch.testing.assert_close(compiled(*args), same_or_not(*args))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_reading_inputs_that_share_memory_compiles_without_a_warning(backend: str) -> None:
     def read_only(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         return a * 2 + b

@@ -117,17 +117,29 @@ def unary_not(tx: InstructionTranslator, instr: Instruction) -> None:
 def is_op(tx: InstructionTranslator, instr: Instruction) -> None:
     right = tx.pop()
     left = tx.pop()
-    tx.push(ConstantVariable(identical(left, right) != bool(instr.arg)))
+    tx.push(ConstantVariable(identical(left, right, tx) != bool(instr.arg)))
 
 
-def identical(left: VariableTracker, right: VariableTracker) -> bool:
-    """`left is right` for trackers, decided at trace time."""
+def _same_tensor(tx: InstructionTranslator, left: TensorVariable, right: TensorVariable) -> bool:
+    """`left is right` for tensors: the same fake (an in-place op returns its input); two existing
+    tensors found distinct must stay distinct on later calls (a guard)."""
+    if left.example is right.example:
+        return True
+    sources = [v.value_source for v in (left, right)]
+    if left.value is not None and right.value is not None and sources[0] is not None and sources[1] is not None:
+        check = f"{sources[0].expr()} is not {sources[1].expr()}"
+        tx.output.guards.add("DISTINCT_INPUT", sources[0], check, check, subjects=(sources[0].expr(), sources[1].expr()))
+    return False
+
+
+def identical(left: VariableTracker, right: VariableTracker, tx: InstructionTranslator) -> bool:
+    """`left is right` for trackers, decided at trace time (guarded where it relies on the inputs)."""
     if left is right:
         return True
     if left.is_constant() and right.is_constant():
         return left.as_constant() is right.as_constant()
     if isinstance(left, TensorVariable) and isinstance(right, TensorVariable):
-        return left.node is right.node
+        return _same_tensor(tx, left, right)
     for side in (left, right):
         if side.is_constant() and side.as_constant() is None:
             return False
