@@ -109,7 +109,8 @@ def test_verdict_float64_second_opinion() -> None:
 
 
 def test_inputs_must_be_random() -> None:
-    check_inputs_random((torch.randn(4, 4), torch.randint(1, 9, (3,))))
+    generator = torch.Generator().manual_seed(0)  # a seeded draw: three equal integers would read as constant
+    check_inputs_random((torch.randn(4, 4, generator=generator), torch.tensor([3, 1, 7])))
     with pytest.raises(ValueError, match="constant"):
         check_inputs_random((torch.randn(4), torch.zeros(8)))
 
