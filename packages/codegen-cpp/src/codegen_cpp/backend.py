@@ -115,7 +115,9 @@ class CppBackend:
         text = library_parts(sources, min(workers, len(sources) // self.config.kernels_per_part))
         cache = KernelCache(self.config.resolved_cache_dir())
         try:
-            (path,) = build_libraries([text], toolchain, cache, self.stats, workers=workers)
+            (path,) = build_libraries(
+                [text], toolchain, cache, self.stats, workers=workers, precompile=self.config.precompiled_header
+            )
         except CppCompileError as error:
             error.add_note(
                 "The library held these kernels (the ATen ops they compute): " + _describe(sources)
@@ -126,7 +128,10 @@ class CppBackend:
         except OSError:
             # A library that passed its checksum but does not load (a different machine's file
             # copied into the cache, say): rebuild it once.
-            (path,) = build_libraries([text], toolchain, cache, self.stats, workers=workers, force=True)
+            (path,) = build_libraries(
+                [text], toolchain, cache, self.stats, workers=workers, force=True,
+                precompile=self.config.precompiled_header,
+            )
             library = load_library(path)
         self.last_library = path
         return [

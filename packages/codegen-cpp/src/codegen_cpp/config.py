@@ -52,6 +52,9 @@ class CppConfig:
         integer divisors and raise what eager raises (``IndexError``, ``RuntimeError``) instead of
         reading out of bounds or dying with SIGFPE. False: no checks (a little faster; an invalid
         index then reads or writes arbitrary memory).
+    precompiled_header: compile the runtime header once per toolchain and cache folder (in
+        ``<cache_dir>/pch/``) and reuse it for every library, which roughly halves the compile time
+        of small graphs. It never changes the generated machine code.
     """
 
     compiler: str | None = None
@@ -68,6 +71,7 @@ class CppConfig:
     compile_workers: int | None = None
     kernels_per_part: int = 8
     runtime_checks: bool = True
+    precompiled_header: bool = True
 
     @classmethod
     def from_env(cls, **overrides: Any) -> CppConfig:

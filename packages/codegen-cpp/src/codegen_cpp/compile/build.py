@@ -9,7 +9,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from codegen_cpp.compile.cache import CacheEntry, KernelCache
+from codegen_cpp.compile.cache import CacheEntry, KernelCache, warn_once
+from codegen_cpp.compile.pch import precompiled_header_dir
 from codegen_cpp.compile.toolchain import Toolchain, raise_if_interrupted
 from codegen_cpp.errors import CppCompileError
 
@@ -57,23 +58,44 @@ def _run(command: list[str], source: Path) -> None:
         raise CppCompileError(source, command, done.stderr or done.stdout)
 
 
+def _compile_with_pch(
+    cache: KernelCache, entry: CacheEntry, parts: Sequence[str], toolchain: Toolchain, workers: int
+) -> None:
+    """Compile with the precompiled runtime header when there is one; without it if that fails."""
+    folder = precompiled_header_dir(toolchain, cache.root)
+    if folder is None:
+        _compile_into(cache, entry, parts, toolchain, workers)
+        return
+    try:
+        _compile_into(cache, entry, parts, toolchain.searching_first(folder), workers)
+    except CppCompileError:
+        # A damaged precompiled header must never fail a graph: the plain header decides.
+        _compile_into(cache, entry, parts, toolchain, workers)
+        warn_once(
+            "precompiled-header",
+            f"Kiln's precompiled C++ runtime header in {folder} did not work; kernels are compiled "
+            "from the plain header (remove that folder to rebuild it; shown once per process).",
+        )
+
+
 def _build_one(
-    parts: Sequence[str], toolchain: Toolchain, cache: KernelCache, force: bool, workers: int
+    parts: Sequence[str], toolchain: Toolchain, cache: KernelCache, force: bool, workers: int, precompile: bool
 ) -> BuildResult:
     start = time.perf_counter()
     source = PART_SEPARATOR.join(parts)
     entry = cache.entry(source, toolchain.fingerprint())
     if not force and cache.lookup(entry):
         return BuildResult(entry, cached=True, seconds=time.perf_counter() - start)
+    compile_into = _compile_with_pch if precompile else _compile_into
     try:
-        _compile_into(cache, entry, parts, toolchain, workers)
+        compile_into(cache, entry, parts, toolchain, workers)
     except OSError as error:
         # The cache folder cannot be written (read-only, a file where a folder should be, full):
         # build in the process's private folder instead of failing the graph.
         cache = cache.private(error)
         entry = cache.entry(source, toolchain.fingerprint())
         if force or not cache.lookup(entry):
-            _compile_into(cache, entry, parts, toolchain, workers)
+            compile_into(cache, entry, parts, toolchain, workers)
     return BuildResult(entry, cached=False, seconds=time.perf_counter() - start)
 
 
@@ -109,6 +131,7 @@ def build_libraries(
     *,
     workers: int,
     force: bool = False,
+    precompile: bool = True,
 ) -> list[Path]:
     """Build (or find in the cache) one shared library per source, several compilers at once.
 
@@ -116,6 +139,8 @@ def build_libraries(
         sources: one entry per library: its translation units ("parts", compiled in parallel and
             linked together when there are several).
         force: rebuild even where the cache has a valid entry (used after a library failed to load).
+        precompile: on a cache miss, compile with the runtime header precompiled (built once per
+            toolchain and cache folder; see :mod:`codegen_cpp.compile.pch`).
 
     Returns:
         The library paths, in the order of ``sources``.
@@ -125,11 +150,11 @@ def build_libraries(
     """
     start = time.perf_counter()
     if len(sources) <= 1 or workers <= 1:
-        results = [_build_one(parts, toolchain, cache, force, workers) for parts in sources]
+        results = [_build_one(parts, toolchain, cache, force, workers, precompile) for parts in sources]
     else:
         with ThreadPoolExecutor(max_workers=min(workers, len(sources))) as pool:
             results = list(
-                pool.map(lambda parts: _build_one(parts, toolchain, cache, force, workers), sources)
+                pool.map(lambda parts: _build_one(parts, toolchain, cache, force, workers, precompile), sources)
             )
     stats.libraries += len(results)
     stats.cache_hits += sum(1 for r in results if r.cached)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import json
@@ -43,12 +44,26 @@ class Toolchain:
 
     compiler: absolute path of the executable; version: the first line of ``--version``;
     flags: everything between the compiler and the source file; openmp: whether ``-fopenmp`` is on.
+    header_dirs: folders searched for headers before the runtime folder (the precompiled header's,
+    see :mod:`codegen_cpp.compile.pch`); they speed the build up without changing the machine code,
+    so they are not part of :meth:`fingerprint`.
     """
 
     compiler: str
     version: str
     flags: tuple[str, ...]
     openmp: bool
+    header_dirs: tuple[str, ...] = ()
+
+    def searching_first(self, folder: Path) -> Toolchain:
+        """This toolchain, looking for headers in ``folder`` before anywhere else."""
+        return dataclasses.replace(self, header_dirs=(str(folder), *self.header_dirs))
+
+    def _flags(self, link: bool) -> list[str]:
+        flags = [f"-I{d}" for d in self.header_dirs]
+        if link:
+            return [*flags, *self.flags]
+        return [*flags, *(f for f in self.flags if f not in ("-shared", "-undefined", "dynamic_lookup"))]
 
     def fingerprint(self) -> str:
         """What changes the machine code: compiler, version, flags, CPU features, runtime headers."""
@@ -60,12 +75,11 @@ class Toolchain:
 
     def command(self, source: Path, output: Path) -> list[str]:
         """The compile command turning ``source`` into the shared library ``output``."""
-        return [self.compiler, *self.flags, str(source), "-o", str(output)]
+        return [self.compiler, *self._flags(link=True), str(source), "-o", str(output)]
 
     def object_command(self, source: Path, output: Path) -> list[str]:
         """The command compiling ``source`` to the object file ``output`` (for a multi-part library)."""
-        flags = [f for f in self.flags if f not in ("-shared", "-undefined", "dynamic_lookup")]
-        return [self.compiler, *flags, "-c", str(source), "-o", str(output)]
+        return [self.compiler, *self._flags(link=False), "-c", str(source), "-o", str(output)]
 
     def link_command(self, objects: list[Path], output: Path) -> list[str]:
         """The command linking object files into the shared library ``output``."""
