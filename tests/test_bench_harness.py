@@ -397,3 +397,39 @@ def test_end_to_end_eager_calibration_run(tmp_path: Path, capsys: pytest.Capture
     assert document["jobs"][0]["environment"]["cpu_threads"] == "2"
     assert "| softmax_layernorm | inference |" in capsys.readouterr().out
     assert next(tmp_path.glob("bench-cpu-*.md")).read_text().startswith("# Kiln benchmark: cpu")
+
+
+def test_thread_sweep_table_and_parsing() -> None:
+    from tools.bench.sweep import parse_threads, render_sweep, sweep_lines
+
+    assert parse_threads("1, 4,8,16,4") == (1, 4, 8, 16)
+    for bad in ("", "0", "two", "1,-4"):
+        with pytest.raises(ValueError, match="--threads"):
+            parse_threads(bad)
+    jobs = _jobs()
+    meta = {"device": "cpu", "date": "2026-01-01 00:00 UTC", "host": "h", "command": "c"}
+    document = json.loads(json.dumps(jsonable(report_json(merge_rows(jobs), jobs, meta))))
+    lines = sweep_lines([(1, document), (8, document)])
+    assert [(line.threads, line.compiler) for line in lines] == [
+        (1, "torch.compile"), (1, "kiln"), (8, "torch.compile"), (8, "kiln")
+    ]
+    kiln = lines[1]
+    assert kiln.passed == 1 and kiln.total == 2 and kiln.slowest is not None and kiln.slowest.task == "inference"
+    text = render_sweep([(1, document), (8, document)], "python -m tools.bench --threads 1,8")
+    # On the row both passed Kiln is 4x over eager and torch.compile 2x: Kiln / torch.compile = 2.
+    assert "| 8 | kiln | 1/2 | 4.00x over 1 | 2.00x | m/inference 4.00x |" in text
+
+
+def test_end_to_end_thread_sweep(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Two thread counts: one report per count (each worker really ran with it) and the sweep table."""
+    from tools.bench.cli import main
+
+    argv = ["--device", "cpu", "--models", "softmax_layernorm", "--modes", "infer", "--compilers", "eager",
+            "--quick", "--min-time", "0.05", "--threads", "1,2", "--output-dir", str(tmp_path)]
+    assert main(argv) == 0
+    threads = sorted(
+        json.loads(path.read_text())["jobs"][0]["environment"]["cpu_threads"] for path in tmp_path.glob("bench-cpu-t*.json")
+    )
+    assert threads == ["1", "2"]
+    assert "## CPU thread sweep" in next(tmp_path.glob("sweep-cpu-*.md")).read_text()
+    assert "| 2 | eager |" in capsys.readouterr().out

@@ -22,6 +22,7 @@ from tools.bench.report import jsonable, merge_rows, render_markdown, report_jso
 from tools.bench.results import JobResult
 from tools.bench.runner import REPO_ROOT, run_suite
 from tools.bench.suite import select_models
+from tools.bench.sweep import parse_threads, render_sweep
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -43,7 +44,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--warm", action=argparse.BooleanOptionalAction, default=None,
         help="also compile in a second process with populated caches (default: on; off with --quick)",
     )
-    parser.add_argument("--threads", type=int, default=2, help="CPU threads (torch.set_num_threads, OMP_NUM_THREADS)")
+    parser.add_argument(
+        "--threads", default="2",
+        help="CPU threads (torch.set_num_threads, OMP_NUM_THREADS); several (1,4,8,16) run the suite once per "
+        "count and add a sweep table",
+    )
     parser.add_argument("--timeout", type=float, default=None, help="seconds per process (default: 1200, quick: 300)")
     parser.add_argument("--min-time", type=float, default=None, help="seconds of timed calls per side per model")
     parser.add_argument("--output-dir", type=Path, default=REPO_ROOT / "bench_results")
@@ -65,7 +70,8 @@ def _default_device() -> str:
 
 
 def config_from_args(args: argparse.Namespace) -> BenchConfig:
-    """A `BenchConfig` from parsed arguments; raises ValueError for an unknown name."""
+    """A `BenchConfig` from parsed arguments (the first of several thread counts); raises ValueError
+    for an unknown name."""
     device = args.device or _default_device()
     measure = MeasureConfig.quick() if args.quick else MeasureConfig()
     if args.min_time is not None:
@@ -77,7 +83,7 @@ def config_from_args(args: argparse.Namespace) -> BenchConfig:
         compilers=parse_compilers(args.compilers, device),
         quick=args.quick,
         warm=args.warm if args.warm is not None else not args.quick,
-        threads=args.threads,
+        threads=parse_threads(args.threads)[0],
         timeout_s=args.timeout or (300.0 if args.quick else 1200.0),
         output_dir=args.output_dir,
         measure=measure,
@@ -153,9 +159,27 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         config = config_from_args(args)
         models = select_models(config.device, config.models, config.quick)
+        thread_counts = parse_threads(args.threads)
     except ValueError as error:
         parser.error(str(error))
-    stem = f"bench-{config.device}-{datetime.datetime.now().strftime('%Y%m%d-%H%M%S')}"
+    command = shlex.join(["python", "-m", "tools.bench", *(argv if argv is not None else sys.argv[1:])])
+    if len(thread_counts) == 1:
+        run_once(config, models, command)
+        return 0
+    if config.device != "cpu":
+        parser.error("--threads with several counts is a CPU sweep: add --device cpu")
+    documents = [(threads, run_once(config.replace(threads=threads), models, command)) for threads in thread_counts]
+    sweep = render_sweep(documents, command)
+    path = config.output_dir / f"sweep-cpu-{datetime.datetime.now().strftime('%Y%m%d-%H%M%S')}.md"
+    path.write_text(sweep)
+    print(sweep)
+    print(f"wrote {path}")
+    return 0
+
+
+def run_once(config: BenchConfig, models: Sequence[Any], command: str) -> dict[str, Any]:
+    """One run of the suite under `config`: print and write its report; the report document."""
+    stem = f"bench-{config.device}-t{config.threads}-{datetime.datetime.now().strftime('%Y%m%d-%H%M%S')}"
     started = datetime.datetime.now(datetime.UTC)
     load_before = _load_average()
     cpu_before = _children_cpu_s()
@@ -164,7 +188,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     meta = {
         "device": config.device,
         "date": started.strftime("%Y-%m-%d %H:%M UTC"),
-        "command": shlex.join(["python", "-m", "tools.bench", *(argv if argv is not None else sys.argv[1:])]),
+        "command": command,
         "wall_s": round((datetime.datetime.now(datetime.UTC) - started).total_seconds(), 1),
         "worker_cpu_s": round(_children_cpu_s() - cpu_before, 1),
         "commit": _git_commit(),
@@ -181,12 +205,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             "measure": config.measure.__dict__,
         },
     }
-    document = report_json(merge_rows(jobs), jobs, meta)
+    document = json.loads(json.dumps(jsonable(report_json(merge_rows(jobs), jobs, meta))))
     paths = write_outputs(document, config.output_dir, stem)
-    print(render_markdown(rows_from_json(json.loads(json.dumps(jsonable(document)))), meta))
+    print(render_markdown(rows_from_json(document), meta))
     print(f"wall time: {meta['wall_s']} s; CPU time of the workers: {meta['worker_cpu_s']} s")
     _print_paths(paths)
-    return 0
+    return document
 
 
 def _print_paths(paths: tuple[Path, Path, Path | None]) -> None:
