@@ -120,6 +120,22 @@ def gpt2(ctx: BuildContext) -> Workload:
     )
 
 
+@benchmark_model("llama_1b_8l", family="transformer", devices=("cuda",))
+def llama_1b_8l(ctx: BuildContext) -> Workload:
+    """LLaMA-3.2-1B shapes cut to 8 layers (2048 wide, 32/8 KV heads, MLP 8192, vocab 128256), 4 x 512 tokens, bf16 autocast."""
+    config = _hf_config(
+        "LlamaConfig", vocab_size=128256, hidden_size=2048, intermediate_size=8192, num_hidden_layers=8,
+        num_attention_heads=32, num_key_value_heads=8, max_position_embeddings=2048, rope_theta=500000.0,
+        tie_word_embeddings=True,
+    )
+    return Workload(
+        _hf_model("LlamaForCausalLM", config).to(ctx.device),
+        _token_inputs(ctx, config.vocab_size, 4, 512),
+        autocast=torch.bfloat16,
+        source="transformers",
+    )
+
+
 def _has(module: str) -> bool:
     return importlib.util.find_spec(module) is not None
 
