@@ -21,6 +21,7 @@ from torch.fx.experimental.proxy_tensor import make_fx
 from aotgrad.decompositions import DecompositionTable, joint_decompositions
 from aotgrad.tracing.functional import FunctionalGraph
 from aotgrad.tracing.graph_passes import clean, output_values, placeholders
+from aotgrad.tracing.replay_ops import REPLAY_OVERRIDES
 
 aten = torch.ops.aten
 
@@ -69,7 +70,8 @@ def _as_primals(inputs: Sequence[Any], grad_mask: Sequence[bool]) -> list[Any]:
 
 
 class ReplayInterpreter(torch.fx.Interpreter):
-    """Runs the functional forward with each `view` replayed as a `reshape`.
+    """Runs the functional forward with each `view` replayed as a `reshape`, and the ops of
+    `REPLAY_OVERRIDES` (functionalization's `copy`) with the derivative eager's in-place op has.
 
     The forward's views were recorded for the strides its ops had undecomposed; decomposed below
     autograd they may differ, so each view re-decides view-or-copy (where a view is possible,
@@ -80,6 +82,8 @@ class ReplayInterpreter(torch.fx.Interpreter):
         """Call `target`, a `reshape` where the graph says `view`."""
         if target is aten.view.default:
             target = aten.reshape.default
+        else:
+            target = REPLAY_OVERRIDES.get(target, target)
         return super().call_function(target, args, kwargs)
 
 

@@ -1,0 +1,96 @@
+"""Programs the differential fuzzer (tools/fuzz/) found aotgrad getting wrong, shrunk, each run
+compiled (eager forward and backward compilers, no fallback to eager) and compared with eager on
+seeded random inputs: values, requires_grad of outputs and inputs, gradients."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import pytest
+import torch
+from aotgrad_helpers import strict
+
+import aotgrad
+
+
+def _leaf(seed: int, shape: tuple[int, ...], dtype: torch.dtype = torch.float32, grad: bool = False) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed)
+    if dtype.is_floating_point:
+        t = torch.randn(shape, generator=g, dtype=torch.float64).to(dtype)
+    else:
+        t = torch.randint(-9, 10, shape, generator=g).to(dtype)
+    return t.requires_grad_(grad)
+
+
+def _run(fn: Callable[..., Any], make_inputs: Callable[[], Sequence[Any]], no_grad: bool) -> dict[str, Any]:
+    """Outputs, inputs after the call, requires_grad flags and the gradients of the grad leaves."""
+    inputs = list(make_inputs())
+    leaves = [x for x in inputs if isinstance(x, torch.Tensor) and x.requires_grad and x.is_leaf]
+    with torch.no_grad() if no_grad else torch.enable_grad():
+        outputs = fn(*inputs)
+    outputs = outputs if isinstance(outputs, tuple) else (outputs,)
+    result: dict[str, Any] = {
+        "outputs": [o.detach().clone() for o in outputs],
+        "inputs": [x.detach().clone() if isinstance(x, torch.Tensor) else x for x in inputs],
+        "requires_grad": [o.requires_grad for o in outputs] + [x.requires_grad for x in inputs if isinstance(x, torch.Tensor)],
+    }
+    differentiable = [o for o in outputs if o.requires_grad]
+    if differentiable and leaves:
+        cotangents = [torch.linspace(-1, 2, o.numel(), dtype=torch.float64).reshape(o.shape).to(o.dtype) for o in differentiable]
+        grads = torch.autograd.grad(differentiable, leaves, cotangents, allow_unused=True)
+        result["grads"] = [None if g is None else g.clone() for g in grads]
+    return result
+
+
+def _assert_same(expected: dict[str, Any], actual: dict[str, Any]) -> None:
+    assert expected.keys() == actual.keys()
+    assert expected["requires_grad"] == actual["requires_grad"]
+    for key in ("outputs", "inputs", "grads"):
+        for want, got in zip(expected.get(key, []), actual.get(key, [])):
+            if want is None or got is None:
+                present = got if want is None else want
+                assert present is None or not present.count_nonzero(), key
+                continue
+            torch.testing.assert_close(got, want, equal_nan=True, msg=lambda m, k=key: f"{k}: {m}")
+
+
+def check_against_eager(fn: Callable[..., Any], make_inputs: Callable[[], Sequence[Any]], *, no_grad: bool = False) -> None:
+    """`fn` compiled by aotgrad gives eager's outputs, input updates, flags and gradients."""
+    compiled = aotgrad.aot_function(fn, fw_compiler=aotgrad.eager_compiler, config=strict())
+    _assert_same(_run(fn, make_inputs, no_grad), _run(compiled, make_inputs, no_grad))
+
+
+# --- copy_ into a tensor that does not require grad, from one that does -------------------------
+
+
+def test_copy_into_an_intermediate_differentiates_the_source() -> None:
+    def fn(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        y = x * 2
+        y[..., 0].copy_(w)  # w: float64, broadcast over y's first dim
+        return y.sin()
+
+    check_against_eager(fn, lambda: [_leaf(1, (3, 4)), _leaf(2, (1,), torch.float64, grad=True)])
+
+
+def test_copy_into_a_transposed_intermediate_then_clamp() -> None:
+    # fuzz a9864efd1f: `a2.t().copy_(a4)` then clamp with tensor bounds
+    def fn(a2: torch.Tensor, a4: torch.Tensor, a7: torch.Tensor, a9: torch.Tensor) -> torch.Tensor:
+        t5 = (a2 + 0).t().copy_(a4)
+        return torch.clamp(t5, a7, a9)
+
+    check_against_eager(
+        fn,
+        lambda: [_leaf(3, (4,), torch.float64), _leaf(4, (1,), torch.float64, True), _leaf(5, (), torch.float64, True),
+                 _leaf(6, (4,), torch.float64, True)],
+    )
+
+
+def test_copy_of_an_integer_into_a_floor_division_result() -> None:
+    # fuzz 5af0466de7
+    def fn(a2: torch.Tensor, a9: torch.Tensor) -> torch.Tensor:
+        t4 = torch.div(a2, 127, rounding_mode="floor")
+        t4[..., 0].copy_(a9)
+        return t4 * a2
+
+    check_against_eager(fn, lambda: [_leaf(7, (3,), grad=True), _leaf(8, (), torch.int64)])
