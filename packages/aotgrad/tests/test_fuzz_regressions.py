@@ -94,3 +94,22 @@ def test_copy_of_an_integer_into_a_floor_division_result() -> None:
         return t4 * a2
 
     check_against_eager(fn, lambda: [_leaf(7, (3,), grad=True), _leaf(8, (), torch.int64)])
+
+
+# --- addcmul on integer tensors with a float `value` -----------------------------------------------
+
+
+@pytest.mark.parametrize("value", [0.5, -0.5, 1.5, -1.7, 2.7])
+def test_integer_addcmul_truncates_a_float_value_as_eager(value: float) -> None:
+    # fuzz 21ed8154f5 (out of place) and e2a027a481 (in place)
+    def fn(x: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return torch.addcmul(x, a, b, value=value), x.addcmul_(a, a, value=value)
+
+    check_against_eager(fn, lambda: [_leaf(9, (2, 3), torch.int64), _leaf(10, (2, 3), torch.int64), _leaf(11, (3,), torch.int64)], no_grad=True)
+
+
+def test_integer_addcmul_in_a_training_graph() -> None:
+    def fn(x: torch.Tensor, a: torch.Tensor, w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return torch.addcmul(x, a, a, value=-1.5), w.sin()
+
+    check_against_eager(fn, lambda: [_leaf(12, (4,), torch.int32), _leaf(13, (4,), torch.int32), _leaf(14, (4,), grad=True)])

@@ -29,6 +29,7 @@ from aotgrad.tracing.graph_passes import (
     output_node,
     output_values,
     placeholders,
+    truncate_integral_addcmul_values,
     views_as_reshapes,
 )
 from aotgrad.tracing.single_pass import (
@@ -365,6 +366,7 @@ def _trace_in_one_pass(
     with torch.enable_grad() if training else torch.no_grad():
         functional = make_fx(run, decomposition_table=table)(*fake_inputs)
     check_one_pass_graph(functional)
+    truncate_integral_addcmul_values(functional)  # before the joint trace decomposes them
     return functional, spec_box[0]
 
 
@@ -383,6 +385,7 @@ def _trace_in_two_passes(
         decomposed = make_fx(flat_fn, decomposition_table=early)(*fake_inputs)
     _check_no_metadata_mutation(decomposed)
     views_as_reshapes(decomposed, recompile=False)
+    truncate_integral_addcmul_values(decomposed)
     # ...then functionalize: in-place ops become out-of-place, input mutations trailing copies.
     constants = _lift_tensor_constants(decomposed)
     run = torch.func.functionalize(torch.fx.Interpreter(decomposed).run, remove="mutations")

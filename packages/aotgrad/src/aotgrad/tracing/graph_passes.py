@@ -136,3 +136,30 @@ def draw_random_in_memory_order(gm: torch.fx.GraphModule, *, recompile: bool = T
     eliminate_dead_code(gm.graph)
     if recompile:
         gm.recompile()
+
+
+_ADDCMUL = (aten.addcmul.default, aten.addcmul_.default)
+
+
+def truncate_integral_addcmul_values(gm: torch.fx.GraphModule) -> None:
+    """`addcmul(x, a, b, value=v)` on integer tensors with a float `v` as eager computes it: eager's
+    kernel converts `v` to the integer dtype (truncating: 0.5 -> 0, -1.7 -> -1), while torch's
+    decomposition refuses a float `value` for integer tensors. A `v` outside the dtype's range is left
+    for the decomposition to refuse (eager raises too). Changes `gm`'s graph in place."""
+    for node in gm.graph.nodes:
+        if node.op != "call_function" or node.target not in _ADDCMUL:
+            continue
+        value = node.kwargs.get("value", node.args[3] if len(node.args) > 3 else 1)
+        self_value = node.args[0].meta.get("val") if isinstance(node.args[0], torch.fx.Node) else None
+        if not isinstance(value, float) or not isinstance(self_value, torch.Tensor):
+            continue
+        dtype = self_value.dtype
+        if dtype.is_floating_point or dtype.is_complex or dtype == torch.bool or value != value:
+            continue
+        info = torch.iinfo(dtype)
+        if abs(value) == float("inf") or not info.min <= int(value) <= info.max:
+            continue
+        if "value" in node.kwargs:
+            node.kwargs = {**node.kwargs, "value": int(value)}
+        else:
+            node.args = (*node.args[:3], int(value), *node.args[4:])
