@@ -113,3 +113,40 @@ def test_integer_addcmul_in_a_training_graph() -> None:
         return torch.addcmul(x, a, a, value=-1.5), w.sin()
 
     check_against_eager(fn, lambda: [_leaf(12, (4,), torch.int32), _leaf(13, (4,), torch.int32), _leaf(14, (4,), grad=True)])
+
+
+# --- in place on an input that needs no grad, from an operand that does -----------------------------
+
+
+def test_add_into_a_selected_input_makes_it_require_grad() -> None:
+    # fuzz 155fba630f: eager's `a2` requires grad afterwards and the gradient reaches `a4`
+    def fn(a2: torch.Tensor, a4: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        a2.select(0, -1).add_(a4, alpha=-2)
+        return a2, a2 * 3
+
+    check_against_eager(fn, lambda: [_leaf(15, (3,)), _leaf(16, (), grad=True)])
+
+
+def test_addcmul_into_a_selected_input_returns_the_view_with_its_gradient() -> None:
+    # fuzz 72631da4cc: the returned view of the input requires grad too
+    def fn(a2: torch.Tensor, a4: torch.Tensor, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        t5 = a2.select(0, -1).addcmul_(a4, a4, value=-0.5)
+        return t5, x.exp()
+
+    check_against_eager(fn, lambda: [_leaf(17, (2, 3)), _leaf(18, (), grad=True), _leaf(19, (2,), grad=True)])
+
+
+def test_input_written_from_a_grad_value_then_read_after_the_call() -> None:
+    def fn(a: torch.Tensor, w: torch.Tensor, buf: torch.Tensor) -> torch.Tensor:
+        a.mul_(w)
+        buf.add_(1)  # a plain mutation beside it stays a no-grad write-back
+        return (w * 2).sum()
+
+    compiled = aotgrad.aot_function(fn, fw_compiler=aotgrad.eager_compiler, config=strict())
+    grads = []
+    for f in (fn, compiled):
+        a, w, buf = _leaf(20, (4,)), _leaf(21, (4,), grad=True), _leaf(22, (4,))
+        f(a, w, buf)
+        assert a.requires_grad and not buf.requires_grad
+        grads.append(torch.autograd.grad((a * a).sum(), w))
+    torch.testing.assert_close(grads[1], grads[0])

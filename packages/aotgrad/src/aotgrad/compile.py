@@ -104,10 +104,16 @@ def trace_region(
     # With oneDNN off, decompositions pick portable ATen ops over oneDNN kernels whose workspace
     # outputs fake tensors cannot describe (the recurrent layers); the graph's ops still use oneDNN.
     with fake_mode, _onednn_disabled():
+        needed_grad = [isinstance(x, torch.Tensor) and x.requires_grad for x in fakes]
         forward = trace_functional(fn, fakes, decompositions, training=grad_mask is not None)
         _check_constants(forward.gm, training=torch.is_grad_enabled())
         if grad_mask is None:
             return TracedRegion(forward, None)
+        # The trace ran the user's in-place ops under autograd: an input that needed no grad and
+        # now does was written from values that do; its new value is differentiable (as in eager).
+        forward.differentiable_mutations = tuple(
+            i for i in forward.mutated_inputs if not needed_grad[i] and fakes[i].requires_grad
+        )
         for index in forward.mutated_inputs:
             if grad_mask[index]:
                 raise TracingError(

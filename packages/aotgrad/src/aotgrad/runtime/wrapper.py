@@ -276,7 +276,11 @@ class Region:
         # When every user output is a graph output in order, with no views (the common case),
         # `__call__` slices instead of building each output; -1 marks "build them".
         graph = self.graph
-        self._write_back = WriteBack(graph.mutated_inputs)
+        compiled = self.compiled
+        differentiable = compiled.differentiable_outputs if isinstance(compiled, CompiledTraining) else ()
+        self._write_back = WriteBack(
+            graph.mutated_inputs, [slot for slot in differentiable if slot < len(graph.mutated_inputs)]
+        )
         simple = not graph.mutated_inputs and all(
             spec.kind == "graph" and spec.index == i and not spec.views for i, spec in enumerate(graph.outputs)
         )

@@ -47,8 +47,12 @@ class WriteBack:
     region); later calls only gather the tensors and copy.
     """
 
-    def __init__(self, mutated_inputs: Sequence[int]) -> None:
+    def __init__(self, mutated_inputs: Sequence[int], differentiable: Sequence[int] = ()) -> None:
+        """`differentiable`: the slots whose new value requires grad (an in-place op on an input
+        that needs no grad, with an operand that does): copied under grad mode, as eager's in-place
+        op would record, so the input requires grad afterwards and gradients flow through it."""
         self._mutated = tuple(mutated_inputs)
+        self._differentiable = tuple(differentiable)
         self._groups: list[_Group] | None = None
         self._singles: list[tuple[int, int]] = []
 
@@ -56,6 +60,8 @@ class WriteBack:
         grouped: dict[tuple[Any, ...], list[tuple[int, int]]] = {}
         for slot, index in enumerate(self._mutated):
             target, value = inputs[index], values[slot]
+            if slot in self._differentiable:
+                continue  # copied with grad mode on, in `__call__`
             if _same_memory(value, target):
                 continue  # the compiled graph wrote the new value in place
             if not isinstance(value, torch.Tensor) or value.shape != target.shape:
@@ -88,3 +94,5 @@ class WriteBack:
         finally:
             if enabled:
                 torch._C._set_grad_enabled(True)
+        for slot in self._differentiable:
+            inputs[self._mutated[slot]].copy_(values[slot])

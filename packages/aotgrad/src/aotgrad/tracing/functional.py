@@ -104,6 +104,9 @@ class FunctionalGraph:
         num_graph_outputs: outputs after the mutated-input values.
         outputs: one `OutputSpec` per flat user output.
         out_spec: the pytree structure of the user's output.
+        differentiable_mutations: mutated inputs that need no grad but whose new value does, as
+            eager's autograd sees them (`x[0].add_(w)` with `w` requiring grad): the joint graph
+            differentiates their new values and the wrapper writes them back under grad mode.
     """
 
     gm: torch.fx.GraphModule
@@ -111,6 +114,7 @@ class FunctionalGraph:
     num_graph_outputs: int
     outputs: tuple[OutputSpec, ...]
     out_spec: pytree.TreeSpec
+    differentiable_mutations: tuple[int, ...] = ()
 
 
 def _check_no_metadata_mutation(gm: torch.fx.GraphModule) -> None:

@@ -88,16 +88,50 @@ class ReplayInterpreter(torch.fx.Interpreter):
 
 
 def _tangent_candidates(forward: FunctionalGraph) -> list[int]:
-    """Forward outputs that may carry a gradient: the floating (or complex) user outputs."""
+    """Forward outputs that may carry a gradient: the floating (or complex) user outputs, and the
+    new values of `forward.differentiable_mutations`."""
     values = output_values(forward.gm.graph)
+    differentiable_mutations = {
+        slot for slot, index in enumerate(forward.mutated_inputs) if index in forward.differentiable_mutations
+    }
     return [
         i
         for i, node in enumerate(values)
-        if i >= len(forward.mutated_inputs)
+        if (i >= len(forward.mutated_inputs) or i in differentiable_mutations)
         and isinstance(node, torch.fx.Node)
         and isinstance(node.meta.get("val"), torch.Tensor)
         and (node.meta["val"].is_floating_point() or node.meta["val"].is_complex())
     ]
+
+
+def _mutates(gm: torch.fx.GraphModule) -> bool:
+    """Whether `gm` calls an in-place ATen op (some derivative formulas write into views of
+    buffers they allocate: `as_strided`'s, `qr`'s, `diagonal`'s...)."""
+    return any(
+        node.op == "call_function"
+        and isinstance(node.target, torch._ops.OpOverload)
+        and node.target._schema.is_mutable
+        for node in gm.graph.nodes
+    )
+
+
+def _functionalized(
+    gm: torch.fx.GraphModule, primals: list[Any], tangents: list[torch.Tensor], table: DecompositionTable
+) -> torch.fx.GraphModule:
+    """`gm` traced again under functionalization: its in-place ops out of place.
+
+    The partitioner and code generators follow data dependencies only; an in-place write into a
+    view (read back through its base) is no data dependency of the base, so it would be cut away
+    and the gradient read from a buffer never written. Only joints with such ops pay this trace.
+    """
+    run = torch.fx.Interpreter(gm).run
+
+    def functional_joint(primals: list[Any], tangents: list[torch.Tensor]) -> Any:
+        return run(*primals, *tangents)
+
+    return make_fx(torch.func.functionalize(functional_joint, remove="mutations"), decomposition_table=table)(
+        primals, tangents
+    )
 
 
 def trace_joint(
