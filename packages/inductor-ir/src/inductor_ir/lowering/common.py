@@ -144,7 +144,15 @@ def _as_python(value: Any, dtype: torch.dtype) -> Scalar:
         return bool(value)
     if dtype.is_floating_point:
         return float(value)
-    return int(value)
+    return wrap_int(int(value), dtype)
+
+
+def wrap_int(value: int, dtype: torch.dtype) -> int:
+    """``value`` wrapped (two's complement) into ``dtype``'s range, as eager casts a Python scalar
+    operand to a narrow integer tensor's dtype: ``int8_tensor & 300`` is ``& 44``."""
+    info = torch.iinfo(dtype)
+    span = info.max - info.min + 1
+    return (value - info.min) % span + info.min
 
 
 def convert(x: Any, dtype: torch.dtype, src_dtype: torch.dtype) -> Any:

@@ -10,6 +10,7 @@ from inductor_ir.ir.nodes import IRNode, Pointwise
 from inductor_ir.lowering.common import (
     broadcast_shapes,
     compute_dtype_for,
+    const,
     convert,
     expand_loader,
     make_pointwise,
@@ -105,7 +106,7 @@ def _with_alpha(ctx: LoweringContext, combine: Any, a: Any, b: Any, alpha: Any) 
 
     def fn(x: Any, y: Any) -> Any:
         if scale is not None:
-            y = ops.mul(y, ops.constant(scale, compute))
+            y = ops.mul(y, const(scale, compute))  # wrapped into a narrow int dtype, as eager's alpha
         return combine(x, y)
 
     return make_pointwise(ctx, fn, [a, b], compute_dtype=compute, out_dtype=out)

@@ -163,13 +163,17 @@ def max_all(ctx: LoweringContext, x: IRNode) -> IRNode:
 
 @lowering(aten.any.default, aten.any.dim, aten.any.dims, aten.all.default, aten.all.dim, aten.all.dims)
 def any_all(ctx: LoweringContext, x: IRNode, dim: Any = None, keepdim: bool = False) -> IRNode:
-    """Logical or (``any``) / and (``all``) over ``dim``."""
+    """Logical or (``any``) / and (``all``) over ``dim``.
+
+    As eager, the result is uint8 (0 or 1) for a uint8 input and bool for every other dtype.
+    """
+    out = torch.uint8 if x.dtype == torch.uint8 else torch.bool
     if ctx.origin == "any":
-        return make_reduction(ctx, x, dim, keepdim, "any", src_dtype=torch.bool, dtype=torch.bool)
+        return _cast(ctx, make_reduction(ctx, x, dim, keepdim, "any", src_dtype=torch.bool, dtype=torch.bool), out)
     red = make_reduction(ctx, x, dim, keepdim, "any", src_dtype=torch.bool, dtype=torch.bool, transform=lambda v, _: ops.logical_not(v))
     buf = ctx.realize(red)
     load = buf.make_loader()
-    return Pointwise(lambda index: ops.logical_not(load(index)), buf.get_size(), torch.bool, buf.device, (ctx.origin,))
+    return Pointwise(lambda index: convert(ops.logical_not(load(index)), out, torch.bool), buf.get_size(), out, buf.device, (ctx.origin,))
 
 
 def _numel(x: IRNode, dims: Any) -> sympy.Expr:
