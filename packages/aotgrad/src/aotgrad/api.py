@@ -16,7 +16,7 @@ from aotgrad.compile import Compilers, Partitioner, compile_region
 from aotgrad.config import AotConfig
 from aotgrad.decompositions import DecompositionTable
 from aotgrad.partition import min_cut
-from aotgrad.runtime import Region
+from aotgrad.runtime import RaisingRegion, Region
 from aotgrad.runtime.boxed import boxed_graph_module
 from aotgrad.runtime.dispatch import DispatchCache, StateReader
 from aotgrad.tracing.locate import LocatingModule, detached_copy
@@ -94,7 +94,7 @@ class AotCallable:
         self._partition = partition
         self._decompositions = decompositions
         self._config = config
-        self._regions: dict[tuple[Any, ...], Region | None] = {}
+        self._regions: dict[tuple[Any, ...], Region | RaisingRegion | None] = {}
         # Per flat input, the dims compiled with symbolic sizes (set by `aot_graph` from fake inputs).
         self._dynamic: DynamicDims = ()
         self._locator = LocatingModule(module) if isinstance(module, torch.fx.GraphModule) else None
@@ -138,7 +138,7 @@ class AotCallable:
     def _current_node(self) -> torch.fx.Node | None:
         return self._locator.current if self._locator is not None else None
 
-    def region_for(self, flat_inputs: Sequence[Any]) -> Region | None:
+    def region_for(self, flat_inputs: Sequence[Any]) -> Region | RaisingRegion | None:
         """The compiled region for these inputs' gradient pattern (None: run eagerly)."""
         key = _region_key(flat_inputs, self._dynamic)
         if key not in self._regions:

@@ -23,12 +23,13 @@ from aotgrad.errors import (
     location_from_traceback,
     unsupported_op_name,
 )
-from aotgrad.runtime import CompiledInference, CompiledTraining, Region
+from aotgrad.runtime import CompiledInference, CompiledTraining, RaisingRegion, Region
 from aotgrad.runtime.boxed import boxed_graph_module
 from aotgrad.runtime.higher_order import DifferentiableBackward
 from aotgrad.runtime.writeback import MUTATED_INPUTS_META
 from aotgrad.tracing import FunctionalGraph, JointGraph, trace_functional, trace_joint
 from aotgrad.tracing.graph_passes import placeholders
+from aotgrad.tracing.overlap import OverlappingWriteError, distinct_elements, repeated_dims
 
 log = logging.getLogger("aotgrad")
 
@@ -50,6 +51,7 @@ class TracedRegion:
 
     forward: FunctionalGraph
     joint: JointGraph | None
+    distinct_inputs: tuple[tuple[int, tuple[int, ...]], ...] = ()
 
 
 def fake_inputs_for(flat_inputs: Sequence[Any]) -> tuple[FakeTensorMode, list[Any]]:
@@ -104,11 +106,12 @@ def trace_region(
     # With oneDNN off, decompositions pick portable ATen ops over oneDNN kernels whose workspace
     # outputs fake tensors cannot describe (the recurrent layers); the graph's ops still use oneDNN.
     with fake_mode, _onednn_disabled():
+        fn, fakes, distinct = _through_distinct_elements(fn, fakes, grad_mask)
         needed_grad = [isinstance(x, torch.Tensor) and x.requires_grad for x in fakes]
         forward = trace_functional(fn, fakes, decompositions, training=grad_mask is not None)
         _check_constants(forward.gm, training=torch.is_grad_enabled())
         if grad_mask is None:
-            return TracedRegion(forward, None)
+            return TracedRegion(forward, None, distinct)
         # The trace ran the user's in-place ops under autograd: an input that needed no grad and
         # now does was written from values that do; its new value is differentiable (as in eager).
         forward.differentiable_mutations = tuple(
@@ -121,7 +124,36 @@ def trace_region(
                     "in-place updates of inputs that require grad (do them under torch.no_grad())",
                     None,
                 )
-        return TracedRegion(forward, trace_joint(forward, fakes, grad_mask, decompositions))
+        return TracedRegion(forward, trace_joint(forward, fakes, grad_mask, decompositions), distinct)
+
+
+def _through_distinct_elements(
+    fn: Callable[..., Any], fakes: list[Any], grad_mask: Sequence[bool] | None
+) -> tuple[Callable[..., Any], list[Any], tuple[tuple[int, tuple[int, ...]], ...]]:
+    """`fn` over the distinct elements of inputs whose elements repeat (an expanded tensor passed
+    in, that needs no grad), expanded back inside the graph.
+
+    Traced as inputs of their full size, such inputs would be taken for independent elements: a
+    write into one element (`x.narrow(0, 0, 1).exp_()`) would not show in its copies, and the new
+    value could not be written back into the input. Expanded inside the graph, functionalization
+    sees the sharing. Returns the function, its example inputs, and (input, dims) pairs for `Region`.
+    """
+    distinct = tuple(
+        (i, tuple(dims))
+        for i, x in enumerate(fakes)
+        if isinstance(x, torch.Tensor) and not (grad_mask and grad_mask[i]) and (dims := repeated_dims(x))
+    )
+    if not distinct:
+        return fn, fakes, ()
+    shapes = {i: fakes[i].shape for i, _ in distinct}
+    fakes = list(fakes)
+    for i, dims in distinct:
+        fakes[i] = distinct_elements(fakes[i], dims)
+
+    def expanded(*flat: Any) -> Any:
+        return fn(*(x.expand(shapes[i]) if i in shapes else x for i, x in enumerate(flat)))
+
+    return expanded, fakes, distinct
 
 
 def _example_inputs(gm: torch.fx.GraphModule) -> list[Any]:
@@ -159,7 +191,7 @@ def compile_region(
     decompositions: DecompositionTable | None,
     config: AotConfig,
     current_node: Callable[[], torch.fx.Node | None] | None = None,
-) -> Region | None:
+) -> Region | RaisingRegion | None:
     """Trace, partition and compile one region; None means "run it eagerly" (reason logged).
 
     Args:
@@ -181,6 +213,11 @@ def compile_region(
             traced = trace_region(fn, flat_inputs, grad_mask, table)
             # 2. partition the joint graph into forward and backward
             split = partition(traced.joint) if traced.joint is not None else None
+    except OverlappingWriteError as error:
+        # Eager raises here on every call with inputs like these: so does the region.
+        node = current_node() if current_node else None
+        location = error.user_location or (location_from_stack_trace(node.meta.get("stack_trace")) if node else None)
+        return RaisingRegion(error.op, location)
     except Exception as error:
         failure = _explain_failure(error, current_node() if current_node else None)
         if not config.fallback_to_eager:
@@ -192,7 +229,7 @@ def compile_region(
     forward_gm.meta[MUTATED_INPUTS_META] = traced.forward.mutated_inputs  # see runtime/writeback.py
     if split is None:
         gm = traced.forward.gm
-        return Region(traced.forward, CompiledInference(compilers.forward(gm, _example_inputs(gm))))
+        return Region(traced.forward, CompiledInference(compilers.forward(gm, _example_inputs(gm))), traced.distinct_inputs)
     assert traced.joint is not None
     forward_gm, backward_gm = split
     if log.isEnabledFor(logging.DEBUG):
@@ -214,4 +251,5 @@ def compile_region(
                 traced.forward, traced.joint.grad_inputs, traced.joint.differentiable_outputs
             ),
         ),
+        traced.distinct_inputs,
     )

@@ -65,6 +65,12 @@ def location_from_traceback(tb: TracebackType | None) -> str | None:
     return found[-1] if found else None
 
 
+def location_from_current_stack() -> str | None:
+    """The innermost user ``file:line`` on the current Python stack (while tracing a user's op)."""
+    found = [f"{f.filename}:{f.lineno}" for f in traceback.extract_stack() if _is_user_file(f.filename)]
+    return found[-1] if found else None
+
+
 _NO_FAKE_KERNEL_MESSAGES = (
     re.compile(r"no fake impl registered for <CustomOpDef\(([\w.:]+)\)>"),
     re.compile(r"Could not run '([\w.:]+)' with arguments from the 'Meta' backend"),

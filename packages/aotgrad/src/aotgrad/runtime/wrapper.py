@@ -22,6 +22,7 @@ from aotgrad.runtime.boxed import call_boxed
 from aotgrad.runtime.higher_order import DifferentiableBackward, graph_task_keeps_graph
 from aotgrad.runtime.writeback import WriteBack
 from aotgrad.tracing.functional import FunctionalGraph
+from aotgrad.tracing.overlap import OverlappingWriteError, distinct_elements
 
 
 @dataclasses.dataclass
@@ -267,6 +268,9 @@ class Region:
 
     graph: FunctionalGraph
     compiled: CompiledTraining | CompiledInference
+    # Inputs whose elements repeat (an expanded tensor passed in), with those dims: the graph takes
+    # their distinct elements (`tracing/overlap.py`), a view of the input narrowed here on each call.
+    distinct_inputs: tuple[tuple[int, tuple[int, ...]], ...] = ()
     _simple_outputs: int | None = dataclasses.field(default=None, init=False, repr=False)
     _single: bool = dataclasses.field(default=False, init=False, repr=False)
     _flat_tuple: bool = dataclasses.field(default=False, init=False, repr=False)
@@ -299,6 +303,10 @@ class Region:
 
     def __call__(self, inputs: Sequence[Any]) -> Sequence[Any]:
         """Run on the flat inputs; mutate inputs as eager would; return the flat user outputs."""
+        if self.distinct_inputs:
+            inputs = list(inputs)
+            for index, dims in self.distinct_inputs:
+                inputs[index] = distinct_elements(inputs[index], dims)
         results = self.compiled.run(inputs)
         simple = self._simple_outputs
         if simple is not None and simple >= 0:
@@ -308,3 +316,21 @@ class Region:
             self._write_back(inputs, results)
         graph_outputs = results[num_mutations : num_mutations + self.graph.num_graph_outputs]
         return [spec.build(inputs, graph_outputs) for spec in self.graph.outputs]
+
+
+@dataclasses.dataclass
+class RaisingRegion:
+    """A region eager would raise in on every call, with these inputs' layout: an in-place op on a
+    tensor whose elements share memory (`tracing/overlap.py`). Raises eager's error, with the
+    user's line."""
+
+    op: str
+    user_location: str | None
+
+    def __call__(self, inputs: Sequence[Any]) -> Sequence[Any]:
+        """Raise the error eager raises."""
+        raise OverlappingWriteError(self.op, self.user_location)
+
+    def unflatten(self, flat_outputs: Sequence[Any]) -> Any:
+        """Never reached (the call raises)."""
+        return flat_outputs

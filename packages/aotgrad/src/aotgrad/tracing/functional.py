@@ -22,7 +22,7 @@ from torch.utils import _pytree as pytree
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from aotgrad.decompositions import DecompositionTable, mutation_decompositions
-from aotgrad.errors import TracingError
+from aotgrad.errors import TracingError, location_from_stack_trace
 from aotgrad.tracing.graph_passes import (
     clean,
     draw_random_in_memory_order,
@@ -32,6 +32,7 @@ from aotgrad.tracing.graph_passes import (
     truncate_integral_addcmul_values,
     views_as_reshapes,
 )
+from aotgrad.tracing.overlap import OverlapChecks, OverlapWatch
 from aotgrad.tracing.single_pass import (
     BatchNormAboveFunctionalization,
     SinglePassUnsupported,
@@ -361,7 +362,7 @@ def _trace_in_one_pass(
 
     def watched(*args: Any) -> list[Any]:
         before = input_metadata(args)
-        with BatchNormAboveFunctionalization(early):
+        with BatchNormAboveFunctionalization(early), OverlapWatch():
             leaves = flat_fn(*args)
         check_input_metadata_kept(before, args)
         return leaves
@@ -385,14 +386,43 @@ def _trace_in_two_passes(
     that graph (with its tensor constants passed in as inputs) in a second trace."""
     spec_box: list[pytree.TreeSpec] = []
     flat_fn = _flat_traceable(fn, training, spec_box)
+
+    def checked(*args: Any) -> list[Any]:
+        with OverlapChecks():  # in-place writes into tensors whose elements share memory
+            return flat_fn(*args)
+
     with torch.enable_grad() if training else torch.no_grad():
-        decomposed = make_fx(flat_fn, decomposition_table=early)(*fake_inputs)
+        decomposed = make_fx(checked, decomposition_table=early)(*fake_inputs)
     _check_no_metadata_mutation(decomposed)
     views_as_reshapes(decomposed, recompile=False)
     truncate_integral_addcmul_values(decomposed)
     # ...then functionalize: in-place ops become out-of-place, input mutations trailing copies.
     constants = _lift_tensor_constants(decomposed)
     run = torch.func.functionalize(torch.fx.Interpreter(decomposed).run, remove="mutations")
-    with torch.no_grad():
-        functional = make_fx(lambda *args: run(*args, *constants), decomposition_table=table)(*fake_inputs)
+    try:
+        with torch.no_grad():
+            functional = make_fx(lambda *args: run(*args, *constants), decomposition_table=table)(*fake_inputs)
+    except RuntimeError as error:
+        raise _explained_functionalization_failure(error, decomposed) from error
     return functional, spec_box[0]
+
+
+_SUMS_PROMOTE = frozenset({torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32})
+
+
+def _explained_functionalization_failure(error: RuntimeError, gm: torch.fx.GraphModule) -> Exception:
+    """torch's functionalization folds a write through an `expand`ed view back into its base with a
+    subtraction and a sum, which fails for bool and promotes integers narrower than int64 (tripping
+    its own assertion): say so."""
+    if "FunctionalTensorWrapper" not in str(error) and "with two bool tensors" not in str(error):
+        return error
+    for node in gm.graph.nodes:
+        value = node.meta.get("val")
+        if node.target is aten.expand.default and isinstance(value, torch.Tensor) and value.dtype in _SUMS_PROMOTE:
+            return TracingError(
+                f"an in-place write through an `expand`ed {value.dtype} tensor (or a write into an expanded "
+                f"{value.dtype} input), which torch's functionalization cannot express for this dtype; "
+                "write into a `clone()` of the expanded tensor, or use int64",
+                location_from_stack_trace(node.meta.get("stack_trace")),
+            )
+    return error

@@ -1,0 +1,174 @@
+"""In-place writes into tensors whose elements share memory (`x.expand(2, 3).zero_()`).
+
+Functionalization assumes each element of a written tensor is its own: it turns the write into an
+out-of-place op and folds the result back into the base through each view's inverse. For an
+`expand` that inverse sums the changes of every copy into the one element they share, so a write
+that changes every copy (`zero_`, `masked_fill_`) would come out as the sum of the changes (eager:
+`0`; functionalized: `-x`). A write through a view without overlap changes each shared element at
+most once, and the sum is right. So:
+
+* eager's ops that accept an overlapping destination and write one value per memory location
+  (`zero_`, `fill_`, `masked_fill_`) are rewritten onto the view with one copy per location (each
+  stride-0 dim narrowed to size 1; for `masked_fill_` the mask is any-reduced over those dims, as
+  eager fills a location when any of its copies is masked);
+* the others, which eager refuses ("more than one element of the written-to tensor refers to a
+  single memory location"), raise that same error (`OverlappingWriteError`) when the compiled
+  graph runs;
+* writes into tensors that may overlap without a stride-0 dim (`unfold`, `as_strided` views; eager
+  writes those element by element) are refused with a `TracingError`: the graph runs eagerly.
+
+`OverlapChecks` does this in the two-pass trace (it sees the in-place ops; the one-pass trace sees
+them only after functionalization, so `OverlapWatch` sends such functions to the two-pass trace).
+Inputs that overlap themselves (an expanded tensor passed in) are traced through their distinct
+elements (`distinct_elements`), expanded again inside the graph.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+from torch.overrides import TorchFunctionMode
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from aotgrad.errors import AotGradError, TracingError, location_from_current_stack
+from aotgrad.tracing.single_pass import SinglePassUnsupported
+
+aten = torch.ops.aten
+
+EAGER_MESSAGE = (
+    "unsupported operation: more than one element of the written-to tensor refers to a single memory "
+    "location. Please clone() the tensor before performing the operation."
+)
+
+_FILLS = frozenset({aten.zero_.default, aten.fill_.Scalar})
+_MASKED_FILLS = frozenset({aten.masked_fill_.Scalar, aten.masked_fill_.Tensor})
+# Not pointwise-tagged, but refused by eager on an overlapping destination too (TensorIterator's check).
+_REFUSED = frozenset(
+    {
+        "copy_", "masked_scatter_", "index_copy_", "put_", "scatter_", "scatter_add_", "scatter_reduce_",
+        "uniform_", "normal_", "bernoulli_", "random_", "exponential_", "cauchy_", "log_normal_", "geometric_",
+    }
+)  # op names; and `fill_.Tensor` (`fill_.Scalar` is accepted)
+
+
+class OverlappingWriteError(AotGradError):
+    """An in-place op writes a tensor with several elements in one memory location, which eager
+    refuses with this message; the compiled graph raises it when run."""
+
+    def __init__(self, op: str, user_location: str | None) -> None:
+        self.op = op
+        self.user_location = user_location
+        where = f" (`{op}` at {user_location})" if user_location else f" (`{op}`)"
+        super().__init__(EAGER_MESSAGE + where)
+
+
+def _size_over_one(size: Any) -> bool:
+    # A symbolic size is >= 2: torch's ShapeEnv specializes 0 and 1.
+    return isinstance(size, torch.SymInt) or size > 1
+
+
+def repeated_dims(t: torch.Tensor) -> list[int]:
+    """Dims of `t` along which every element is the same memory location (stride 0, size > 1)."""
+    return [d for d in range(t.dim()) if isinstance(t.stride(d), int) and t.stride(d) == 0 and _size_over_one(t.shape[d])]
+
+
+def _provably_distinct(t: torch.Tensor, skip: Sequence[int] = ()) -> bool:
+    """Whether no two elements of `t` (ignoring dims `skip`) share memory: each stride passes the
+    extent of the smaller ones. Symbolic sizes or strides: trusted (views of dense tensors)."""
+    dims = [d for d in range(t.dim()) if d not in skip and not (isinstance(t.shape[d], int) and t.shape[d] <= 1)]
+    if any(not isinstance(t.stride(d), int) or not isinstance(t.shape[d], int) for d in dims):
+        return True
+    extent = 0
+    for d in sorted(dims, key=lambda d: t.stride(d)):
+        if t.stride(d) <= extent:
+            return False
+        extent += (t.shape[d] - 1) * t.stride(d)
+    return True
+
+
+def distinct_elements(t: torch.Tensor, dims: Sequence[int] | None = None) -> torch.Tensor:
+    """The view of `t` with one copy of each repeated element: `dims` (default `repeated_dims`)
+    narrowed to size 1. Expanding it to `t.shape` gives `t`'s layout back."""
+    for d in repeated_dims(t) if dims is None else dims:
+        t = t.narrow(d, 0, 1)
+    return t
+
+
+def _written_tensors(func: torch._ops.OpOverload, args: Sequence[Any], kwargs: dict[str, Any]) -> list[torch.Tensor]:
+    schema = func._schema
+    written = []
+    for i, argument in enumerate(schema.arguments):
+        if argument.alias_info is None or not argument.alias_info.is_write:
+            continue
+        value = args[i] if i < len(args) else kwargs.get(argument.name)
+        if isinstance(value, torch.Tensor):
+            written.append(value)
+    return written
+
+
+class OverlapChecks(TorchDispatchMode):
+    """Handles in-place ops on tensors whose elements share memory, during the two-pass trace's
+    first pass (see the module docstring)."""
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        kwargs = kwargs or {}
+        if isinstance(func, torch._ops.OpOverload) and func._schema.is_mutable:
+            for written in _written_tensors(func, args, kwargs):
+                repeated = repeated_dims(written)
+                if repeated:
+                    return self._repeated(func, args, kwargs, written, repeated)
+                if not _provably_distinct(written):
+                    raise TracingError(
+                        f"`{func}` writes in place into a tensor whose elements may overlap in memory (an "
+                        "`unfold` or `as_strided` view); eager writes it element by element, which aotgrad "
+                        "cannot express. Write into a `clone()`.",
+                        location_from_current_stack(),
+                    )
+        return func(*args, **kwargs)
+
+    def _repeated(self, func: Any, args: Any, kwargs: dict[str, Any], written: torch.Tensor, repeated: list[int]) -> Any:
+        tolerated = func in _FILLS or func in _MASKED_FILLS  # eager accepts these
+        if tolerated and args and args[0] is written and _provably_distinct(written, repeated):
+            target = distinct_elements(written, repeated)
+            if func in _FILLS:
+                func(target, *args[1:], **kwargs)
+            else:
+                mask = args[1].expand(written.shape)
+                for d in repeated:
+                    mask = mask.any(d, keepdim=True)
+                func(target, mask, *args[2:], **kwargs)
+            return written
+        refused = func._schema.name.split("::")[-1] in _REFUSED or func is aten.fill_.Tensor
+        if not tolerated and (torch.Tag.pointwise in func.tags or refused):
+            raise OverlappingWriteError(str(func), location_from_current_stack())
+        raise TracingError(
+            f"`{func}` writes in place into a tensor whose elements share memory (an `expand`ed view); "
+            "aotgrad cannot express that write. Write into a `clone()`.",
+            location_from_current_stack(),
+        )
+
+
+_INPLACE_DUNDERS = frozenset({"__setitem__"})
+
+
+class OverlapWatch(TorchFunctionMode):
+    """For the one-pass trace: gives up (`SinglePassUnsupported`) at an in-place call on a tensor
+    with repeated elements, which only the two-pass trace sees as in place."""
+
+    def __torch_function__(self, func: Any, types: Any, args: Sequence[Any] = (), kwargs: Any = None) -> Any:
+        kwargs = kwargs or {}
+        name = getattr(func, "__name__", "")
+        in_place = (
+            (name.endswith("_") and not name.startswith("__"))
+            or name in _INPLACE_DUNDERS
+            or (name.startswith("__i") and name.endswith("__"))
+            or kwargs.get("inplace") is True
+        )
+        targets = [kwargs.get("out")] if "out" in kwargs else ([args[0]] if in_place and args else [])
+        for target in targets:
+            for t in target if isinstance(target, (tuple, list)) else [target]:
+                if isinstance(t, torch.Tensor) and (repeated_dims(t) or not _provably_distinct(t)):
+                    raise SinglePassUnsupported(f"in-place `{name}` on a tensor whose elements overlap")
+        return func(*args, **kwargs)
