@@ -95,10 +95,44 @@ def joint_decompositions(table: DecompositionTable) -> DecompositionTable:
     return {op: fn for op, fn in table.items() if op not in inference_only}
 
 
+# Early-decomposed ops of which only the first result is differentiable: batch norm's saved
+# statistics and reserve buffers are outputs autograd does not track (eager returns them with
+# requires_grad=False, and no gradient flows back through them).
+FIRST_RESULT_DIFFERENTIABLE: tuple[Any, ...] = (
+    aten.native_batch_norm,
+    aten._native_batch_norm_legit,
+    aten._native_batch_norm_legit_functional,
+    aten._native_batch_norm_legit_no_training,
+    aten.cudnn_batch_norm,
+    aten._batch_norm_with_update,
+    aten._batch_norm_with_update_functional,
+    aten._batch_norm_no_update,
+)
+
+
+def _detaching_rest(decomposition: Callable[..., Any]) -> Callable[..., Any]:
+    """`decomposition` with every result but the first behind an `aten.detach`: decomposed into
+    differentiable ops, those results would otherwise carry a gradient that eager's do not."""
+
+    def decompose(*args: Any, **kwargs: Any) -> Any:
+        out = decomposition(*args, **kwargs)
+        if not isinstance(out, (tuple, list)):
+            return out
+        rest = (aten.detach.default(t) if isinstance(t, torch.Tensor) else t for t in out[1:])
+        return (out[0], *rest)
+
+    return decompose
+
+
 def mutation_decompositions() -> DecompositionTable:
     """The decompositions applied first (before functionalization and autograd), whatever table the
-    caller passes: `EARLY_DECOMPOSED` (batch norm, recurrent layers)."""
-    return dict(get_decompositions(list(EARLY_DECOMPOSED)))  # type: ignore[arg-type]
+    caller passes: `EARLY_DECOMPOSED` (batch norm, recurrent layers). Batch norm's results past the
+    first are detached (`FIRST_RESULT_DIFFERENTIABLE`); inference traces drop those detaches."""
+    table: DecompositionTable = dict(get_decompositions(list(EARLY_DECOMPOSED)))  # type: ignore[arg-type]
+    for op in _overloads(FIRST_RESULT_DIFFERENTIABLE):
+        if op in table:
+            table[op] = _detaching_rest(table[op])
+    return table
 
 
 def default_decompositions() -> DecompositionTable:

@@ -19,6 +19,7 @@ import torch.fx.traceback as fx_traceback
 from torch.fx.experimental.proxy_tensor import make_fx
 
 from aotgrad.decompositions import DecompositionTable, joint_decompositions
+from aotgrad.tracing.derivative_fixes import rrelu_from_drawn_slopes
 from aotgrad.tracing.functional import FunctionalGraph
 from aotgrad.tracing.graph_passes import clean, output_values, placeholders
 from aotgrad.tracing.replay_ops import REPLAY_OVERRIDES
@@ -148,6 +149,8 @@ def trace_joint(
         grad_mask: per input, whether its gradient is wanted (only floating tensors may say True).
         decompositions: the table make_fx applies to the backward's ops (less `INFERENCE_ONLY`).
     """
+    # In place, to eager-equivalent ops: replays of the forward (double backward) want them too.
+    rrelu_from_drawn_slopes(forward.gm)
     grad_inputs = tuple(i for i, wants in enumerate(grad_mask) if wants)
     forward_outputs = output_values(forward.gm.graph)
     # A tangent for every output that may need one; which do (they require grad) is seen while
@@ -172,8 +175,11 @@ def trace_joint(
         grads = list(grads) or [None] * len(wanted)
         return (*(out.detach() if isinstance(out, torch.Tensor) else out for out in outputs), *grads)
 
+    table = joint_decompositions(decompositions)
     with fx_traceback.preserve_node_meta():
-        gm = make_fx(joint, decomposition_table=joint_decompositions(decompositions))(list(fake_inputs), tangents)
+        gm = make_fx(joint, decomposition_table=table)(list(fake_inputs), tangents)
+        if _mutates(gm):
+            gm = _functionalized(gm, list(fake_inputs), tangents, table)
     differentiable = differentiable_box[0]
     # Tangents of outputs that turned out not to need one were never read: drop their inputs.
     tangent_nodes = placeholders(gm.graph)[len(fake_inputs) :]
