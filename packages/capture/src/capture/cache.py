@@ -8,6 +8,7 @@ hooks and the cache it uses; every wrapper it makes (including resume functions)
 from __future__ import annotations
 
 import contextvars
+import functools
 import inspect
 import logging
 import threading
@@ -20,11 +21,13 @@ from typing import Any
 
 import torch
 
+from capture.bytecode.eager_calls import eager_code_with_captured_call
 from capture.config import CaptureConfig
 from capture.errors import BackendCompilerError, GraphBreakError, InternalCaptureError, RecompileLimitWarning
 from capture.events import CaptureHooks, Recompiled
 from capture.guards import failing_values, first_failure
 from capture.symbolic.shapes import AutomaticDynamic
+from capture.variables.base import class_attribute
 
 log = logging.getLogger("capture")
 CompilerFn = Callable[[torch.fx.GraphModule, list[torch.Tensor]], Callable[..., Any]]
@@ -40,6 +43,7 @@ class CodeState:
     eager_reason: str | None = None
     warned: bool = False
     ctx: CaptureContext | None = None
+    eager_code: types.CodeType | None = None  # what runs instead of the code when it runs eagerly
     automatic: AutomaticDynamic = field(default_factory=AutomaticDynamic)
 
 
@@ -113,6 +117,25 @@ def _bind_positional(fn: types.FunctionType, code: types.CodeType, args: tuple[A
     return values
 
 
+def run_eagerly(fn: types.FunctionType, state: CodeState, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """Run `fn` in plain Python: its own code, or the copy whose breaking call still captures the callee."""
+    code = state.eager_code
+    if code is None:
+        return fn(*args, **kwargs)
+    copy = types.FunctionType(code, fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__)
+    copy.__kwdefaults__ = fn.__kwdefaults__
+    copy.__qualname__ = fn.__qualname__
+    return copy(*args, **kwargs)
+
+
+def _traced_into(fn: types.FunctionType) -> bool:
+    """False for functions a trace never inlines (torch's own, the stdlib, known non-PyTorch libraries)."""
+    from capture.symbolic.output_graph import is_stdlib_or_skipped
+
+    module = getattr(fn, "__module__", "") or ""
+    return not (module == "torch" or module.startswith("torch.") or is_stdlib_or_skipped(fn))
+
+
 class CaptureContext:
     """What one `optimize(...)` configured; creates wrappers and compiles frames."""
 
@@ -141,24 +164,43 @@ class CaptureContext:
         return wrapper
 
     def wrap_callee(self, value: Any) -> Any:
-        """The callee of a call that broke the graph: captured on its own when it runs."""
+        """The callee of a call that broke the graph: captured on its own when it runs.
+
+        As for a plain function, so for the other callables a traced call inlines: a bound method, a
+        module, a `functools.partial` (its function wrapped, its arguments kept) and an object whose
+        class defines `__call__` in Python.
+        """
         from capture.api import wrap_for_capture
 
         if getattr(value, "_kiln_original", None) is not None or getattr(value, "_kiln_disabled", False):
             return value
         if isinstance(value, (types.FunctionType, types.MethodType, torch.nn.Module)):
             return wrap_for_capture(value, self)
+        if type(value) is functools.partial:
+            inner = self.wrap_callee(value.func)
+            return value if inner is value.func else functools.partial(inner, *value.args, **value.keywords)
+        call_method = None if isinstance(value, type) else class_attribute(type(value), "__call__")
+        if isinstance(call_method, types.FunctionType) and _traced_into(call_method):
+            return wrap_for_capture(value, self)
         return value
 
+    def wrap_traced_callee(self, value: Any) -> Any:
+        """`wrap_callee` for a call whose callee is known only at run time: never torch's or the stdlib's."""
+        fn = value.__func__ if isinstance(value, types.MethodType) else value
+        if isinstance(fn, types.FunctionType) and not _traced_into(fn):
+            return value
+        return self.wrap_callee(value)
+
     def resume_function(self, code: types.CodeType, target: int, depth: int, names: tuple[str, ...],
-                        f_globals: dict[str, Any], closure: tuple[Any, ...] | None) -> Any:
-        """The captured resume function at instruction `target` of `code`."""
+                        f_globals: dict[str, Any], closure: tuple[Any, ...] | None,
+                        null_slots: frozenset[int] = frozenset()) -> Any:
+        """The captured resume function at instruction `target` of `code` (`null_slots`: stack positions of NULLs)."""
         from capture.bytecode.codegen import resume_code
 
-        key = (code, target, depth, names, id(f_globals), id(closure), self.backend_key)
+        key = (code, target, depth, names, null_slots, id(f_globals), id(closure), self.backend_key)
         wrapper = self.cache.resume_wrappers.get(key)
         if wrapper is None:
-            rcode = resume_code(code, target, depth, names)
+            rcode = resume_code(code, target, depth, names, null_slots)
             fn = types.FunctionType(rcode, f_globals, rcode.co_name, None, closure)
             wrapper = self.wrap_function(fn)
             wrapper._kiln_keepalive = (f_globals, closure, fn)
@@ -180,7 +222,7 @@ class CaptureContext:
             if entry.check(L, G, C):
                 return entry.run(L, G, C)
         if state.eager_reason is not None or FROZEN.get():
-            return fn(*args, **kwargs)
+            return run_eagerly(fn, state, args, kwargs)
         return self.compile_and_run(fn, state, L, args, kwargs)
 
     def _compiled_meanwhile(self, state: CodeState, known: int, L: Any, G: Any, C: Any) -> Any:
@@ -217,7 +259,7 @@ class CaptureContext:
             if entry is None and state.eager_reason is None:
                 entry = self._compile(fn, state, L)
         if entry is None:
-            return fn(*args, **kwargs)
+            return run_eagerly(fn, state, args, kwargs)
         return entry.run(L, G, C)
 
     def _compile(self, fn: types.FunctionType, state: CodeState, L: Any) -> Any:
@@ -248,6 +290,9 @@ class CaptureContext:
             if self.nopython:
                 raise InternalCaptureError(str(error)) from None
             state.eager_reason = str(error)
+            if error.call_site is not None:
+                index, null_below = error.call_site
+                state.eager_code = eager_code_with_captured_call(code, index, null_below, self.wrap_traced_callee)
             log.info("capture: %s", error)
             return None
         except Exception as error:

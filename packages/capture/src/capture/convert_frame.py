@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, cast
 import torch
 import torch.fx
 
-from capture.bytecode.codegen import ORIGINS, stack_effect, stub_code
+from capture.bytecode.codegen import ORIGINS, popped_count, stack_effect, stub_code
 from capture.errors import BackendCompilerError, BreakReason, GraphBreakError, UserLocation
 from capture.events import GraphBroken, GraphCompiled
 from capture.guards import GUARD_NAMESPACE, GuardSet, compile_guards
@@ -29,7 +29,7 @@ from capture.symbolic.output_graph import OutputGraph
 from capture.symbolic.reconstruct import CannotReconstruct, Reconstructor
 from capture.symbolic.shapes import ShapePolicy, first_use_location, shape_guards
 from capture.symbolic.translator import BreakPoint, FirstBreak, InstructionTranslator, StoppedAt
-from capture.variables.base import VariableTracker
+from capture.variables.base import NullVariable, VariableTracker
 from capture.variables.functions import NestedFunctionVariable, RealCellVariable
 
 if TYPE_CHECKING:
@@ -85,7 +85,9 @@ def compile_frame(frame: Frame, ctx: CaptureContext) -> CompiledFrame:
             log.info("graph break in %s: %s", frame.code.co_name, reason)
         why_not = _cannot_resume(frame.code, first.index, first.open_grad_blocks) if first.resumable else first.reason
         if why_not is not None:
-            raise CannotResume(f"{why_not}; running {frame.code.co_name} eagerly") from None
+            # A break below a call of this frame: the eager run still captures that call's callee.
+            call_site = (first.index, first.null_below) if len(first.user_stack) > 1 else None
+            raise CannotResume(f"{why_not}; running {frame.code.co_name} eagerly", call_site) from None
         output, result, tx = trace_frame(frame, ctx, BreakPoint(first.index, first.visit))
         assert isinstance(result, StoppedAt)
         compiled = build_entry(frame, ctx, output, result, tx, started)
@@ -96,7 +98,15 @@ def compile_frame(frame: Frame, ctx: CaptureContext) -> CompiledFrame:
 
 
 class CannotResume(Exception):
-    """The frame broke where no resume function can be made: it runs eagerly."""
+    """The frame broke where no resume function can be made: it runs eagerly.
+
+    `call_site`: (instruction index, NULL below the callable) of the frame's call whose callee broke,
+    which the eager run still sends through capture; None when the break was in the frame itself.
+    """
+
+    def __init__(self, message: str, call_site: tuple[int, bool | None] | None = None) -> None:
+        super().__init__(message)
+        self.call_site = call_site
 
 
 def _original_index(code: types.CodeType, index: int) -> tuple[types.CodeType, int]:
@@ -221,11 +231,12 @@ def _tail(frame: Frame, ctx: CaptureContext, result: VariableTracker | StoppedAt
     instr = info.instructions[index]
     live = info.live_in[index]
     cell_names = tuple(name for name in code.co_cellvars if name in result.cells)
-    local_names = tuple(name for name in result.locals if name in live and name not in cell_names) + cell_names
+    keep = _receiver_of_super(code)
+    local_names = _receiver_first(tuple(name for name in result.locals if (name in live or name == keep)
+                                        and name not in cell_names) + cell_names, keep)
     stack = result.stack
-    # The callee of a CALL that broke the graph is captured on its own when the stub calls it.
-    argc = int(cast(Any, instr.arg)) if instr.name == "CALL" else -10
-    callee_slots = {len(stack) - argc - 2, len(stack) - argc - 1} if instr.name == "CALL" else set()
+    # The callee of a call that broke the graph is captured on its own when the stub calls it.
+    callee_slots, consumed_null = _call_slots(instr, stack)
     wrap_name = rebuild.constant(ctx.wrap_callee)
     local_exprs = [rebuild.expr(result.cells[name]) if name in cell_names else rebuild.expr(result.locals[name])
                    for name in local_names]
@@ -241,10 +252,12 @@ def _tail(frame: Frame, ctx: CaptureContext, result: VariableTracker | StoppedAt
         successors = [s for s in successors if s[0] == "jump"]
     for kind, target, jumped in successors:
         after = depth + stack_effect(instr, jumped)
-        names = tuple(name for name in local_names if name in info.live_in[target] or name in cell_names) \
-            if target < len(info.instructions) else cell_names
-        resumes[kind] = (ctx.resume_function(code, target, after, names, frame.G, frame.C), after, names)
-    stub = types.FunctionType(stub_code(code, index, depth, local_names, kw_names, resumes), frame.G,
+        names = tuple(name for name in local_names if name in info.live_in[target] or name in cell_names
+                      or name == keep) if target < len(info.instructions) else cell_names
+        kept = depth - popped_count(instr, jumped)  # the slots below what the instruction consumes
+        nulls = frozenset(i for i, value in enumerate(stack[:kept]) if isinstance(value, NullVariable))
+        resumes[kind] = (ctx.resume_function(code, target, after, names, frame.G, frame.C, nulls), after, names)
+    stub = types.FunctionType(stub_code(code, index, depth, local_names, kw_names, resumes, consumed_null), frame.G,
                               f"break_in_{code.co_name}")
     args = ", ".join([*stack_exprs, *local_exprs])
     call = f"{rebuild.constant(stub)}({args})"
@@ -253,6 +266,40 @@ def _tail(frame: Frame, ctx: CaptureContext, result: VariableTracker | StoppedAt
         outer = result.grad_blocks[0].previous
         return f"{rebuild.constant(call_restoring_grad_mode)}(lambda: {call}, {outer})"
     return call
+
+
+def _receiver_of_super(code: types.CodeType) -> str | None:
+    """The first argument of a method that may call zero-argument super() (CPython reads it as `self`).
+
+    It is kept alive across a break even where no instruction reads it, and passed first to resume functions.
+    """
+    if "__class__" in code.co_freevars and code.co_argcount:
+        return code.co_varnames[0]
+    return None
+
+
+def _receiver_first(names: tuple[str, ...], receiver: str | None) -> tuple[str, ...]:
+    if receiver is None or receiver not in names:
+        return names
+    return (receiver, *(name for name in names if name != receiver))
+
+
+def _call_slots(instr: Any, stack: list[VariableTracker]) -> tuple[set[int], frozenset[int]]:
+    """For a call instruction: the stack slot of its callable, and its NULL slot if it has one.
+
+    CALL's two slots below the arguments are (NULL, callable) or (callable, self); CALL_FUNCTION_EX's
+    callable sits below the argument tuple (and the keyword dict), with a NULL below it.
+    """
+    depth = len(stack)
+    if instr.name == "CALL":
+        below = depth - int(cast(Any, instr.arg)) - 2
+    elif instr.name == "CALL_FUNCTION_EX":
+        below = depth - 3 - (int(cast(Any, instr.arg)) & 1)
+    else:
+        return set(), frozenset()
+    if below >= 0 and isinstance(stack[below], NullVariable):
+        return {below + 1}, frozenset({below})
+    return ({below} if instr.name == "CALL" else {below + 1}), frozenset()  # never wrap CALL's `self`
 
 
 def call_restoring_grad_mode(run: Callable[[], Any], previous: bool) -> Any:

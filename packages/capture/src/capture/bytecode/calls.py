@@ -37,7 +37,14 @@ def call(tx: InstructionTranslator, instr: Instruction) -> None:
         kwargs = dict(zip(tx.kw_names, args[-count:]))
         args = args[:-count]
         tx.kw_names = ()
-    tx.push(tx.call_function(fn, args, kwargs))
+    try:
+        result = tx.call_function(fn, args, kwargs)
+    except Unsupported as error:
+        # Where the frame cannot resume at this call, its eager copy calls the callee through capture:
+        # it must know which of CALL's two forms this is (the outermost frame's CALL sets it last).
+        error.null_below = isinstance(first, NullVariable)  # type: ignore[attr-defined]
+        raise
+    tx.push(result)
 
 
 @opcode("CALL_FUNCTION_EX")

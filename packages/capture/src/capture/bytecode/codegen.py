@@ -47,20 +47,31 @@ def invoke(fn: Any, *args: Any, **kwargs: Any) -> Any:
 
 
 def call_resume(resume: Any, stack: tuple[Any, ...], local_values: tuple[Any, ...]) -> Any:
-    """Called by break stubs: continue in the resume function."""
-    return resume(*stack, *local_values)
+    """Called by break stubs: continue in the resume function (locals first: see `resume_code`)."""
+    return resume(*local_values, *stack)
 
 
 def _stack_names(depth: int) -> list[str]:
     return [f"{STACK_PREFIX}{i}" for i in range(depth)]
 
 
+def _load_stack(depth: int, null_slots: frozenset[int], location: Any = None) -> list[Instr]:
+    """Push the stack arguments back; a NULL of CALL's calling convention is pushed as a real NULL.
+
+    Its argument (`invoke`, what the entry passes for it) is left unread, so the restored stack is
+    exactly the one the original frame had (a call traced from it sees `f(...)`, not `invoke(f, ...)`).
+    """
+    return [Instr("PUSH_NULL", location=location) if i in null_slots else Instr("LOAD_FAST", name, location=location)
+            for i, name in enumerate(_stack_names(depth))]
+
+
 @functools.lru_cache(maxsize=1024)
-def resume_code(original: types.CodeType, target: int, stack_depth: int, local_names: tuple[str, ...]) -> types.CodeType:
+def resume_code(original: types.CodeType, target: int, stack_depth: int, local_names: tuple[str, ...],
+                null_slots: frozenset[int] = frozenset()) -> types.CodeType:
     """The code object of the resume function at instruction `target` of `original`.
 
     Cell variables arrive as cell objects (so closures made before the break share them): their
-    MAKE_CELL instructions are dropped.
+    MAKE_CELL instructions are dropped. `null_slots` are the stack positions holding CALL's NULL.
     """
     bytecode = Bytecode.from_code(original)
     original_position: dict[int, int] = {}
@@ -79,7 +90,7 @@ def resume_code(original: types.CodeType, target: int, stack_depth: int, local_n
             items.append(item)
             if item.name == "RESUME" and not prologue_done:
                 prologue_done = True
-                items += [Instr("LOAD_FAST", name) for name in _stack_names(stack_depth)]
+                items += _load_stack(stack_depth, null_slots)
                 items.append(Instr("JUMP_FORWARD", label))
         else:
             items.append(item)
@@ -87,7 +98,9 @@ def resume_code(original: types.CodeType, target: int, stack_depth: int, local_n
         raise ValueError(f"no instruction {target} in {original.co_name}")
     bytecode.clear()
     bytecode.extend(items)
-    bytecode.argnames = [*_stack_names(stack_depth), *local_names]
+    # The locals come first: zero-argument super() reads the frame's first local as its `self`, and
+    # the caller puts the original first argument first among `local_names`.
+    bytecode.argnames = [*local_names, *_stack_names(stack_depth)]
     bytecode.argcount = len(bytecode.argnames)
     bytecode.posonlyargcount = 0
     bytecode.kwonlyargcount = 0
@@ -110,15 +123,19 @@ def _forward_name(name: str) -> str:
 
 
 def stub_code(original: types.CodeType, index: int, stack_depth: int, local_names: tuple[str, ...],
-              kw_names: tuple[str, ...], resumes: dict[str, tuple[Any, int, tuple[str, ...]]]) -> types.CodeType:
+              kw_names: tuple[str, ...], resumes: dict[str, tuple[Any, int, tuple[str, ...]]],
+              null_slots: frozenset[int] = frozenset()) -> types.CodeType:
     """The code object of the break stub for instruction `index` of `original`.
 
     `resumes` maps "next" (fall-through) and "jump" to (resume callable, stack depth, local names).
+    `null_slots`: stack positions the instruction itself consumes as CALL's NULL (pushed as a real
+    NULL; CALL_FUNCTION_EX requires one below its callable). NULLs deeper in the stack stay `invoke`:
+    the stub hands its whole stack on to the resume function as a tuple.
     """
     info = code_info(original)
     instr = info.instructions[index]
     body: list[Any] = [Instr("RESUME", 0, location=instr.location)]
-    body += [Instr("LOAD_FAST", name, location=instr.location) for name in _stack_names(stack_depth)]
+    body += _load_stack(stack_depth, null_slots, instr.location)
     if instr.name == "CALL":
         if kw_names:
             body.append(Instr("KW_NAMES", cast(Any, kw_names), location=instr.location))
@@ -168,3 +185,12 @@ def stack_effect(instr: Instr, jump: bool) -> int:
     if instr.name == "CALL":
         return -int(cast(Any, instr.arg)) - 1
     return int(instr.stack_effect(jump=jump))
+
+
+def popped_count(instr: Instr, jump: bool) -> int:
+    """How many stack items `instr` consumes (CALL: its arguments, callable and NULL/self slot)."""
+    if instr.name == "CALL":
+        return int(cast(Any, instr.arg)) + 2
+    if instr.name == "CALL_FUNCTION_EX":
+        return 3 + (int(cast(Any, instr.arg)) & 1)
+    return -int(instr.pre_and_post_stack_effect(jump=jump)[0])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import types
 from collections.abc import Callable
 from typing import Any
@@ -165,7 +166,17 @@ class Reconstructor:
             text = value.source.expr() if value.source is not None else self.constant(value.module)
             return f"{wrap_callee}({text})" if wrap_callee else text
         if isinstance(value, (PythonObjectVariable,)):
-            return value.source.expr() if value.source is not None else self.constant(value.value)
+            text = value.source.expr() if value.source is not None else self.constant(value.value)
+            return f"{wrap_callee}({text})" if wrap_callee else text  # an object with __call__: wraps that
+        from capture.variables.functional import PartialVariable
+
+        if isinstance(value, PartialVariable):
+            if value.source is not None:
+                text = value.source.expr()
+                return f"{wrap_callee}({text})" if wrap_callee else text
+            args = "".join(f", {self.expr(item)}" for item in value.args)
+            kwargs = ", **{" + ", ".join(f"{key!r}: {self.expr(item)}" for key, item in value.kwargs.items()) + "}"
+            return f"{self.constant(functools.partial)}({self.expr(value.fn, wrap_callee=wrap_callee)}{args}{kwargs})"
         if isinstance(value, (TorchFunctionVariable, SkippedFunctionVariable)):
             return value.source.expr() if value.source is not None else self.constant(value.fn)
         if isinstance(value, BuiltinVariable):

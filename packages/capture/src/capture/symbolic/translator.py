@@ -78,6 +78,7 @@ class FirstBreak(Exception):
     user_stack: list[UserLocation] = field(default_factory=list)
     resumable: bool = True
     open_grad_blocks: int = 0
+    null_below: bool | None = None  # for a break at a CALL: a NULL (not a method) below its callable
 
 
 class InstructionTranslator:
@@ -219,7 +220,7 @@ class InstructionTranslator:
             except Unsupported as error:
                 stack = getattr(error, "user_stack", None) or self._innermost_stack(error)
                 raise FirstBreak(index, visit, error.reason, error.user_error, stack, error.resumable,
-                                 len(self.grad_blocks)) from error
+                                 len(self.grad_blocks), getattr(error, "null_below", None)) from error
 
     def _innermost_stack(self, error: Unsupported) -> list[UserLocation]:
         return self.user_stack()

@@ -125,7 +125,7 @@ def _wrap_partial(output: OutputGraph, value: functools.partial[Any], source: So
     keywords = part("keywords", dict(value.keywords) if source is None else value.keywords)
     if not isinstance(args, TupleVariable) or not isinstance(keywords, DictVariable):
         return SkippedFunctionVariable(value, f"call to {_name(value)} with unsupported bound arguments", source)
-    return PartialVariable(part("func", value.func), list(args.items), dict(keywords.items))
+    return PartialVariable(part("func", value.func), list(args.items), dict(keywords.items), source)
 
 
 def classify(value: Any, source: Source | None) -> VariableTracker:

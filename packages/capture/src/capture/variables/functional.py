@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from capture.sources import Source
 from capture.variables.base import ConstantVariable, Unsupported, VariableTracker, is_constant_value
 from capture.variables.builtins import Args, Kwargs, _items
 from capture.variables.containers import IteratorVariable, ListVariable
@@ -84,10 +85,11 @@ class FunctionalVariable(VariableTracker):
 class PartialVariable(VariableTracker):
     """functools.partial(fn, *args, **kwargs) made in the traced region."""
 
-    def __init__(self, fn: VariableTracker, args: Args, kwargs: Kwargs) -> None:
+    def __init__(self, fn: VariableTracker, args: Args, kwargs: Kwargs, source: Source | None = None) -> None:
         self.fn = fn
         self.args = args
         self.kwargs = kwargs
+        self.source = source  # an existing partial object (reconstructed as itself)
 
     def call(self, tx: InstructionTranslator, args: Args, kwargs: Kwargs) -> VariableTracker:
         return self.fn.call(tx, [*self.args, *args], {**self.kwargs, **kwargs})

@@ -1,0 +1,130 @@
+"""The eager copy of a frame that cannot be resumed, whose breaking call still captures its callee.
+
+A graph break inside a callee normally ends the caller's graph at the call, and the break stub calls
+the callee through `CaptureContext.wrap_callee`, so the callee is captured on its own, with graphs on
+both sides of its break. Where the caller cannot be resumed at that call (it sits in a `try` block or
+a loop: transformers' `capture_outputs` wrapper runs `func(self, *args, **kwargs)` inside
+`try/finally`, encoders call their layers in a `for` loop), the caller runs eagerly. Without help
+the whole call tree below it would then run eagerly too; this module makes a copy of the caller's
+code whose breaking call goes through the same wrapper, so the callee is still captured (what
+TorchDynamo's frame hook gives it for free).
+
+Only the breaking call changes:
+
+* ``CALL n`` (with its ``PRECALL`` and ``KW_NAMES``) becomes a ``CALL_FUNCTION_EX`` of
+  `call_through` on ``(callable, args, keyword names)`` (or ``(method, self, args, keyword names)``
+  when the slot below the callable holds a method rather than a NULL);
+* ``CALL_FUNCTION_EX`` becomes a ``CALL_FUNCTION_EX`` of `call_through_ex` on
+  ``(callable, args, kwargs)``.
+
+Whether CALL's lower slot is a NULL must be known when the code is generated: `LOAD_METHOD`, the one
+instruction that decides it at run time, is rewritten to ``LOAD_ATTR`` plus ``PUSH_NULL`` (a bound
+method, then the NULL below it), so the trace's view of the slot (a NULL for ``LOAD_METHOD``,
+``PUSH_NULL`` and ``LOAD_GLOBAL``'s NULL, a value for a comprehension or ``__exit__``) is exact.
+Python 3.11 only (3.12 encodes the method bit inside ``LOAD_ATTR``); elsewhere the caller runs plainly.
+"""
+
+from __future__ import annotations
+
+import sys
+import types
+from collections.abc import Callable
+from typing import Any, cast
+
+from bytecode import Bytecode, Instr
+
+_PY311 = sys.version_info[:2] == (3, 11)
+Wrap = Callable[[Any], Any]
+
+
+def call_through(wrap: Wrap, fn: Any, args: tuple[Any, ...], kw_names: tuple[str, ...]) -> Any:
+    """``fn(*args)`` as CALL runs it (the last ``len(kw_names)`` arguments by keyword), `fn` wrapped."""
+    if kw_names:
+        count = len(kw_names)
+        return wrap(fn)(*args[:-count], **dict(zip(kw_names, args[-count:])))
+    return wrap(fn)(*args)
+
+
+def call_method_through(wrap: Wrap, method: Any, receiver: Any, args: tuple[Any, ...],
+                        kw_names: tuple[str, ...]) -> Any:
+    """CALL's method form: ``method(receiver, *args)``, `method` wrapped."""
+    return call_through(wrap, method, (receiver, *args), kw_names)
+
+
+def call_through_ex(wrap: Wrap, fn: Any, args: Any, kwargs: Any = None) -> Any:
+    """``fn(*args, **kwargs)`` as CALL_FUNCTION_EX runs it, `fn` wrapped."""
+    return wrap(fn)(*args, **(kwargs or {}))
+
+
+def eager_code_with_captured_call(code: types.CodeType, index: int, null_below: bool | None,
+                                  wrap: Wrap) -> types.CodeType | None:
+    """A copy of `code` whose call at instruction `index` calls its callee through `wrap`.
+
+    `null_below`: for a CALL, whether the trace saw a NULL below its callable. None when the copy
+    cannot be made (another Python, another instruction, an unknown slot).
+    """
+    if not _PY311:
+        return None
+    bytecode = Bytecode.from_code(code)
+    items: list[Any] = []
+    position = -1
+    found = False
+    for item in bytecode:
+        if not isinstance(item, Instr):
+            items.append(item)
+            continue
+        position += 1
+        where = item.location
+        if position == index:
+            replacement = _captured_call(item, items, null_below, wrap)
+            if replacement is None:
+                return None
+            items += replacement
+            found = True
+        elif item.name == "LOAD_METHOD":
+            items += [Instr("LOAD_ATTR", item.arg, location=where), Instr("PUSH_NULL", location=where),
+                      Instr("SWAP", 2, location=where)]
+        else:
+            items.append(item)
+    if not found:
+        return None
+    bytecode.clear()
+    bytecode.extend(items)
+    return bytecode.to_code()
+
+
+def _captured_call(instr: Instr, before: list[Any], null_below: bool | None, wrap: Wrap) -> list[Any] | None:
+    """The instructions replacing call instruction `instr` (`before`: what precedes it, trimmed in place)."""
+    where = instr.location
+    if instr.name == "CALL_FUNCTION_EX":
+        packed = 3 if int(cast(Any, instr.arg)) & 1 else 2
+        helper: Any = _bind(call_through_ex, wrap)
+        return _pack_and_call(helper, packed, where)
+    if instr.name != "CALL" or null_below is None:
+        return None
+    argc = int(cast(Any, instr.arg))
+    if not before or not isinstance(before[-1], Instr) or before[-1].name != "PRECALL":
+        return None
+    before.pop()  # PRECALL
+    kw_names: tuple[str, ...] = ()
+    if before and isinstance(before[-1], Instr) and before[-1].name == "KW_NAMES":
+        kw_names = tuple(cast(Any, before.pop().arg))
+    head = [Instr("BUILD_TUPLE", argc, location=where), Instr("LOAD_CONST", cast(Any, kw_names), location=where)]
+    if null_below:  # [NULL, fn, args..] -> call_through(fn, args, names)
+        return head + _pack_and_call(_bind(call_through, wrap), 3, where)
+    # [method, self, args..]: no NULL to spend on CALL_FUNCTION_EX, so push one below the packed tuple.
+    return head + [Instr("BUILD_TUPLE", 4, location=where), Instr("PUSH_NULL", location=where),
+                   Instr("SWAP", 2, location=where)] + _pack_and_call(_bind(call_method_through, wrap), 0, where)
+
+
+def _pack_and_call(helper: Any, packed: int, where: Any) -> list[Instr]:
+    """[NULL, v1..vn] -> helper(v1, .., vn) by CALL_FUNCTION_EX (`packed` 0: the tuple is already built)."""
+    code = [Instr("BUILD_TUPLE", packed, location=where)] if packed else []
+    return code + [Instr("LOAD_CONST", helper, location=where), Instr("SWAP", 2, location=where),
+                   Instr("CALL_FUNCTION_EX", 0, location=where)]
+
+
+def _bind(helper: Callable[..., Any], wrap: Wrap) -> Any:
+    import functools
+
+    return functools.partial(helper, wrap)
