@@ -11,6 +11,8 @@ from typing import Any
 
 import torch
 import torch.fx
+import torch.utils._pytree as pytree
+from torch._dispatch.python import enable_python_dispatcher
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.fx.experimental.symbolic_shapes import DimDynamic, StatelessSymbolicContext
 
@@ -22,6 +24,7 @@ from capture.symbolic.eager_checks import EagerChecks
 from capture.symbolic.shapes import ShapePolicy, SymbolTable, new_shape_env
 from capture.variables.base import ConstantVariable, Unsupported, VariableTracker, is_constant_value
 from capture.variables.containers import DictVariable, ListVariable, TupleVariable
+from capture.variables.folding import numpy_scalar
 from capture.variables.sym_values import (
     SYMBOLIC_NODE,
     SymNodeVariable,
@@ -303,13 +306,39 @@ class OutputGraph:
         except _DATA_DEPENDENT_ERRORS as error:
             raise Unsupported(f"{_target_name(target)} depends on run-time data ({type(error).__name__})") from error
         except Exception as error:
+            if _FAKE_DATA_READ in str(error):  # `torch.tensor_split(x, indices)` reads the indices' values
+                raise Unsupported(f"{_target_name(target)} reads the values of a tensor argument (depends on "
+                                  "run-time data)") from error
             failure = Unsupported(f"{type(error).__name__}: {error}", user_error=True)
             failure.from_tensor_op = True  # type: ignore[attr-defined]  # fake tensors' messages may differ
             raise failure from error
+        if _has_numpy_scalar([fake_args, fake_kwargs]):
+            node_kwargs = self._numpy_scalar_arguments(kind, target, fake_args, fake_kwargs, result, node_kwargs)
         node = self.graph.create_node(kind, target, tuple(node_args), node_kwargs)
         if self.current_location is not None:
             node.meta["stack_trace"] = self.current_location
         return self._wrap_result(node, result)
+
+    def _numpy_scalar_arguments(self, kind: str, target: Any, fake_args: Any, fake_kwargs: Any, result: Any,
+                                node_kwargs: dict[str, Any]) -> dict[str, Any]:
+        """The node's keyword arguments when numpy scalars were passed: the node gets Python numbers
+        (`_unpack`), so the op must give the same dtypes with them; a tensor constructor inferring its
+        dtype from the numpy type (`torch.tensor(np.float64(2.0))`) gets that dtype spelled out."""
+        with self.fake_execution():
+            args, kwargs = graph_constant(list(fake_args)), graph_constant(dict(fake_kwargs))
+            if kind == "call_function":
+                again = target(*args, **kwargs)
+            elif kind == "call_method":
+                again = getattr(args[0], target)(*args[1:], **kwargs)
+            else:
+                again = self._fake_module_call(self.root.get_submodule(target), args, kwargs)
+        dtypes = [[t.dtype for t in pytree.tree_leaves(r) if isinstance(t, torch.Tensor)]
+                  for r in (result, again)]
+        if dtypes[0] == dtypes[1]:
+            return node_kwargs
+        if target in _DTYPE_INFERRING_CONSTRUCTORS and "dtype" not in node_kwargs and isinstance(result, torch.Tensor):
+            return {**node_kwargs, "dtype": result.dtype}
+        raise Unsupported(f"{_target_name(target)} treats a numpy scalar argument unlike a Python number")
 
     def _fake_module_call(self, module: torch.nn.Module, args: Any, kwargs: Any) -> Any:
         """Run `module.forward` on fakes, with its parameters and buffers swapped for fakes too.
@@ -407,11 +436,18 @@ class OutputGraph:
         return tracker
 
     def fake_execution(self) -> contextlib.ExitStack:
-        """The modes fake propagation runs under: the traced grad mode, open autocast blocks, fakes."""
+        """The modes fake propagation runs under: the traced grad mode, open autocast blocks, fakes.
+
+        With symbolic sizes also torch's Python dispatcher: composite ops such as `baddbmm`, `F.pad` and
+        `interpolate` reach C++ kernels that need concrete sizes unless their Python decompositions and
+        meta functions (which take SymInts) run instead. Static traces skip it, as it is slower.
+        """
         stack = contextlib.ExitStack()
         stack.enter_context(torch.set_grad_enabled(self.grad_enabled))
         for device, dtype, enabled, cache_enabled in self.autocast_modes:
             stack.enter_context(torch.autocast(device, dtype, enabled, cache_enabled))
+        if self.is_dynamic:
+            stack.enter_context(enable_python_dispatcher())
         stack.enter_context(self.fake_mode)
         return stack
 
@@ -483,7 +519,7 @@ def _unpack(value: Any) -> tuple[Any, Any]:
     if isinstance(value, (TensorVariable, SymNodeVariable)):
         return value.node, value.example if isinstance(value, TensorVariable) else value.value
     if isinstance(value, ConstantVariable):
-        return value.value, value.value
+        return graph_constant(value.value), value.value
     if isinstance(value, SymSliceVariable):
         return value.unpack()
     if isinstance(value, (TupleVariable, ListVariable)):
@@ -506,6 +542,31 @@ def _unpack(value: Any) -> tuple[Any, Any]:
             return value.fn, value.fn
         raise Unsupported(f"passing {value} to a torch function")
     return value, value
+
+
+# What an ATen kernel raises when it reads the data of a fake tensor (an op whose output depends on values).
+_FAKE_DATA_READ = "data is not allocated yet"
+_DTYPE_INFERRING_CONSTRUCTORS = (torch.tensor, torch.as_tensor, torch.asarray, torch.scalar_tensor)
+
+
+def graph_constant(value: Any) -> Any:
+    """A constant as a graph argument: numpy scalars become the Python numbers they hold (the graph's
+    generated code cannot name numpy), inside tuples, lists, dicts and slices too."""
+    if numpy_scalar(value):
+        return value.item()
+    if type(value) in (tuple, list):
+        return type(value)(graph_constant(item) for item in value)
+    if type(value) is dict:
+        return {key: graph_constant(item) for key, item in value.items()}
+    if type(value) is slice:
+        return slice(graph_constant(value.start), graph_constant(value.stop), graph_constant(value.step))
+    return value
+
+
+def _has_numpy_scalar(value: Any) -> bool:
+    return any(numpy_scalar(leaf) for leaf in pytree.tree_leaves(value)) or \
+        any(isinstance(leaf, slice) and _has_numpy_scalar([leaf.start, leaf.stop, leaf.step])
+            for leaf in pytree.tree_leaves(value))
 
 
 def is_stdlib_or_skipped(fn: types.FunctionType) -> bool:

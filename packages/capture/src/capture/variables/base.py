@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from typing import TYPE_CHECKING, Any
 
 from capture.sources import Source
@@ -121,6 +122,9 @@ def is_constant_value(value: object) -> bool:
     simple = (type(None), bool, int, float, complex, str, bytes, torch.dtype, torch.device, torch.layout,
               torch.memory_format, range, slice, type(Ellipsis), type(NotImplemented), torch.Size, types.CodeType)
     if isinstance(value, simple):
+        return True
+    numpy = sys.modules.get("numpy")  # numpy scalars (`np.sqrt(4.0)`) are constants; not imported: none exist
+    if numpy is not None and isinstance(value, (numpy.number, numpy.bool_)):
         return True
     if isinstance(value, (tuple, frozenset)) and type(value) in (tuple, frozenset) and \
             all(is_constant_value(v) for v in value):

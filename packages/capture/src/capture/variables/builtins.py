@@ -415,13 +415,41 @@ def _reduce_builtin(fn: Any) -> BuiltinHandler:
         values = _items(tx, args[0]) if len(args) == 1 else list(args)
         if all(v.is_constant() for v in values):
             return ConstantVariable(fn(v.as_constant() for v in values))
-        raise Unsupported(f"{fn.__name__}() over tensors depends on run-time data")
+        sized = _over_sizes(tx, fn, values)
+        if sized is not None:
+            return sized
+        from capture.variables.tensor import TensorVariable
+
+        what = "tensors" if any(isinstance(v, TensorVariable) for v in values) else "traced values"
+        raise Unsupported(f"{fn.__name__}() over {what} depends on run-time data")
 
     return handler
 
 
 for _reducer in (sum, min, max, any, all, sorted):
     BUILTIN_HANDLERS[_reducer] = _reduce_builtin(_reducer)
+
+
+def _over_sizes(tx: InstructionTranslator, fn: Any, values: list[VariableTracker]) -> VariableTracker | None:
+    """`all(x.shape)`, `min(input_resolution)` over constants and symbolic sizes (None for anything else).
+
+    `all`/`any` branch on each item as Python does (a guard per item looked at); `min`/`max` are traced
+    (`torch.sym_min`), so a comparison of the result guards like any comparison of sizes."""
+    from capture.variables.sym_values import SymNodeVariable, call_builtin
+
+    if not all(v.is_constant() or isinstance(v, SymNodeVariable) for v in values):
+        return None
+    if fn in (all, any):
+        for value in values:
+            if value.truth(tx) is (fn is any):
+                return ConstantVariable(fn is any)
+        return ConstantVariable(fn is all)
+    if fn in (min, max) and values:
+        result = values[0]
+        for value in values[1:]:
+            result = call_builtin(tx, fn, [result, value], {}) or _fold(fn, [result, value], {})
+        return result
+    return None
 
 
 def _last_max(tx: InstructionTranslator, args: Args, key: VariableTracker) -> VariableTracker:

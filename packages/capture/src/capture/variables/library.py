@@ -46,6 +46,11 @@ _FUNCTORCH = {id(torch.func.vmap): torch.func.vmap, id(torch.vmap): torch.vmap, 
 
 def library_callable(value: Any) -> VariableTracker | None:
     """The tracker of a library callable capture models, or None."""
+    from capture.variables.folding import folded_callable
+
+    folded = folded_callable(value)  # numpy on constants, importlib.util.find_spec, torch.Tensor.__radd__
+    if folded is not None:
+        return folded
     if isinstance(value, type):
         if value in _COLLECTION_TYPES:
             return CollectionTypeVariable(value, None)
@@ -340,9 +345,13 @@ def _cached_function(value: Any) -> VariableTracker | None:
     from capture.symbolic.output_graph import is_stdlib_or_skipped
     from capture.variables.functions import UserFunctionVariable
 
+    from capture.variables.objects import TRACE_TIME_FUNCTIONS
+
     wrapped = getattr(value, "__wrapped__", None)
     if not isinstance(wrapped, types.FunctionType) or is_stdlib_or_skipped(wrapped):
         return None
+    if f"{wrapped.__module__}.{wrapped.__qualname__}" in TRACE_TIME_FUNCTIONS:
+        return None  # called for real while tracing (transformers' `warning_once`: its cache is the point)
     return UserFunctionVariable(wrapped)
 
 

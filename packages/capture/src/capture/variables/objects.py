@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import types
 from typing import TYPE_CHECKING, Any, cast
 
 import torch
@@ -75,6 +76,12 @@ class TorchFunctionVariable(VariableTracker):
             return ConstantVariable(value)
         if isinstance(fn, type) and issubclass(fn, torch.nn.Module):
             return construct_module(tx, fn, args, kwargs)
+        from capture.variables.folding import has_opaque_argument
+
+        if isinstance(fn, types.FunctionType) and has_opaque_argument([*args, *kwargs.values()]):
+            from capture.variables.functions import UserFunctionVariable
+
+            return UserFunctionVariable(fn).call(tx, args, kwargs)  # `nn.LayerNorm.forward(self, x)`: traced
         return tx.output.call_graph("call_function", fn, args, kwargs)
 
     def getattr(self, tx: InstructionTranslator, name: str) -> VariableTracker:
@@ -196,6 +203,19 @@ class NNModuleVariable(VariableTracker):
     def python_type(self) -> type:
         return type(self.module)
 
+    def truth(self, tx: InstructionTranslator) -> bool:
+        """`if self.norm:`: a module is true unless its class defines `__bool__` or `__len__` (containers)."""
+        module, cls = self.module, type(self.module)
+        if class_attribute(cls, "__bool__") is None and class_attribute(cls, "__len__") is None:
+            return True  # object's default truth; the module's identity is already guarded
+        if class_attribute(cls, "__bool__") is None and isinstance(module, _SIZED_CONTAINERS):
+            if self.source is not None and not self.source.guard_free and self.child_sources is None:
+                expr = self.source.expr()  # emptied or filled later: recompile
+                tx.output.guards.add("LENGTH", self.source, f"len({expr}) == {len(module)}",
+                                     f"len({expr}) == {len(module)}")
+            return len(module) > 0
+        raise Unsupported(f"truth value of {self}: {cls.__name__} defines __bool__ or __len__")
+
     def getattr(self, tx: InstructionTranslator, name: str) -> VariableTracker:
         module = self.module
         source = AttrSource(self.source, name) if self.source is not None else None
@@ -283,6 +303,8 @@ class NNModuleVariable(VariableTracker):
         return f"NNModuleVariable({type(self.module).__name__})"
 
 
+_SIZED_CONTAINERS = (torch.nn.ModuleList, torch.nn.Sequential, torch.nn.ModuleDict, torch.nn.ParameterList,
+                     torch.nn.ParameterDict)
 MODULE_ITERATION_METHODS = {"children", "named_children", "modules", "named_modules", "parameters",
                             "named_parameters", "buffers", "named_buffers"}
 
@@ -372,11 +394,12 @@ class PythonObjectVariable(VariableTracker):
             return AutogradFunctionApplyVariable(self.value)
         of_module = isinstance(self.value, types.ModuleType)
         source = AttrSource(self.source, name, of_python_module=of_module) if self.source is not None else None
-        if isinstance(value, types.MethodType) and value.__self__ is self.value and \
-                isinstance(value.__func__, types.FunctionType):
+        if isinstance(value, types.MethodType) and value.__self__ is self.value:
             from capture.variables.functions import BoundMethodVariable
 
             # Guarded through the instance: a function stored on it later (or on its class) recompiles.
+            # (Never on the bound method itself: each attribute read makes a new one. Its function may be
+            # any callable, as transformers' `logger.warning_once`, an lru_cache wrapper.)
             function_source = AttrSource(source, "__func__") if source is not None else None
             return BoundMethodVariable(tx.output.wrap_value(value.__func__, function_source), self)
         return tx.output.wrap_value(value, source)

@@ -92,7 +92,9 @@ def wrap_symbolic(output: OutputGraph, node: torch.fx.Node, value: Any) -> Varia
 
 def record(output: OutputGraph, fn: Any, args: list[VariableTracker]) -> VariableTracker:
     """`fn(*args)` on symbolic and constant numbers: a call_function node computing it."""
-    node_args = tuple(a.node if isinstance(a, SymNodeVariable) else a.as_constant() for a in args)
+    from capture.symbolic.output_graph import graph_constant
+
+    node_args = tuple(a.node if isinstance(a, SymNodeVariable) else graph_constant(a.as_constant()) for a in args)
     values = [a.value if isinstance(a, SymNodeVariable) else a.as_constant() for a in args]
     try:
         value = fn(*values)
