@@ -185,7 +185,7 @@ def _lower_call(
             return target(*args)  # type: ignore[operator]  # arithmetic on sizes
         target = _PYTHON_OPERATORS[target]  # a traced `x + 1` on tensors: the ATen op
     result: Any = None
-    fn = None if target in eager_ops else LOWERINGS.get(target)
+    fn = None if target in eager_ops or _touches_complex(node) else LOWERINGS.get(target)
     if fn is not None:
         try:
             result = fn(ctx, *args, **kwargs)
@@ -212,6 +212,13 @@ def _lower_call(
         elif _inline_depth(ctx, result, args) > ctx.max_inline_depth:
             result = ctx.realize(result)  # keep kernel bodies (and the cost of tracing them) bounded
     return result
+
+
+def _touches_complex(node: torch.fx.Node) -> bool:
+    """Whether the op reads or makes a complex tensor. Generated kernels compute on real values only;
+    complex tensors are buffers that ATen calls (``FallbackKernel``) make and read, views included."""
+    values = [node.meta.get("val"), *(n.meta.get("val") for n in node.all_input_nodes)]
+    return any(isinstance(v, torch.Tensor) and v.is_complex() for v in pytree.tree_leaves(values))
 
 
 _MAX_ORIGINS = 8
