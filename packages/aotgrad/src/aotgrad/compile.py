@@ -124,7 +124,12 @@ def trace_region(
                     "in-place updates of inputs that require grad (do them under torch.no_grad())",
                     None,
                 )
-        return TracedRegion(forward, trace_joint(forward, fakes, grad_mask, decompositions), distinct)
+        # The forward's ATen ops carry autocast's casts already; traced again under the caller's
+        # autocast they would be cast a second time (a matmul in a `torch.autocast(enabled=False)`
+        # block would run in bfloat16).
+        with torch._C._DisableAutocast():
+            joint = trace_joint(forward, fakes, grad_mask, decompositions)
+        return TracedRegion(forward, joint, distinct)
 
 
 def _through_distinct_elements(
@@ -212,7 +217,8 @@ def compile_region(
             # 1. trace: functional forward, and the joint forward+backward when training
             traced = trace_region(fn, flat_inputs, grad_mask, table)
             # 2. partition the joint graph into forward and backward
-            split = partition(traced.joint) if traced.joint is not None else None
+            with torch._C._DisableAutocast():
+                split = partition(traced.joint) if traced.joint is not None else None
     except OverlappingWriteError as error:
         # Eager raises here on every call with inputs like these: so does the region.
         node = current_node() if current_node else None
@@ -224,7 +230,15 @@ def compile_region(
             raise failure from error
         log.warning("aotgrad: running this graph eagerly: %s", failure)
         return None
-    # 3. compile each side and wrap them for eager autograd
+    # 3. compile each side and wrap them for eager autograd (autocast is applied in the graphs
+    # already: code generators that trace or run them again must not apply it twice)
+    with torch._C._DisableAutocast():
+        return _compiled_region(traced, split, compilers)
+
+
+def _compiled_region(
+    traced: TracedRegion, split: tuple[torch.fx.GraphModule, torch.fx.GraphModule] | None, compilers: Compilers
+) -> Region:
     forward_gm = split[0] if split is not None else traced.forward.gm
     forward_gm.meta[MUTATED_INPUTS_META] = traced.forward.mutated_inputs  # see runtime/writeback.py
     if split is None:

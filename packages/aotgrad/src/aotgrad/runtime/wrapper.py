@@ -25,6 +25,10 @@ from aotgrad.tracing.functional import FunctionalGraph
 from aotgrad.tracing.overlap import OverlappingWriteError, distinct_elements
 
 
+autocast_enabled = torch._C._is_any_autocast_enabled
+"""Whether any device's autocast is on (one C call: checked on every compiled call)."""
+
+
 @dataclasses.dataclass
 class CompiledInference:
     """A compiled forward, run as it is: `(*inputs) -> (*mutated values, *graph outputs, ...)`."""
@@ -255,6 +259,11 @@ def _autograd_function_for(plan: CompiledTraining, num_inputs: int) -> type[torc
         def backward(ctx: Any, *grad_outputs: Any) -> tuple[Any, ...]:  # type: ignore[override]
             """Run the compiled backward on the saved values and the tangents (differentiably
             when grad mode is on, i.e. under create_graph=True)."""
+            if autocast_enabled():  # see Region.__call__: the backward graph holds its casts
+                with torch._C._DisableAutocast():
+                    if torch.is_grad_enabled():
+                        return run_backward_with_history(ctx, grad_outputs)
+                    return run_backward(ctx, *grad_outputs)
             if torch.is_grad_enabled():
                 return run_backward_with_history(ctx, grad_outputs)
             return run_backward(ctx, *grad_outputs)
@@ -307,7 +316,13 @@ class Region:
             inputs = list(inputs)
             for index, dims in self.distinct_inputs:
                 inputs[index] = distinct_elements(inputs[index], dims)
-        results = self.compiled.run(inputs)
+        if autocast_enabled():
+            # The graphs hold autocast's casts already (traced under it); running their ATen ops
+            # under the caller's autocast would cast them again.
+            with torch._C._DisableAutocast():
+                results = self.compiled.run(inputs)
+        else:
+            results = self.compiled.run(inputs)
         simple = self._simple_outputs
         if simple is not None and simple >= 0:
             return results if len(results) == simple else results[:simple]

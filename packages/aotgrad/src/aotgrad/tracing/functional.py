@@ -400,7 +400,10 @@ def _trace_in_two_passes(
     constants = _lift_tensor_constants(decomposed)
     run = torch.func.functionalize(torch.fx.Interpreter(decomposed).run, remove="mutations")
     try:
-        with torch.no_grad():
+        # The first pass applied the caller's autocast (and the graph's own autocast blocks): its
+        # ATen ops hold the casts. Traced again under that autocast they would be cast twice (a
+        # matmul in a `torch.autocast(enabled=False)` block would become bfloat16).
+        with torch.no_grad(), torch._C._DisableAutocast():
             functional = make_fx(lambda *args: run(*args, *constants), decomposition_table=table)(*fake_inputs)
     except RuntimeError as error:
         raise _explained_functionalization_failure(error, decomposed) from error
