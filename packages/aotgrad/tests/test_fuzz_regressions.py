@@ -224,3 +224,37 @@ def test_in_place_on_an_expanded_int16_input_is_refused_clearly() -> None:
     with torch.no_grad():
         torch.testing.assert_close(check_against_eager_with_fallback(a), fn(b))
     torch.testing.assert_close(a, b)
+
+
+# --- prod's gradient branches on the data in eager ------------------------------------------------
+
+
+def _special(seed: int, shape: tuple[int, ...], dtype: torch.dtype, values: Sequence[float]) -> torch.Tensor:
+    t = _leaf(seed, shape, torch.float64)
+    flat = t.view(-1)
+    for i, v in enumerate(values):
+        flat[(7 * i + 3) % flat.numel()] = v
+    return t.to(dtype).requires_grad_()
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+@pytest.mark.parametrize("values", [(), (float("inf"),), (float("nan"), 2.0), (0.0,), (0.0, float("inf"))])
+def test_prod_gradient_with_inf_nan_and_zeros_is_eagers(dtype: torch.dtype, values: tuple[float, ...]) -> None:
+    # fuzz c117855fe5: eager's `grad * result / input` gives NaN at an inf input where no input is 0
+    def fn(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        return x.prod(0), x[::3].prod(-1, keepdim=True), x.prod()
+
+    check_against_eager(fn, lambda: [_special(33, (7, 4), dtype, values)])
+
+
+def test_prod_double_backward_matches_eager() -> None:
+    def fn(x: torch.Tensor) -> torch.Tensor:
+        return x.prod(1).sum()
+
+    compiled = aotgrad.aot_function(fn, fw_compiler=aotgrad.eager_compiler, config=strict())
+    results = []
+    for f in (fn, compiled):
+        x = _leaf(34, (3, 4), torch.float64, grad=True)
+        (g,) = torch.autograd.grad(f(x), x, create_graph=True)
+        results.append(torch.autograd.grad((g * g).sum(), x))
+    torch.testing.assert_close(results[1], results[0])

@@ -3,8 +3,11 @@
 The joint graph differentiates the functional forward (`tracing/joint.py`), whose ops autograd
 mostly knows. Functionalization, though, turns `dst.copy_(src)` on a tensor that is not an input
 into `aten.copy(dst, src)`, an op without a derivative formula ("derivative for aten::copy is not
-implemented"): eager differentiates the in-place `copy_` instead. `REPLAY_OVERRIDES` maps such ops
-to an autograd.Function computing the same value with the derivative eager's op has.
+implemented"): eager differentiates the in-place `copy_` instead. And some formulas branch on the
+data in eager but not on fake tensors: `prod`'s gradient is `grad * result / input` in eager when
+no input is zero (NaN where an input is inf or NaN), a zero-safe product of the others otherwise;
+traced on fake tensors autograd always takes the zero-safe one (finite there). `REPLAY_OVERRIDES`
+maps such ops to an autograd.Function computing the same value with eager's derivative.
 """
 
 from __future__ import annotations
@@ -43,5 +46,50 @@ def _copy(dst: torch.Tensor, src: torch.Tensor, non_blocking: bool = False) -> t
     return _Copy.apply(dst, src, non_blocking)  # type: ignore[no-any-return]
 
 
-REPLAY_OVERRIDES: dict[Any, Callable[..., Any]] = {aten.copy.default: _copy}
+class _Prod(torch.autograd.Function):
+    """`aten.prod` (`dim` None: all of it) with eager's data-dependent derivative, both branches
+    computed and the one eager takes selected: `grad * result / input` when no element of the
+    input is zero, else the zero-safe formula (autograd's own, as traced)."""
+
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor, dim: int | None, keepdim: bool, dtype: torch.dtype | None) -> torch.Tensor:  # type: ignore[override]
+        """The product itself."""
+        ctx.dim, ctx.keepdim, ctx.dtype = dim, keepdim, dtype
+        result = aten.prod.default(x, dtype=dtype) if dim is None else aten.prod.dim_int(x, dim, keepdim, dtype=dtype)
+        ctx.save_for_backward(x, result)
+        return result  # type: ignore[no-any-return]
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[Any, ...]:  # type: ignore[override]
+        """Eager's branch of the derivative, chosen by whether any input element is zero."""
+        x, result = ctx.saved_tensors
+        if x.dim() == 0:
+            return grad.to(x.dtype), None, None, None
+        with torch.enable_grad():
+            leaf = x.detach().requires_grad_()
+            redo = _prod(leaf, ctx.dim, ctx.keepdim, ctx.dtype, differentiable=False)
+            (safe,) = torch.autograd.grad(redo, leaf, grad, create_graph=torch.is_grad_enabled())
+        if ctx.dim is not None and not ctx.keepdim:
+            grad, result = grad.unsqueeze(ctx.dim), result.unsqueeze(ctx.dim)
+        simple = grad * (result / x).conj()
+        return torch.where((x == 0).any(), safe, simple.to(safe.dtype)), None, None, None
+
+
+def _prod(
+    x: torch.Tensor, dim: int | None = None, keepdim: bool = False, dtype: torch.dtype | None = None, *, differentiable: bool = True
+) -> torch.Tensor:
+    if differentiable and x.requires_grad and torch.is_grad_enabled():
+        return _Prod.apply(x, dim, keepdim, dtype)  # type: ignore[no-any-return]
+    return aten.prod.default(x, dtype=dtype) if dim is None else aten.prod.dim_int(x, dim, keepdim, dtype=dtype)  # type: ignore[no-any-return]
+
+
+def _prod_all(x: torch.Tensor, *, dtype: torch.dtype | None = None) -> torch.Tensor:
+    return _prod(x, dtype=dtype)
+
+
+REPLAY_OVERRIDES: dict[Any, Callable[..., Any]] = {
+    aten.copy.default: _copy,
+    aten.prod.default: _prod_all,
+    aten.prod.dim_int: _prod,
+}
 """ATen overload -> the differentiable callable the joint trace runs in its place."""
