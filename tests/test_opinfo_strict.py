@@ -44,6 +44,16 @@ SLICE: dict[str, tuple[str, ...]] = {
     "clamp": ("float64",),
     "where": ("float64",),
     "nn.functional.gelu": ("float64",),
+    # derivative formulas that write in place, draw random numbers, or have non-differentiable outputs
+    "native_batch_norm": ("float32",),
+    "as_strided_scatter": ("float32",),
+    "linalg.householder_product": ("float32",),
+    "nn.functional.rrelu": ("float32",),
+    # complex tensors as buffers between ATen calls (forward, and the backward of a real op)
+    "fft.fft2": ("float64",),
+    "fft.rfft": ("float32",),
+    "polar": ("float32",),
+    "chalf": ("float64",),
     # graphs without tensor inputs
     "arange": ("int64",),
     "linspace": ("float64",),
