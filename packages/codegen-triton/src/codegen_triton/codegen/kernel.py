@@ -256,6 +256,13 @@ class KernelWriter(RuntimeChecks):
         text, axes = self.index(index)
         mask, mask_axes = self._current_mask(axes)
         text = self._broadcast_index(text, axes, mask_axes)
+        if not (axes | mask_axes):
+            # A load of one element reads through a one-element block pointer, so that every value
+            # is a block, as constants are (`tl.full([1], ...)`): tl.load rejects a block mask
+            # (a mask made of constants) on a scalar pointer, and Triton's interpreter gives a
+            # comparison of two scalars the operands' dtype, so `scalar < scalar` broadcast into a
+            # block became float data (numpy bitwise_and on floats).
+            text = f"{text} + tl.zeros({self.shape(frozenset())}, tl.int32)"
         axes = axes | mask_axes
         load = f"tl.load({self.pointers[name]} + ({text})"
         if mask:
@@ -395,7 +402,12 @@ class KernelWriter(RuntimeChecks):
         if dtype == torch.bool:
             return self.emit(f"{x.name} != 0", dtype, x.axes)
         if compute_dtype(dtype) != dtype:
-            return self.emit(f"{x.name}.to({triton_type(dtype)}).to(tl.float32)", dtype, x.axes)
+            # Through float32 first, as eager converts to half types (c10::Half/BFloat16 are built
+            # from a float): the same rounding for int64/float64 sources, and Triton's interpreter
+            # reinterprets the bits of an integer converted straight to bfloat16. On GPU the
+            # integer -> float32 -> half conversion is what the hardware does anyway.
+            source = x.name if compute_dtype(x.dtype) == torch.float32 else f"{x.name}.to(tl.float32)"
+            return self.emit(f"{source}.to({triton_type(dtype)}).to(tl.float32)", dtype, x.axes)
         if compute_dtype(x.dtype) == dtype:
             return V(x.name, dtype, x.axes)
         return self.emit(f"{x.name}.to({triton_type(dtype)})", dtype, x.axes)

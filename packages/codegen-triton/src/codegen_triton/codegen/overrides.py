@@ -86,10 +86,13 @@ class TritonMathOps:
         return self._binary("{a} // {b}", a, b)
 
     def remainder(self, a: V, b: V) -> V:
-        """a % b with the sign of b."""
-        if is_float(a.dtype):
-            return self._binary("{a} - tl.floor({a} / {b}) * {b}", a, b)
-        rem = self._binary("{a} % {b}", a, b)
+        """a % b with the sign of b: the remainder of a truncating division, moved into b's sign.
+
+        Floats take the exact fmod, as eager does (fmod, then `+ b` where the signs differ):
+        `a - floor(a / b) * b` rounds the quotient and loses the low bits, all of them once
+        |a / b| is beyond 2**24 (1e30 % -129 gave 0.0, eager -3.0).
+        """
+        rem = self._binary("libdevice.fmod({a}, {b})" if is_float(a.dtype) else "{a} % {b}", a, b)
         fixed = f"tl.where(({rem} != 0) & (({rem} < 0) != ({b.name} < 0)), {rem} + {b.name}, {rem})"
         return self.emit(fixed, a.dtype, a.axes | b.axes)
 
