@@ -77,5 +77,6 @@ def cpp_constant(value: bool | int | float, dtype: torch.dtype) -> str:
         return _float_literal(float(value), info.scalar)
     as_int = int(value)
     if info.scalar == "int64_t":
-        return f"INT64_C({as_int})"
+        # int64's minimum cannot be written as a negated literal (9223372036854775808 does not fit).
+        return "(-INT64_C(9223372036854775807) - 1)" if as_int == -(2**63) else f"INT64_C({as_int})"
     return f"static_cast<{info.scalar}>({as_int})"

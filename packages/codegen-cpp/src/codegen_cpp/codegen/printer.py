@@ -15,6 +15,9 @@ def cpp_int_literal(value: int) -> str:
     """An int64 literal (``12``, ``-3``, ``INT64_C(4294967296)``)."""
     if -_INT32_MAX <= value <= _INT32_MAX:
         return str(value)
+    if value == -(2**63):
+        # `-9223372036854775808` negates a literal too large for int64 (GCC makes it __int128).
+        return "(-INT64_C(9223372036854775807) - 1)"
     return f"INT64_C({value})"
 
 
