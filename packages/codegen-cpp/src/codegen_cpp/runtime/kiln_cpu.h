@@ -397,8 +397,10 @@ template <class S>
 inline S sign(S x) { return static_cast<S>((S(0) < x) - (x < S(0))); }
 inline i32x sign(i32x x) { return (x < 0) - (x > 0); }
 inline i64x sign(i64x x) { return (x < 0) - (x > 0); }
-inline bool signbit(float x) { return std::signbit(x); }
-inline bool signbit(double x) { return std::signbit(x); }
+// The sign bit read directly: g++ 12 crashes (internal compiler error) on std::signbit of a float
+// converted from a half in the same loop.
+inline bool signbit(float x) { uint32_t b; std::memcpy(&b, &x, sizeof b); return (b >> 31) != 0; }
+inline bool signbit(double x) { uint64_t b; std::memcpy(&b, &x, sizeof b); return (b >> 63) != 0; }
 template <class I>
 inline bool signbit(I x) { return x < 0; }
 inline maskx signbit(f32x x) { i32x b; std::memcpy(&b, &x, sizeof b); return b < 0; }
