@@ -38,6 +38,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--max-minutes", type=float, default=0.0, help="stop starting programs after this long")
     parser.add_argument("--max-stmts", type=int, default=10, help="longest program, in statements (default 10)")
     parser.add_argument("--rules", default=",".join(RULES), help=f"grammar rules to draw from (default all: {','.join(RULES)})")
+    parser.add_argument("--autocast", type=float, default=0.15,
+                        help="share of programs run under bfloat16 autocast (default 0.15)")
     parser.add_argument("--nice", type=int, default=10, help="niceness of the workers (default 10)")
     parser.add_argument("--kiln-src", type=Path, default=None,
                         help="a Kiln tree (e.g. `git archive HEAD` unpacked) whose packages the workers import instead of the installed ones")
@@ -52,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         print(f"unknown rules {unknown}; known: {', '.join(RULES)}", file=sys.stderr)
         return 2
-    gen = GenConfig(max_stmts=args.max_stmts, rules=rules)
+    gen = GenConfig(max_stmts=args.max_stmts, rules=rules, autocast_weight=args.autocast)
     if args.command == "summarize":
         from tools.fuzz.report import summarize
 

@@ -42,7 +42,7 @@ def _outcome(fn: Any, namespace: dict[str, Any], mode: str, ref: bool) -> RunOut
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            return RunOutcome(harness.run(fn, namespace["make_inputs"], mode, ref))
+            return RunOutcome(harness.run(fn, namespace["make_inputs"], mode, ref, namespace.get("AUTOCAST")))
     except Exception as error:
         return RunOutcome.of_exception(error)
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 from tools.fuzz import harness
 from tools.fuzz.builder import Builder, finish
 from tools.fuzz.edit import remove_unused
-from tools.fuzz.program import MODES, Program, render
+from tools.fuzz.program import AUTOCAST_PLACES, MODES, Program, render
 from tools.fuzz.rules_index import indexing, inplace, matmul
 from tools.fuzz.rules_nn import nn
 from tools.fuzz.rules_pointwise import binary, cast, shift, unary, where_clamp
@@ -49,11 +49,13 @@ class GenConfig:
     Attributes:
         max_stmts: the most statements a program gets (its length is uniform in 1..max_stmts).
         mode_weights: how often each mode (no_grad, grad, double) is drawn.
+        autocast_weight: the share of programs run under bfloat16 autocast.
         rules: the rules to draw from, with weights (a subset focuses a run, e.g. only integer ops).
     """
 
     max_stmts: int = 10
     mode_weights: tuple[float, float, float] = (0.5, 0.35, 0.15)
+    autocast_weight: float = 0.15
     rules: tuple[str, ...] = tuple(RULES)
 
 
@@ -102,7 +104,22 @@ def _build(seed: int, sub: int, config: GenConfig) -> Program | None:
     outputs = _outputs(b)
     if not outputs:
         return None
-    return remove_unused(finish(b, outputs))
+    return _with_autocast(remove_unused(finish(b, outputs)), rng, config.autocast_weight)
+
+
+def _with_autocast(program: Program, rng: random.Random, weight: float) -> Program:
+    """Sometimes run `program` under bfloat16 autocast (the caller's, or a block in its body), with a
+    run of statements in an ``autocast(enabled=False)`` block: autocast must be applied exactly as
+    eager applies it (once, and not inside the disabled block)."""
+    if not program.stmts or rng.random() >= weight:
+        return program
+    place = rng.choice(AUTOCAST_PLACES[1:])
+    stmts = list(program.stmts)
+    if rng.random() < 0.6:
+        start = rng.randrange(len(stmts))
+        end = rng.randint(start + 1, len(stmts))
+        stmts[start:end] = [replace(s, autocast_off=True) for s in stmts[start:end]]
+    return replace(program, autocast=place, stmts=tuple(stmts))
 
 
 def check_eager(program: Program) -> BaseException | None:
@@ -112,7 +129,7 @@ def check_eager(program: Program) -> BaseException | None:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            harness.run(namespace["program"], namespace["make_inputs"], program.mode)
+            harness.run(namespace["program"], namespace["make_inputs"], program.mode, autocast=namespace.get("AUTOCAST"))
     except Exception as error:
         return error
     return None

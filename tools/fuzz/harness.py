@@ -73,22 +73,24 @@ def _snapshot(values):
     return [None if v is None else v.detach().clone() for v in values]
 
 
-def run(fn, make_inputs, mode, ref=False):
+def run(fn, make_inputs, mode, ref=False, autocast=None):
     """Run `fn` on fresh inputs in `mode` and return what to compare, as a dict of lists.
 
     Modes: "no_grad" (inference), "grad" (outputs, then the gradients of the leaves that require
     grad for random cotangents), "double" (also the gradients of those gradients, through
     ``torch.autograd.grad(create_graph=True)``). The dict holds "outputs", "requires_grad" (of each
     output), "args" (the arguments after the call: in-place updates must show), and in the grad
-    modes "grads" / "grads2".
+    modes "grads" / "grads2". `autocast` (a dtype): the call runs under the caller's
+    ``torch.autocast("cpu", dtype=autocast)``; the backward runs outside it, as usual.
     """
     leaves, args = make_inputs(ref)
     grad_leaves = [leaf for leaf in leaves if leaf.requires_grad]
-    if mode == "no_grad":
-        with torch.no_grad():
+    with torch.autocast("cpu", dtype=autocast or torch.bfloat16, enabled=autocast is not None):
+        if mode == "no_grad":
+            with torch.no_grad():
+                outs = tuple(fn(*args))
+        else:
             outs = tuple(fn(*args))
-    else:
-        outs = tuple(fn(*args))
     result = {
         "outputs": _snapshot(outs),
         "requires_grad": [bool(o.requires_grad) for o in outs],

@@ -17,6 +17,10 @@ from typing import Any
 MODES = ("no_grad", "grad", "double")
 """no_grad: inference; grad: outputs and input gradients; double: also the gradients of those gradients."""
 
+AUTOCAST_PLACES = ("", "outside", "inside")
+"""Where a program runs under ``torch.autocast("cpu", dtype=torch.bfloat16)``: not at all, around the
+compiled call (the caller's autocast), or as a block in the program's body (traced into the graph)."""
+
 FLOAT_NAMES = ("float16", "bfloat16", "float32", "float64")
 _FLOAT_DTYPE = re.compile(r"torch\.(float16|bfloat16|float32|half|float)\b")
 
@@ -67,7 +71,8 @@ class Stmt:
     `op` names the grammar rule (it is what signatures and the shrinker's bookkeeping count);
     `inplace` marks statements that mutate their first argument (they have effects beyond `out`);
     `may_raise` marks statements generated to raise in eager (an integer division by zero, an
-    out-of-range index), whose exceptions Kiln must reproduce.
+    out-of-range index), whose exceptions Kiln must reproduce. `autocast_off` puts the statement in
+    a ``torch.autocast("cpu", enabled=False)`` block (consecutive ones share a block).
     """
 
     out: str
@@ -76,6 +81,7 @@ class Stmt:
     args: tuple[str, ...]
     inplace: bool = False
     may_raise: bool = False
+    autocast_off: bool = False
 
     def expression(self) -> str:
         """The right-hand side with the argument names filled in."""
@@ -97,6 +103,7 @@ class Program:
     stmts: tuple[Stmt, ...]
     outputs: tuple[str, ...]
     notes: tuple[str, ...] = field(default=(), compare=False)
+    autocast: str = ""  # one of AUTOCAST_PLACES
 
     def ops(self) -> list[str]:
         """The grammar rules used, in order."""
@@ -110,6 +117,8 @@ class Program:
             names.update(m.replace("half", "float16") for m in re.findall(r"torch\.(float16|bfloat16|float32|float64|half)\b", stmt.template))
         if any(leaf.dtype not in FLOAT_NAMES for leaf in self.leaves):
             names.add("float32")
+        if self.autocast and names & {"float32", "float64"}:
+            names.add("bfloat16")
         return names
 
     def to_json(self) -> dict[str, Any]:
@@ -127,6 +136,7 @@ class Program:
             stmts=tuple(Stmt(**{**s, "args": tuple(s["args"])}) for s in data["stmts"]),
             outputs=tuple(data["outputs"]),
             notes=tuple(data.get("notes", ())),
+            autocast=data.get("autocast", ""),
         )
 
 
@@ -135,16 +145,27 @@ HARNESS_SOURCE = (Path(__file__).parent / "harness.py").read_text()
 
 def render_body(program: Program, ref: bool = False) -> str:
     """``make_inputs`` and ``program`` as source; `ref=True` turns every float dtype in the body into float64."""
-    lines = [f"MODE = {program.mode!r}", "", "", "def make_inputs(ref=False):"]
+    lines = [f"MODE = {program.mode!r}"]
+    if program.autocast == "outside":
+        lines.append("AUTOCAST = torch.bfloat16  # the caller's autocast, around the compiled call")
+    lines += ["", "", "def make_inputs(ref=False):"]
     for leaf in program.leaves:
         lines.append(f"    {leaf.name} = {leaf.render()}")
     leaves = ", ".join(leaf.name for leaf in program.leaves)
     args = ", ".join(p.render() for p in program.params)
     lines.append(f"    return [{leaves}], [{args}]")
     lines += ["", "", f"def program({', '.join(p.name for p in program.params)}):"]
+    indent = "    "
+    if program.autocast == "inside":
+        lines.append('    with torch.autocast("cpu", dtype=torch.bfloat16):')
+        indent = "        "
+    off = False
     for stmt in program.stmts:
+        if stmt.autocast_off and not off:
+            lines.append(f'{indent}with torch.autocast("cpu", enabled=False):')
+        off = stmt.autocast_off
         text = stmt.render()
-        lines.append(f"    {_FLOAT_DTYPE.sub('torch.float64', text) if ref else text}")
+        lines.append(f"{indent}{'    ' if off else ''}{_FLOAT_DTYPE.sub('torch.float64', text) if ref else text}")
     outputs = "".join(f"{name}, " for name in program.outputs)
     lines.append(f"    return ({outputs})")
     return "\n".join(lines) + "\n"
