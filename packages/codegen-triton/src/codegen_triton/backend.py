@@ -13,7 +13,7 @@ from codegen_triton.codegen.template import GeneratedKernel, write_kernel
 from codegen_triton.config import TritonConfig, interpreter_ready
 from codegen_triton.runtime.compile_pool import CompilePool, PrecompileJob, shared_compile_pool
 from codegen_triton.runtime.launcher import KernelSpec, TritonLauncher
-from inductor_ir.backend import KernelGroup, KernelSource
+from inductor_ir.backend import RANDOM_OPS, KernelGroup, KernelSource
 
 __all__ = ["RandomFallbackRequired", "TritonBackend", "TritonKernelCall"]
 
@@ -60,6 +60,15 @@ class TritonBackend:
         self._calls: dict[tuple[object, ...], TritonKernelCall] = {}
         self.compile_pool: CompilePool | None = None
         self._pool_checked = False
+
+    @property
+    def eager_ops(self) -> frozenset[Any]:
+        """ATen ops that inductor_ir runs as ATen calls for this backend instead of lowering them.
+
+        Under `fallback_random`: every random op, so random numbers come from torch's generator in
+        eager's order and match eager bit for bit (as `CppBackend` does).
+        """
+        return RANDOM_OPS if self.config.fallback_random else frozenset()
 
     def can_fuse_vertical(self, producer: KernelGroup, consumer: KernelGroup) -> bool:
         """Every fusion the IR allows is fine for Triton."""
