@@ -419,13 +419,22 @@ def _explained_functionalization_failure(error: RuntimeError, gm: torch.fx.Graph
     its own assertion): say so."""
     if "FunctionalTensorWrapper" not in str(error) and "with two bool tensors" not in str(error):
         return error
-    for node in gm.graph.nodes:
-        value = node.meta.get("val")
-        if node.target is aten.expand.default and isinstance(value, torch.Tensor) and value.dtype in _SUMS_PROMOTE:
-            return TracingError(
-                f"an in-place write through an `expand`ed {value.dtype} tensor (or a write into an expanded "
-                f"{value.dtype} input), which torch's functionalization cannot express for this dtype; "
-                "write into a `clone()` of the expanded tensor, or use int64",
-                location_from_stack_trace(node.meta.get("stack_trace")),
-            )
-    return error
+    expands = [
+        node for node in gm.graph.nodes
+        if node.target is aten.expand.default and getattr(node.meta.get("val"), "dtype", None) in _SUMS_PROMOTE
+    ]
+    if not expands:
+        return error
+    dtype = expands[0].meta["val"].dtype
+    # The user's line: that of an in-place op of that dtype, else of the expand.
+    writes = [
+        node for node in gm.graph.nodes
+        if isinstance(node.target, torch._ops.OpOverload) and node.target._schema.is_mutable
+        and getattr(node.meta.get("val"), "dtype", None) == dtype and node.meta.get("stack_trace")
+    ]
+    return TracingError(
+        f"an in-place write through an `expand`ed {dtype} tensor (or into an expanded {dtype} input), "
+        "which torch's functionalization cannot express for this dtype; write into a `clone()` of the "
+        "expanded tensor, or use int64",
+        location_from_stack_trace((writes or expands)[0].meta.get("stack_trace")),
+    )
