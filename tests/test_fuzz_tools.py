@@ -6,6 +6,7 @@ Compiler-free and fast: the "compiler" in the shrinker tests is a fake that is w
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from collections import Counter
 from pathlib import Path
@@ -72,6 +73,30 @@ def test_grammar_covers_the_ground(programs: list[Program]) -> None:
     assert {p.mode for p in programs} == {"no_grad", "grad", "double"}
     assert any(p.view != "{0}" for program in programs for p in program.params)
     assert any(s.inplace for p in programs for s in p.stmts)
+
+
+def test_autocast_programs_render_blocks_and_run() -> None:
+    """Programs under autocast: the caller's or a block, with disabled runs; eager runs them, a
+    matmul is bfloat16 where autocast applies and float32 inside an enabled=False block."""
+    config = GenConfig(autocast_weight=1.0, rules=("matmul", "unary"), max_stmts=4)
+    places = set()
+    for seed in range(12):
+        program = generate(seed, config)
+        places.add(program.autocast)
+        source = render(program)
+        assert (program.autocast == "outside") == ("AUTOCAST = torch.bfloat16" in source)
+        assert (program.autocast == "inside") == ('with torch.autocast("cpu", dtype=torch.bfloat16):' in source)
+        assert any(s.autocast_off for s in program.stmts) == ('torch.autocast("cpu", enabled=False)' in source)
+        assert Program.from_json(program.to_json()) == program
+        error = check_eager(program)
+        assert error is None or any(s.may_raise for s in program.stmts), (seed, error)
+    assert places == {"outside", "inside"}
+    matmul = Stmt("t1", "matmul", "{0} @ {0}", ("a0",))
+    for off, dtype in ((False, torch.bfloat16), (True, torch.float32)):
+        program = _program([dataclasses.replace(matmul, autocast_off=off)], dtype="float32", shape=(4, 4))
+        program = dataclasses.replace(program, autocast="inside")
+        assert run_eager(program).result["outputs"][0].dtype == dtype
+    assert precision_floor(program) == torch.bfloat16
 
 
 def test_a_rule_subset_limits_the_grammar() -> None:
