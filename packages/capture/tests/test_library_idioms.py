@@ -303,3 +303,45 @@ def test_function_marked_constant_is_called_once_at_trace_time() -> None:
         torch.testing.assert_close(compiled(x), f(x))
     assert backend.count == 1 and not breaks
     assert calls == ["kiln_no_such_kernel_package", "torch"]
+
+
+def test_sizes_in_tuples_with_symbolic_sizes() -> None:
+    def f(x: torch.Tensor) -> torch.Tensor:
+        if 0 in x.shape or 7 in x.shape[1:]:
+            return x.new_zeros(1)
+        return x.view(x.shape[:1] + (2,) + x.shape[1:-1] + (x.shape[-1] // 2,)).sum(1)
+
+    compiled, backend, breaks = _compile(f, dynamic=True)
+    for cols in (4, 8, 12):
+        (x,) = _inputs(cols, (3, 5, cols))
+        torch.testing.assert_close(compiled(x), f(x))
+    assert backend.count == 1 and not breaks
+
+
+def test_a_torch_size_argument_is_a_constant() -> None:
+    def f(x: torch.Tensor, shape: torch.Size) -> torch.Tensor:
+        rows, cols = shape[:2]
+        return x.view(rows, cols, -1).sum(-1) * len(shape)
+
+    compiled, backend, breaks = _compile(f)
+    for seed, shape in ((0, torch.Size([2, 3, 4])), (1, torch.Size([2, 3, 4])), (2, torch.Size([3, 2, 4]))):
+        (x,) = _inputs(seed, (24,))
+        torch.testing.assert_close(compiled(x, shape), f(x, shape))
+    assert backend.count == 2 and not breaks  # the Size is guarded by value
+
+
+def test_slice_builtin_over_symbolic_sizes() -> None:
+    def f(x: torch.Tensor) -> torch.Tensor:
+        n = x.shape[1] - 2
+        parts = []
+        for i in range(3):
+            indices = [slice(0, None)] * x.ndim
+            indices[1] = slice(i, i + n)
+            parts.append(x[tuple(indices)])
+        return torch.cat(parts, dim=-1)
+
+    compiled, backend, breaks = _compile(f, dynamic=True)
+    for cols in (6, 9):
+        (x,) = _inputs(cols, (2, cols, 3))
+        torch.testing.assert_close(compiled(x), f(x))
+    assert backend.count == 1 and not breaks

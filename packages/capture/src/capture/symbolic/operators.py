@@ -82,6 +82,8 @@ def _sequence_operator(tx: InstructionTranslator, fn: Any, args: list[VariableTr
             return result
     if len(args) == 2:
         left, right = args
+        if binary is operator.add:  # `x.shape[:1] + (heads,) + x.shape[1:]`: a constant tuple or Size, as items
+            left, right = _constant_sequence(left), _constant_sequence(right)
         if binary is operator.add and _tuple_like(left) and _tuple_like(right):
             # torch.Size + tuple and tuple + torch.Size are a torch.Size (as in eager)
             items = left.items + right.items  # type: ignore[attr-defined]
@@ -100,6 +102,14 @@ def _sequence_operator(tx: InstructionTranslator, fn: Any, args: list[VariableTr
             same = _structurally_equal(tx, left, right)
             return ConstantVariable(same if fn is operator.eq else not same)
     raise Unsupported(f"operator {fn.__name__} on {', '.join(type(a).__name__ for a in args)}")
+
+
+def _constant_sequence(value: VariableTracker) -> VariableTracker:
+    """A constant tuple or torch.Size as a tuple tracker of its items (other values unchanged)."""
+    if isinstance(value, ConstantVariable) and type(value.value) in (tuple, torch.Size):
+        items: list[VariableTracker] = [ConstantVariable(item) for item in value.value]
+        return SizeVariable(items) if type(value.value) is torch.Size else TupleVariable(items)
+    return value
 
 
 def _tuple_like(value: VariableTracker) -> bool:
@@ -185,4 +195,10 @@ def _contains(tx: InstructionTranslator, container: VariableTracker, item: Varia
     if isinstance(container, (TupleVariable, ListVariable)) and item.is_constant() and \
             all(i.is_constant() for i in container.items):
         return ConstantVariable(item.as_constant() in [i.as_constant() for i in container.items])
+    container = _constant_sequence(container)
+    numbers = (ConstantVariable, SymNodeVariable)
+    if isinstance(container, (TupleVariable, ListVariable)) and isinstance(item, numbers) and \
+            all(isinstance(i, numbers) for i in container.items):
+        # `0 in x.shape` with symbolic sizes: compared item by item as Python does, each comparison guarded.
+        return ConstantVariable(any(_structurally_equal(tx, i, item) for i in container.items))
     raise Unsupported("`in` over traced values")

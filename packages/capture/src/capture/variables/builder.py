@@ -50,7 +50,7 @@ def wrap_existing(output: OutputGraph, value: Any, source: Source | None) -> Var
                        f"{source.expr()}.training is {value.training}")
         output.keepalive.append(value)
         return NNModuleVariable(value, source)
-    if is_constant_value(value) and not isinstance(value, (tuple, frozenset)):
+    if is_constant_value(value) and (not isinstance(value, (tuple, frozenset)) or type(value) is torch.Size):
         if guards is not None and source is not None:
             guards.equals(source, value)
         return ConstantVariable(value, source)

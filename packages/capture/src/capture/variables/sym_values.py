@@ -133,6 +133,8 @@ def call_builtin(tx: InstructionTranslator, fn: Any, args: list[VariableTracker]
         return args[0] if isinstance(value, torch.SymInt) else record(tx.output, torch.sym_int, args)
     if simple and fn is builtins.bool and len(args) == 1:
         return ConstantVariable(args[0].truth(tx))
+    if simple and fn is builtins.slice and 1 <= len(args) <= 3:
+        return SymSliceVariable(list(args))  # `slice(i, i + n)` for indexing a tensor along a dynamic dim
     traced = _SYM_BUILTINS.get(fn)
     if simple and traced is not None and (len(args) == 2 or fn in (builtins.abs, builtins.float)):
         return record(tx.output, traced, args)
