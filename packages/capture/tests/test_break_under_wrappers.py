@@ -418,3 +418,19 @@ def comprehension_in_try(x):
 def test_break_below_comprehension_in_try_block() -> None:
     torch.manual_seed(0)
     run_checked(comprehension_in_try, torch.randn(4))
+
+
+STORED = None
+
+
+def stores_a_closure_then_breaks_below(x):
+    global STORED
+    STORED = lambda v: v + 1  # noqa: E731  # a closure made in the region, stored to a global: not rebuildable
+    return callee(x) * 2
+
+
+def test_caller_whose_state_cannot_be_rebuilt_still_captures_callee() -> None:
+    torch.manual_seed(0)
+    backend, _ = run_checked(stores_a_closure_then_breaks_below, torch.randn(4))
+    assert graph_ops(backend) == [["sin", operator.mul], ["cos"]]
+    assert STORED is not None and STORED(1) == 2

@@ -84,13 +84,16 @@ def compile_frame(frame: Frame, ctx: CaptureContext) -> CompiledFrame:
         if ctx.config.verbose:
             log.info("graph break in %s: %s", frame.code.co_name, reason)
         why_not = _cannot_resume(frame.code, first.index, first.open_grad_blocks) if first.resumable else first.reason
+        # A break below a call of this frame: if the frame runs eagerly, it still captures that call's callee.
+        call_site = (first.index, first.null_below) if len(first.user_stack) > 1 else None
         if why_not is not None:
-            # A break below a call of this frame: the eager run still captures that call's callee.
-            call_site = (first.index, first.null_below) if len(first.user_stack) > 1 else None
             raise CannotResume(f"{why_not}; running {frame.code.co_name} eagerly", call_site) from None
         output, result, tx = trace_frame(frame, ctx, BreakPoint(first.index, first.visit))
         assert isinstance(result, StoppedAt)
-        compiled = build_entry(frame, ctx, output, result, tx, started)
+        try:
+            compiled = build_entry(frame, ctx, output, result, tx, started)
+        except CannotResume as error:
+            raise CannotResume(str(error), call_site) from None
         compiled.break_reason = reason
         return compiled
     assert not isinstance(result, StoppedAt)
