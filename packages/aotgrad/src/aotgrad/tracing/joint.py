@@ -72,7 +72,7 @@ def _as_primals(inputs: Sequence[Any], grad_mask: Sequence[bool]) -> list[Any]:
 
 class ReplayInterpreter(torch.fx.Interpreter):
     """Runs the functional forward with each `view` replayed as a `reshape`, and the ops of
-    `REPLAY_OVERRIDES` (functionalization's `copy`) with the derivative eager's in-place op has.
+    `REPLAY_OVERRIDES` (functionalization's `copy`, `prod`) with the derivative eager's op has.
 
     The forward's views were recorded for the strides its ops had undecomposed; decomposed below
     autograd they may differ, so each view re-decides view-or-copy (where a view is possible,
