@@ -19,6 +19,9 @@ from capture.variables.base import class_attribute
 F = TypeVar("F", bound=Callable[..., Any])
 
 
+_functorch_transforms_active = torch._C._are_functorch_transforms_active
+
+
 class CapturedFunction:
     """A Python function whose calls go through capture's code cache."""
 
@@ -33,6 +36,11 @@ class CapturedFunction:
         functools.update_wrapper(self, fn)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if _functorch_transforms_active():
+            # Under torch.func (vmap, grad, jacrev...) the arguments are functorch's wrapper tensors:
+            # no fake tensor describes them, and compiled kernels cannot read their memory. The
+            # transform sees the original function run, as eager.
+            return self._kiln_original(*args, **kwargs)
         ctx = self._ctx
         if not kwargs and len(args) == self._simple_arity and self._generation == ctx.cache.generation:
             fn = self._kiln_original
