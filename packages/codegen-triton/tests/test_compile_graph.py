@@ -183,8 +183,17 @@ def test_random_numbers_in_kernel(cpu_backend: TritonBackend) -> None:
     torch.testing.assert_close(out[kept], x[kept] * 2)
     assert 0.4 < float(kept.float().mean()) < 0.6
     strict = TritonBackend("cpu", cpu_backend.config.replace(fallback_random=True))
+    # Under fallback_random the random op runs as an ATen call (eager's numbers); a kernel that
+    # still drew random numbers would be refused.
+    exact = inductor_ir.compile_graph(gm, [x], backends={"cpu": strict})
+    assert not any("tl.rand(" in source.source for source in exact.sources)
+    torch.manual_seed(3)
+    got = exact(x)
+    torch.manual_seed(3)
+    assert torch.equal(got, fn(x))
+    drawing = next(source for source in compiled.sources if "tl.rand(" in source.source)
     with pytest.raises(NotImplementedError, match="fallback_random"):
-        inductor_ir.compile_graph(gm, [x], backends={"cpu": strict})
+        strict.generate(drawing.group)
 
 
 def test_long_reductions_to_few_outputs_are_split(cpu_backend: TritonBackend) -> None:
