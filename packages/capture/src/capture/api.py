@@ -8,6 +8,8 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 import torch
+from torch.overrides import _get_current_function_mode_stack
+from torch.utils._device import DeviceContext
 
 from capture.cache import DEFAULT_CACHE, FROZEN, CaptureContext, CompilerFn
 from capture.config import CaptureConfig, config
@@ -20,6 +22,14 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 _functorch_transforms_active = torch._C._are_functorch_transforms_active
+_dispatch_modes = torch._C._len_torch_dispatch_stack
+_function_modes = torch._C._len_torch_function_stack
+
+
+def _user_function_modes() -> bool:
+    """Whether a TorchFunctionMode other than `with torch.device(...)` is active (capture reads the
+    default device itself)."""
+    return any(not isinstance(mode, DeviceContext) for mode in _get_current_function_mode_stack())
 
 
 class CapturedFunction:
@@ -36,10 +46,11 @@ class CapturedFunction:
         functools.update_wrapper(self, fn)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        if _functorch_transforms_active():
+        if _functorch_transforms_active() or _dispatch_modes() or (_function_modes() and _user_function_modes()):
             # Under torch.func (vmap, grad, jacrev...) the arguments are functorch's wrapper tensors:
-            # no fake tensor describes them, and compiled kernels cannot read their memory. The
-            # transform sees the original function run, as eager.
+            # no fake tensor describes them, and compiled kernels cannot read their memory. A user's
+            # TorchFunctionMode or TorchDispatchMode sees (and may change) every op, which compiled
+            # kernels never show it. In all these the original function runs, as in eager.
             return self._kiln_original(*args, **kwargs)
         ctx = self._ctx
         if not kwargs and len(args) == self._simple_arity and self._generation == ctx.cache.generation:
