@@ -26,6 +26,7 @@ Python 3.11 only (3.12 encodes the method bit inside ``LOAD_ATTR``); elsewhere t
 
 from __future__ import annotations
 
+import functools
 import sys
 import types
 from collections.abc import Callable
@@ -125,6 +126,4 @@ def _pack_and_call(helper: Any, packed: int, where: Any) -> list[Instr]:
 
 
 def _bind(helper: Callable[..., Any], wrap: Wrap) -> Any:
-    import functools
-
     return functools.partial(helper, wrap)
