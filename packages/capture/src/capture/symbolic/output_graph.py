@@ -131,7 +131,6 @@ class OutputGraph:
         self._modules: dict[int, str] = {}
         self._wrapped: dict[tuple[int, str], VariableTracker] = {}
         self._by_id: dict[int, VariableTracker] = {}
-        self.current_location: Any = None
         self.keepalive: list[Any] = []
 
     # -- where the trace is -------------------------------------------------------------------
@@ -140,6 +139,17 @@ class OutputGraph:
         if self.location_override is not None:
             return self.location_override
         return self.active_tx.location() if self.active_tx is not None else None
+
+    def stack_trace(self) -> str:
+        """The user's frames at the instruction being traced, outermost first, in a traceback's
+        format (``File "m.py", line 3, in forward`` and the line): FX's ``node.meta["stack_trace"]``,
+        which aotgrad and inductor_ir read to name the user's line in their errors."""
+        if self.location_override is not None:
+            return f"  {self.location_override}\n"
+        tx = self.active_tx
+        if tx is None:
+            return ""
+        return "".join(f"  {frame}\n" for frame in tx.user_stack())
 
     def note_shape_guards(self, tx: Any) -> None:
         """Attribute ShapeEnv guards added by the instruction `tx` just ran to its line."""
@@ -315,8 +325,9 @@ class OutputGraph:
         if _has_numpy_scalar([fake_args, fake_kwargs]):
             node_kwargs = self._numpy_scalar_arguments(kind, target, fake_args, fake_kwargs, result, node_kwargs)
         node = self.graph.create_node(kind, target, tuple(node_args), node_kwargs)
-        if self.current_location is not None:
-            node.meta["stack_trace"] = self.current_location
+        stack_trace = self.stack_trace()
+        if stack_trace:
+            node.meta["stack_trace"] = stack_trace
         return self._wrap_result(node, result)
 
     def _numpy_scalar_arguments(self, kind: str, target: Any, fake_args: Any, fake_kwargs: Any, result: Any,
