@@ -125,3 +125,36 @@ def test_function_returning_a_tuple_between_compiled_parts() -> None:
     seed = torch.randn_like(ref)
     tensors = [x_value, *gm.parameters()]
     assert_close_grads(list(torch.autograd.grad(out, tensors, seed)), list(torch.autograd.grad(ref, tensors, seed)))
+
+
+def test_split_of_a_graph_with_symbolic_example_values() -> None:
+    """A captured graph at a dynamic size: the input's example value has a size symbol whose first
+    binding is a `size()` call in the first part (no SymInt placeholder), as capture records it.
+    Splitting must not make that part depend on itself ("cycle exists between partitions")."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.experimental.symbolic_shapes import DimDynamic, ShapeEnv, StatelessSymbolicContext
+
+    root = torch.nn.Module()
+    root.lin = torch.nn.Linear(6, 6)
+    graph = torch.fx.Graph()
+    x = graph.placeholder("x")
+    rows = graph.call_method("size", (x, 0))
+    y = graph.call_function(torch.sin, (graph.call_module("lin", (x,)),))
+    z = graph.call_function(scale_apply, (y,))
+    graph.output(graph.call_method("reshape", (graph.call_function(torch.cos, (z,)), rows, 2, 3)))
+    gm = torch.fx.GraphModule(root, graph)
+    fake_mode = FakeTensorMode(shape_env=ShapeEnv())
+    context = StatelessSymbolicContext(dynamic_sizes=[DimDynamic.DYNAMIC, DimDynamic.STATIC])
+    fake_x = fake_mode.from_tensor(torch.randn(5, 6), symbolic_context=context)
+    x.meta["example_value"] = fake_x
+    rows.meta["example_value"] = fake_x.size(0)
+    torch.manual_seed(0)
+    for n in (5, 7):
+        x_value = torch.randn(n, 6, requires_grad=True)
+        compiled = aotgrad.aot_graph(gm, [x_value], fw_compiler=aotgrad.eager_compiler, config=strict())
+        out, ref = compiled(x_value), gm(x_value)
+        torch.testing.assert_close(out, ref)
+        seed = torch.randn_like(ref)
+        tensors = [x_value, *gm.parameters()]
+        assert_close_grads(list(torch.autograd.grad(out, tensors, seed)), list(torch.autograd.grad(ref, tensors, seed)))
+    assert "example_value" in next(iter(gm.graph.nodes)).meta  # the caller's graph keeps its meta

@@ -11,8 +11,9 @@ exactly as in eager.
 
 from __future__ import annotations
 
+import contextlib
 import operator
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
@@ -54,6 +55,40 @@ def _unpacks_opaque_result(node: torch.fx.Node, part_of: dict[torch.fx.Node, int
     return isinstance(source, torch.fx.Node) and part_of.get(source) in opaque_parts
 
 
+_HIDDEN = "aotgrad_hidden_example_value"
+
+
+@contextlib.contextmanager
+def _example_values_hidden(gm: torch.fx.GraphModule) -> Iterator[None]:
+    """Hide the nodes' ``example_value`` meta from `split_module` (kept under another key).
+
+    With example values, `split_module` threads every size symbol from the node that first binds
+    it into each part that uses a tensor of that size. A captured graph has no SymInt
+    placeholders, so the first binding is a `size()` call inside some part, and an input used
+    before it (in that part or an earlier one) makes that part depend on itself or on a later
+    one: "cycle exists between partitions" on the first dynamic-shape call. The parts do not need
+    the symbols: each is compiled on its own first call, from real inputs, and sizes that cross
+    parts as values are ordinary cross-part uses.
+    """
+    stashed = [node for node in gm.graph.nodes if "example_value" in node.meta]
+    for node in stashed:
+        node.meta[_HIDDEN] = node.meta.pop("example_value")
+    try:
+        yield
+    finally:
+        for node in stashed:
+            node.meta["example_value"] = node.meta.pop(_HIDDEN)
+
+
+def _restore_example_values(split: torch.fx.GraphModule) -> None:
+    """Put the example values back on the split graph's and its parts' nodes (their meta are copies)."""
+    for module in split.modules():
+        if isinstance(module, torch.fx.GraphModule):
+            for node in module.graph.nodes:
+                if _HIDDEN in node.meta:
+                    node.meta["example_value"] = node.meta.pop(_HIDDEN)
+
+
 class CompiledPart(torch.nn.Module):
     """A part of a split graph behind its compiled callable (the part's parameters stay shared)."""
 
@@ -92,7 +127,9 @@ def split_at_opaque_nodes(gm: torch.fx.GraphModule, compile_part: PartCompiler) 
             part_of[node] = part
     if not opaque_parts:
         return None
-    split = split_module(gm, gm, lambda node: part_of[node], keep_original_order=True)
+    with _example_values_hidden(gm):
+        split = split_module(gm, gm, lambda node: part_of[node], keep_original_order=True)
+    _restore_example_values(split)
     for name, child in list(split.named_children()):
         index = int(name.removeprefix("submod_"))
         if index not in opaque_parts and isinstance(child, torch.fx.GraphModule):
