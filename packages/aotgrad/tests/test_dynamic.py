@@ -200,3 +200,30 @@ def test_sizes_specialized_by_a_guard_key_the_region_by_value() -> None:
         ):
             torch.testing.assert_close(got, want)
     assert len(forward.graphs) == len(backward.graphs) == 1, "the real inputs compiled the region again"
+
+
+class PadAndNarrow(nn.Module):
+    """Pads the sequence to a multiple of 4 (a window size, as Swin does) and narrows it by symbolic amounts."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(8, 8)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        padded = F.pad(self.lin(x), (0, 0, 0, (-x.shape[1]) % 4))  # constant_pad_nd with a symbolic pad
+        inner = padded.narrow(1, 1, x.shape[1] - 1)  # narrow -> slice of a view with symbolic sizes
+        return inner.tanh() * padded.shape[1]
+
+
+@pytest.mark.parametrize("train", [False, True])
+def test_composite_ops_with_symbolic_arguments(train: bool) -> None:
+    """`constant_pad_nd` and `narrow` reach C++ composite kernels that refuse symbolic sizes ("SymIntArrayRef
+    expected to contain only concrete integers", "Cannot call storage_offset() on tensor with symbolic
+    sizes/strides"); traced with symbolic sizes they must take their symbolic-aware kernels."""
+    torch.manual_seed(0)
+    model = PadAndNarrow()
+    with torch.enable_grad() if train else torch.no_grad():
+        compiled, forward, backward = _compile(model, [torch.randn(2, 9, 8, requires_grad=train)], [{1}])
+        for n in SIZES:
+            _check(compiled, model, [torch.randn(2, n, 8, requires_grad=train)], train=train)
+    assert len(forward.graphs) == 1

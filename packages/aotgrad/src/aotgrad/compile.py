@@ -95,6 +95,23 @@ def _onednn_disabled() -> Iterator[None]:
         torch._C._set_mkldnn_enabled(enabled)
 
 
+def _python_dispatcher_if_symbolic(fakes: Sequence[Any]) -> contextlib.AbstractContextManager[Any]:
+    """The Python dispatcher while tracing inputs with symbolic sizes (a no-op context otherwise).
+
+    Some composite ATen kernels (`constant_pad_nd`, `narrow` -> `slice`) take concrete sizes or
+    read a storage offset in C++; with symbolic sizes they fail ("SymIntArrayRef expected to
+    contain only concrete integers", "Cannot call storage_offset() on tensor with symbolic
+    sizes/strides"). The Python dispatcher routes them to their symbolic-aware Python kernels.
+    """
+    from torch._dispatch.python import enable_python_dispatcher
+
+    def symbolic(value: Any) -> bool:
+        return isinstance(value, torch.Tensor) and any(
+            not isinstance(d, int) for d in (*value.shape, *value.stride(), value.storage_offset()))
+
+    return enable_python_dispatcher() if any(symbolic(x) for x in fakes) else contextlib.nullcontext()
+
+
 def trace_region(
     fn: Callable[..., Any],
     flat_inputs: Sequence[Any],
@@ -105,7 +122,7 @@ def trace_region(
     fake_mode, fakes = fake_inputs_for(flat_inputs)
     # With oneDNN off, decompositions pick portable ATen ops over oneDNN kernels whose workspace
     # outputs fake tensors cannot describe (the recurrent layers); the graph's ops still use oneDNN.
-    with fake_mode, _onednn_disabled():
+    with fake_mode, _onednn_disabled(), _python_dispatcher_if_symbolic(fakes):
         fn, fakes, distinct = _through_distinct_elements(fn, fakes, grad_mask)
         needed_grad = [isinstance(x, torch.Tensor) and x.requires_grad for x in fakes]
         forward = trace_functional(fn, fakes, decompositions, training=grad_mask is not None)
