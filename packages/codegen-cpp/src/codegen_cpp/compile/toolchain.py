@@ -23,7 +23,9 @@ from codegen_cpp.errors import CppCompilerNotFoundError
 __all__ = ["Toolchain", "cpu_features", "find_toolchain", "raise_if_interrupted"]
 
 RUNTIME_DIR = Path(__file__).resolve().parent.parent / "runtime"
-BASE_FLAGS = ("-std=c++17", "-O3", "-fno-math-errno", "-fno-trapping-math", "-fPIC", "-shared", "-w")
+# -fwrapv: int32/int64 arithmetic wraps as eager's does; signed overflow is otherwise undefined and
+# g++ folds `(x + x) != 0` to `x != 0`, so a sum that wraps to 0 read as true.
+BASE_FLAGS = ("-std=c++17", "-O3", "-fwrapv", "-fno-math-errno", "-fno-trapping-math", "-fPIC", "-shared", "-w")
 _PROBE_SOURCE = """
 #include <cmath>
 #ifdef _OPENMP
@@ -164,7 +166,9 @@ def _probe(
     version = _version_of(compiler)
     if version is None:
         return None
-    record = _probe_record(cache_dir, compiler, version, (march_native, openmp, extra, str(RUNTIME_DIR)))
+    # BASE_FLAGS are part of the key: a record saved under other base flags would keep them.
+    request = (march_native, openmp, extra, str(RUNTIME_DIR), BASE_FLAGS)
+    record = _probe_record(cache_dir, compiler, version, request)
     try:
         saved = json.loads(record.read_text())
         return Toolchain(

@@ -351,10 +351,22 @@ inline i64x floordiv(i64x a, i64x b) { return map2(a, b, [](int64_t x, int64_t y
 inline i32x floordiv(i32x a, i32x b) { return map2(a, b, [](int32_t x, int32_t y) { return floordiv(x, y); }); }
 inline i64x floormod(i64x a, i64x b) { return map2(a, b, [](int64_t x, int64_t y) { return floormod(x, y); }); }
 inline i32x floormod(i32x a, i32x b) { return map2(a, b, [](int32_t x, int32_t y) { return floormod(x, y); }); }
-inline float floordiv(float a, float b) { return std::floor(a / b); }
-inline double floordiv(double a, double b) { return std::floor(a / b); }
-inline f32x floordiv(f32x a, f32x b) { return floor(a / b); }
-inline f64x floordiv(f64x a, f64x b) { return floor(a / b); }
+// Float floor division as eager computes it: from the exact fmod, not floor(a / b), which differs
+// where a / b rounds or overflows (inf // 100 is nan, -1 // inf is -1, 1e300 // -1e-300 is -inf).
+template <class F>
+inline F floordiv_float(F a, F b) {
+  if (b == 0) return a / b;
+  F mod = std::fmod(a, b);
+  F div = (a - mod) / b;
+  if (mod != 0 && ((b < 0) != (mod < 0))) div -= F(1);
+  if (div == 0) return std::copysign(F(0), a / b);
+  F floored = std::floor(div);
+  return div - floored > F(0.5) ? floored + F(1) : floored;
+}
+inline float floordiv(float a, float b) { return floordiv_float(a, b); }
+inline double floordiv(double a, double b) { return floordiv_float(a, b); }
+inline f32x floordiv(f32x a, f32x b) { return map2(a, b, [](float x, float y) { return floordiv_float(x, y); }); }
+inline f64x floordiv(f64x a, f64x b) { return map2(a, b, [](double x, double y) { return floordiv_float(x, y); }); }
 inline float floormod(float a, float b) {
   float r = std::fmod(a, b);
   return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
@@ -407,8 +419,9 @@ inline maskx signbit(f32x x) { i32x b; std::memcpy(&b, &x, sizeof b); return b <
 inline maskx signbit(f64x x) { i64x b; std::memcpy(&b, &x, sizeof b); return __builtin_convertvector(b < 0, maskx); }
 inline maskx signbit(i32x x) { return x < 0; }
 inline maskx signbit(i64x x) { return __builtin_convertvector(x < 0, maskx); }
-inline f32x sign(f32x x) { return where(x > 0.0f, splat<f32x>(1), where(x < 0.0f, splat<f32x>(-1), x * 0.0f)); }
-inline f64x sign(f64x x) { return where(gt(x, splat<f64x>(0)), splat<f64x>(1), where(lt(x, splat<f64x>(0)), splat<f64x>(-1), x * 0.0)); }
+// NaN and -0.0 give +0, as eager (and the scalar sign above): `x * 0` kept NaN and -0.0.
+inline f32x sign(f32x x) { return where(x > 0.0f, splat<f32x>(1), where(x < 0.0f, splat<f32x>(-1), splat<f32x>(0))); }
+inline f64x sign(f64x x) { return where(gt(x, splat<f64x>(0)), splat<f64x>(1), where(lt(x, splat<f64x>(0)), splat<f64x>(-1), splat<f64x>(0))); }
 
 }  // namespace kiln
 
