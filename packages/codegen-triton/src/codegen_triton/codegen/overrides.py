@@ -73,11 +73,24 @@ class TritonMathOps:
     def floordiv(self, a: V, b: V) -> V:
         """a // b toward negative infinity (Triton's integer `//` truncates, so it is corrected)."""
         if is_float(a.dtype):
-            return self._binary("tl.floor({a} / {b})", a, b)
+            return self._float_floordiv(a, b)
         quotient = self._binary("{a} // {b}", a, b)
         fix = "(({a} % {b}) != 0) & (({a} < 0) != ({b} < 0))"
         correction = self._binary(fix, a, b, torch.bool)
         return self.emit(f"{quotient} - {correction}.to({triton_type(a.dtype)})", a.dtype, a.axes | b.axes)
+
+    def _float_floordiv(self, a: V, b: V) -> V:
+        """Float a // b as eager computes it, from the exact fmod rather than floor(a / b), which
+        differs where the quotient rounds or overflows (inf // 100 is nan, -1 // inf is -1)."""
+        mod = self._binary("libdevice.fmod({a}, {b})", a, b)
+        div = self._binary(f"({{a}} - {mod.name}) / {{b}}", a, b)
+        fix = f"({mod.name} != 0) & (({{b}} < 0) != ({mod.name} < 0))"
+        div = self._binary(f"tl.where({fix}, {div.name} - 1, {div.name})", a, b)
+        floored = self.emit(f"tl.floor({div.name})", a.dtype, div.axes)
+        rounded = f"tl.where({div.name} - {floored.name} > 0.5, {floored.name} + 1, {floored.name})"
+        zero = self._binary("({a} / {b}) * 0.0", a, b)  # a zero with the sign of a / b
+        nonzero = f"tl.where({div.name} == 0, {zero.name}, {rounded})"
+        return self._binary(f"tl.where({{b}} == 0, {{a}} / {{b}}, {nonzero})", a, b)
 
     def truncdiv(self, a: V, b: V) -> V:
         """a / b toward zero."""
@@ -143,14 +156,11 @@ class TritonMathOps:
         return self._unary("1.0 / {x}", x)
 
     def sign(self, x: V) -> V:
-        """-1, 0 or 1 in x's dtype (NaN stays NaN)."""
+        """-1, 0 or 1 in x's dtype; NaN gives 0, as eager's CPU kernel (`(0 < x) - (x < 0)`)."""
         ty = triton_type(compute_dtype(x.dtype))
         if x.dtype == torch.bool:
             return x
-        expr = f"(0 < {x.name}).to({ty}) - ({x.name} < 0).to({ty})"
-        if is_float(x.dtype):
-            expr = f"tl.where({x.name} != {x.name}, {x.name}, {expr})"
-        return self.emit(expr, x.dtype, x.axes)
+        return self.emit(f"(0 < {x.name}).to({ty}) - ({x.name} < 0).to({ty})", x.dtype, x.axes)
 
     # -- math ---------------------------------------------------------------------------------
     def exp(self, x: V) -> V:
