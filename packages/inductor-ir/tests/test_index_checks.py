@@ -29,6 +29,16 @@ _CASES: list[tuple[str, Callable[[torch.Tensor, torch.Tensor], Any], torch.Tenso
      [torch.tensor([6, 2]), torch.tensor([-7, 2])]),
     ("index_add", lambda x, i: torch.index_add(x, 0, i, torch.ones(2, 5)), torch.tensor([5, 2]),
      [torch.tensor([6, 2]), torch.tensor([-1, 2])]),
+    # Eager's kernels differ: index_select along dim 1 and index_add with an int64 index and alpha 1
+    # on 2+ dims raise RuntimeError, the other forms IndexError.
+    ("index_select_dim1", lambda x, i: torch.index_select(x, 1, i), torch.tensor([4, 1]), [torch.tensor([5, 1]), torch.tensor([-2, 1])]),
+    ("index_select_1d", lambda x, i: torch.index_select(x[0], 0, i), torch.tensor([4, 1]), [torch.tensor([5, 1]), torch.tensor([-2, 1])]),
+    ("index_add_alpha", lambda x, i: torch.index_add(x, 0, i, torch.ones(2, 5), alpha=2), torch.tensor([5, 2]),
+     [torch.tensor([6, 2]), torch.tensor([-1, 2])]),
+    ("index_add_int32", lambda x, i: torch.index_add(x, 1, i.int(), torch.ones(6, 2)), torch.tensor([4, 2]),
+     [torch.tensor([5, 2]), torch.tensor([-1, 2])]),
+    ("index_add_1d", lambda x, i: torch.index_add(x[0], 0, i, torch.ones(2)), torch.tensor([4, 2]),
+     [torch.tensor([5, 2]), torch.tensor([-1, 2])]),
 ]  # fmt: skip
 
 

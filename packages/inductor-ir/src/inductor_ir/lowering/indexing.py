@@ -194,7 +194,9 @@ def index_select(ctx: LoweringContext, x: IRNode, dim: int, index: IRNode) -> Po
     idx_scalar = len(index.get_size()) == 0
     out = list(size)
     out[dim] = sympy.Integer(1) if idx_scalar else index.get_size()[0]
-    check = ctx.index_check("IndexError", dim)
+    # Eager's CPU kernel for dim 1 (of 2 or more) raises RuntimeError ("INDICES element is out of
+    # DATA bounds"); every other dim raises IndexError.
+    check = ctx.index_check("RuntimeError" if dim == 1 else "IndexError", dim)
 
     def inner(idx: Index) -> Any:
         pos = _indirect(iload([] if idx_scalar else [idx[dim]]), idtype, size[dim], check, wrap=False)

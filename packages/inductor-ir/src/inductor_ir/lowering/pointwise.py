@@ -143,10 +143,10 @@ def div(ctx: LoweringContext, a: Any, b: Any, *, rounding_mode: str | None = Non
     """a / b, optionally rounded ``floor`` or ``trunc``."""
     if rounding_mode is None:
         return _binary(ctx, ops.truediv, a, b, float_only=True)
-    dtype = promote_dtypes(a, b)
-    if dtype.is_floating_point:
-        rounder = ops.floor if rounding_mode == "floor" else ops.trunc
-        return _binary(ctx, lambda x, y: rounder(ops.truediv(x, y)), a, b)
+    if rounding_mode == "trunc" and promote_dtypes(a, b).is_floating_point:
+        return _binary(ctx, lambda x, y: ops.trunc(ops.truediv(x, y)), a, b)
+    # Float floor division is ops.floordiv, not floor(a / b): eager derives it from fmod, which
+    # differs where the quotient rounds or overflows (inf // 100 is nan, -1 // inf is -1).
     fn = ops.floordiv if rounding_mode == "floor" else ops.truncdiv
     return _binary(ctx, fn, a, b)
 

@@ -23,7 +23,7 @@ boolean masks in one ``index_put``, ``mean`` of integers, and reductions of bool
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Literal
 
 import sympy
 import torch
@@ -350,7 +350,10 @@ def _along_vector(
 def index_add(ctx: LoweringContext, x: IRNode, dim: int, index: IRNode, source: IRNode, *, alpha: Any = 1) -> Pointwise:
     """``x`` plus ``alpha * source[..., j, ...]`` at ``x[..., index[j], ...]``."""
     require_same_device(x, index, source)
-    dim, match, loader = _along_vector(x, dim, index, lambda d: ctx.index_check("RuntimeError", d))
+    # Eager raises RuntimeError from its index_put path (2+ dims, int64 index, alpha 1), else IndexError.
+    fast = len(x.get_size()) > 1 and index.dtype == torch.int64 and alpha == 1
+    error: Literal["IndexError", "RuntimeError"] = "RuntimeError" if fast else "IndexError"
+    dim, match, loader = _along_vector(x, dim, index, lambda d: ctx.index_check(error, d))
     sources = list(index.get_size()) or [sympy.Integer(1)]
     return _combine(ctx, x, sources, match, loader(source), "sum", alpha=None if alpha == 1 else alpha)
 
