@@ -158,3 +158,46 @@ def test_split_of_a_graph_with_symbolic_example_values() -> None:
         tensors = [x_value, *gm.parameters()]
         assert_close_grads(list(torch.autograd.grad(out, tensors, seed)), list(torch.autograd.grad(ref, tensors, seed)))
     assert "example_value" in next(iter(gm.graph.nodes)).meta  # the caller's graph keeps its meta
+
+
+@torch.library.custom_op("aotgrad_tests::scale_with_odd_backward", mutates_args=())
+def scale_with_odd_backward(x: torch.Tensor) -> torch.Tensor:
+    """A custom op whose registered backward (x 3) is not the derivative of its forward (x 2)."""
+    return x * 2
+
+
+@scale_with_odd_backward.register_fake
+def _scale_with_odd_backward_fake(x: torch.Tensor) -> torch.Tensor:
+    return torch.empty_like(x)
+
+
+scale_with_odd_backward.register_autograd(lambda ctx, grad: grad * 3)
+
+
+def test_custom_op_with_registered_autograd_gets_its_gradient() -> None:
+    """A `torch.library.custom_op` with `register_autograd` (transformers' MoE `grouped_mm_fallback`):
+    the trace ran its forward below autograd and the gradient through it was lost (the parameters
+    before it got None, the input a wrong gradient). It runs eagerly between compiled parts."""
+
+    class Model(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.lin = torch.nn.Linear(6, 6)
+            self.gate = torch.nn.Linear(6, 6)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            scaled = torch.ops.aotgrad_tests.scale_with_odd_backward(self.lin(x))
+            return scaled.sin() * self.gate(x).sigmoid()
+
+    torch.manual_seed(0)
+    model = Model()
+    gm = torch.fx.symbolic_trace(model)
+    assert any(is_opaque(node) for node in gm.graph.nodes)
+    x = torch.randn(4, 6, requires_grad=True)
+    compiled = aotgrad.aot_graph(gm, [x], fw_compiler=aotgrad.eager_compiler, config=strict())
+    out, ref = compiled(x), model(x)
+    torch.testing.assert_close(out, ref)
+    seed = torch.randn_like(ref)
+    tensors = [x, *model.parameters()]
+    assert_close_grads(list(torch.autograd.grad(out, tensors, seed, allow_unused=True)),
+                       list(torch.autograd.grad(ref, tensors, seed, allow_unused=True)))

@@ -2,7 +2,9 @@
 
 Some nodes cannot be traced on fake tensors yet run fine on real ones: a custom
 `torch.autograd.Function`'s `apply` (tracing would differentiate its forward instead of calling its
-own backward) and a `Tensor.register_hook` (a hook registered on a stand-in is lost). Rather than
+own backward), a custom operator with its own autograd kernel (`torch.library.custom_op` +
+`register_autograd`, or a C++ extension's: the trace runs its forward below autograd, so the
+gradient through it was lost) and a `Tensor.register_hook` (a hook registered on a stand-in is lost). Rather than
 run the whole graph eagerly, `split_at_opaque_nodes` cuts the graph around them: each run of
 ordinary nodes becomes a part compiled on its own (each part is its own autograd op), each opaque
 node stays a plain call, and eager autograd chains them, so the custom backward and the hooks run
@@ -35,15 +37,42 @@ def _is_autograd_function_apply(target: Any) -> bool:
     return isinstance(owner, type) and issubclass(owner, torch.autograd.Function)
 
 
+_BUILTIN_NAMESPACES = frozenset({"aten", "prims"})
+_AUTOGRAD_KEYS = ("Autograd", "AutogradCPU", "AutogradCUDA")
+
+
+def _is_custom_op_with_autograd(target: Any) -> bool:
+    """A custom operator (outside aten/prims) with an autograd kernel of its own.
+
+    Its forward runs below autograd (an autograd.Function's forward, with grad mode off), so a
+    trace records the op with its result cut from the graph's autograd: MoE layers in
+    transformers (`transformers::grouped_mm_fallback`) got no gradient for their expert weights.
+    Run eagerly, the op's own backward runs as in eager.
+    """
+    if isinstance(target, torch._ops.OpOverloadPacket):
+        overloads = [getattr(target, name) for name in target.overloads()]
+    elif isinstance(target, torch._ops.OpOverload):
+        overloads = [target]
+    else:
+        return False
+    for overload in overloads:
+        name = overload.name()
+        if name.split("::", 1)[0] in _BUILTIN_NAMESPACES:
+            return False
+        if any(torch._C._dispatch_has_kernel_for_dispatch_key(name, key) for key in _AUTOGRAD_KEYS):
+            return True
+    return False
+
+
 def is_opaque(node: torch.fx.Node) -> bool:
-    """True for a node aotgrad leaves to eager: a custom `autograd.Function.apply`, or a Python
-    callable (not an op, not part of torch) marked as having side effects, such as the node that
-    registers a tensor hook."""
+    """True for a node aotgrad leaves to eager: a custom `autograd.Function.apply`, a custom
+    operator with its own autograd kernel, or a Python callable (not an op, not part of torch)
+    marked as having side effects, such as the node that registers a tensor hook."""
     if node.op != "call_function":
         return False
     target = node.target
     if isinstance(target, (torch._ops.OpOverload, torch._ops.OpOverloadPacket)):
-        return False
+        return _is_custom_op_with_autograd(target)
     if _is_autograd_function_apply(target):
         return True
     module = getattr(target, "__module__", None) or ""
