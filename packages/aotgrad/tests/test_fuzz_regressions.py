@@ -258,3 +258,97 @@ def test_prod_double_backward_matches_eager() -> None:
         (g,) = torch.autograd.grad(f(x), x, create_graph=True)
         results.append(torch.autograd.grad((g * g).sum(), x))
     torch.testing.assert_close(results[1], results[0])
+
+
+# --- in-place writes into expanded empty tensors -------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("op", "shape"),
+    [
+        (lambda t, o: t.lerp_(o, 0.3), (0, 2)),  # fuzz 747ec6b29a
+        (lambda t, o: t.mul_(100.0), (0, 5, 3)),  # fuzz 70e7e18eb0
+        (lambda t, o: t.addcmul_(o, o, value=-0.5), (3, 0)),  # fuzz f9c96b258c
+        (lambda t, o: t.exp_(), (0,)),  # fuzz 06dac9a412
+    ],
+)
+def test_overlapping_write_into_an_expanded_empty_tensor_runs_as_eager(op: Callable[..., Any], shape: tuple[int, ...]) -> None:
+    # A tensor without elements has no memory location written twice: eager runs these.
+    def fn(a: torch.Tensor, o: torch.Tensor, w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return op(a.expand(2, *a.shape), o), w.sin()
+
+    check_against_eager(fn, lambda: [_leaf(40, shape), _leaf(41, ()), _leaf(42, (3,))], no_grad=True)
+
+
+# --- a saved input with gaps, overwritten by the graph --------------------------------------------
+
+
+class _StrideFaithfulBackward:
+    """A backward compiler that reads each input with the strides it was traced with, as a compiled
+    kernel does (an input with other strides is read out of its bounds: `as_strided` refuses)."""
+
+    def __call__(self, gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Callable[..., Any]:
+        strides = [x.stride() if isinstance(x, torch.Tensor) else None for x in example_inputs]
+
+        def run(*args: Any) -> Any:
+            args = tuple(
+                a.as_strided(a.shape, s, a.storage_offset()) if s is not None else a for a, s in zip(args, strides)
+            )
+            return gm(*args)
+
+        return run
+
+
+def test_saved_input_with_gaps_keeps_its_strides_when_copied_before_its_update() -> None:
+    # fuzz e07056360e: `a2` (`x[:, 1:-1]`) is saved for the backward and updated in place; the copy
+    # kept for the backward was made contiguous, which the compiled backward read with `a2`'s strides
+    def fn(a2: torch.Tensor, a6: torch.Tensor, a7: torch.Tensor, a10: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        t3 = a2.mT
+        a2[1:].mul_(a7)
+        return a6 * a10, t3, a2
+
+    def inputs() -> list[torch.Tensor]:
+        x, w = _leaf(43, (9, 4, 2)), _leaf(44, (3,), grad=True)
+        return [x[:, 1:-1], w[:-1], w[1:], _leaf(45, (2,), grad=True)]
+
+    compiled = aotgrad.aot_function(
+        fn, fw_compiler=aotgrad.eager_compiler, bw_compiler=_StrideFaithfulBackward(), config=strict()
+    )
+    _assert_same(_run(fn, inputs, False), _run(compiled, inputs, False))
+
+
+# --- double backward through a graph that updates an input in place --------------------------------
+
+
+def _double_grads(fn: Callable[..., Any], inputs: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+    leaves = [x for x in inputs if x.requires_grad]
+    out = fn(*inputs)
+    (g,) = torch.autograd.grad(out, leaves, create_graph=True)
+    return [g.detach(), *torch.autograd.grad(g.pow(2).sum(), leaves)]
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        "div_",  # fuzz 2b83dc0ff8: the written input is read by the gradient
+        "bitwise_not_",  # fuzz 457dd500ff: an integer input written, not read by the gradient
+    ],
+)
+def test_double_backward_through_an_in_place_update_of_an_input(case: str) -> None:
+    def fn(a: torch.Tensor, b: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        if case == "div_":
+            t = a.t().div_(w)
+        else:
+            b[..., 0].bitwise_not_()
+            t = a * 1
+        return (w.expm1() * t).pow(2).sum() + (w * b).sum()
+
+    def inputs() -> list[torch.Tensor]:
+        return [_leaf(46, (3, 2)), _leaf(47, (2, 3), torch.int32), _leaf(48, (1,), grad=True)]
+
+    compiled = aotgrad.aot_function(fn, fw_compiler=aotgrad.eager_compiler, config=strict())
+    expected, actual = inputs(), inputs()
+    for want, got in zip(_double_grads(fn, expected), _double_grads(compiled, actual)):
+        torch.testing.assert_close(got, want)
+    for want, got in zip(expected, actual):
+        torch.testing.assert_close(got, want)

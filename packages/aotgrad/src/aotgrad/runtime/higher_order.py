@@ -9,9 +9,12 @@ own derivative formulas, so higher-order gradients are eager's. The compiled bac
 every first-order backward.
 
 A replay is faithful only when it recomputes what the compiled forward computed. A region that
-updates its inputs in place (their old values are gone) or draws random numbers (a replay would
-draw others) cannot be replayed: its gradients then carry a node that raises a clear error if they
-are differentiated again, instead of dropping that term.
+updates an input in place replays on a copy of that input's old value, taken before the forward
+ran (`kept_before_mutation`: only inputs the differentiable outputs read, e.g. an in-place
+`x.t().div_(w)`, or BatchNorm's running statistics in training mode). A region that draws random
+numbers (a replay would draw others), or updates in place an input that requires grad itself (a
+copy would cut its history), cannot be replayed: its gradients then carry a node that raises a
+clear error if they are differentiated again, instead of dropping that term.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ import torch.fx
 
 from aotgrad.errors import location_from_stack_trace
 from aotgrad.tracing.functional import FunctionalGraph
-from aotgrad.tracing.graph_passes import is_random, output_values
+from aotgrad.tracing.graph_passes import is_random, output_values, placeholders
 from aotgrad.tracing.joint import ReplayInterpreter
 
 __all__ = ["DifferentiableBackward", "graph_task_keeps_graph"]
@@ -50,14 +53,27 @@ def _where(node: torch.fx.Node) -> str:
     return f" (at {location})" if location else ""
 
 
-def _why_not_replayable(forward: FunctionalGraph) -> str | None:
+def _read_inputs(graph: torch.fx.Graph, outputs: Sequence[int]) -> set[int]:
+    """Indices of the placeholders that the graph outputs at `outputs` depend on."""
+    values = output_values(graph)
+    pending = [values[i] for i in outputs if isinstance(values[i], torch.fx.Node)]
+    seen: set[torch.fx.Node] = set()
+    while pending:
+        node = pending.pop()
+        if node not in seen:
+            seen.add(node)
+            pending.extend(node.all_input_nodes)
+    return {i for i, node in enumerate(placeholders(graph)) if node in seen}
+
+
+def _why_not_replayable(forward: FunctionalGraph, grad_inputs: tuple[int, ...], kept: tuple[int, ...]) -> str | None:
     """Why replaying `forward` would not recompute what the compiled forward did, or None."""
-    if forward.mutated_inputs:
-        node = output_values(forward.gm.graph)[0]
-        where = _where(node) if isinstance(node, torch.fx.Node) else ""
+    differentiated_and_written = set(kept) & set(grad_inputs)
+    if differentiated_and_written:
+        node = placeholders(forward.gm.graph)[min(differentiated_and_written)]
         return (
-            f"the graph updates an input in place{where} (e.g. BatchNorm's running statistics in training "
-            "mode), so the values it read are gone"
+            f"the graph updates in place an input that requires grad (`{node.name}`), so the values it read "
+            "are gone"
         )
     for node in forward.gm.graph.nodes:
         if node.op == "call_function" and is_random(node):
@@ -80,13 +96,28 @@ class DifferentiableBackward:
     grad_inputs: tuple[int, ...]
     differentiable_outputs: tuple[int, ...]
     unsupported: str | None = None
+    kept_before_mutation: tuple[int, ...] = ()
 
     @staticmethod
     def for_region(
         forward: FunctionalGraph, grad_inputs: tuple[int, ...], differentiable_outputs: tuple[int, ...]
     ) -> DifferentiableBackward:
         """The replay of `forward`, or a record of why it cannot be replayed."""
-        return DifferentiableBackward(forward.gm, grad_inputs, differentiable_outputs, _why_not_replayable(forward))
+        read = _read_inputs(forward.gm.graph, differentiable_outputs)
+        kept = tuple(i for i in forward.mutated_inputs if i in read)
+        unsupported = _why_not_replayable(forward, grad_inputs, kept)
+        return DifferentiableBackward(forward.gm, grad_inputs, differentiable_outputs, unsupported, kept)
+
+    def inputs_to_keep(self, inputs: Sequence[Any]) -> Sequence[Any]:
+        """The region's inputs for a later replay, called before the forward: those it updates
+        in place (and the differentiable outputs read) copied, as the forward overwrites them."""
+        if not self.kept_before_mutation or self.unsupported is not None:
+            return inputs
+        kept = list(inputs)
+        for index in self.kept_before_mutation:
+            if isinstance(kept[index], torch.Tensor):
+                kept[index] = kept[index].clone()
+        return kept
 
     def inputs_not_kept(self) -> RuntimeError:
         """The error for a backward under create_graph=True whose region's inputs were not kept."""

@@ -128,7 +128,19 @@ def _protect_from_mutation(saved: list[Any], slots: Sequence[int], mutated: list
     pointers = {t.untyped_storage().data_ptr() for t in mutated}
     for slot in slots:
         if saved[slot].untyped_storage().data_ptr() in pointers:
-            saved[slot] = saved[slot].clone()
+            saved[slot] = _copy_keeping_strides(saved[slot])
+
+
+def _copy_keeping_strides(t: torch.Tensor) -> torch.Tensor:
+    """A copy of `t` with `t`'s strides: the compiled backward indexes a saved tensor with the
+    strides it was traced with, and `clone()` makes a tensor with gaps (`x[:, 1:-1]`) or repeats
+    (`expand`) contiguous, which the backward would read out of bounds."""
+    copy = t.clone()
+    if copy.stride() == t.stride() or t.numel() == 0:
+        return copy
+    span = 1 + sum((size - 1) * stride for size, stride in zip(t.shape, t.stride()))
+    flat = t.as_strided((span,), (1,), t.storage_offset()).clone()
+    return flat.as_strided(t.shape, t.stride())
 
 
 @dataclasses.dataclass
@@ -179,6 +191,7 @@ def _autograd_function_for(plan: CompiledTraining, num_inputs: int) -> type[torc
     for slot, index in enumerate(plan.grad_inputs):
         positions[index] = slot
     mutated = plan.mutated_inputs
+    higher = plan.higher_order
     layout = _SavedLayout()
     contiguous = torch.Tensor.contiguous
     saved_tensor_hooks = torch._C._autograd._top_saved_tensors_default_hooks
@@ -229,6 +242,13 @@ def _autograd_function_for(plan: CompiledTraining, num_inputs: int) -> type[torc
         @staticmethod
         def forward(ctx: Any, *inputs: Any) -> tuple[Any, ...]:  # type: ignore[override]
             """Run the compiled forward; keep the saved values for the backward."""
+            # Kept for a backward under create_graph=True, which replays the forward on them
+            # (plain references, but copies of those the forward updates in place: no version
+            # checks for a first-order backward that never reads them). Not under saved-tensor
+            # hooks (activation checkpointing, offloading to the CPU): the hooks decide what stays
+            # in memory.
+            keep = saved_tensor_hooks(False) is None
+            ctx.region_inputs = (higher.inputs_to_keep(inputs) if higher is not None else inputs) if keep else None
             results = compiled_forward(list(inputs)) if forward_boxed else compiled_forward(*inputs)
             saved = results[num_outputs:]
             plain = layout.plain
@@ -243,11 +263,6 @@ def _autograd_function_for(plan: CompiledTraining, num_inputs: int) -> type[torc
             # new running statistics included (ResNet-18: 43 fill kernels per step); the backward
             # makes zeros itself for the few differentiable outputs that get none.
             ctx.set_materialize_grads(False)
-            # Kept for a backward under create_graph=True, which replays the forward on them
-            # (plain references: no version checks for a first-order backward that never reads
-            # them). Not under saved-tensor hooks (activation checkpointing, offloading to the
-            # CPU): the hooks decide what stays in memory.
-            ctx.region_inputs = inputs if saved_tensor_hooks(False) is None else None
             ctx.differentiable_metas = [(outputs[i].shape, outputs[i].dtype, outputs[i].device) for i in differentiable]
             if non_differentiable:
                 ctx.mark_non_differentiable(

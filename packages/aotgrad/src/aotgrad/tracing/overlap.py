@@ -70,13 +70,23 @@ def _size_over_one(size: Any) -> bool:
 
 
 def repeated_dims(t: torch.Tensor) -> list[int]:
-    """Dims of `t` along which every element is the same memory location (stride 0, size > 1)."""
+    """Dims of `t` along which every element is the same memory location (stride 0, size > 1).
+    Empty for a tensor without elements: eager writes into it whatever its strides."""
+    if _no_elements(t):
+        return []
     return [d for d in range(t.dim()) if isinstance(t.stride(d), int) and t.stride(d) == 0 and _size_over_one(t.shape[d])]
+
+
+def _no_elements(t: torch.Tensor) -> bool:
+    # A symbolic size is never 0 (specialized), so a concrete 0 is the only way to be empty.
+    return any(isinstance(size, int) and size == 0 for size in t.shape)
 
 
 def _provably_distinct(t: torch.Tensor, skip: Sequence[int] = ()) -> bool:
     """Whether no two elements of `t` (ignoring dims `skip`) share memory: each stride passes the
     extent of the smaller ones. Symbolic sizes or strides: trusted (views of dense tensors)."""
+    if _no_elements(t):
+        return True
     dims = [d for d in range(t.dim()) if d not in skip and not (isinstance(t.shape[d], int) and t.shape[d] <= 1)]
     if any(not isinstance(t.stride(d), int) or not isinstance(t.shape[d], int) for d in dims):
         return True
