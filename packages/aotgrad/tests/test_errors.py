@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import logging
-
 import pytest
 import torch
 import torch.fx
@@ -40,12 +38,14 @@ def test_op_without_meta_kernel_raises_naming_op_and_user_line() -> None:
     assert f"{__file__}:" in message and "register_fake" in message
 
 
-def test_op_without_meta_kernel_falls_back_to_eager_with_logged_reason(caplog: pytest.LogCaptureFixture) -> None:
+def test_op_without_meta_kernel_in_a_graph_runs_eagerly_between_compiled_parts() -> None:
+    """In a captured graph, a custom op with its own autograd kernel is an opaque node
+    (tracing/opaque.py): it runs eagerly, so neither its missing fake kernel nor its gradient is a
+    problem, and the rest of the graph is still compiled."""
     gm = torch.fx.symbolic_trace(UsesOpaque())
     x = torch.randn(5, requires_grad=True)
-    with caplog.at_level(logging.WARNING, logger="aotgrad"):
-        compiled = aotgrad.aot_graph(gm, [x], fw_compiler=aotgrad.eager_compiler)
-    assert "aotgrad_test::opaque" in caplog.text and "eagerly" in caplog.text
+    compiled = aotgrad.aot_graph(gm, [x], fw_compiler=aotgrad.eager_compiler, config=strict())
+    assert isinstance(compiled, torch.fx.GraphModule), "the graph should be split around the op"
     out = compiled(x)
     torch.testing.assert_close(out, _uses_opaque(x))
     (grad,) = torch.autograd.grad(out.sum(), [x])
@@ -105,8 +105,20 @@ def test_closed_over_parameter_is_never_a_silently_missing_gradient() -> None:
         torch.testing.assert_close(aotgrad.aot_function(fn, fw_compiler=aotgrad.eager_compiler)(x), fn(x))
 
 
+_NO_AUTOGRAD = torch.library.Library("aotgrad_test_plain", "DEF")
+_NO_AUTOGRAD.define("opaque(Tensor x) -> Tensor")
+_NO_AUTOGRAD.impl("opaque", lambda x: x * 2 + 1, "CPU")
+
+
+class UsesPlainOpaque(torch.nn.Module):
+    """An op with a CPU kernel only: no fake kernel, and no autograd kernel (so not an opaque node)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.ops.aotgrad_test_plain.opaque(x.sin()) + 1
+
+
 def test_error_points_at_the_line_recorded_in_the_fx_node() -> None:
-    gm = torch.fx.symbolic_trace(UsesOpaque())
+    gm = torch.fx.symbolic_trace(UsesPlainOpaque())
     for node in gm.graph.nodes:
         if node.op == "call_function" and "opaque" in str(node.target):
             node.meta["stack_trace"] = '  File "/home/user/model.py", line 42, in forward\n    y = opaque(x)\n'
