@@ -11,12 +11,21 @@ from __future__ import annotations
 
 import functools
 import operator
+import sys
 
 import pytest
 import torch
 from capture_helpers import RecordingBackend, ops
 
 import capture
+
+
+# A caller that cannot resume after a break below one of its calls runs a copy of its code whose
+# breaking call goes through capture (capture/bytecode/eager_calls.py); that copy is built for
+# Python 3.11's bytecode only: on later versions such a caller and everything below it run eagerly.
+eager_copy_needed = pytest.mark.xfail(
+    sys.version_info[:2] != (3, 11), reason="the eager caller's capturing copy exists for Python 3.11 only", strict=True
+)
 
 
 @pytest.fixture(autouse=True)
@@ -325,6 +334,7 @@ def in_try_finally(x):
     return out * 3
 
 
+@eager_copy_needed
 def test_break_below_call_in_try_block() -> None:
     torch.manual_seed(0)
     CLEANUPS.clear()
@@ -348,6 +358,7 @@ def method_in_try(x, helper):
         return x
 
 
+@eager_copy_needed
 def test_break_below_method_call_in_try_block() -> None:
     torch.manual_seed(0)
     backend, _ = run_checked(method_in_try, torch.randn(4), Helper())
@@ -362,6 +373,7 @@ def with_star_args_in_try(x):
         pass
 
 
+@eager_copy_needed
 def test_break_below_unpacking_call_in_try_block() -> None:
     torch.manual_seed(0)
     backend, _ = run_checked(with_star_args_in_try, torch.randn(4))
@@ -390,6 +402,7 @@ class Stack(torch.nn.Module):
         return x
 
 
+@eager_copy_needed
 def test_break_in_layers_called_from_a_loop() -> None:
     torch.manual_seed(0)
     model = Stack()
@@ -429,6 +442,7 @@ def stores_a_closure_then_breaks_below(x):
     return callee(x) * 2
 
 
+@eager_copy_needed
 def test_caller_whose_state_cannot_be_rebuilt_still_captures_callee() -> None:
     torch.manual_seed(0)
     backend, _ = run_checked(stores_a_closure_then_breaks_below, torch.randn(4))

@@ -9,7 +9,7 @@ import torch
 
 from capture.bytecode.registry import Instruction, opcode
 from capture.sources import GlobalSource, Source
-from capture.variables.base import ConstantVariable, NullVariable, Unsupported, VariableTracker
+from capture.variables.base import ConstantVariable, NullVariable, Unsupported, VariableTracker, wrapped_class
 from capture.variables.containers import TupleVariable
 from capture.variables.functions import CellVariable, RealCellVariable
 from capture.variables.objects import NNModuleVariable, PythonObjectVariable
@@ -358,7 +358,7 @@ def load_super_attr(tx: InstructionTranslator, instr: Instruction) -> None:
     receiver = tx.pop()
     cls = tx.pop()
     tx.pop()  # the global `super`
-    cls_value = cls.as_constant() if cls.is_constant() else getattr(cls, "value", None)
+    cls_value = cls.as_constant() if cls.is_constant() else wrapped_class(cls)
     if not isinstance(cls_value, type):
         raise Unsupported("super() with an unknown class", resumable=False)
     value = SuperVariable(cls_value, receiver).getattr(tx, name)

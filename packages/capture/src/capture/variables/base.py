@@ -156,3 +156,13 @@ class ExceptionVariable(VariableTracker):
 
     def __repr__(self) -> str:
         return f"ExceptionVariable({self.value!r})"
+
+
+def wrapped_class(variable: VariableTracker) -> type | None:
+    """The class a variable stands for, or None (``super``'s first argument, or ``__class__``'s
+    cell: a module class is wrapped as a torch callable, a plain one as a Python object)."""
+    for attribute in ("value", "fn"):
+        candidate = getattr(variable, attribute, None)
+        if isinstance(candidate, type):
+            return candidate
+    return None

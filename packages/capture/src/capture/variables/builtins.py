@@ -7,11 +7,11 @@ import functools
 import operator
 import types
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 import torch
 
-from capture.variables.base import ConstantVariable, Unsupported, VariableTracker, is_constant_value
+from capture.variables.base import ConstantVariable, Unsupported, VariableTracker, is_constant_value, wrapped_class
 from capture.variables.containers import DictVariable, IteratorVariable, ListVariable, TupleVariable
 
 if TYPE_CHECKING:
@@ -502,9 +502,9 @@ def _compare_trackers(left: VariableTracker, right: VariableTracker) -> int:
 @builtin(super)
 def _super(tx: InstructionTranslator, args: Args, kwargs: Kwargs) -> VariableTracker:
     if args:
-        if len(args) != 2 or (not args[0].is_constant() and not hasattr(args[0], "value")):
+        cls = (args[0].as_constant() if args[0].is_constant() else wrapped_class(args[0])) if len(args) == 2 else None
+        if not isinstance(cls, type):
             raise Unsupported("super() with unusual arguments", resumable=False)
-        cls = args[0].as_constant() if args[0].is_constant() else cast(Any, args[0]).value
         from capture.variables.functional import SuperVariable
 
         return SuperVariable(cls, args[1])
