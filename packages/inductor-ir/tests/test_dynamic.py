@@ -56,6 +56,7 @@ CASES: dict[str, tuple[Callable[..., Any], Callable[[int], list[torch.Tensor]]]]
     "scale_by_sqrt_size": (lambda x: torch.softmax(x / x.shape[-1] ** 0.5, -1), lambda n: [torch.randn(2, n)]),
     "transpose_reshape": (lambda x: x.t().reshape(-1) + 1, lambda n: [torch.randn(n, n + 1)]),
     "reduce_first_dim": (lambda x: (x.sum(0), x.mean(0), x.amax(0)), lambda n: [torch.randn(n, 6)]),
+    # A strided convolution's output strides hold Max(1, s // 4): the wrapper must print it as Python.
 }
 
 
@@ -136,3 +137,27 @@ def test_simplify_index_with_symbolic_sizes() -> None:
     # Not simplified when the remainder can reach the common factor.
     unsafe = F_(x2 + s * x1, s)
     assert inductor_ir.simplify_index(unsafe, [(x1, s), (x2, s + 1)]) == unsafe
+
+
+def test_wrapper_prints_max_of_sizes_as_python() -> None:
+    """A strided convolution over an input with symbolic height and width and a static weight (as a
+    captured model's parameter is): its output strides hold ``Max(1, s // 4)``, which the wrapper
+    printed as SymPy's ``Max`` (NameError on the first run: ConvNeXt and wav2vec2 at a new size)."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.experimental.symbolic_shapes import DimDynamic, ShapeEnv, StatelessSymbolicContext
+
+    def fn(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        return F.conv2d(x, w, stride=4)
+
+    torch.manual_seed(0)
+    weight = torch.randn(8, 3, 4, 4)
+    mode = FakeTensorMode(shape_env=ShapeEnv())
+    dims = [DimDynamic.STATIC, DimDynamic.STATIC, DimDynamic.DYNAMIC, DimDynamic.DYNAMIC]
+    fake_x = mode.from_tensor(torch.randn(2, 3, 36, 40), symbolic_context=StatelessSymbolicContext(dynamic_sizes=dims))
+    fake_w = mode.from_tensor(weight, symbolic_context=StatelessSymbolicContext(dynamic_sizes=[DimDynamic.STATIC] * 4))
+    with mode, torch.no_grad():
+        gm = make_fx(fn, decomposition_table=inductor_ir.decompositions())(fake_x, fake_w)
+    compiled = inductor_ir.compile_graph(gm, [fake_x, fake_w], backends={"cpu": ReferenceBackend()})
+    for height, width in ((36, 40), (64, 32), (20, 44)):
+        x = torch.randn(2, 3, height, width)
+        torch.testing.assert_close(compiled(x, weight), fn(x, weight), rtol=1e-5, atol=1e-5)

@@ -80,11 +80,28 @@ class _Unprintable(Exception):
     """A value with no literal form: bound in the namespace instead."""
 
 
+class _PythonPrinter(sympy.printing.str.StrPrinter):
+    """SymPy's string printer with the functions sizes use spelled as Python: ``str`` prints
+    ``Max(1, s0 // 4)`` (a strided convolution's output strides), which the wrapper cannot run."""
+
+    def _print_Max(self, expr: sympy.Max) -> str:
+        return f"max({', '.join(self._print(a) for a in expr.args)})"
+
+    def _print_Min(self, expr: sympy.Min) -> str:
+        return f"min({', '.join(self._print(a) for a in expr.args)})"
+
+    def _print_Mod(self, expr: sympy.Mod) -> str:  # Python's % has SymPy's sign convention
+        return f"(({self._print(expr.args[0])}) % ({self._print(expr.args[1])}))"
+
+
+_PYTHON = _PythonPrinter()
+
+
 def _sym(expr: Any) -> str:
     expr = sympy.sympify(expr)
     if expr.is_Integer:
         return str(int(expr))
-    return f"({expr})"
+    return f"({_PYTHON.doprint(expr)})"
 
 
 def _tuple(values: tuple[Any, ...]) -> str:
