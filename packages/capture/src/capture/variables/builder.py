@@ -137,6 +137,8 @@ def classify(value: Any, source: Source | None) -> VariableTracker:
         return SkippedFunctionVariable(value, "call to a function marked with capture.disable", source)
     if original is not None:
         return classify(original, source)
+    if isinstance(value, torch.jit.ScriptFunction):
+        return _scripted(value, source)
     if MARKS.is_disallowed(value):
         return SkippedFunctionVariable(value, f"call to {_name(value)}, marked with disallow_in_graph", source)
     if MARKS.is_allowed(value):
@@ -209,6 +211,16 @@ def classify(value: Any, source: Source | None) -> VariableTracker:
             return TorchFunctionVariable(value, source)
         return SkippedFunctionVariable(value, f"call to non-PyTorch function {_name(value)}", source)
     return PythonObjectVariable(value, source)
+
+
+def _scripted(value: Any, source: Source | None) -> VariableTracker:
+    """A TorchScript function is traced through the Python function it was scripted from (kept by
+    ``torch.jit.script`` as ``_torchdynamo_inline``); it cannot be a graph node itself (FX would
+    write it as a call of its class). Without its Python source it runs as a graph break."""
+    python_function = getattr(value, "_torchdynamo_inline", None)
+    if isinstance(python_function, types.FunctionType):
+        return UserFunctionVariable(python_function, None)
+    return SkippedFunctionVariable(value, f"call to the TorchScript {type(value).__name__} {_name(value)}", source)
 
 
 def _special_callable(value: Any) -> VariableTracker | None:
