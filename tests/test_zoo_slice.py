@@ -7,6 +7,9 @@ compiled graph), on outputs that differ from eager, on an error, or on more grap
 than tools/zoo/expectations.json records, unless tools/zoo/known_gaps.toml lists that model with
 that kind of shortfall. After an improvement, re-record with
 ``python -m tools.zoo --slice --no-dynamo --record-expectations`` (docs/zoo.md).
+
+`MODE_SLICE` runs a few models through training steps and bf16 autocast (`--task train`,
+`--autocast bf16`) through capture + aotgrad, and fails on a wrong output, loss, gradient or buffer.
 """
 
 from __future__ import annotations
@@ -23,7 +26,13 @@ if str(ROOT) not in sys.path:  # `pytest` (unlike `python -m pytest`) does not p
 transformers = pytest.importorskip("transformers")
 
 from tools.zoo.models import SLICE, TRANSFORMERS_MODELS  # noqa: E402
-from tools.zoo.verdicts import kiln_problems, load_expectations, load_known_gaps  # noqa: E402
+from tools.zoo.modes import Mode  # noqa: E402
+from tools.zoo.verdicts import kiln_problems, load_expectations, load_known_gaps, mode_problems  # noqa: E402
+
+MODE_SLICE = (("llama", Mode("train", "bf16")), ("bert", Mode("train")), ("vit", Mode("infer", "bf16")))
+"""(model, mode) pairs run through capture + aotgrad ("kiln-aot"): LLaMA's rotary angles run in an
+`autocast(enabled=False)` island inside bf16 autocast; BERT's gradients through every layer; a ViT
+under autocast."""
 
 GAPS = load_known_gaps()
 EXPECTED = load_expectations()
@@ -45,6 +54,35 @@ def test_zoo_slice(name: str) -> None:
     excused = set(GAPS.get(name, {}).get("kinds", []))
     problems = [f"[{kind}] {text}" for kind, text in kiln_problems(result, EXPECTED.get(name)) if kind not in excused]
     assert not problems, f"{name}:\n" + "\n".join(problems) + f"\n\nper call: {result.get('kiln', {}).get('calls')}"
+
+
+@pytest.mark.skipif(int(transformers.__version__.split(".")[0]) < 5, reason="the zoo's tiny configs need transformers 5")
+@pytest.mark.parametrize("name,mode", MODE_SLICE, ids=[f"{n}-{m.label}" for n, m in MODE_SLICE])
+def test_zoo_train_autocast_slice(name: str, mode: Mode) -> None:
+    from tools.zoo.run import run_model
+
+    result = run_model(name, ["kiln-aot"], mode)
+    excused = set(GAPS.get(name, {}).get("kinds", []))
+    problems = [f"[{kind}] {text}" for kind, text in mode_problems(result, ["kiln-aot"]) if kind not in excused]
+    assert not problems, f"{name} ({mode.label}):\n" + "\n".join(problems)
+
+
+def test_judge_forgives_rounding_and_flags_wrong_values() -> None:
+    import torch
+
+    from tools.zoo.compare import judge
+
+    g = torch.Generator().manual_seed(0)
+    exact = torch.randn(64, 64, generator=g, dtype=torch.float64)
+    eager = exact.to(torch.bfloat16).float()  # eager's own bf16 rounding
+    other_rounding = (exact + exact.abs() * 2e-3 * torch.randn(64, 64, generator=g, dtype=torch.float64)).to(torch.bfloat16).float()
+    assert judge({"y": other_rounding}, {"y": eager}, {"y": exact}, 1e-4, torch.bfloat16)[0]
+    wrong = eager.clone()
+    wrong[3, 5] += 0.3 * max(1.0, float(exact.abs().max()))
+    ok, _, where = judge({"y": wrong}, {"y": eager}, {"y": exact}, 1e-4, torch.bfloat16)
+    assert not ok and "y" in where and "(3, 5)" in where
+    assert not judge({"g": None}, {"g": torch.ones(2)}, None, 1e-4)[0]
+    assert judge({"g": None}, {"g": torch.zeros(2)}, None, 1e-4)[0]
 
 
 def _result(calls: list[dict], graphs: int = 1, breaks: int = 0) -> dict:

@@ -1,15 +1,17 @@
 """Measure one model under one compiler: four calls, each checked against eager.
 
 The calls: the same input twice, new values of the same shape, then a new shape (sequence length,
-image size or batch, see `tools.zoo.inputs`). For each call the record says how many graphs exist
+image size or batch, see `tools.zoo.inputs`); in training mode three steps (`tools.zoo.modes`). For each call the record says how many graphs exist
 so far, which graph breaks and recompilations happened during it (with reasons and the user's
 lines), whether any compiled graph ran (a call served entirely by eager fallback ran none), whether
 the outputs match eager's, and how long it took.
 
 Compilers: "kiln" (`frontend.compile` with a counting backend that runs each graph as captured),
-"dynamo" (`torch.compile` with the same counting backend, the reference; this tool is not part of
-any package, so it may call torch's compiler) and "kiln-default" (`frontend.compile(model)`, Kiln's
-own kernels, checked for correctness only).
+"kiln-aot" (the counting backend in front of the "aot_eager" backend: capture and aotgrad),
+"kiln-default" (the counting backend in front of the default "inductor" backend, Kiln's own
+kernels, with ``fallback_to_eager=False``) and "dynamo" (`torch.compile` with the same counting
+backend, the reference; this tool is not part of any package, so it may call torch's compiler).
+The three Kiln compilers are the triage ladder: capture alone, + aotgrad, + kernels.
 """
 
 from __future__ import annotations
@@ -23,13 +25,18 @@ from typing import Any
 
 import torch
 
-from tools.zoo.compare import compare_outputs
+from tools.zoo.compare import judge
+from tools.zoo.modes import INFER_CALLS, Mode
+from tools.zoo.training import restore, train_call
 
-CALLS = (("base", 0), ("base", 0), ("base", 1), ("new", 2))
-"""(input variant, seed offset) of each call: same input twice, new values, new shape."""
+CALLS = INFER_CALLS
+"""(input variant, seed offset) of each inference call: same input twice, new values, new shape."""
 
-SAME_SHAPE_CALLS = (1, 2)
+SAME_SHAPE_CALLS = Mode().same_shape_calls
 """Calls whose inputs have the shapes of an earlier call: a recompile there is a storm."""
+
+KILN_BACKENDS = {"kiln": None, "kiln-aot": "aot_eager", "kiln-default": "inductor"}
+"""Kiln compiler -> the frontend backend the counting backend hands each graph to (None: run it as captured)."""
 
 
 @dataclass
@@ -55,6 +62,7 @@ class CallRecord:
     max_error: float = 0.0
     seconds: float = 0.0
     error: str = ""
+    wrong_at: str = ""
 
 
 @dataclass
@@ -69,6 +77,8 @@ class CompilerResult:
     first_call_breaks: int = 0
     first_call_ops: int = 0
     error: str = ""
+    planned: int = len(CALLS)
+    same_shape: tuple[int, ...] = SAME_SHAPE_CALLS
 
     @property
     def one_graph(self) -> bool:
@@ -80,13 +90,13 @@ class CompilerResult:
         """A recompile on a call with already-seen shapes, or a call that ran no compiled graph."""
         if self.error:
             return False
-        return any(c.recompiles for c in self.calls if c.index in SAME_SHAPE_CALLS) or any(
+        return any(c.recompiles for c in self.calls if c.index in self.same_shape) or any(
             c.graph_runs == 0 for c in self.calls)
 
     @property
     def correct(self) -> bool:
         """Every call ran and matched eager."""
-        return not self.error and len(self.calls) == len(CALLS) and all(c.correct for c in self.calls)
+        return not self.error and len(self.calls) == self.planned and all(c.correct for c in self.calls)
 
     @property
     def breaks(self) -> int:
@@ -107,19 +117,29 @@ class CompilerResult:
 
 
 class CountingBackend:
-    """Counts graphs and ops at compile time and graph runs at run time; runs each graph as captured."""
+    """Counts graphs and ops at compile time and graph runs at run time.
 
-    def __init__(self) -> None:
+    Each graph runs as captured, or, with `inner` (a frontend backend name: "aot_eager",
+    "inductor"), as that backend compiles it: frontend passes the `CompileContext` because
+    `__call__` takes one.
+    """
+
+    def __init__(self, inner: str | None = None) -> None:
+        self.inner = inner
         self.graphs = 0
         self.ops = 0
         self.runs = 0
         self.events: list[Any] = []  # Kiln's CaptureEvents (graph breaks, recompiles), in order
         self.__name__ = "zoo_counter"
 
-    def __call__(self, gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Callable[..., Any]:
+    def __call__(self, gm: torch.fx.GraphModule, example_inputs: list[Any], context: Any = None) -> Callable[..., Any]:
         self.graphs += 1
         self.ops += sum(1 for node in gm.graph.nodes if node.op in ("call_function", "call_method", "call_module"))
         forward = gm.forward
+        if self.inner is not None:
+            from frontend.backends import lookup_backend
+
+            forward = lookup_backend(self.inner)(gm, example_inputs, context)
 
         def run(*args: Any) -> Any:
             self.runs += 1
@@ -191,16 +211,21 @@ def _compile(compiler: str, model: torch.nn.Module, backend: CountingBackend) ->
     import frontend
 
     frontend.reset()
-    if compiler == "kiln-default":
-        return frontend.compile(model, options={"fallback_to_eager": False})
-    return frontend.compile(model, backend=backend)
+    options = {"fallback_to_eager": False} if backend.inner else None
+    return frontend.compile(model, backend=backend, options=options)
 
 
 def measure(compiler: str, model: torch.nn.Module, calls: list[dict[str, Any]], expected: list[Any],
-            tolerance: float) -> CompilerResult:
-    """Run `model` compiled by `compiler` on each of `calls` (keyword arguments) against `expected`."""
-    result = CompilerResult(compiler)
-    backend = CountingBackend()
+            tolerance: float, mode: Mode | None = None, references: list[Any] | None = None,
+            states: list[dict[str, torch.Tensor]] | None = None) -> CompilerResult:
+    """Run `model` compiled by `compiler` on each of `calls` (keyword arguments) against `expected`.
+
+    `references`: a float64 eager run's results per call (borderline differences are judged
+    against them); `states`: in training mode, eager's parameters and buffers before each call.
+    """
+    mode = mode or Mode()
+    result = CompilerResult(compiler, planned=len(mode.calls), same_shape=mode.same_shape_calls)
+    backend = CountingBackend(KILN_BACKENDS.get(compiler))
     try:
         compiled = _compile(compiler, model, backend)
     except Exception as error:  # the compiler refused the model outright
@@ -208,14 +233,21 @@ def measure(compiler: str, model: torch.nn.Module, calls: list[dict[str, Any]], 
         return result
     probe: _KilnProbe | _DynamoProbe = _DynamoProbe() if compiler == "dynamo" else _KilnProbe(backend)
     for index, (kwargs, reference) in enumerate(zip(calls, expected, strict=True)):
-        record = CallRecord(index, CALLS[index][0])
+        record = CallRecord(index, mode.calls[index][0])
         graphs_before, runs_before = backend.graphs, backend.runs
         started = time.perf_counter()
         try:
-            with torch.no_grad():
-                output = compiled(**kwargs)
+            if mode.task == "train":
+                assert states is not None
+                restore(model, states[index])
+                output = train_call(compiled, model, kwargs, index, mode)
+            else:
+                with torch.no_grad(), mode.autocast_context():
+                    output = compiled(**kwargs)
             record.seconds = time.perf_counter() - started
-            record.correct, record.max_error = compare_outputs(output, reference, tolerance)
+            ref = references[index] if references is not None else None
+            record.correct, record.max_error, record.wrong_at = judge(output, reference, ref, tolerance,
+                                                                      mode.low_precision)
         except Exception as error:
             record.seconds = time.perf_counter() - started
             record.error = _error_text(error)
@@ -223,8 +255,6 @@ def measure(compiler: str, model: torch.nn.Module, calls: list[dict[str, Any]], 
         record.graphs_so_far = backend.graphs
         record.new_graphs = backend.graphs - graphs_before
         record.graph_runs = backend.runs - runs_before
-        if compiler == "kiln-default":
-            record.graph_runs = max(record.graph_runs, 1)  # Kiln's kernels do not report runs
         result.calls.append(record)
         if index == 0:
             result.first_call_graphs, result.first_call_ops = backend.graphs, backend.ops

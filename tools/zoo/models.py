@@ -189,24 +189,34 @@ def find(name: str) -> ModelSpec:
     raise KeyError(f"no zoo model called {name!r}; `python -m tools.zoo --list` lists them")
 
 
-def build(spec: ModelSpec) -> tuple[torch.nn.Module, Any]:
-    """The model of `spec` with random weights, in eval mode, and its config (None outside transformers)."""
+def build(spec: ModelSpec, train: bool = False) -> tuple[torch.nn.Module, Any]:
+    """The model of `spec` with random weights and its config (None outside transformers).
+
+    In eval mode; with `train`, in training mode with dropout (and every other random training
+    behaviour the config controls) at zero, see `tools.zoo.training`.
+    """
+    from tools.zoo.training import prepare, zero_randomness
+
     if spec.source == "torchvision":
         import torchvision
 
-        return getattr(torchvision.models, spec.task)(weights=None).eval(), None
+        network = getattr(torchvision.models, spec.task)(weights=None)
+        return (prepare(network) if train else network.eval()), None
     if spec.source == "timm":
         import timm
 
-        return timm.create_model(spec.task, pretrained=False).eval(), None
+        network = timm.create_model(spec.task, pretrained=False)
+        return (prepare(network) if train else network.eval()), None
     import transformers
 
     config = tiny_config(spec.config_type, spec.overrides)
+    if train:
+        zero_randomness(config)
     model_class = getattr(transformers, spec.task)
     # Auto classes pick the architecture from the config; a concrete class (DeiT, whose image
     # classification has two heads to choose from) is constructed directly.
     model = model_class.from_config(config) if spec.task.startswith("Auto") else model_class(config)
-    return model.eval(), config
+    return (prepare(model) if train else model.eval()), config
 
 
 SLICE: tuple[str, ...] = (

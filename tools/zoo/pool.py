@@ -118,8 +118,9 @@ def _kill(process: subprocess.Popen[str]) -> None:
 
 
 def run_pool(models: list[str], compilers: Callable[[str], list[str]], jobs: int, timeout: float,
-             on_result: Callable[[dict[str, Any]], None], nice: int = 10) -> list[dict[str, Any]]:
-    """Measure every model in `models` with `jobs` workers; results in the order of `models`."""
+             on_result: Callable[[dict[str, Any]], None], nice: int = 10,
+             mode: dict[str, str] | None = None) -> list[dict[str, Any]]:
+    """Measure every model in `models` with `jobs` workers (in `mode`, see `tools.zoo.modes`); results in order."""
     todo: queue.Queue[tuple[int, str]] = queue.Queue()
     for index, name in enumerate(models):
         todo.put((index, name))
@@ -135,7 +136,10 @@ def run_pool(models: list[str], compilers: Callable[[str], list[str]], jobs: int
                     index, name = todo.get_nowait()
                 except queue.Empty:
                     return
-                result = worker.run({"model": name, "compilers": compilers(name)}, timeout)
+                request: dict[str, Any] = {"model": name, "compilers": compilers(name)}
+                if mode:
+                    request["mode"] = mode
+                result = worker.run(request, timeout)
                 with lock:
                     results[index] = result
                     on_result(result)

@@ -112,3 +112,49 @@ def worse_by_cause(results: list[dict[str, Any]]) -> dict[str, list[str]]:
         if kinds:
             groups.setdefault(_cause(result), []).append(f"{result['model']} ({'+'.join(kinds)})")
     return dict(sorted(groups.items(), key=lambda item: -len(item[1])))
+
+
+def _mode_cell(data: dict[str, Any] | None) -> str:
+    """ok / WRONG / error, with the first-call graph/break counts and where the first wrong value is."""
+    if data is None:
+        return "-"
+    wrong = [c for c in data["calls"] if not c["correct"] and not c.get("error")]
+    if data.get("error"):
+        then = f"WRONG on call {wrong[0]['index'] + 1} ({wrong[0].get('wrong_at', '')[:60]}), then " if wrong else ""
+        return then + "error: " + data["error"].splitlines()[0][:70]
+    counts = f"{data['first_call_graphs']}/{data['first_call_breaks']} g{data['graphs']} r{data['recompiles']}"
+    if wrong:
+        return f"WRONG {counts}: {wrong[0].get('wrong_at', '').split(';')[-1].strip()[:90]}"
+    return f"ok {counts}" + (" STORM" if data["storm"] else "")
+
+
+def mode_table(results: list[dict[str, Any]], compilers: list[str]) -> str:
+    """Training / autocast runs: one row per model, one column per compiler (ok, WRONG or error)."""
+    lines = ["| model | mode | " + " | ".join(compilers) + " | notes |", "|---|---|" + "---|" * len(compilers) + "---|"]
+    for result in results:
+        if result.get("error"):
+            lines.append(f"| {result['model']} | {result.get('mode', '')} | " + " | ".join("-" for _ in compilers)
+                         + f" | not run: {result['error'].splitlines()[0][:80]} |")
+            continue
+        notes = []
+        if result.get("train_in_eval_mode"):
+            notes.append("random in training mode: trained in eval mode")
+        if result.get("no_float64_reference"):
+            notes.append("no float64 reference: " + result["no_float64_reference"][:60])
+        cells = " | ".join(_mode_cell(result.get(c)) for c in compilers)
+        lines.append(f"| {result['model']} | {result.get('mode', 'infer')} | {cells} | {'; '.join(notes)} |")
+    return "\n".join(lines)
+
+
+def mode_summary(results: list[dict[str, Any]], compilers: list[str]) -> str:
+    """Per compiler: how many models were right, wrong (on some call), raised, or stormed; a model
+    wrong on one call that raised on a later one counts in both."""
+    ran = [r for r in results if not r.get("error")]
+    lines = [f"{len(ran)} models built and ran eagerly ({len(results) - len(ran)} did not).", "",
+             "| compiler | ok | wrong | error | storm |", "|---|---:|---:|---:|---:|"]
+    for compiler in compilers:
+        data = [r[compiler] for r in ran if compiler in r]
+        wrong = sum(1 for d in data if any(not c["correct"] and not c.get("error") for c in d["calls"]))
+        lines.append(f"| {compiler} | {sum(1 for d in data if d['correct'])} | {wrong} | "
+                     f"{sum(1 for d in data if d['error'])} | {sum(1 for d in data if d['storm'])} |")
+    return "\n".join(lines)

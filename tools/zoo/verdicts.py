@@ -72,7 +72,7 @@ def kiln_problems(result: dict[str, Any], expected: dict[str, int] | None) -> li
 
 def _storm_text(result: dict[str, Any]) -> str:
     for call in result.get("calls", []):
-        if call["index"] in (1, 2) and call["recompiles"]:
+        if call["index"] in result.get("same_shape", (1, 2)) and call["recompiles"]:
             return f"recompiled on call {call['index'] + 1} (same shapes): {call['recompiles'][0]}"
         if call["graph_runs"] == 0:
             return f"call {call['index'] + 1} ran no compiled graph"
@@ -105,3 +105,23 @@ def worse_than_dynamo(result: dict[str, Any]) -> list[tuple[str, str]]:
                           for c in kiln["calls"] for b in c["breaks"]})
         out.append(("graphs", "; ".join(more) + (": " + " | ".join(reasons[:3]) if reasons else "")))
     return out
+
+
+def mode_problems(result: dict[str, Any], compilers: list[str]) -> list[tuple[str, str]]:
+    """(kind, text) of each Kiln compiler's wrong result, error or storm in a training / autocast run."""
+    if result.get("error"):
+        return [("error", str(result["error"]))]
+    problems: list[tuple[str, str]] = []
+    for compiler in compilers:
+        data = result.get(compiler)
+        if not data or compiler == "dynamo":
+            continue
+        wrong = [c for c in data["calls"] if not c["correct"] and not c.get("error")]
+        if wrong:
+            problems.append(("wrong", f"{compiler}: call {wrong[0]['index'] + 1}: {wrong[0].get('wrong_at', '')}"))
+        if data.get("error"):
+            problems.append(("error", f"{compiler}: {data['error']}"))
+            continue
+        if data.get("storm"):
+            problems.append(("storm", f"{compiler}: {_storm_text(data)}"))
+    return problems
