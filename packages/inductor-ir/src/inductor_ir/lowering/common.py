@@ -175,18 +175,45 @@ def expand_loader(value: IRNode, out_size: Sequence[sympy.Expr]) -> Callable[[In
     return load
 
 
-def _operand_loader(value: Any, out_size: Sequence[sympy.Expr], compute_dtype: torch.dtype) -> Callable[[Index], Any]:
-    """A loader of one operand (IR value or scalar) converted to ``compute_dtype``."""
+_HALF = (torch.float16, torch.bfloat16)
+
+
+def round_scalar(value: Scalar, dtype: torch.dtype) -> float:
+    """A Python number as eager converts it to a half ``dtype`` (through float32, as c10 does)."""
+    return float(torch.tensor(float(value), dtype=torch.float32).to(dtype).item())
+
+
+def _operand_loader(
+    value: Any,
+    out_size: Sequence[sympy.Expr],
+    compute_dtype: torch.dtype,
+    half: torch.dtype | None,
+    round_scalars: bool,
+) -> Callable[[Index], Any]:
+    """A loader of one operand (IR value or scalar) converted to ``compute_dtype``.
+
+    In an op whose dtype is the half ``half`` (computed in float32), eager first casts each operand
+    to ``half``: an int64 tensor beyond float16's range is inf, and a Python scalar is rounded
+    (``f16 % 0.7`` divides by 0.7002). ``round_scalars=False`` for the ops whose eager kernels read a
+    scalar operand at float32 precision (mul, div).
+    """
     if isinstance(value, IRNode):
         load, src = expand_loader(value, out_size), value.dtype
+        through_half = half is not None and src != half and bool(value.get_size())
 
         def load_tensor(index: Index) -> Any:
+            if through_half:
+                return convert(convert(load(index), half, src), compute_dtype, half)
             return convert(load(index), compute_dtype, src)
 
         return load_tensor
 
+    scalar = value
+    if half is not None and round_scalars and isinstance(value, (int, float)) and not isinstance(value, bool):
+        scalar = round_scalar(value, half)
+
     def load_scalar(index: Index) -> Any:
-        return const(value, compute_dtype)
+        return const(scalar, compute_dtype)
 
     return load_scalar
 
@@ -200,12 +227,14 @@ def make_pointwise(
     result_dtype: torch.dtype | None = None,
     out_dtype: torch.dtype | None = None,
     size: Sequence[sympy.Expr] | None = None,
+    round_scalars: bool = True,
 ) -> Pointwise:
     """A ``Pointwise`` computing ``fn(*operands)`` elementwise over the broadcast of ``inputs``.
 
     Each input (an IR value or a Python/SymPy scalar) is loaded and converted to
     ``compute_dtype``; ``fn`` returns a value of ``result_dtype`` (default ``compute_dtype``),
-    converted to ``out_dtype`` (default ``result_dtype``).
+    converted to ``out_dtype`` (default ``result_dtype``). Operands of an op whose dtype is
+    float16/bfloat16 are first cast to it, as eager's kernels do (see ``_operand_loader``).
     """
     result_dtype = result_dtype or compute_dtype
     out_dtype = out_dtype or result_dtype
@@ -217,9 +246,11 @@ def make_pointwise(
         # e.g. a 0-d CPU tensor in a CUDA op: a kernel cannot read it; ATen handles it.
         raise NotLowerable("operands on several devices")
     out_size = tuple(size) if size is not None else broadcast_shapes(*(t.get_size() for t in tensors))
+    op_dtype = promote_dtypes(*inputs)
+    half = op_dtype if op_dtype in _HALF and compute_dtype == torch.float32 else None
     loaders: list[Callable[[Index], Any]] = []
     for value in inputs:
-        loaders.append(_operand_loader(value, out_size, compute_dtype))
+        loaders.append(_operand_loader(value, out_size, compute_dtype, half, round_scalars))
 
     def inner_fn(index: Index) -> Any:
         result = fn(*[load(index) for load in loaders])

@@ -82,13 +82,15 @@ def _float_predicate(ctx: LoweringContext, x: IRNode) -> Pointwise:
 
 
 # -- binary arithmetic --------------------------------------------------------------------------
-def _binary(ctx: LoweringContext, fn: Any, a: Any, b: Any, *, float_only: bool = False) -> Pointwise:
+def _binary(
+    ctx: LoweringContext, fn: Any, a: Any, b: Any, *, float_only: bool = False, round_scalars: bool = True
+) -> Pointwise:
     dtype = promote_dtypes(a, b)
     if float_only and not dtype.is_floating_point:
         dtype = torch.get_default_dtype()
     out = ctx.out_dtype(dtype)
     compute = compute_dtype_for(out)
-    return make_pointwise(ctx, fn, [a, b], compute_dtype=compute, out_dtype=out)
+    return make_pointwise(ctx, fn, [a, b], compute_dtype=compute, out_dtype=out, round_scalars=round_scalars)
 
 
 def _scaled(b: Any, alpha: Any) -> Any:
@@ -135,20 +137,67 @@ def mul(ctx: LoweringContext, a: Any, b: Any) -> Pointwise:
     """a * b (logical and for bools)."""
     if promote_dtypes(a, b) == torch.bool:
         return _binary(ctx, ops.logical_and, a, b)
-    return _binary(ctx, ops.mul, a, b)
+    # Eager's half mul reads a scalar operand at float32 precision (f16 * 0.7 is not f16 * 0.7002).
+    return _binary(ctx, ops.mul, a, b, round_scalars=False)
 
 
 @lowering(aten.div.Tensor, aten.div.Scalar, aten.div.Tensor_mode, aten.div.Scalar_mode, aten.true_divide.Tensor)
 def div(ctx: LoweringContext, a: Any, b: Any, *, rounding_mode: str | None = None) -> Pointwise:
     """a / b, optionally rounded ``floor`` or ``trunc``."""
     if rounding_mode is None:
-        return _binary(ctx, ops.truediv, a, b, float_only=True)
-    if rounding_mode == "trunc" and promote_dtypes(a, b).is_floating_point:
+        return _binary(ctx, ops.truediv, a, b, float_only=True, round_scalars=False)
+    dtype = ctx.out_dtype(promote_dtypes(a, b))
+    divisor_is_scalar = not isinstance(b, IRNode) or not b.get_size()
+    if dtype in (torch.float16, torch.bfloat16) and divisor_is_scalar:
+        # By a scalar (a Python number or a 0-d tensor) eager's half kernels divide in float32,
+        # the scalar unrounded, and round once.
+        return _binary(ctx, _float_division(rounding_mode), a, b, round_scalars=False)
+    if dtype in (torch.float16, torch.bfloat16):
+        # By a tensor, eager's half kernels round each step of the division to the half dtype:
+        # trunc of the rounded quotient, and a floor division whose every intermediate is a half.
+        if rounding_mode == "trunc":
+            return _binary(ctx, lambda x, y: ops.trunc(_round_to(ops.truediv(x, y), dtype)), a, b)
+        return _binary(ctx, lambda x, y: _half_floordiv(x, y, dtype), a, b)
+    if rounding_mode == "trunc" and dtype.is_floating_point:
         return _binary(ctx, lambda x, y: ops.trunc(ops.truediv(x, y)), a, b)
     # Float floor division is ops.floordiv, not floor(a / b): eager derives it from fmod, which
     # differs where the quotient rounds or overflows (inf // 100 is nan, -1 // inf is -1).
     fn = ops.floordiv if rounding_mode == "floor" else ops.truncdiv
     return _binary(ctx, fn, a, b)
+
+
+def _float_division(rounding_mode: str) -> Any:
+    """The float division with ``rounding_mode`` in the compute dtype."""
+    if rounding_mode == "trunc":
+        return lambda x, y: ops.trunc(ops.truediv(x, y))
+    return ops.floordiv
+
+
+def _round_to(x: Any, dtype: torch.dtype) -> Any:
+    """A float32 value rounded to the half ``dtype`` and back (eager's half result of one step)."""
+    return ops.to_dtype(ops.to_dtype(x, dtype, torch.float32), torch.float32, dtype)
+
+
+def _half_floordiv(x: Any, y: Any, dtype: torch.dtype) -> Any:
+    """Floor division of float32 operands as eager's float16/bfloat16 kernel computes it.
+
+    Eager runs its fmod-based floor division in half arithmetic, each step rounded to ``dtype``;
+    in float32 the quotient can land on the other side of an integer (eager 29, float32 28).
+    """
+    f32 = torch.float32
+    zero, one = const(0, f32), const(1, f32)
+    quotient = ops.truediv(x, y)
+    mod = ops.fmod(x, y)
+    div = _round_to(ops.truediv(_round_to(ops.sub(x, mod), dtype), y), dtype)
+    wrong_sign = ops.logical_and(ops.ne(mod, zero), ops.logical_xor(ops.lt(y, zero), ops.lt(mod, zero)))
+    div = ops.where(wrong_sign, _round_to(ops.sub(div, one), dtype), div)
+    floored = ops.floor(div)
+    up = ops.gt(_round_to(ops.sub(div, floored), dtype), const(0.5, f32))
+    result = ops.where(up, _round_to(ops.add(floored, one), dtype), floored)
+    signed_zero = ops.where(ops.signbit(quotient), const(-0.0, f32), zero)
+    result = ops.where(ops.eq(div, zero), signed_zero, result)
+    # b == 0 gives the IEEE quotient (inf or nan), as eager's kernel does.
+    return ops.where(ops.eq(y, zero), quotient, result)
 
 
 @lowering(aten.floor_divide.default, aten.floor_divide.Scalar)
