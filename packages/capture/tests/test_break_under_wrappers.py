@@ -22,9 +22,10 @@ import capture
 
 # A caller that cannot resume after a break below one of its calls runs a copy of its code whose
 # breaking call goes through capture (capture/bytecode/eager_calls.py); that copy is built for
-# Python 3.11's bytecode only: on later versions such a caller and everything below it run eagerly.
+# Python 3.11's and 3.12's bytecode only: on later versions such a caller and everything below it run eagerly.
 eager_copy_needed = pytest.mark.xfail(
-    sys.version_info[:2] != (3, 11), reason="the eager caller's capturing copy exists for Python 3.11 only", strict=True
+    sys.version_info[:2] not in ((3, 11), (3, 12)),
+    reason="the eager caller's capturing copy exists for Python 3.11 and 3.12 only", strict=True
 )
 
 
@@ -363,6 +364,54 @@ def test_break_below_method_call_in_try_block() -> None:
     torch.manual_seed(0)
     backend, _ = run_checked(method_in_try, torch.randn(4), Helper())
     assert graph_ops(backend) == [["tanh", operator.add], ["exp"]]
+
+
+class SubHelper(Helper):
+    def half(self, x):
+        return x * 0.5
+
+    def step(self, x, *, shift):
+        try:  # super().step: LOAD_SUPER_ATTR's method form (3.12); self.half: LOAD_ATTR's method form
+            return super().step(self.half(x), shift=shift)
+        finally:
+            CLEANUPS.append(1)
+
+
+@eager_copy_needed
+def test_break_below_super_method_call_in_try_block() -> None:
+    torch.manual_seed(0)
+    CLEANUPS.clear()
+    backend, _ = run_checked(lambda x, helper: helper.step(x, shift=0.25), torch.randn(4), SubHelper())
+    assert graph_ops(backend) == [["tanh", operator.add], ["exp"]]
+    assert len(CLEANUPS) == 6
+
+
+class Tracks:
+    """A context manager written in Python: `with` calls its `__exit__` from the caller's bytecode."""
+
+    def __init__(self) -> None:
+        self.exits = 0
+
+    def __enter__(self) -> Tracks:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.exits += 1
+
+
+def call_in_with_block(x, tracks):
+    with tracks:
+        y = callee(x, scale=1.5)
+    return y - 1
+
+
+@eager_copy_needed
+def test_break_below_call_in_with_block() -> None:
+    torch.manual_seed(0)
+    tracks = Tracks()
+    backend, _ = run_checked(call_in_with_block, torch.randn(4), tracks)
+    assert graph_ops(backend) == [["sin", operator.mul], ["cos"]]
+    assert tracks.exits == 6
 
 
 def with_star_args_in_try(x):

@@ -11,17 +11,19 @@ TorchDynamo's frame hook gives it for free).
 
 Only the breaking call changes:
 
-* ``CALL n`` (with its ``PRECALL`` and ``KW_NAMES``) becomes a ``CALL_FUNCTION_EX`` of
-  `call_through` on ``(callable, args, keyword names)`` (or ``(method, self, args, keyword names)``
-  when the slot below the callable holds a method rather than a NULL);
+* ``CALL n`` (with its ``KW_NAMES``, and on 3.11 its ``PRECALL``) becomes a ``CALL_FUNCTION_EX``
+  of `call_through` on ``(callable, args, keyword names)`` (or ``(method, self, args, keyword
+  names)`` when the slot below the callable holds a method rather than a NULL);
 * ``CALL_FUNCTION_EX`` becomes a ``CALL_FUNCTION_EX`` of `call_through_ex` on
   ``(callable, args, kwargs)``.
 
-Whether CALL's lower slot is a NULL must be known when the code is generated: `LOAD_METHOD`, the one
-instruction that decides it at run time, is rewritten to ``LOAD_ATTR`` plus ``PUSH_NULL`` (a bound
-method, then the NULL below it), so the trace's view of the slot (a NULL for ``LOAD_METHOD``,
-``PUSH_NULL`` and ``LOAD_GLOBAL``'s NULL, a value for a comprehension or ``__exit__``) is exact.
-Python 3.11 only (3.12 encodes the method bit inside ``LOAD_ATTR``); elsewhere the caller runs plainly.
+Whether CALL's lower slot is a NULL must be known when the code is generated. The method loads
+decide it at run time (3.11's ``LOAD_METHOD``; 3.12's ``LOAD_ATTR`` and ``LOAD_SUPER_ATTR`` with
+their method bit set): each is rewritten to its plain attribute load plus ``PUSH_NULL`` and
+``SWAP`` (a bound method, then the NULL below it), so the trace's view of the slot (a NULL for a
+method load, ``PUSH_NULL`` and ``LOAD_GLOBAL``'s NULL, a value for a 3.11 comprehension or
+``__exit__``) is exact. Python 3.11 and 3.12 only (3.13 changed where CALL keeps ``self`` and the
+NULL, and dropped ``KW_NAMES``); elsewhere the caller runs plainly.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from typing import Any, cast
 from bytecode import Bytecode, Instr
 
 _PY311 = sys.version_info[:2] == (3, 11)
+_SUPPORTED = sys.version_info[:2] in ((3, 11), (3, 12))
 Wrap = Callable[[Any], Any]
 
 
@@ -64,7 +67,7 @@ def eager_code_with_captured_call(code: types.CodeType, index: int, null_below: 
     `null_below`: for a CALL, whether the trace saw a NULL below its callable. None when the copy
     cannot be made (another Python, another instruction, an unknown slot).
     """
-    if not _PY311:
+    if not _SUPPORTED:
         return None
     bytecode = Bytecode.from_code(code)
     items: list[Any] = []
@@ -82,16 +85,33 @@ def eager_code_with_captured_call(code: types.CodeType, index: int, null_below: 
                 return None
             items += replacement
             found = True
-        elif item.name == "LOAD_METHOD":
-            items += [Instr("LOAD_ATTR", item.arg, location=where), Instr("PUSH_NULL", location=where),
-                      Instr("SWAP", 2, location=where)]
+        elif (plain := _plain_attribute_load(item)) is not None:
+            items += [plain, Instr("PUSH_NULL", location=where), Instr("SWAP", 2, location=where)]
         else:
             items.append(item)
     if not found:
         return None
     bytecode.clear()
     bytecode.extend(items)
-    return bytecode.to_code()
+    try:
+        return bytecode.to_code()
+    except (ValueError, RuntimeError):  # bytecode could not reassemble it (stack depth): run the original
+        return None
+
+
+def _plain_attribute_load(instr: Instr) -> Instr | None:
+    """The attribute load (no method bit) standing for method load `instr`; None for other instructions.
+
+    3.11's ``LOAD_METHOD``, 3.12's ``LOAD_ATTR (True, name)`` and ``LOAD_SUPER_ATTR (True, two_args,
+    name)`` push ``[method, self]`` or ``[NULL, value]`` as the attribute's kind decides at run time.
+    """
+    where = instr.location
+    if instr.name == "LOAD_METHOD":
+        return Instr("LOAD_ATTR", instr.arg, location=where)
+    arg = instr.arg
+    if instr.name in ("LOAD_ATTR", "LOAD_SUPER_ATTR") and isinstance(arg, tuple) and arg[0] is True:
+        return Instr(instr.name, cast(Any, (False, *arg[1:])), location=where)
+    return None
 
 
 def _captured_call(instr: Instr, before: list[Any], null_below: bool | None, wrap: Wrap) -> list[Any] | None:
@@ -104,9 +124,10 @@ def _captured_call(instr: Instr, before: list[Any], null_below: bool | None, wra
     if instr.name != "CALL" or null_below is None:
         return None
     argc = int(cast(Any, instr.arg))
-    if not before or not isinstance(before[-1], Instr) or before[-1].name != "PRECALL":
-        return None
-    before.pop()  # PRECALL
+    if _PY311:
+        if not before or not isinstance(before[-1], Instr) or before[-1].name != "PRECALL":
+            return None
+        before.pop()  # PRECALL
     kw_names: tuple[str, ...] = ()
     if before and isinstance(before[-1], Instr) and before[-1].name == "KW_NAMES":
         kw_names = tuple(cast(Any, before.pop().arg))
