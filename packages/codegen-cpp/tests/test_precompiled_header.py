@@ -37,15 +37,21 @@ def _pch_folders(cache: Path) -> list[Path]:
     return sorted((cache / "pch").glob("*"))
 
 
+def _built(backend: CppBackend, cache: Path) -> Path:
+    """The precompiled header's folder, once the background build the first library started ends."""
+    folder = pch.precompiled_header_dir(backend.toolchain(), cache, wait=True)
+    assert folder is not None
+    return folder
+
+
 def test_header_is_precompiled_once_and_used(tmp_path: Path) -> None:
-    pch.precompiled_header_dir.cache_clear()
     backend = CppBackend(CppConfig(cache_dir=tmp_path))
-    _check(backend, "pch_first", 1.5)
-    (folder,) = _pch_folders(tmp_path)
+    _check(backend, "pch_first", 1.5)  # compiled from the plain header while the build runs
+    folder = _built(backend, tmp_path)
+    assert _pch_folders(tmp_path) == [folder]
     assert (folder / f"{pch.HEADER}.gch").stat().st_size > 0
     built = (folder / f"{pch.HEADER}.gch").stat().st_mtime_ns
-    pch.precompiled_header_dir.cache_clear()  # a new process: it finds the folder on disk
-    _check(CppBackend(CppConfig(cache_dir=tmp_path)), "pch_second", -0.5)
+    _check(CppBackend(CppConfig(cache_dir=tmp_path)), "pch_second", -0.5)  # with the header
     assert _pch_folders(tmp_path) == [folder]
     assert (folder / f"{pch.HEADER}.gch").stat().st_mtime_ns == built
     # The command really searches the precompiled header's folder first.
@@ -61,15 +67,14 @@ def test_switched_off_builds_no_header(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("damage", ["truncate", "garbage"])
 def test_damaged_header_never_fails_a_build(tmp_path: Path, damage: str) -> None:
-    pch.precompiled_header_dir.cache_clear()
-    _check(CppBackend(CppConfig(cache_dir=tmp_path)), "pch_before_damage", 0.25)
-    (folder,) = _pch_folders(tmp_path)
+    backend = CppBackend(CppConfig(cache_dir=tmp_path))
+    _check(backend, "pch_before_damage", 0.25)
+    folder = _built(backend, tmp_path)
     header = folder / f"{pch.HEADER}.gch"
     if damage == "truncate":
         header.write_bytes(header.read_bytes()[:1000])
     else:
         header.write_bytes(b"not a precompiled header")
-    pch.precompiled_header_dir.cache_clear()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # a truncated header is reported once per process
         _check(CppBackend(CppConfig(cache_dir=tmp_path)), f"pch_after_{damage}", 3.0)
