@@ -39,7 +39,7 @@ aten = torch.ops.aten
 
 DecompositionTable = dict[torch._ops.OpOverload, Callable[..., Any]]
 
-EARLY_DECOMPOSED: tuple[Any, ...] = (
+BATCH_NORMS: tuple[Any, ...] = (
     aten.native_batch_norm,
     aten._native_batch_norm_legit,
     aten._native_batch_norm_legit_functional,
@@ -50,6 +50,10 @@ EARLY_DECOMPOSED: tuple[Any, ...] = (
     aten._batch_norm_with_update,
     aten._batch_norm_with_update_functional,
     aten._batch_norm_no_update,
+)
+
+EARLY_DECOMPOSED: tuple[Any, ...] = (
+    *BATCH_NORMS,
     aten.lstm,
     aten.gru,
     aten.rnn_tanh,
@@ -98,16 +102,7 @@ def joint_decompositions(table: DecompositionTable) -> DecompositionTable:
 # Early-decomposed ops of which only the first result is differentiable: batch norm's saved
 # statistics and reserve buffers are outputs autograd does not track (eager returns them with
 # requires_grad=False, and no gradient flows back through them).
-FIRST_RESULT_DIFFERENTIABLE: tuple[Any, ...] = (
-    aten.native_batch_norm,
-    aten._native_batch_norm_legit,
-    aten._native_batch_norm_legit_functional,
-    aten._native_batch_norm_legit_no_training,
-    aten.cudnn_batch_norm,
-    aten._batch_norm_with_update,
-    aten._batch_norm_with_update_functional,
-    aten._batch_norm_no_update,
-)
+FIRST_RESULT_DIFFERENTIABLE: tuple[Any, ...] = BATCH_NORMS
 
 
 def _detaching_rest(decomposition: Callable[..., Any]) -> Callable[..., Any]:
