@@ -52,3 +52,40 @@ def test_signed_overflow_wraps_like_eager(backend: CppBackend, dtype: torch.dtyp
     compiled = inductor_ir.compile_graph(make_fx(_wrapping)(x, y), [x, y], backends={"cpu": backend})
     for k, (got, want) in enumerate(zip(compiled(x, y), _wrapping(x, y), strict=True)):
         assert torch.equal(got, want), f"result {k}: {got} != {want}"
+
+
+def _broadcast_ops(x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    column = x.unsqueeze(-1)
+    return x / column, x * column, (x / column).sum(0)
+
+
+@pytest.mark.parametrize("dtype", (torch.float16, torch.float32, torch.float64), ids=str)
+def test_broadcast_negative_zero_keeps_its_sign(backend: CppBackend, dtype: torch.dtype) -> None:
+    # x[i] is broadcast along a vectorized row: a broadcast of -0.0 that became +0.0 flipped
+    # x / -0.0 from inf to -inf and x * -0.0 from -0.0 to 0.0.
+    generator = torch.Generator().manual_seed(31)
+    x = torch.randn(37, generator=generator, dtype=torch.float64).to(dtype)
+    x[3], x[20], x[30] = -0.0, 0.0, float("-inf")
+    compiled = inductor_ir.compile_graph(make_fx(_broadcast_ops)(x), [x], backends={"cpu": backend})
+    for k, (got, want) in enumerate(zip(compiled(x), _broadcast_ops(x), strict=True)):
+        assert torch.equal(got.isnan(), want.isnan()), f"result {k}"
+        assert torch.equal(got.nan_to_num(), want.nan_to_num()), f"result {k}: {got} != {want}"
+        assert torch.equal(got.signbit(), want.signbit()), f"result {k}: signs of zeros differ"
+
+
+def _divisions(x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    return x / y.unsqueeze(-1), x / 3.0, x / 0.25
+
+
+@pytest.mark.parametrize("dtype", (torch.float32, torch.float64), ids=str)
+def test_division_by_a_broadcast_divisor_is_exact(backend: CppBackend, dtype: torch.dtype) -> None:
+    # Eager divides; a * (1 / b) is one ulp off for many values and overflows for a subnormal b.
+    generator = torch.Generator().manual_seed(37)
+    x = torch.randn(5, 37, generator=generator, dtype=torch.float64) * 1e-30
+    y = torch.randn(5, generator=generator, dtype=torch.float64)
+    y[1], y[2] = torch.finfo(dtype).tiny / 4, torch.finfo(dtype).max / 2
+    x[2] *= 1e30 * torch.finfo(dtype).max / 4
+    x, y = x.to(dtype), y.to(dtype)
+    compiled = inductor_ir.compile_graph(make_fx(_divisions)(x, y), [x, y], backends={"cpu": backend})
+    for k, (got, want) in enumerate(zip(compiled(x, y), _divisions(x, y), strict=True)):
+        assert torch.equal(got, want), f"result {k}: {got} != {want}"

@@ -13,6 +13,7 @@ fused ``(u8 * 2) // 3`` must divide the wrapped product, not the int32 one.
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 from collections.abc import Callable
 
@@ -23,6 +24,18 @@ from codegen_cpp.codegen.dtypes import cpp_dtype
 from codegen_cpp.codegen.values import CppValue, KernelState
 
 __all__ = ["ArithmeticOps"]
+
+
+def _exact_reciprocal(literal: str | None) -> bool:
+    """Whether ``literal`` is a C++ float literal whose reciprocal is exact and normal (2**k, |k| < 120)."""
+    if literal is None:
+        return False
+    try:
+        value = float(literal.removesuffix("f"))
+    except ValueError:
+        return False  # a variable, or numeric_limits' inf/nan
+    mantissa, exponent = math.frexp(value)
+    return abs(mantissa) == 0.5 and abs(exponent) < 120
 
 _UNARY_MATH = (
     "exp exp2 expm1 log log2 log10 log1p sqrt rsqrt sin cos tan asin acos atan sinh cosh tanh "
@@ -144,9 +157,12 @@ class ArithmeticOps:
         return self.logical_and(a, b) if a.dtype == torch.bool else self._wrapped(self._binary("*", a, b))
 
     def truediv(self, a: CppValue, b: CppValue) -> CppValue:
-        """a / b; by a divisor equal in all lanes, a multiplication by its reciprocal (computed once:
-        vector division is several times slower than multiplication)."""
-        if self.vector and b.uniform is not None and a.dtype in (torch.float32, torch.float64):
+        """a / b; by a literal power of two, a multiplication by its (exact) reciprocal.
+
+        Only there: eager divides, and a * (1 / b) is one ulp off for a third of the values, inf
+        where 1 / b overflows (a subnormal b) and imprecise where it is subnormal (b near the max).
+        """
+        if self.vector and _exact_reciprocal(b.uniform) and a.dtype in (torch.float32, torch.float64):
             one = "1.0f" if a.dtype == torch.float32 else "1.0"
             reciprocal = self._emit(f"kiln::splat<{cpp_dtype(a.dtype).vector}>({one} / {b.uniform})", a.dtype)
             return self._binary("*", a, reciprocal)

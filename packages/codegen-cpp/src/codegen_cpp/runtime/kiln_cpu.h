@@ -41,7 +41,11 @@ template <> struct elem<i64x> { typedef int64_t type; };
 
 template <class V>
 inline V splat(typename elem<V>::type s) {
-  return V{} + s;  // the scalar operand is broadcast (a vbroadcastss, hoisted out of loops)
+  // Lane by lane, not `V{} + s`: 0.0 + -0.0 is +0.0, so that lost the sign of a negative zero
+  // (x / -0.0 became +inf). g++ turns this loop into one broadcast (vbroadcastss).
+  V v;
+  for (int64_t i = 0; i < VEC; ++i) v[i] = s;
+  return v;
 }
 template <class V>
 inline V iota(typename elem<V>::type base) {
