@@ -13,7 +13,7 @@ from capture.registry import MARKS
 from capture.sources import AttrSource, ItemSource, Source
 from capture.variables.base import ConstantVariable, VariableTracker, class_attribute, is_constant_value
 from capture.variables.builtins import BREAKING_BUILTINS, BUILTIN_HANDLERS, BuiltinVariable
-from capture.variables.containers import DictVariable, ListVariable, TupleVariable
+from capture.variables.containers import DictVariable, ListVariable, TupleVariable, is_literal_key
 from capture.variables.functions import UserFunctionVariable
 from capture.variables.objects import (
     NNModuleVariable,
@@ -74,7 +74,7 @@ def wrap_existing(output: OutputGraph, value: Any, source: Source | None) -> Var
         fields = {name: wrap_existing(output, value[name], ItemSource(source, name)) if name in value
                   else ConstantVariable(None) for name in type(value).__dataclass_fields__}
         return ModelOutputVariable(type(value), fields, source)
-    if type(value) is dict and all(is_constant_value(k) and isinstance(k, (str, int)) for k in value):
+    if type(value) is dict and all(is_literal_key(k) for k in value):
         if guards is not None and source is not None:
             guards.type_is(source, value)
             keys = list(value.keys())
@@ -139,6 +139,9 @@ def classify(value: Any, source: Source | None) -> VariableTracker:
         return classify(original, source)
     if isinstance(value, torch.jit.ScriptFunction):
         return _scripted(value, source)
+    if isinstance(value, torch._library.custom_ops.CustomOpDef):
+        # `torch.library.custom_op` functions: calling one calls its operator, which is the graph node.
+        return TorchFunctionVariable(value._opoverload, source)
     if MARKS.is_disallowed(value):
         return SkippedFunctionVariable(value, f"call to {_name(value)}, marked with disallow_in_graph", source)
     if MARKS.is_allowed(value):
@@ -178,7 +181,7 @@ def classify(value: Any, source: Source | None) -> VariableTracker:
         from capture.symbolic.output_graph import is_stdlib_or_skipped
 
         module = getattr(value, "__module__", "") or ""
-        if module == "torch" or module.startswith("torch."):
+        if (module == "torch" or module.startswith("torch.")) and not _is_torch_class_function(value):
             return TorchFunctionVariable(value, source)
         from capture.variables.objects import TRACE_TIME_FUNCTIONS
 
@@ -211,6 +214,14 @@ def classify(value: Any, source: Source | None) -> VariableTracker:
             return TorchFunctionVariable(value, source)
         return SkippedFunctionVariable(value, f"call to non-PyTorch function {_name(value)}", source)
     return PythonObjectVariable(value, source)
+
+
+def _is_torch_class_function(value: types.FunctionType) -> bool:
+    """A static method or plain function of a torch class other than Tensor (an options object's
+    ``_resolve_auto_acc_dtype``): traced into like user code. As a graph node FX would spell it by module
+    and name, which does not find it."""
+    owner = value.__qualname__.rpartition(".")[0]
+    return bool(owner) and "<locals>" not in owner and owner.split(".")[0] not in ("Tensor", "TensorBase")
 
 
 def _scripted(value: Any, source: Source | None) -> VariableTracker:

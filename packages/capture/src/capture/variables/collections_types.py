@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from capture.variables.base import ConstantVariable, Unsupported, VariableTracker
 from capture.variables.builtins import Args, Kwargs, _items, _wrap_result
-from capture.variables.containers import DictVariable, ListVariable, TupleVariable
+from capture.variables.containers import DictVariable, ListVariable, TupleVariable, is_literal_key
 
 if TYPE_CHECKING:
     from capture.symbolic.reconstruct import Reconstructor
@@ -577,7 +577,7 @@ def existing_collection(tx: InstructionTranslator, value: VariableTracker) -> Va
         tracker = DequeVariable(items, real.maxlen)
     else:
         keys = list(real.keys())
-        if not all(isinstance(k, (str, int)) and type(k) in (str, int) for k in keys):
+        if not all(is_literal_key(k) for k in keys):
             return None
         output.guards.add("DICT_KEYS", source, f"list({expr}.keys()) == {keys!r}", f"keys of {expr} are {keys!r}")
         entries = {k: output.wrap_value(real[k], ItemSource(source, k)) for k in keys}

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, Any
+
+import torch
 
 from capture.sources import Source
 from capture.variables.base import ConstantVariable, Unsupported, VariableTracker
@@ -208,6 +211,20 @@ class NamedTupleMethodVariable(VariableTracker):
             raise Unsupported(f"_replace() got unexpected field names {sorted(unknown)}", user_error=True)
         current.update(kwargs)
         return TupleVariable([current[f] for f in self.fields], cls=self.value.cls)
+
+
+def is_literal_key(key: Any) -> bool:
+    """True for a dict key that guards and sources can spell as a literal: ``repr(key)`` evaluates back to an
+    equal key where ``torch`` is in scope (str, int, bool, None, finite float, dtype, and tuples of them).
+
+    Existing dicts with such keys are traced entry by entry (``TABLE[(device.type, dtype)]``); others stay
+    opaque objects.
+    """
+    if key is None or type(key) in (str, int, bool, torch.dtype):
+        return True
+    if type(key) is float:
+        return math.isfinite(key)
+    return type(key) is tuple and all(is_literal_key(item) for item in key)
 
 
 def plain_value(value: VariableTracker) -> Any:

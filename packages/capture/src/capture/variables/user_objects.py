@@ -55,6 +55,9 @@ def construct_user_object(tx: InstructionTranslator, cls_var: PythonObjectVariab
     cls = cls_var.value
     if isinstance(cls, type) and issubclass(cls, tuple) and hasattr(cls, "_fields"):
         return _construct_namedtuple(cls, args, kwargs)
+    if isinstance(cls, type) and not is_plain_user_class(cls) and _is_frozen_dataclass(cls) and \
+            all(value.is_constant() for value in [*args, *kwargs.values()]):
+        return _frozen_constant(tx, cls, args, kwargs)
     if not isinstance(cls, type) or not is_plain_user_class(cls):
         raise Unsupported(f"call to type object {getattr(cls, '__module__', '')}.{getattr(cls, '__qualname__', cls)}")
     instance = NewObjectVariable(cls)
@@ -69,6 +72,25 @@ def construct_user_object(tx: InstructionTranslator, cls_var: PythonObjectVariab
 
     UserFunctionVariable(init).call(tx, [instance, *args], kwargs)
     return instance
+
+
+def _is_frozen_dataclass(cls: type) -> bool:
+    params = cls.__dict__.get("__dataclass_params__")
+    return params is not None and bool(getattr(params, "frozen", False))
+
+
+def _frozen_constant(tx: InstructionTranslator, cls: type, args: list[VariableTracker],
+                     kwargs: dict[str, VariableTracker]) -> VariableTracker:
+    """A frozen dataclass given only constants (a library's options object such as torch's
+    ``LinearCrossEntropyOptions``, whose slotted class cannot be modelled field by field): made for real
+    at trace time. It can never change, so it is a constant of the trace; a constructor that raises
+    (``__post_init__`` validation) is a graph break that raises again in eager."""
+    try:
+        value = cls(*[a.as_constant() for a in args], **{k: v.as_constant() for k, v in kwargs.items()})
+    except Exception as error:
+        raise Unsupported(f"{cls.__name__}(...) raised {type(error).__name__}: {error}", user_error=True) from error
+    tx.output.keepalive.append(value)
+    return tx.output.wrap_value(value, None)
 
 
 def _construct_namedtuple(cls: type, args: list[VariableTracker], kwargs: dict[str, VariableTracker]) -> VariableTracker:
