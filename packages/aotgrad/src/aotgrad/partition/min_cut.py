@@ -9,7 +9,7 @@ import torch.fx
 
 from aotgrad.partition.compress import save_masks_as_bool
 from aotgrad.partition.maxflow import INFINITE, FlowNetwork
-from aotgrad.partition.policy import is_recomputable, node_bytes
+from aotgrad.partition.policy import is_recomputable, node_bytes, saves_input_cast
 from aotgrad.partition.split import JointRegions, split_joint
 from aotgrad.tracing.joint import JointGraph
 
@@ -43,7 +43,8 @@ def _capacity(node: torch.fx.Node, is_primal: bool) -> int:
 
 def min_cut_saved_values(joint: JointGraph) -> list[torch.fx.Node]:
     """The values `min_cut` saves: a minimum cut, in bytes, between the forward inputs and the
-    backward, where only cheap ops (see `aotgrad.partition.policy`) may be recomputed.
+    backward, where only cheap ops (see `aotgrad.partition.policy`) may be recomputed, and casts
+    of inputs that `saves_input_cast` picks (a parameter's bf16 copy feeding a GEMM) are saved.
 
     Each forward-side node `n` becomes an edge `n.in -> n.out` whose capacity is its size; the
     source feeds the primals and every node that must not be recomputed, the sink drains every
@@ -56,7 +57,8 @@ def min_cut_saved_values(joint: JointGraph) -> list[torch.fx.Node]:
         if node.op == "output" or node in regions.tangent_dependent:
             continue
         net.add_edge((node, "in"), (node, "out"), _capacity(node, node in primals))
-        if node in primals or (not is_recomputable(node) and node.op != "placeholder"):
+        banned = not is_recomputable(node) or saves_input_cast(node, primals, regions.tangent_dependent)
+        if node in primals or (banned and node.op != "placeholder"):
             net.add_edge(_SOURCE, (node, "in"), INFINITE)
         for user in node.users:
             if user.op == "output" or user in regions.tangent_dependent:

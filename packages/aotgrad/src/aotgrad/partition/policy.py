@@ -3,6 +3,9 @@
 Cheap ops (pointwise, views, broadcasts, constants, casts) may be recomputed; everything else
 (matmul, convolution, reductions, normalizations, random ops, gathers and scatters) is computed
 once in the forward and saved when the backward needs it.
+
+One exception among the casts: a cast of a graph input (a parameter) that `saves_input_cast`
+picks is saved, not recomputed; see its docstring for the rule, decided by bytes moved.
 """
 
 from __future__ import annotations
@@ -64,6 +67,110 @@ def is_recomputable(node: torch.fx.Node) -> bool:
     if not isinstance(target, torch._ops.OpOverload) or is_random(node):
         return False
     return target in CHEAP_OPS or target.is_view or torch.Tag.pointwise in target.tags
+
+
+# Ops whose tensor operands a library kernel (BLAS, cuDNN, an attention kernel, ATen's embedding
+# gradient) reads from memory: a cast feeding one cannot fuse into it and is materialized first.
+LIBRARY_OPS: frozenset[Any] = frozenset(
+    {
+        aten.mm.default,
+        aten.addmm.default,
+        aten.bmm.default,
+        aten.baddbmm.default,
+        aten.convolution.default,
+        aten.convolution_backward.default,
+        aten._scaled_dot_product_flash_attention.default,
+        aten._scaled_dot_product_flash_attention_backward.default,
+        aten._scaled_dot_product_efficient_attention.default,
+        aten._scaled_dot_product_efficient_attention_backward.default,
+        aten._scaled_dot_product_cudnn_attention.default,
+        aten._scaled_dot_product_cudnn_attention_backward.default,
+        aten._scaled_dot_product_flash_attention_for_cpu.default,
+        aten._scaled_dot_product_flash_attention_for_cpu_backward.default,
+        aten.embedding_dense_backward.default,
+    }
+)
+
+# Dtype casts: `_to_copy` (when it only changes the dtype) and the prims form of torch's decompositions.
+_CASTS: frozenset[Any] = frozenset({aten._to_copy.default, torch.ops.prims.convert_element_type.default})
+
+
+def _is_cast(node: torch.fx.Node) -> bool:
+    if node.op != "call_function" or node.target not in _CASTS or not node.args:
+        return False
+    source, value = node.args[0], node.meta.get("val")
+    if not isinstance(source, torch.fx.Node) or not isinstance(value, torch.Tensor):
+        return False
+    before = source.meta.get("val")
+    return isinstance(before, torch.Tensor) and before.device == value.device and before.dtype != value.dtype
+
+
+def _is_view(node: torch.fx.Node) -> bool:
+    return node.op == "call_function" and isinstance(node.target, torch._ops.OpOverload) and node.target.is_view
+
+
+def _view_source(node: torch.fx.Node) -> torch.fx.Node:
+    """The tensor `node` is a chain of views of (`node` itself when it is no view)."""
+    while _is_view(node) and node.args and isinstance(node.args[0], torch.fx.Node):
+        node = node.args[0]
+    return node
+
+
+def _consumers(node: torch.fx.Node) -> list[torch.fx.Node]:
+    """The users of `node`, looking through views of it (a transposed weight feeding a matmul)."""
+    found: list[torch.fx.Node] = []
+    stack = list(node.users)
+    while stack:
+        user = stack.pop()
+        if _is_view(user):
+            stack.extend(user.users)
+        elif user.op != "output":
+            found.append(user)
+    return found
+
+
+def saves_input_cast(node: torch.fx.Node, inputs: set[torch.fx.Node], backward: set[torch.fx.Node]) -> bool:
+    """True when `node`, a dtype cast of a graph input (through views), should be saved for the
+    backward instead of recomputed there (`min_cut` then never recomputes it).
+
+    The min cut counts memory only, and saving an input is nearly free (the caller holds it), so
+    without this rule every cast of a parameter is recomputed: under autocast each fp32 weight is
+    read again (4 bytes an element) and written as bf16 (2) before the backward's GEMM reads it (2),
+    where the forward had the bf16 copy in memory already. The rule compares the bytes the backward
+    pass moves either way, with `i` the input's bytes and `c` the cast's:
+
+    * recompute: read the input (`i`), plus write and read the cast (`2c`) when a backward consumer
+      cannot fuse the cast (a GEMM, convolution or attention operand: `LIBRARY_OPS`);
+    * save: read the saved cast (`c`), plus the forward's write of it (`c`) when no forward
+      consumer already materializes it (all of them fuse it).
+
+    The cast is saved when saving moves fewer bytes. So a downcast feeding a GEMM in the forward is
+    always saved (`c < i + 2c`), as is one feeding a GEMM in the backward; a downcast fused into
+    pointwise consumers on both sides is saved only when `2c < i` (fp32 to fp8), and an upcast only
+    when a GEMM reads it on both sides. A cast the forward does not compute (no forward consumer) is
+    left to recompute. The memory this holds is the narrow copies of the weights, which eager
+    autograd under autocast holds as well (its matmuls save their bf16 operands), and it does not
+    grow with the batch. Inference graphs are not partitioned and keep fusing their casts.
+
+    Args:
+        node: a node of a joint graph.
+        inputs: the joint graph's primal placeholders.
+        backward: its nodes that depend on the tangents (the backward pass).
+    """
+    source = node.args[0] if node.args else None
+    if not isinstance(source, torch.fx.Node) or not _is_cast(node) or _view_source(source) not in inputs:
+        return False
+    cast_bytes, input_bytes = node_bytes(node), node_bytes(source)
+    if cast_bytes is None or input_bytes is None:
+        return False
+    consumers = _consumers(node)
+    forward_users = [u for u in consumers if u not in backward]
+    backward_users = [u for u in consumers if u in backward]
+    if not forward_users or not backward_users:
+        return False
+    recompute = input_bytes + (2 * cast_bytes if any(u.target in LIBRARY_OPS for u in backward_users) else 0)
+    save = cast_bytes + (0 if any(u.target in LIBRARY_OPS for u in forward_users) else cast_bytes)
+    return save < recompute
 
 
 def value_bytes(value: Any) -> int | None:
