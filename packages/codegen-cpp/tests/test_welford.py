@@ -153,3 +153,20 @@ def test_siblings_over_masked_loads_agree_in_vector_and_scalar_runs(backend: Cpp
         return (torch.nn.functional.layer_norm(torch.cat([a, b.permute(0, 2, 1)], 1), (64,)),)
 
     _check(backend, fn, lambda: (torch.randn(2, 1, 64), torch.randn(2, 64, 16)), rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", (torch.float16, torch.float32, torch.float64), ids=str)
+def test_mean_of_no_elements_is_nan(backend: CppBackend, dtype: torch.dtype) -> None:
+    # Eager's mean of an empty reduction is 0 / 0; the Welford running mean starts (and stayed) at 0.
+    def fn(flat: torch.Tensor, rows: torch.Tensor, cols: torch.Tensor, one: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return (
+            *torch.var_mean(flat, 0),  # scalar
+            *torch.std_mean(rows, 0, correction=0),  # vectorized across outputs
+            *torch.var_mean(cols, 1, keepdim=True),  # one reduction per output row
+            *torch.var_mean(one, 1),  # one element: var 0 / 0, mean the element
+        )
+
+    generator = torch.Generator().manual_seed(41)
+    shapes = ((0,), (0, 37), (37, 0), (37, 1))
+    inputs = [torch.randn(shape, generator=generator, dtype=torch.float64).to(dtype) for shape in shapes]
+    _check(backend, fn, lambda: inputs, equal_nan=True)

@@ -222,6 +222,11 @@ def _emit_outer(
 # formula, as are the private triples of threads when a reduction is split across threads.
 
 
+def _nan(scalar: str) -> str:
+    """The NaN of a C++ float type: the mean of no elements (eager's 0 / 0; the running mean stays 0)."""
+    return f"std::numeric_limits<{scalar}>::quiet_NaN()"
+
+
 def _sibling(mean_name: str, part: str) -> str:
     """``accN_vm2`` from ``accN_vmean`` (also with a ``_t`` thread suffix)."""
     if "_vmean" in mean_name:
@@ -277,7 +282,9 @@ def emit_welford(
         names = [state.fresh("red") for _ in range(3)]
         narrow = (lambda x: f"kiln::convert<{info.vector}>({x})") if wide else (lambda x: x)
         weight = f"kiln::splat<{vector}>(static_cast<{scalar}>({n}))"
-        for name, source in zip(names, (mean, m2, weight)):
+        nan = f"kiln::splat<{info.vector}>(std::numeric_limits<{info.scalar}>::quiet_NaN())"
+        scope.post.append(f"const auto {names[0]} = {n} == 0 ? {nan} : {narrow(mean)};  // eager: 0 / 0")
+        for name, source in zip(names[1:], (m2, weight)):
             scope.post.append(f"const auto {name} = {narrow(source)};")
         return CppValue(names[0], dtype, True), CppValue(names[1], dtype, True), CppValue(names[2], dtype, True)
     if handler.vector:
@@ -335,7 +342,7 @@ def emit_welford(
         ]
     out = info.scalar
     post += [
-        f"const {out} {result}_mean = static_cast<{out}>({r_mean});",
+        f"const {out} {result}_mean = {r_n} == 0 ? {_nan(out)} : static_cast<{out}>({r_mean});",
         f"const {out} {result}_m2 = static_cast<{out}>({r_m2});",
         f"const {out} {result}_weight = static_cast<{out}>({r_n});",
     ]
@@ -369,7 +376,8 @@ def emit_welford_combine(
     handler._target.append("{ " + _chan(mean, m2, n, b_mean, b_m2, b_n, vector=False) + " }")
     result = state.fresh("red")
     names = (f"{result}_mean", f"{result}_m2", f"{result}_weight")
-    for name, source in zip(names, (mean, m2, n)):
+    scope.post.append(f"const {info.scalar} {names[0]} = {n} == 0 ? {_nan(info.scalar)} : static_cast<{info.scalar}>({mean});")
+    for name, source in zip(names[1:], (m2, n)):
         scope.post.append(f"const {info.scalar} {name} = static_cast<{info.scalar}>({source});")
     return CppValue(names[0], dtype, False), CppValue(names[1], dtype, False), CppValue(names[2], dtype, False)
 
