@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import builtins
 import functools
+import sys
 import types
 from typing import TYPE_CHECKING, Any
 
@@ -217,11 +218,18 @@ def classify(value: Any, source: Source | None) -> VariableTracker:
 
 
 def _is_torch_class_function(value: types.FunctionType) -> bool:
-    """A static method or plain function of a torch class other than Tensor (an options object's
-    ``_resolve_auto_acc_dtype``): traced into like user code. As a graph node FX would spell it by module
-    and name, which does not find it."""
-    owner = value.__qualname__.rpartition(".")[0]
-    return bool(owner) and "<locals>" not in owner and owner.split(".")[0] not in ("Tensor", "TensorBase")
+    """A torch function a graph node cannot name: a static method of a torch class (an options object's
+    ``_resolve_auto_acc_dtype``), a nested function, or one whose module path is shadowed (``_interleave`` of
+    ``torch._higher_order_ops.associative_scan``, a module its package hides behind a function of that name).
+    FX spells a target by module and name, which would not find it; it is traced into like user code.
+    Tensor's own Python methods stay calls."""
+    if value.__qualname__.split(".")[0] in ("Tensor", "TensorBase"):
+        return False
+    parts = value.__module__.split(".")
+    found: Any = sys.modules.get(parts[0])
+    for part in [*parts[1:], value.__name__]:
+        found = getattr(found, part, None)
+    return found is not value
 
 
 def _scripted(value: Any, source: Source | None) -> VariableTracker:

@@ -223,7 +223,11 @@ def has_opaque_argument(values: list[VariableTracker]) -> bool:
     from capture.variables.functions import BoundMethodVariable, NestedFunctionVariable, UserFunctionVariable
     from capture.variables.objects import NNModuleVariable, PythonObjectVariable
 
-    opaque = (NNModuleVariable, PythonObjectVariable, UserFunctionVariable, NestedFunctionVariable, BoundMethodVariable)
+    from capture.variables.functional import PartialVariable
+    from capture.variables.pytree import PytreeFunctionVariable, SpecUnflattenVariable
+
+    opaque = (NNModuleVariable, PythonObjectVariable, UserFunctionVariable, NestedFunctionVariable, BoundMethodVariable,
+              PartialVariable, PytreeFunctionVariable, SpecUnflattenVariable)
     for value in values:
         if isinstance(value, opaque):
             return True

@@ -95,6 +95,11 @@ def library_callable(value: Any) -> VariableTracker | None:
         from capture.variables.autograd_calls import FunctorchTransformVariable
 
         return FunctorchTransformVariable(cast(Callable[..., Any], value))
+    from capture.variables.pytree import pytree_callable
+
+    tree_function = pytree_callable(value)  # torch.utils._pytree.tree_flatten, tree_map, ...
+    if tree_function is not None:
+        return tree_function
     if isinstance(value, types.BuiltinMethodType) and value == itertools.chain.from_iterable:  # bound anew on each read
         return ItertoolsVariable(value)
     return None
