@@ -6,6 +6,7 @@ Each is compared with eager on seeded inputs, with its graph count."""
 from __future__ import annotations
 
 import collections
+import functools
 from typing import Any
 
 import pytest
@@ -122,4 +123,116 @@ def test_associative_scan_over_a_tuple_is_one_graph() -> None:
     compiled, backend = _compile(f)
     a, b = _randn(0, 2, 6, 3).sigmoid(), _randn(1, 2, 6, 3)
     torch.testing.assert_close(compiled(a, b), sequential(a, b))
+    assert backend.count == 1
+
+
+def test_min_max_mixing_one_element_tensors_and_numbers() -> None:
+    def f(x: torch.Tensor) -> torch.Tensor:
+        top, low = x.max(), x.min()
+        return x * min(top, 0.5) + max(-0.25, low) + min(x.shape[0], top) + max([low, top, 0.0]) + min(top, low)
+
+    compiled, backend = _compile(f)
+    for seed in (0, 1):
+        x = _randn(seed, 5)
+        torch.testing.assert_close(compiled(x), f(x))
+    assert backend.count == 1
+
+
+def test_sum_with_start_keyword() -> None:
+    def f(x: torch.Tensor) -> torch.Tensor:
+        return sum([x, x * 2], start=x.cos()) + sum((1, 2), start=3)
+
+    compiled, backend = _compile(f)
+    x = _randn(0, 4)
+    torch.testing.assert_close(compiled(x), f(x))
+    assert backend.count == 1
+
+
+def test_in_over_a_list_holding_a_tensor_and_a_list_indexed_by_a_constant_tensor() -> None:
+    def f(x: torch.Tensor) -> torch.Tensor:
+        items = [1, 2, x]
+        found = (2 in items) + (x in [x, 3]) + (5 in (1, 2, 3))
+        scaled = [x, x * 2, x * 3]
+        return scaled[torch.tensor(1)] + scaled[torch.tensor(-1)] * found
+
+    compiled, backend = _compile(f)
+    x = _randn(0, 4)
+    torch.testing.assert_close(compiled(x), f(x))
+    assert backend.count == 1
+
+
+class _Plain:
+    def __init__(self, value: float) -> None:
+        self.value = value
+
+
+def test_equality_and_identity_of_user_objects_and_classes() -> None:
+    def f(x: torch.Tensor, a: _Plain, b: _Plain) -> torch.Tensor:
+        if a == None:  # noqa: E711 (the point: == on an object without __eq__)
+            x = x + 1
+        if a is b:
+            x = x * 2
+        if a == b:
+            x = x - 3
+        if a.__class__ is _Plain and _Plain == type(b) and not (_Plain != _Plain):
+            x = x * a.value
+        return x
+
+    compiled, backend = _compile(f)
+    first, second = _Plain(2.0), _Plain(2.0)
+    x = _randn(0, 4)
+    for a, b in ((first, second), (first, first), (second, first)):
+        torch.testing.assert_close(compiled(x, a, b), f(x, a, b))
+    assert backend.count == 2  # `a is b` is guarded: the same object again recompiles once
+
+
+class _Config(collections.OrderedDict):
+    def scaled(self, factor: float) -> dict[str, Any]:
+        return {key: value * factor for key, value in self.items()}
+
+
+class _Registry(dict):
+    pass
+
+
+def test_dict_subclasses_fromkeys_and_update_from_pairs() -> None:
+    def f(x: torch.Tensor) -> tuple[Any, ...]:
+        config = _Config(weight=x, bias=2)
+        defaults = collections.defaultdict.fromkeys(["a", "b"], 1)
+        registry = _Registry.fromkeys(["c"], x)
+        table: dict[str, Any] = {}
+        table.update([("a", x), ("b", 2)])
+        table.update(zip(["c"], [3]))
+        scaled = config.scaled(3)
+        return config, defaults, registry, scaled["weight"] + scaled["bias"] * table["a"] * table["b"] * table["c"]
+
+    compiled, backend = _compile(f)
+    x = _randn(0, 3)
+    result, expected = compiled(x), f(x)
+    torch.testing.assert_close(result, expected)
+    assert [type(r) for r in result[:3]] == [_Config, collections.defaultdict, _Registry]
+    assert result[1].default_factory is None
+    assert backend.count == 1
+
+
+def _add_scaled(a: torch.Tensor, b: torch.Tensor, scale: float = 1.0) -> torch.Tensor:
+    return a + b * scale
+
+
+_ADD_TRIPLE = functools.partial(_add_scaled, scale=3.0)
+
+
+def test_namedtuple_made_inside_and_a_module_level_partial() -> None:
+    def f(x: torch.Tensor) -> Any:
+        Point = collections.namedtuple("Point", ["first", "second"])
+        point = Point(x, _ADD_TRIPLE(x, x.sin()))
+        return point, point.second * 2
+
+    compiled, backend = _compile(f)
+    x = _randn(0, 4)
+    result, expected = compiled(x), f(x)
+    torch.testing.assert_close(tuple(result[0]), tuple(expected[0]))
+    torch.testing.assert_close(result[1], expected[1])
+    assert type(result[0]).__name__ == "Point" and result[0]._fields == ("first", "second")
+    assert type(result[0]).__module__ == __name__
     assert backend.count == 1

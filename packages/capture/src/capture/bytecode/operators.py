@@ -145,7 +145,15 @@ def identical(left: VariableTracker, right: VariableTracker, tx: InstructionTran
             return False
     values = [getattr(v, "module", getattr(v, "value", getattr(v, "fn", None))) for v in (left, right)]
     if values[0] is not None and values[1] is not None:
-        return values[0] is values[1]
+        same = values[0] is values[1]
+        sources = [v.source for v in (left, right)]
+        if sources[0] is not None and sources[1] is not None and not sources[0].guard_free and \
+                not sources[1].guard_free and sources[0].expr() != sources[1].expr():
+            # Objects guarded by type only (user instances) may be the same object on one call and not
+            # on the next: the answer holds while the identity does.
+            check = f"({sources[0].expr()} is {sources[1].expr()}) is {same}"
+            tx.output.guards.add("IDENTITY", sources[0], check, check, subjects=(sources[0].expr(), sources[1].expr()))
+        return same
     raise Unsupported(f"`is` between {left} and {right}")
 
 

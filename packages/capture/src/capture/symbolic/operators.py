@@ -130,12 +130,34 @@ def _structurally_equal(tx: InstructionTranslator, left: VariableTracker, right:
         return bool(left.as_constant() == right.as_constant())
     if isinstance(left, sequences) != isinstance(right, sequences) and (left.is_constant() or right.is_constant()):
         return False
+    if _equality_is_identity(left) and _equality_is_identity(right):
+        from capture.bytecode.operators import identical
+
+        return identical(left, right, tx)  # `obj == None`, `cls == type(x)`: neither defines __eq__
     raise Unsupported(f"== between {left} and {right}")
+
+
+def _equality_is_identity(value: VariableTracker) -> bool:
+    """True when `==` on this value falls back to `is` (None, an object or a class with no `__eq__` of its
+    own: `object.__eq__` answers NotImplemented for anything but itself)."""
+    from capture.variables.objects import PythonObjectVariable
+
+    if value.is_constant():
+        return value.as_constant() is None
+    if not isinstance(value, PythonObjectVariable):
+        return False
+    kind = type(value.value)
+    return getattr(kind, "__eq__", None) in (object.__eq__, type.__eq__) and \
+        getattr(kind, "__ne__", None) in (object.__ne__, type.__ne__)
 
 
 def _getitem(tx: InstructionTranslator, container: VariableTracker, index: VariableTracker) -> VariableTracker:
     if isinstance(container, TensorVariable):
         return tx.output.call_graph("call_function", operator.getitem, [container, index], {})
+    if isinstance(index, TensorVariable) and isinstance(container, (TupleVariable, ListVariable)):
+        from capture.variables.mixed_builtins import known_index_or_fail
+
+        index = known_index_or_fail(index)  # `items[torch.tensor(1)]`: Python calls the tensor's __index__
     if not index.is_constant() and not isinstance(index, (SymNodeVariable, SymSliceVariable)):
         raise Unsupported(f"indexing {type(container).__name__} with a non-constant index")
     key = index.as_constant()  # a symbolic index into a Python sequence specializes (with a guard)
@@ -201,4 +223,25 @@ def _contains(tx: InstructionTranslator, container: VariableTracker, item: Varia
             all(isinstance(i, numbers) for i in container.items):
         # `0 in x.shape` with symbolic sizes: compared item by item as Python does, each comparison guarded.
         return ConstantVariable(any(_structurally_equal(tx, i, item) for i in container.items))
+    if isinstance(container, (TupleVariable, ListVariable)):
+        return ConstantVariable(_contains_by_items(tx, container.items, item))
     raise Unsupported("`in` over traced values")
+
+
+def _contains_by_items(tx: InstructionTranslator, items: list[VariableTracker], item: VariableTracker) -> bool:
+    """`item in [1, 2, t]` as CPython runs it: each element in turn is the item (`is`) or equal to it, and
+    the walk stops at the first match, so a tensor only past a match is never compared. Comparing a tensor
+    with `==` reads its data: a graph break there."""
+    from capture.bytecode.operators import identical
+
+    for element in items:
+        tensors = isinstance(element, TensorVariable), isinstance(item, TensorVariable)
+        if any(tensors) and (element.is_constant() or item.is_constant()):
+            raise Unsupported("`in` compares a tensor with a Python value (`==` reads the tensor's data)")
+        if identical(element, item, tx):
+            return True
+        if any(tensors):
+            raise Unsupported("`in` compares tensors with `==`, which reads their data")
+        if _structurally_equal(tx, element, item):
+            return True
+    return False

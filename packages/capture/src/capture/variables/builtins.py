@@ -402,19 +402,25 @@ def _reduce_builtin(fn: Any) -> BuiltinHandler:
             if not ordered:
                 raise Unsupported(f"{fn.__name__}() arg is an empty sequence", user_error=True)
             return ordered[0] if fn is min else _last_max(tx, args, kwargs["key"])
-        if kwargs:
-            raise Unsupported(f"{fn.__name__}() with keyword arguments over traced values")
-        if fn is sum:
+        if fn is sum and set(kwargs) <= {"start"} and len(args) + len(kwargs) <= 2 and args:
             items = _items(tx, args[0])
             from capture.symbolic.operators import apply_operator
 
-            total: VariableTracker = args[1] if len(args) > 1 else ConstantVariable(0)
+            total: VariableTracker = args[1] if len(args) > 1 else kwargs.get("start", ConstantVariable(0))
             for item in items:
                 total = apply_operator(tx, operator.add, [total, item])
             return total
+        if kwargs:
+            raise Unsupported(f"{fn.__name__}() with keyword arguments over traced values")
         values = _items(tx, args[0]) if len(args) == 1 else list(args)
         if all(v.is_constant() for v in values):
             return ConstantVariable(fn(v.as_constant() for v in values))
+        if fn in (min, max):
+            from capture.variables.mixed_builtins import min_max_with_tensors
+
+            mixed = min_max_with_tensors(tx, fn, values)  # `min(t, 3)` on a one-element tensor
+            if mixed is not None:
+                return mixed
         sized = _over_sizes(tx, fn, values)
         if sized is not None:
             return sized

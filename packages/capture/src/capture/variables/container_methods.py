@@ -78,12 +78,11 @@ def _dict_method(tx: InstructionTranslator, d: DictVariable, name: str, args: Ar
     if name == "copy":
         return DictVariable(dict(d.items))
     if name == "update":
-        if args:
-            other = args[0]
-            if not isinstance(other, DictVariable):
-                raise Unsupported("dict.update with a non-dict")
-            d.items.update(other.items)
-        d.items.update(kwargs)
+        if len(args) > 1:
+            raise Unsupported(f"update expected at most 1 argument, got {len(args)}", user_error=True)
+        from capture.variables.collections_types import _dict_entries
+
+        d.items.update(_dict_entries(tx, args, kwargs))  # a dict, or pairs (a list of them, a zip)
     elif name == "pop":
         key = args[0].as_constant()
         if key not in d.items and len(args) > 1:

@@ -73,8 +73,10 @@ def library_callable(value: Any) -> VariableTracker | None:
         if grad_mode_of(value.__self__, True) is not None:  # the decorators' `ctx_factory`
             return GradModeFactoryVariable(value.__self__)
     if isinstance(value, types.BuiltinMethodType) and getattr(value, "__name__", "") == "fromkeys" and \
-            getattr(value, "__self__", None) in (dict, collections.OrderedDict):
+            _fromkeys_owner(getattr(value, "__self__", None)):
         return FromKeysVariable(cast(type, value.__self__))
+    if value is collections.namedtuple:
+        return NamedTupleFactoryVariable()
     if isinstance(value, functools._lru_cache_wrapper):
         return _cached_function(value)
     if value is functools.wraps:
@@ -338,11 +340,50 @@ class FromKeysVariable(VariableTracker):
             raise Unsupported("fromkeys() expects one or two positional arguments", user_error=True)
         value = args[1] if len(args) > 1 else ConstantVariable(None)
         entries = {key: value for key in constant_elements(tx, _items(tx, args[0]), "dict keys")}
+        if self.cls is collections.defaultdict:
+            from capture.variables.collections_types import DefaultDictVariable
+
+            return DefaultDictVariable(ConstantVariable(None), entries)  # no default factory
+        if self.cls not in (dict, collections.OrderedDict):
+            from capture.variables.dict_subclasses import subclass_instance
+
+            return subclass_instance(self.cls, entries)
         return OrderedDictVariable(entries) if self.cls is collections.OrderedDict else DictVariable(entries)
 
     def reconstruct(self, rebuild: Any) -> str:
         """The real `fromkeys`."""
         return f"{rebuild.constant(self.cls)}.fromkeys"
+
+
+def _fromkeys_owner(cls: Any) -> bool:
+    """True for the classes whose `fromkeys` is modelled: dict, OrderedDict, defaultdict, plain subclasses."""
+    from capture.variables.dict_subclasses import plain_dict_subclass
+
+    return cls in (dict, collections.OrderedDict, collections.defaultdict) or plain_dict_subclass(cls)
+
+
+class NamedTupleFactoryVariable(VariableTracker):
+    """`collections.namedtuple(name, fields, ...)` called in the region with constant arguments: the class
+    is made at trace time (named after the calling module, as eager names it) and its instances are traced
+    as named tuples. Each compiled call hands out that one class, not a new one per call."""
+
+    def call(self, tx: InstructionTranslator, args: Args, kwargs: Kwargs) -> VariableTracker:
+        from capture.variables.containers import is_plain_value, plain_value
+
+        if not all(is_plain_value(v) for v in [*args, *kwargs.values()]):
+            raise Unsupported("collections.namedtuple() with traced arguments")
+        options = {k: plain_value(v) for k, v in kwargs.items()}
+        options.setdefault("module", tx.f_globals.get("__name__"))
+        try:
+            cls = collections.namedtuple(*[plain_value(a) for a in args], **options)  # type: ignore[misc]
+        except Exception as error:
+            raise Unsupported(f"{type(error).__name__}: {error}", user_error=True) from error
+        tx.output.keepalive.append(cls)
+        return tx.output.wrap_value(cls, None)
+
+    def reconstruct(self, rebuild: Any) -> str:
+        """The real `collections.namedtuple`."""
+        return str(rebuild.constant(collections.namedtuple))
 
 
 def _cached_function(value: Any) -> VariableTracker | None:

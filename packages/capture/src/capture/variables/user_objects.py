@@ -58,6 +58,10 @@ def construct_user_object(tx: InstructionTranslator, cls_var: PythonObjectVariab
     if isinstance(cls, type) and not is_plain_user_class(cls) and _is_frozen_dataclass(cls) and \
             all(value.is_constant() for value in [*args, *kwargs.values()]):
         return _frozen_constant(tx, cls, args, kwargs)
+    from capture.variables.dict_subclasses import make_dict_subclass, plain_dict_subclass
+
+    if plain_dict_subclass(cls):
+        return make_dict_subclass(tx, cls, args, kwargs)
     if not isinstance(cls, type) or not is_plain_user_class(cls):
         raise Unsupported(f"call to type object {getattr(cls, '__module__', '')}.{getattr(cls, '__qualname__', cls)}")
     instance = NewObjectVariable(cls)
