@@ -236,3 +236,16 @@ def test_namedtuple_made_inside_and_a_module_level_partial() -> None:
     assert type(result[0]).__name__ == "Point" and result[0]._fields == ("first", "second")
     assert type(result[0]).__module__ == __name__
     assert backend.count == 1
+
+
+def test_legacy_tensor_types_and_the_class_of_a_tensor() -> None:
+    def f(x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        same = 1.0 if x.__class__ is torch.Tensor and x.__class__.__name__ == "Tensor" else 0.0
+        return x.type(torch.HalfTensor), x.type(torch.DoubleTensor) + same, x.type(torch.FloatTensor)
+
+    compiled, backend = _compile(f)
+    x = _randn(0, 4)
+    result, expected = compiled(x), f(x)
+    torch.testing.assert_close(result, expected)
+    assert [r.dtype for r in result] == [torch.float16, torch.float64, torch.float32]
+    assert backend.count == 1

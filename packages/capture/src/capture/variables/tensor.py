@@ -62,6 +62,8 @@ class TensorVariable(VariableTracker):
 
     def getattr(self, tx: InstructionTranslator, name: str) -> VariableTracker:
         example = self.example
+        if name == "__class__":  # `x.__class__.__name__`, `x.__class__ is torch.Tensor`: as `type(x)`
+            return tx.output.wrap_value(self.python_type(), None)
         if name in METADATA_ATTRIBUTES:
             if name == "shape":
                 return SizeVariable([tx.output.tensor_metadata(self, "size", d) for d in range(example.dim())])
@@ -178,6 +180,13 @@ class TensorMethodVariable(VariableTracker):
                 [ConstantVariable(v) for v in value])
         if self.name in ("type",) and not args and not kwargs:
             return ConstantVariable(self.tensor.example.type())
+        if self.name == "type" and len(args) == 1 and not kwargs:
+            from capture.variables.mixed_builtins import legacy_tensor_type
+
+            legacy = legacy_tensor_type(args[0])  # `x.type(torch.HalfTensor)`
+            if legacy is not None:
+                dtype, device = ConstantVariable(legacy[0]), ConstantVariable(legacy[1])
+                return tx.output.call_graph("call_method", "to", [self.tensor], {"device": device, "dtype": dtype})
         return tx.output.call_graph("call_method", self.name, [self.tensor, *args], kwargs)
 
     def _size_method(self, tx: InstructionTranslator, args: list[Any]) -> VariableTracker:
