@@ -107,7 +107,8 @@ def test_huge_scatter_falls_back_to_aten() -> None:
     x, index, values = torch.randn(rows, 8), torch.randint(0, rows, (8,)), torch.randn(8, 8)
     fn = lambda x, i, v: torch.ops.aten.index_put(x, [i], v, True)  # noqa: E731
     program = inductor_ir.lower(make_fx(fn)(x, index, values), [x, index, values])
-    assert [b for b in program.buffers if type(b) is inductor_ir.FallbackKernel]
+    # ATen's index_put_ writing into a copy of x (see test_accumulate_in_place.py).
+    assert [b for b in program.buffers if isinstance(b, inductor_ir.ExternKernel)]
     torch.testing.assert_close(inductor_ir.interpret(program, [x, index, values])[0], fn(x, index, values))
 
 

@@ -31,6 +31,7 @@ from inductor_ir.ir.nodes import (
 )
 from inductor_ir.ir.program import Program, SizeSource
 from inductor_ir.lowering import LOWERINGS, LoweringContext, NotLowerable
+from inductor_ir.lowering.accumulate import fold_embedding_gradients
 from inductor_ir.lowering.attention import fuse_attention
 from inductor_ir.lowering.registry import channels_last_strides
 from inductor_ir.symbolic import concrete_hint, sympify_int
@@ -77,6 +78,7 @@ def lower(
         The program: inputs, buffers in execution order, outputs.
     """
     fuse_attention(gm)  # hand-written softmax(q @ k.T) @ v -> one fused attention call
+    fold_embedding_gradients(gm)  # a tied embedding's gradient accumulates into the other one's
     program = Program()
     ctx = LoweringContext(program)
     env: dict[torch.fx.Node, Any] = {}

@@ -18,7 +18,9 @@ an ``IndexCheck``, see ``ir/checks.py``): an out-of-range one fails instead of m
 The cost is ``numel(out) * numel(sources)`` element comparisons, so only ops with a static number of
 sources where that product is at most ``DENSE_SCATTER_LIMIT`` are lowered; larger ones (an embedding
 gradient over a big vocabulary) raise ``NotLowerable`` and run as ATen fallbacks, as do several
-boolean masks in one ``index_put``, ``mean`` of integers, and reductions of bool values.
+boolean masks in one ``index_put``, ``mean`` of integers, and reductions of bool values. A larger
+``index_put`` runs as ATen's ``index_put_`` writing into a copy of ``x`` that a generated kernel makes
+(``accumulate.py``), so the copy fuses into whatever computes ``x``.
 """
 from __future__ import annotations
 
@@ -30,6 +32,7 @@ import torch
 
 from inductor_ir.ir.checks import IndexCheck
 from inductor_ir.ir.nodes import IRNode, Pointwise, Reduction
+from inductor_ir.lowering.accumulate import index_put_into_copy
 from inductor_ir.lowering.common import (
     broadcast_shapes,
     compute_dtype_for,
@@ -410,8 +413,18 @@ def put(ctx: LoweringContext, x: IRNode, index: IRNode, source: IRNode, accumula
 
 @lowering(aten.index_put.default, aten._unsafe_index_put.default)
 def index_put(ctx: LoweringContext, x: IRNode, indices: Sequence[IRNode | None], values: IRNode,
-              accumulate: bool = False) -> Pointwise:  # fmt: skip
-    """``x[indices] = values`` (``accumulate``: ``+=``, duplicates all add up), integer indices only."""
+              accumulate: bool = False) -> IRNode:  # fmt: skip
+    """``x[indices] = values`` (``accumulate``: ``+=``, duplicates all add up): the dense form, or
+    where it does not apply (too many sources), ATen's ``index_put_`` on a fresh copy of ``x``."""
+    try:
+        return _index_put(ctx, x, indices, values, accumulate)
+    except NotLowerable:
+        return index_put_into_copy(ctx, x, indices, values, accumulate)
+
+
+def _index_put(ctx: LoweringContext, x: IRNode, indices: Sequence[IRNode | None], values: IRNode,
+               accumulate: bool) -> Pointwise:  # fmt: skip
+    """The dense form of ``index_put``, integer indices or one boolean mask."""
     size = list(x.get_size())
     indices = list(indices) + [None] * (len(size) - len(indices))
     present = [k for k, t in enumerate(indices) if t is not None]

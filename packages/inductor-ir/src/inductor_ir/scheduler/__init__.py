@@ -105,14 +105,39 @@ def _scheduler_nodes(program: Program) -> list[SchedulerNode]:
                 node.reads = node.reads | {previous}
             previous = node.name
     # Calls that mutate their arguments keep their place: they depend on everything before them
-    # and everything after depends on them.
+    # and everything after depends on them. Not one that writes only buffers no other node reads
+    # (a large index_put writing into its own copy): nothing can observe its order.
+    private = _mutating_private_copies(nodes)
     for k, node in enumerate(nodes):
-        if node.mutates:
+        if node.mutates and node.name not in private:
             before = {n.name for n in nodes[:k]}
             node.reads = node.reads | before
             for later in nodes[k + 1 :]:
                 later.reads = later.reads | {node.name}
     return nodes
+
+
+def _mutating_private_copies(nodes: Sequence[SchedulerNode]) -> set[str]:
+    """Mutating calls whose written arguments are computed buffers that no other node reads."""
+    readers: dict[str, set[str]] = {}
+    for node in nodes:
+        for name in node.buffer.read_names():
+            readers.setdefault(name, set()).add(node.name)
+    private: set[str] = set()
+    for node in nodes:
+        buf = node.buffer
+        if not node.mutates or not isinstance(buf, ExternKernel):
+            continue
+        arguments = buf.op._schema.arguments
+        written = [
+            buf.args[k] for k, a in enumerate(arguments[: len(buf.args)]) if a.alias_info is not None and a.alias_info.is_write
+        ]
+        kwargs_written = any(a.alias_info is not None and a.alias_info.is_write and a.name in buf.kwargs for a in arguments)
+        if written and not kwargs_written and all(
+            isinstance(w, ComputedBuffer) and readers.get(w.name) == {node.name} for w in written
+        ):
+            private.add(node.name)
+    return private
 
 
 def _topological(groups: list[Group]) -> list[Group]:
