@@ -35,6 +35,8 @@ from typing import Any
 import torch
 from torch._decomp import core_aten_decompositions, get_decompositions
 
+from aotgrad.eager_gradients import EAGER_GRADIENTS
+
 aten = torch.ops.aten
 
 DecompositionTable = dict[torch._ops.OpOverload, Callable[..., Any]]
@@ -94,9 +96,10 @@ INFERENCE_ONLY: tuple[Any, ...] = (aten._scaled_dot_product_flash_attention_for_
 
 def joint_decompositions(table: DecompositionTable) -> DecompositionTable:
     """`table` without the decompositions that are wrong under autograd (`INFERENCE_ONLY`): the one
-    the joint forward+backward trace applies."""
+    the joint forward+backward trace applies. Activation gradients it decomposes use
+    `EAGER_GRADIENTS` (eager's values at NaN) in place of torch's."""
     inference_only = _overloads(INFERENCE_ONLY)
-    return {op: fn for op, fn in table.items() if op not in inference_only}
+    return {op: EAGER_GRADIENTS.get(op, fn) for op, fn in table.items() if op not in inference_only}
 
 
 # Early-decomposed ops of which only the first result is differentiable: batch norm's saved
