@@ -89,3 +89,23 @@ def test_division_by_a_broadcast_divisor_is_exact(backend: CppBackend, dtype: to
     compiled = inductor_ir.compile_graph(make_fx(_divisions)(x, y), [x, y], backends={"cpu": backend})
     for k, (got, want) in enumerate(zip(compiled(x, y), _divisions(x, y), strict=True)):
         assert torch.equal(got, want), f"result {k}: {got} != {want}"
+
+
+def _roots(x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    return x**0.5, x**-0.5, x**1.5
+
+
+@pytest.mark.parametrize("dtype", (torch.float16, torch.bfloat16, torch.float32, torch.float64), ids=str)
+def test_square_root_powers_match_eager(backend: CppBackend, dtype: torch.dtype) -> None:
+    # Eager's ** 0.5 is sqrt and ** -0.5 rsqrt (-0.0 ** 0.5 is -0.0, -inf ** -0.5 nan), except
+    # float16's, which is pow (+0.0, +0.0); x ** 0.5's gradient reads x ** -0.5.
+    generator = torch.Generator().manual_seed(47)
+    x = torch.randn(40, generator=generator, dtype=torch.float64).abs().to(dtype)
+    x[:6] = torch.tensor([-0.0, 0.0, float("-inf"), float("inf"), float("nan"), -2.0], dtype=dtype)
+    x[20:26] = x[:6]
+    compiled = inductor_ir.compile_graph(make_fx(_roots)(x), [x], backends={"cpu": backend})
+    for k, (got, want) in enumerate(zip(compiled(x), _roots(x), strict=True)):
+        assert torch.equal(got.isnan(), want.isnan()), f"result {k}: {got} != {want}"
+        rtol = 1e-6 if dtype in (torch.float32, torch.float64) else 1e-2  # bfloat16 rsqrt: one ulp
+        torch.testing.assert_close(got, want, equal_nan=True, rtol=rtol, atol=0, msg=f"result {k}")
+        assert torch.equal(got.signbit() | got.isnan(), want.signbit() | want.isnan()), f"result {k}: signs"

@@ -190,12 +190,11 @@ class ArithmeticOps:
 
     def pow(self, a: CppValue, b: CppValue) -> CppValue:
         """a ** b; a float raised to a small integer constant is a chain of multiplications
-        (GELU's ``x ** 3``): ``kiln::pow`` calls ``std::pow`` per lane."""
+        (GELU's ``x ** 3``): ``kiln::pow`` calls ``std::pow`` per lane. ``** 0.5`` stays pow: it is
+        not sqrt at -0.0 and -inf, and where eager takes sqrt, inductor_ir's lowering says so."""
         exponent = self._float_constant(b)
         if self._is_float(a) and exponent is not None and exponent in _MULTIPLY_POWERS:
             return self._power_by_multiplication(a, int(exponent))
-        if self._is_float(a) and exponent == 0.5:
-            return self._call("kiln::sqrt", a)
         return self._wrapped(self._call("kiln::pow", a, b))
 
     def _power_by_multiplication(self, a: CppValue, exponent: int) -> CppValue:

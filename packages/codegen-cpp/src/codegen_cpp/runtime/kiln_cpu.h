@@ -323,10 +323,14 @@ inline double reciprocal(double x) { return 1.0 / x; }
 inline f32x reciprocal(f32x x) { return 1.0f / x; }
 inline f64x reciprocal(f64x x) { return 1.0 / x; }
 
-inline float pow(float a, float b) { return std::pow(a, b); }
-inline double pow(double a, double b) { return std::pow(a, b); }
-inline f32x pow(f32x a, f32x b) { return map2(a, b, [](float x, float y) { return std::pow(x, y); }); }
-inline f64x pow(f64x a, f64x b) { return map2(a, b, [](double x, double y) { return std::pow(x, y); }); }
+// g++ folds std::pow(x, 0.5) into sqrt(x), which differs from pow at -0.0 and -inf (pow gives
+// +0.0 and +inf, |x|; sqrt -0.0 and nan): those two are put right.
+template <class S>
+inline S pow(S a, S b) {
+  return b == S(0.5) && (a == S(0) || a == -std::numeric_limits<S>::infinity()) ? std::fabs(a) : std::pow(a, b);
+}
+inline f32x pow(f32x a, f32x b) { return map2(a, b, [](float x, float y) { return pow(x, y); }); }
+inline f64x pow(f64x a, f64x b) { return map2(a, b, [](double x, double y) { return pow(x, y); }); }
 inline float atan2(float a, float b) { return std::atan2(a, b); }
 inline double atan2(double a, double b) { return std::atan2(a, b); }
 inline f32x atan2(f32x a, f32x b) { return map2(a, b, [](float x, float y) { return std::atan2(x, y); }); }

@@ -214,7 +214,7 @@ _BINARY = {
     aten.bitwise_xor.Tensor: "bitwise_xor", aten.bitwise_xor.Scalar: "bitwise_xor",
     aten.bitwise_left_shift.Tensor: "left_shift", aten.bitwise_right_shift.Tensor: "right_shift",
 }  # fmt: skip
-_FLOAT_BINARY = {aten.atan2.default: "atan2", aten.pow.Tensor_Tensor: "pow", aten.pow.Tensor_Scalar: "pow"}
+_FLOAT_BINARY = {aten.atan2.default: "atan2", aten.pow.Tensor_Tensor: "pow"}
 
 
 def _binary_lowering(op_name: str, float_only: bool) -> Any:
@@ -233,6 +233,21 @@ for _op, _name in _BINARY.items():
     lowering(_op)(_binary_lowering(_name, False))
 for _op, _name in _FLOAT_BINARY.items():
     lowering(_op)(_binary_lowering(_name, True))
+
+
+@lowering(aten.pow.Tensor_Scalar)
+def pow_tensor_scalar(ctx: LoweringContext, a: Any, b: Any) -> Pointwise:
+    """tensor ** scalar. Eager computes ``** 0.5`` as sqrt and ``** -0.5`` as rsqrt (its CPU
+    kernel not for float16, which calls pow): they differ from pow at -0.0 (sqrt gives -0.0, pow
+    +0.0) and -inf (nan, pow +inf); ``x ** 0.5``'s gradient reads ``x ** -0.5``."""
+    dtype = promote_dtypes(a, b)
+    root = {0.5: ops.sqrt, -0.5: ops.rsqrt}.get(b) if isinstance(b, float) else None
+    if root is not None and isinstance(a, IRNode) and dtype.is_floating_point and (
+        dtype != torch.float16 or torch.device(a.device).type != "cpu"
+    ):
+        out = ctx.out_dtype(dtype)
+        return make_pointwise(ctx, root, [a], compute_dtype=compute_dtype_for(out), out_dtype=out)
+    return _binary_lowering("pow", True)(ctx, a, b)
 
 
 @lowering(aten.pow.Scalar)
