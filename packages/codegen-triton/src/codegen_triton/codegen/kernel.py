@@ -12,6 +12,7 @@ loop's body recomputes it by running the producer's body again.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -376,6 +377,9 @@ class KernelWriter(RuntimeChecks):
         ones = "[" + ", ".join("1" for _ in self.axes) + "]"
         literal = constant_literal(value, dtype)
         expr = f"tl.full({ones}, {literal}, {triton_type(compute_dtype(dtype))})"
+        if isinstance(value, float) and value == 0 and math.copysign(1.0, value) < 0:
+            # tl.full writes +0.0 for any value == 0: a -0.0 is made by negating it.
+            expr = f"tl.full({ones}, 0.0, {triton_type(compute_dtype(dtype))}) * -1.0"
         # Constants are written once, in the kernel's header, and shared by every loop.
         result = self._emit_outer(expr, dtype, frozenset(), self.header)
         self._literals[result.name] = value

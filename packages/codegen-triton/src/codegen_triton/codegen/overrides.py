@@ -144,7 +144,9 @@ class TritonMathOps:
         return self._binary("libdevice.atan2({a}, {b})", a, b)
 
     def neg(self, x: V) -> V:
-        """-x."""
+        """-x; of a float, ``x * -1.0``: Triton's ``-x`` is ``0 - x``, +0.0 where eager gives -0.0."""
+        if is_float(x.dtype):
+            return self._unary("{x} * -1.0", x)
         return self._unary("-{x}", x)
 
     def abs(self, x: V) -> V:
