@@ -8,6 +8,8 @@ import os
 import types
 from typing import TYPE_CHECKING, Any
 
+import torch
+
 from capture.bytecode.registry import Instruction, opcode
 from capture.symbolic.operators import BINARY_OPERATORS, COMPARE_OPERATORS, INPLACE_OPERATORS, apply_operator
 from capture.variables.base import ConstantVariable, Unsupported, VariableTracker
@@ -147,8 +149,9 @@ def identical(left: VariableTracker, right: VariableTracker, tx: InstructionTran
     if values[0] is not None and values[1] is not None:
         same = values[0] is values[1]
         sources = [v.source for v in (left, right)]
+        identity_guarded = all(isinstance(v, (torch.nn.Module, type, types.ModuleType)) for v in values)
         if sources[0] is not None and sources[1] is not None and not sources[0].guard_free and \
-                not sources[1].guard_free and sources[0].expr() != sources[1].expr():
+                not sources[1].guard_free and sources[0].expr() != sources[1].expr() and not identity_guarded:
             # Objects guarded by type only (user instances) may be the same object on one call and not
             # on the next: the answer holds while the identity does.
             check = f"({sources[0].expr()} is {sources[1].expr()}) is {same}"
