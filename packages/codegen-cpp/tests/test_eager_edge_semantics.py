@@ -109,3 +109,20 @@ def test_square_root_powers_match_eager(backend: CppBackend, dtype: torch.dtype)
         rtol = 1e-6 if dtype in (torch.float32, torch.float64) else 1e-2  # bfloat16 rsqrt: one ulp
         torch.testing.assert_close(got, want, equal_nan=True, rtol=rtol, atol=0, msg=f"result {k}")
         assert torch.equal(got.signbit() | got.isnan(), want.signbit() | want.isnan()), f"result {k}: signs"
+
+
+def _product_minus(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    return a * b - c, (a * b - c) * float("inf")
+
+
+@pytest.mark.parametrize("dtype", (torch.float32, torch.float64), ids=str)
+def test_products_are_rounded_before_a_subtraction(backend: CppBackend, dtype: torch.dtype) -> None:
+    # Eager rounds a * b before subtracting; an fma (g++'s default contraction) does not, so
+    # a * b - (a * b) was a rounding error, and var's gradient of one element (inf * 0) inf, not nan.
+    generator = torch.Generator().manual_seed(59)
+    a, b = (torch.randn(37, generator=generator, dtype=dtype) for _ in range(2))
+    c = a * b
+    compiled = inductor_ir.compile_graph(make_fx(_product_minus)(a, b, c), [a, b, c], backends={"cpu": backend})
+    for k, (got, want) in enumerate(zip(compiled(a, b, c), _product_minus(a, b, c), strict=True)):
+        assert torch.equal(got.isnan(), want.isnan()), f"result {k}: {got} != {want}"
+        assert torch.equal(got.nan_to_num(), want.nan_to_num()), f"result {k}: {got} != {want}"

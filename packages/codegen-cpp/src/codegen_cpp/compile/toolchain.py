@@ -25,7 +25,12 @@ __all__ = ["Toolchain", "cpu_features", "find_toolchain", "raise_if_interrupted"
 RUNTIME_DIR = Path(__file__).resolve().parent.parent / "runtime"
 # -fwrapv: int32/int64 arithmetic wraps as eager's does; signed overflow is otherwise undefined and
 # g++ folds `(x + x) != 0` to `x != 0`, so a sum that wraps to 0 read as true.
-BASE_FLAGS = ("-std=c++17", "-O3", "-fwrapv", "-fno-math-errno", "-fno-trapping-math", "-fPIC", "-shared", "-w")
+# -ffp-contract=off: every op rounds its result as eager's kernels do; g++ (C++ at any -std) fuses
+# `a * b - c` into an fma by default, so `x * y - mean` of one element was a rounding error, not 0
+# (var's gradient, inf * 0, came out inf where eager gives nan).
+BASE_FLAGS = (
+    "-std=c++17", "-O3", "-fwrapv", "-fno-math-errno", "-fno-trapping-math", "-ffp-contract=off", "-fPIC", "-shared", "-w",
+)  # fmt: skip
 _PROBE_SOURCE = """
 #include <cmath>
 #ifdef _OPENMP
