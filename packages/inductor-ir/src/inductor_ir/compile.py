@@ -21,6 +21,7 @@ from inductor_ir.ir.program import Program
 from inductor_ir.lower import lower
 from inductor_ir.scheduler import Schedule, schedule
 from inductor_ir.size_guards import SizeChecker, input_size_checker
+from inductor_ir.unbacked import UnbackedSymbolError, is_unbacked_float
 from inductor_ir.wrapper import load_wrapper
 
 __all__ = [
@@ -265,6 +266,11 @@ def _lower_schedule_generate(
         program = lower(gm, example_inputs, layout_optimization=config.layout_optimization, eager_ops=eager_ops)
     with timings.measure("scheduling"):
         sched = schedule(program, backends, fuse=config.fuse)
+    for group in sched.kernel_groups:
+        floats = [str(s) for s in group.size_symbols if is_unbacked_float(s)]
+        if floats:  # kernels take sizes as ints: a float would be truncated (lowering runs such ops in ATen)
+            raise UnbackedSymbolError(f"kernel {group.name} would read the float(s) {', '.join(floats)} of "
+                                      "Tensor.item() as ints")
     sources: list[KernelSource] = []
     by_backend: dict[str, list[int]] = {}
     with timings.measure("codegen"):

@@ -35,6 +35,16 @@ from inductor_ir.lowering.accumulate import fold_embedding_gradients
 from inductor_ir.lowering.attention import fuse_attention
 from inductor_ir.lowering.registry import channels_last_strides
 from inductor_ir.symbolic import concrete_hint, sympify_int
+from inductor_ir.unbacked import (
+    UnbackedSymbolError,
+    bind_int_of_float,
+    bind_results,
+    bind_scalar,
+    float_arguments,
+    is_unbacked,
+    unbound_unbacked,
+    used_symbols,
+)
 
 __all__ = ["layout_of", "lower"]
 
@@ -84,6 +94,10 @@ def lower(
     env: dict[torch.fx.Node, Any] = {}
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
     _lower_inputs(program, placeholders, example_inputs, env)
+    unbound = [str(s) for b in program.input_buffers() for s in used_symbols(b)
+               if is_unbacked(s) and s not in program.size_sources]
+    if unbound:  # e.g. a saved tensor of size `2*u0` only: no input gives u0 itself
+        raise UnbackedSymbolError(f"no input gives the data-dependent size(s) {', '.join(sorted(set(unbound)))}")
     output_nodes = _output_nodes(gm)
     ctx.channels_last = layout_optimization and _wants_channels_last(gm, output_nodes)
     for node in gm.graph.nodes:
@@ -176,8 +190,15 @@ def _lower_call(
     if node.target is operator.getitem:
         container, item = torch.fx.map_arg(node.args, lambda n: env[n])
         return container[item]  # type: ignore[index]
+    if node.target is _aten._local_scalar_dense.default:
+        return _item(ctx, node, env)
+    if isinstance(val, torch.SymInt) and float_arguments(getattr(val.node, "expr", None)):
+        return bind_int_of_float(ctx.program, val)  # `int(t.item())` of a float
     if val is not None and not isinstance(val, (torch.Tensor, list, tuple)) and hasattr(val, "node"):
         return sympify_int(val)  # SymInt arithmetic: FX already knows the expression.
+    # A data-dependent op (nonzero, masked_select, unique, a boolean mask): its result's sizes are
+    # unbacked symbols that the wrapper reads from the result of a FallbackKernel.
+    unbound = unbound_unbacked(ctx.program, val)
     # A value realized for an earlier user (e.g. a matmul operand) is loaded from its buffer.
     args = torch.fx.map_arg(node.args, lambda n: ctx.stored(env[n]))
     kwargs = torch.fx.map_arg(node.kwargs, lambda n: ctx.stored(env[n]))
@@ -187,6 +208,10 @@ def _lower_call(
             return target(*args)  # type: ignore[operator]  # arithmetic on sizes
         target = _PYTHON_OPERATORS[target]  # a traced `x + 1` on tensors: the ATen op
     result: Any = None
+    if unbound or float_arguments([args, kwargs]):
+        result = fallback(ctx, target, args, kwargs, val)
+        bind_results(ctx.program, result, unbound, _shape_env_of(val))
+        return result
     fn = None if target in eager_ops or _touches_complex(node) else LOWERINGS.get(target)
     if fn is not None:
         try:
@@ -214,6 +239,26 @@ def _lower_call(
         elif _inline_depth(ctx, result, args) > ctx.max_inline_depth:
             result = ctx.realize(result)  # keep kernel bodies (and the cost of tracing them) bounded
     return result
+
+
+def _item(ctx: LoweringContext, node: torch.fx.Node, env: dict[torch.fx.Node, Any]) -> sympy.Expr:
+    """``aten._local_scalar_dense`` (``Tensor.item()``): a call whose number binds its unbacked symbol."""
+    args = _as_arg(ctx, torch.fx.map_arg(node.args, lambda n: ctx.stored(env[n])))
+    device = _first_device(args) or "cpu"
+    kernel = FallbackKernel(ctx.new_name(), Layout(device, torch.uint8, (), ()), node.target, args, {},
+                            output_is_tuple=True)
+    ctx.register(kernel)
+    return bind_scalar(ctx.program, kernel, node.meta.get("val"))
+
+
+def _shape_env_of(val: Any) -> Any:
+    """The ShapeEnv of the symbolic sizes in ``val`` (None if it has none)."""
+    for leaf in pytree.tree_leaves(val):
+        for size in leaf.shape if isinstance(leaf, torch.Tensor) else ():
+            shape_env = getattr(getattr(size, "node", None), "shape_env", None)
+            if shape_env is not None:
+                return shape_env
+    return None
 
 
 def _touches_complex(node: torch.fx.Node) -> bool:

@@ -34,6 +34,8 @@ def input_size_checker(program: Program) -> SizeChecker | None:
         return None
     lines = ["def check(args):"]
     for symbol, source in program.size_sources.items():
+        if source.buffer:
+            continue  # unbacked: no input gives it
         if source.kind == "scalar":
             lines.append(f"    {symbol} = int(args[{source.position}])")
         else:

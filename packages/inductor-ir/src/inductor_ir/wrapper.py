@@ -9,17 +9,20 @@ namespace by :func:`load_wrapper`.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import sympy
 import torch
+from torch.utils._sympy.printers import PythonPrinter as TorchPythonPrinter
 
 from inductor_ir.ir.nodes import Buffer, ExternKernel, InputBuffer, MultiOutput, ReinterpretView
 from inductor_ir.matmul_alignment import MatmulPadding, aligned_matmul, matmul_padding
 from inductor_ir.scheduler import ExternStep, KernelStep, Schedule
 from inductor_ir.storage_check import StorageTracker
+from inductor_ir.unbacked import runtime_checks
 
 __all__ = ["ensure_layout", "load_wrapper", "reinterpret", "wrapper_source"]
 
@@ -42,7 +45,7 @@ def ensure_layout(result: torch.Tensor, size: tuple[int, ...], stride: tuple[int
 
 def _expr(value: Any) -> str:
     """A Python expression for an argument value."""
-    if isinstance(value, sympy.Expr):
+    if isinstance(value, (sympy.Expr, sympy.logic.boolalg.Boolean)):  # a size, or a returned `u0 > 0`
         return _sym(value)
     if isinstance(value, ReinterpretView):
         if _is_whole_buffer(value):
@@ -89,6 +92,18 @@ class _PythonPrinter(sympy.printing.str.StrPrinter):
 
     def _print_Min(self, expr: sympy.Min) -> str:
         return f"min({', '.join(self._print(a) for a in expr.args)})"
+
+    def _print_Equality(self, expr: sympy.Eq) -> str:  # runtime checks on unbacked symbols
+        return f"({self._print(expr.lhs)} == {self._print(expr.rhs)})"
+
+    def _print_Unequality(self, expr: sympy.Ne) -> str:
+        return f"({self._print(expr.lhs)} != {self._print(expr.rhs)})"
+
+    def _print_And(self, expr: sympy.And) -> str:
+        return "(" + " and ".join(self._print(a) for a in expr.args) + ")"
+
+    def _print_Or(self, expr: sympy.Or) -> str:
+        return "(" + " or ".join(self._print(a) for a in expr.args) + ")"
 
     def _print_Mod(self, expr: sympy.Mod) -> str:  # Python's % has SymPy's sign convention
         return f"(({self._print(expr.args[0])}) % ({self._print(expr.args[1])}))"
@@ -165,6 +180,8 @@ def _generate(schedule: Schedule, kernel_names: Mapping[str, str]) -> tuple[str,
         w.line(", ".join(names) + ("," if len(names) == 1 else "") + " = args")
     w.line("args.clear()")
     for symbol, src in program.size_sources.items():
+        if src.buffer:
+            continue  # unbacked: read from its buffer after the step that makes it (`_bind_unbacked`)
         target = names[src.position]
         if src.kind == "size":
             w.line(f"{symbol} = {target}.size({src.dim})")
@@ -172,6 +189,7 @@ def _generate(schedule: Schedule, kernel_names: Mapping[str, str]) -> tuple[str,
             w.line(f"{symbol} = {target}.stride({src.dim})")
         else:
             w.line(f"{symbol} = {target}")
+    unbacked = _UnbackedBindings(program)
     reused = {a.reuse for s in schedule.memory.steps for a in s.allocations if a.reuse and not a.in_place}
     # Every kernel call is checked to pass distinct memories (its arguments are `__restrict__`).
     storages = StorageTracker()
@@ -200,7 +218,7 @@ def _generate(schedule: Schedule, kernel_names: Mapping[str, str]) -> tuple[str,
             storages.check_call(kernel, tensors)
             w.line(f"{kernel}({', '.join(tensors + [str(s) for s in group.size_symbols])})")
         else:
-            _extern_lines(w, step)
+            _extern_lines(w, step, unbacked)
         for text in after:
             w.line(text)
         for name in memory.frees:
@@ -235,11 +253,50 @@ def _output_exprs(w: _Writer, outputs: Sequence[Any]) -> list[str]:
     return exprs
 
 
-def _extern_lines(w: _Writer, step: ExternStep) -> None:
+class _UnbackedBindings:
+    """Binds the unbacked symbols (``u0 = buf3.size(0)``) right after the steps that make them, then
+    runs the ShapeEnv's runtime checks on them (``u0 >= 0``) once all their symbols are bound."""
+
+    def __init__(self, program: Any) -> None:
+        self.by_buffer: dict[str, list[tuple[sympy.Symbol, Any]]] = {}
+        for symbol, src in program.size_sources.items():
+            if src.buffer:
+                self.by_buffer.setdefault(src.buffer, []).append((symbol, src))
+        self.bound = {s for s, src in program.size_sources.items() if not src.buffer}
+        self.checks = runtime_checks(program) if self.by_buffer else []
+
+    def defines(self, name: str) -> bool:
+        return name in self.by_buffer
+
+    def bind(self, w: _Writer, name: str) -> None:
+        for symbol, src in self.by_buffer.get(name, ()):
+            read = {"item": name, "python": src.python}.get(src.kind, f"{name}.{src.kind}({src.dim})")
+            w.line(f"{symbol} = {read}")
+            self.bound.add(symbol)
+        remaining = []
+        for symbols, expr in self.checks:
+            if symbols <= self.bound:
+                # Eager raises inside the op (a negative size, split sizes that do not add up); the
+                # compiled kernels would read out of bounds instead: raise before they run.
+                text = f"a data-dependent size or value broke a check of the compiled graph: {expr} is false"
+                values = ", ".join(f"{s} = {{{s}}}" for s in sorted(symbols, key=str))
+                w.line(f"if not ({TorchPythonPrinter().doprint(expr)}): raise RuntimeError(f{text + ' (' + values + ')'!r})")
+            else:
+                remaining.append((symbols, expr))
+        self.checks = remaining
+
+
+def _extern_lines(w: _Writer, step: ExternStep, unbacked: _UnbackedBindings) -> None:
     buf = step.buffer
+    binds = unbacked.defines(buf.name)
     if isinstance(buf, MultiOutput):
         path = "".join(f"[{k}]" for k in buf.path)
         layout = buf.layout
+        if binds:  # its sizes are the unbacked symbols: read them before checking its layout
+            w.line(f"{buf.name} = {buf.parent}{path}")
+            unbacked.bind(w, buf.name)
+            w.line(f"{buf.name} = ensure_layout({buf.name}, {_tuple(layout.size)}, {_tuple(layout.stride)})")
+            return
         w.line(f"{buf.name} = ensure_layout({buf.parent}{path}, {_tuple(layout.size)}, {_tuple(layout.stride)})")
         return
     assert isinstance(buf, ExternKernel)
@@ -252,6 +309,12 @@ def _extern_lines(w: _Writer, step: ExternStep) -> None:
         call = f"aligned_matmul({w.op(buf.op)}, {name}, {', '.join(args)})"
     if buf.output_is_tuple:
         w.line(f"{buf.name} = {call}")
+        unbacked.bind(w, buf.name)
+    elif binds:
+        layout = buf.layout
+        w.line(f"{buf.name} = {call}")
+        unbacked.bind(w, buf.name)
+        w.line(f"{buf.name} = ensure_layout({buf.name}, {_tuple(layout.size)}, {_tuple(layout.stride)})")
     else:
         layout = buf.layout
         w.line(f"{buf.name} = ensure_layout({call}, {_tuple(layout.size)}, {_tuple(layout.stride)})")
@@ -282,7 +345,8 @@ def _matmul_padding(buf: ExternKernel) -> MatmulPadding | None:
 def load_wrapper(schedule: Schedule, kernels: Mapping[str, Callable[..., None]], kernel_names: Mapping[str, str]) -> tuple[Callable[[list[Any]], Any], str]:
     """Generate the wrapper, execute it with the kernels and constants bound, and return ``(call, source)``."""
     source, constants = _generate(schedule, kernel_names)
-    namespace: dict[str, Any] = {"reinterpret": reinterpret, "ensure_layout": ensure_layout, "aligned_matmul": aligned_matmul}
+    namespace: dict[str, Any] = {"reinterpret": reinterpret, "ensure_layout": ensure_layout, "aligned_matmul": aligned_matmul,
+                                 "math": math}  # ints computed from `item()` floats: `math.trunc(zuf0)`
     namespace.update(schedule.program.constants)
     namespace.update(constants)
     namespace.update(kernels)

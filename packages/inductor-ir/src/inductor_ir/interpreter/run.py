@@ -37,6 +37,8 @@ def resolve_sizes(sources: Mapping[sympy.Symbol, SizeSource], inputs: Sequence[A
     """The value of every size symbol, read from the inputs."""
     values: dict[sympy.Symbol, int] = {}
     for symbol, source in sources.items():
+        if source.buffer:
+            raise NotImplementedError(f"the interpreter does not run data-dependent sizes ({symbol})")
         value = inputs[source.position]
         if source.kind == "size":
             values[symbol] = int(value.shape[source.dim])

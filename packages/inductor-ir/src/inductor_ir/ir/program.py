@@ -28,11 +28,19 @@ __all__ = ["Program", "SizeSource", "format_buffer"]
 
 @dataclass(frozen=True)
 class SizeSource:
-    """Where the wrapper reads a size symbol: ``input[position].size(dim)`` / ``.stride(dim)``, or a SymInt input."""
+    """Where the wrapper reads a size symbol: ``input[position].size(dim)`` / ``.stride(dim)``, or a SymInt input.
+
+    An unbacked symbol (``u0``, a size or value only the data gives) names the ``buffer`` whose
+    result gives it instead (``buf3.size(0)``; kind ``"item"``: the buffer is ``item()``'s number;
+    kind ``"python"``: the Python expression ``python`` over symbols bound before, such as
+    ``math.trunc(zuf0)``), read right after that buffer's step; ``position`` is then -1.
+    """
 
     position: int
-    kind: str  # "size", "stride" or "scalar"
+    kind: str  # "size", "stride", "scalar" or (from a buffer) "item", "python" (the text `python`)
     dim: int = 0
+    buffer: str = ""
+    python: str = ""
 
 
 @dataclass(slots=True, eq=False)
@@ -49,6 +57,8 @@ class Program:
     size_hints: a concrete value per size symbol (from the example inputs), for heuristics.
     output_spec: the pytree spec of the graph's output structure (``outputs`` is its flat leaves).
     lowering_errors: lowerings that crashed (their ops ran as fallbacks instead); empty when healthy.
+    shape_env: the ShapeEnv of the graph's unbacked symbols (None without them): its runtime
+        assertions on them are checked by the wrapper (see ``unbacked.py``).
     """
 
     graph_inputs: list[InputBuffer | sympy.Expr | None] = field(default_factory=list)
@@ -59,6 +69,7 @@ class Program:
     size_hints: dict[sympy.Symbol, int] = field(default_factory=dict)
     output_spec: Any = None
     lowering_errors: list[str] = field(default_factory=list)
+    shape_env: Any = None
     _by_name: tuple[int, dict[str, Buffer]] | None = field(default=None, repr=False)
 
     def buffer(self, name: str) -> Buffer:

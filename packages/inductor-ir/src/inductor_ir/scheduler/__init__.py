@@ -28,6 +28,7 @@ from inductor_ir.scheduler.fusion import fuse_groups
 from inductor_ir.scheduler.groups import Group, SchedulerNode, buffer_record, group_vars, kernel_nodes
 from inductor_ir.scheduler.memory import MemoryPlan, plan_memory, with_in_place
 from inductor_ir.scheduler.merge_dims import DimMerge, merged_body, plan_merges
+from inductor_ir.unbacked import output_definers, symbol_definers
 
 __all__ = ["ExternStep", "KernelStep", "Schedule", "schedule"]
 
@@ -76,26 +77,32 @@ def _draws_random(buf: Buffer) -> bool:
     return isinstance(buf, FallbackKernel) and buf.op in RANDOM_OPS
 
 
-def _live_buffers(program: Program) -> set[str]:
+def _live_buffers(program: Program, definers: Mapping[str, set[str]] | None = None) -> set[str]:
     """Buffers an output depends on, plus calls that mutate their arguments or draw random numbers
-    (as eager, an unused draw still advances the generator); dead code is dropped."""
-    live = _output_names(program)
+    (as eager, an unused draw still advances the generator); dead code is dropped. A call whose
+    result binds an unbacked symbol (``u0 = buf3.size(0)``) lives while a user of the symbol does."""
+    definers = symbol_definers(program) if definers is None else definers
+    live = _output_names(program) | output_definers(program)
     for buf in reversed(program.buffers):
         schema = getattr(getattr(buf, "op", None), "_schema", None)
         if buf.name in live or bool(getattr(schema, "is_mutable", False)) or _draws_random(buf):
             live.add(buf.name)
             live.update(buf.read_names())
+            live.update(definers.get(buf.name, ()))
     return live
 
 
-def _scheduler_nodes(program: Program) -> list[SchedulerNode]:
+def _scheduler_nodes(program: Program, definers: Mapping[str, set[str]] | None = None) -> list[SchedulerNode]:
+    definers = symbol_definers(program) if definers is None else definers
     nodes = []
-    live = _live_buffers(program)
+    live = _live_buffers(program, definers)
     for order, buf in enumerate(program.buffers):
         if isinstance(buf, InputBuffer) or buf.name not in live:
             continue
         mutates = isinstance(buf, ExternKernel) and bool(getattr(getattr(buf.op, "_schema", None), "is_mutable", False))
-        nodes.append(SchedulerNode(buf, order, frozenset(buf.read_names()), mutates))
+        # Ordered after the calls binding the unbacked symbols it uses (fusion keeps that order too).
+        reads = frozenset(buf.read_names()) | definers.get(buf.name, set())
+        nodes.append(SchedulerNode(buf, order, reads, mutates))
     # Calls drawing from torch's random generator keep their order among themselves: each one
     # leaves the generator's state to the next, as in eager (bit-identical under fallback_random).
     previous: str | None = None
@@ -166,8 +173,13 @@ def _topological(groups: list[Group]) -> list[Group]:
 class _GroupRecords:
     """Builds ``KernelGroup`` records; knows which buffers are needed outside each group."""
 
-    def __init__(self, program: Program, nodes: list[SchedulerNode]) -> None:
+    def __init__(self, program: Program, nodes: list[SchedulerNode],
+                 definers: Mapping[str, set[str]] | None = None) -> None:
         self.program = program
+        definers = symbol_definers(program) if definers is None else definers
+        # Reads that only order a node after the call binding an unbacked symbol: not kernel inputs.
+        self.symbol_only = {node.name: definers[node.name] - set(node.buffer.read_names())
+                            for node in nodes if node.name in definers}
         self.readers: dict[str, set[str]] = {}
         for node in nodes:
             for name in node.reads:
@@ -196,7 +208,11 @@ class _GroupRecords:
                 outputs.append(record)
             else:
                 internal.append(record)
-        inputs = [self._input_record(n) for n in sorted(group.reads(), key=self._position)]
+        reads = group.reads()
+        if self.symbol_only:
+            reads = {n for n in reads if not all(n in self.symbol_only.get(p.node.name, ()) or
+                                                 n not in p.node.reads for p in group.placements)}
+        inputs = [self._input_record(n) for n in sorted(reads, key=self._position)]
         symbols = self._size_symbols(group, (*inputs, *outputs, *internal)) if self.size_symbols else set()
         origins = list(dict.fromkeys(o for p in group.placements for o in p.node.origins()))
         final = name is None
@@ -257,9 +273,10 @@ def schedule(
         merge_dims: collapse contiguous dims of each group's iteration space.
     """
     backends = dict(backends or {})
-    nodes = _scheduler_nodes(program)
+    definers = symbol_definers(program)
+    nodes = _scheduler_nodes(program, definers)
     groups = [g for g in (Group.single(n) for n in nodes) if g is not None]
-    records = _GroupRecords(program, nodes)
+    records = _GroupRecords(program, nodes, definers)
     records.merge_dims = merge_dims
     if fuse:
         groups = fuse_groups(program, groups, backends, lambda g: records.record(g, name="candidate"))

@@ -1,0 +1,249 @@
+"""Unbacked symbols: sizes and numbers that only the data gives.
+
+``nonzero``, ``masked_select``, ``unique`` and boolean-mask indexing return tensors whose sizes are
+unbacked symbols of the ShapeEnv (``u0``); ``Tensor.item()`` (``aten._local_scalar_dense``) returns
+one as a number (``u1``, or ``zuf0`` for a float). No graph input provides them: the op that makes
+them runs as a ``FallbackKernel`` and the wrapper reads each symbol from its result right after it
+(``u0 = buf3.size(0)``, ``u1 = buf4``). Later kernels, allocations and calls use them like any size
+symbol read from an input. The checks ``torch._check`` put on them while tracing (``u0 >= 0``, the
+split sizes summing to the dim) are run by the wrapper as soon as their symbols are bound, raising
+``RuntimeError`` as eager does instead of reading out of bounds.
+
+Floats and booleans from ``item()`` (``zuf0``, ``Eq(u0, 1)``) never reach generated kernels, whose
+size arguments are ints: ops reading one run as ``FallbackKernel`` calls given the Python number,
+and an int computed from floats (``int(t.item())``) is computed by the wrapper. What cannot be
+compiled this way raises :class:`UnbackedSymbolError` while compiling, so the caller runs the graph
+eagerly with that reason (a symbol only found inside a larger expression of a size).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+import sympy
+import torch
+import torch.utils._pytree as pytree
+from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
+from torch.utils._sympy.symbol import SymT, symbol_is_type
+
+from inductor_ir.ir.nodes import Buffer, ComputedBuffer, ExternKernel, MultiOutput, Pointwise, ReinterpretView
+from inductor_ir.ir.program import Program, SizeSource
+from inductor_ir.ir.tracing import trace_body
+from inductor_ir.symbolic import index_symbol
+
+__all__ = [
+    "UNBACKED_HINT",
+    "UnbackedSymbolError",
+    "bind_int_of_float",
+    "bind_results",
+    "bind_scalar",
+    "float_arguments",
+    "is_unbacked",
+    "is_unbacked_float",
+    "output_definers",
+    "runtime_checks",
+    "symbol_definers",
+    "unbound_unbacked",
+    "used_symbols",
+]
+
+UNBACKED_HINT = 4096
+"""The size assumed for an unbacked symbol by heuristics (tiling, vector widths); never for correctness."""
+
+
+class UnbackedSymbolError(NotImplementedError):
+    """A graph whose data-dependent sizes or values the generated code cannot bind or use."""
+
+
+def is_unbacked(symbol: sympy.Symbol) -> bool:
+    """Whether ``symbol`` is a ShapeEnv unbacked int or float (``u0``, ``zuf0``)."""
+    return bool(symbol_is_type(symbol, (SymT.UNBACKED_INT, SymT.UNBACKED_FLOAT)))
+
+
+def is_unbacked_float(symbol: sympy.Symbol) -> bool:
+    """Whether ``symbol`` is a float value read with ``item()`` (``zuf0``)."""
+    return bool(symbol_is_type(symbol, SymT.UNBACKED_FLOAT))
+
+
+def unbound_unbacked(program: Program, value: Any) -> set[sympy.Symbol]:
+    """Unbacked symbols in ``value`` (an FX ``meta['val']``) that no earlier step binds.
+
+    A tensor's storage offset does not count: an ATen call's result carries its own (a slice of
+    ``x`` from ``u0`` on), and buffers made from it are read through the result.
+    """
+    parts = [[*leaf.shape, *leaf.stride()] if isinstance(leaf, torch.Tensor) else leaf
+             for leaf in pytree.tree_leaves(value)]
+    try:
+        symbols = free_unbacked_symbols(parts)
+    except Exception:  # values FX could not describe: nothing to bind
+        return set()
+    return {s for s in symbols if s not in program.size_sources}
+
+
+def _buffers(result: Any) -> Iterator[Buffer]:
+    if isinstance(result, Buffer):
+        yield result
+    elif isinstance(result, (list, tuple)):
+        for item in result:
+            yield from _buffers(item)
+
+
+def bind_results(program: Program, result: Any, wanted: set[sympy.Symbol], shape_env: Any) -> None:
+    """Read each symbol of ``wanted`` from a size or stride of the buffers of ``result``.
+
+    Raises ``UnbackedSymbolError`` when one only appears inside a larger expression (``2*u0``).
+    """
+    for buf in _buffers(result):
+        layout = buf.layout
+        for kind, exprs in (("size", layout.size), ("stride", layout.stride)):
+            for dim, expr in enumerate(exprs):
+                if isinstance(expr, sympy.Symbol) and expr in wanted and expr not in program.size_sources:
+                    program.size_sources[expr] = SizeSource(-1, kind, dim, buf.name)
+                    program.size_hints.setdefault(expr, UNBACKED_HINT)
+    missing = sorted(str(s) for s in wanted if s not in program.size_sources)
+    if missing:
+        raise UnbackedSymbolError(f"the data-dependent size(s) {', '.join(missing)} of an op's result are not a "
+                                  "plain size or stride of it; the generated code cannot read them")
+    _remember_shape_env(program, shape_env)
+
+
+def bind_scalar(program: Program, kernel: ExternKernel, value: Any) -> sympy.Basic:
+    """The expression of ``item()``'s result ``value``, its symbol read from ``kernel``'s result: a
+    SymInt or SymFloat is its symbol (``u0``, ``zuf0``), a SymBool ``Eq(u0, 1)`` (``u0`` the bool)."""
+    expr = getattr(getattr(value, "node", None), "expr", None)
+    symbol = expr
+    if isinstance(value, torch.SymBool) and isinstance(expr, sympy.Eq) and expr.rhs == 1:
+        symbol = expr.lhs
+    if not isinstance(symbol, sympy.Symbol) or not is_unbacked(symbol):
+        raise UnbackedSymbolError(f"a data-dependent {type(value).__name__} ({expr}) cannot be bound by the "
+                                  "generated code")
+    program.size_sources[symbol] = SizeSource(-1, "item", 0, kernel.name)
+    if not is_unbacked_float(symbol):
+        program.size_hints.setdefault(symbol, UNBACKED_HINT)
+    _remember_shape_env(program, getattr(value.node, "shape_env", None))
+    return expr
+
+
+def bind_int_of_float(program: Program, value: torch.SymInt) -> sympy.Symbol:
+    """An int computed from ``item()`` floats (``int(x.sum().item())``: ``TruncToInt(zuf0)``): a new
+    symbol the wrapper computes in Python once the floats are bound, so kernels only see ints."""
+    from torch.utils._sympy.printers import PythonPrinter
+
+    expr = value.node.expr
+    floats = [s for s in program.size_sources if s in expr.free_symbols and is_unbacked_float(s)]
+    unknown = [s for s in expr.free_symbols if s not in program.size_sources]
+    if not floats or unknown:
+        raise UnbackedSymbolError(f"the data-dependent int {expr} cannot be computed by the generated code")
+    symbol = sympy.Symbol(f"ui{sum(1 for s in program.size_sources.values() if s.kind == 'python')}", integer=True)
+    text = PythonPrinter().doprint(expr)
+    program.size_sources[symbol] = SizeSource(-1, "python", 0, program.size_sources[floats[-1]].buffer, text)
+    program.size_hints.setdefault(symbol, UNBACKED_HINT)
+    return symbol
+
+
+def float_arguments(values: Any) -> bool:
+    """Whether an op's arguments hold a float or bool ``item()`` value (``zuf0``, ``Eq(u0, 1)``):
+    generated kernels take sizes as ints, so such an op runs as a ``FallbackKernel`` (the wrapper
+    passes the Python number)."""
+    return _has_boolean([values]) or any(is_unbacked_float(s) for s in _free_symbols([values]))
+
+
+def _has_boolean(values: Iterable[Any]) -> bool:
+    for value in values:
+        if isinstance(value, sympy.logic.boolalg.Boolean) and not isinstance(
+                value, (sympy.Symbol, sympy.logic.boolalg.BooleanAtom)):
+            return True
+        if isinstance(value, (list, tuple)) and _has_boolean(value):
+            return True
+        if isinstance(value, dict) and _has_boolean(value.values()):
+            return True
+    return False
+
+
+def _remember_shape_env(program: Program, shape_env: Any) -> None:
+    if shape_env is not None and program.shape_env is None:
+        program.shape_env = shape_env
+
+
+def _free_symbols(values: Iterable[Any]) -> set[sympy.Symbol]:
+    symbols: set[sympy.Symbol] = set()
+    for value in values:
+        if isinstance(value, sympy.Basic):
+            symbols |= {s for s in value.free_symbols if isinstance(s, sympy.Symbol)}
+        elif isinstance(value, (ReinterpretView, Buffer)):
+            layout = value.layout
+            symbols |= _free_symbols((*layout.size, *layout.stride, getattr(layout, "offset", 0)))
+        elif isinstance(value, (list, tuple)):
+            symbols |= _free_symbols(value)
+        elif isinstance(value, dict):
+            symbols |= _free_symbols(value.values())
+    return symbols
+
+
+def used_symbols(buf: Buffer) -> set[sympy.Symbol]:
+    """Every symbol ``buf``'s computation uses: its layout, its body's indices, an extern call's arguments."""
+    symbols = _free_symbols([buf])
+    if isinstance(buf, ExternKernel):
+        symbols |= _free_symbols([buf.args, buf.kwargs])
+    elif isinstance(buf, ComputedBuffer):
+        data = buf.data
+        index = [index_symbol("i", k) for k in range(len(data.ranges))]
+        symbols |= _free_symbols(data.ranges)
+        if isinstance(data, Pointwise):
+            trace = trace_body(buf.store_pointwise, index, text=False)
+        else:
+            symbols |= _free_symbols(data.reduction_ranges)
+            rindex = [index_symbol("r", k) for k in range(len(data.reduction_ranges))]
+            trace = trace_body(buf.store_reduction, index, rindex, text=False)
+        for dep in (*trace.deps.reads, *trace.deps.writes):
+            symbols |= _free_symbols([dep.index])
+        symbols |= set(trace.deps.index_symbols)
+    return symbols
+
+
+def symbol_definers(program: Program) -> dict[str, set[str]]:
+    """Buffer name -> the buffers whose results bind the unbacked symbols it uses (empty: none).
+
+    The scheduler orders each buffer after those, and keeps them live while it is.
+    """
+    definers = {symbol: source.buffer for symbol, source in program.size_sources.items() if source.buffer}
+    if not definers:
+        return {}
+    result: dict[str, set[str]] = {}
+    for buf in program.buffers:
+        if isinstance(buf, MultiOutput):
+            continue
+        names = {definers[s] for s in used_symbols(buf) if s in definers} - {buf.name}
+        if names:
+            result[buf.name] = names
+    return result
+
+
+def output_definers(program: Program) -> set[str]:
+    """The buffers binding unbacked symbols that graph outputs use (a returned ``item()``)."""
+    definers = {symbol: source.buffer for symbol, source in program.size_sources.items() if source.buffer}
+    if not definers:
+        return set()
+    return {definers[s] for s in _free_symbols(program.outputs) if s in definers}
+
+
+def runtime_checks(program: Program) -> list[tuple[frozenset[sympy.Symbol], sympy.Expr]]:
+    """The ShapeEnv's deferred runtime assertions on this program's unbacked symbols: (symbols they
+    need, condition in torch's SymPy functions). Their messages name torch's source lines only."""
+    shape_env = program.shape_env
+    asserts = getattr(shape_env, "deferred_runtime_asserts", None)
+    if not asserts:
+        return []
+    unbacked = {s for s, source in program.size_sources.items() if source.buffer}
+    checks = []
+    seen: set[sympy.Expr] = set()
+    for entries in list(asserts.values()):
+        for entry in entries:
+            expr = entry.expr
+            symbols = frozenset(s for s in expr.free_symbols if isinstance(s, sympy.Symbol))
+            if expr in seen or not symbols & unbacked or not symbols <= set(program.size_sources):
+                continue
+            seen.add(expr)
+            checks.append((symbols, expr))
+    return checks

@@ -1,0 +1,107 @@
+"""Unbacked symbols: data-dependent ops run as FallbackKernels whose results bind ``u0`` in the wrapper.
+
+Graphs come from ``make_fx`` under a ShapeEnv that allows data-dependent outputs (what aotgrad traces
+for ``nonzero``, ``masked_select``, ``unique`` and ``item()``). One compile serves every result size.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import pytest
+import sympy
+import torch
+from inductor_ir_reference_backend import ReferenceBackend
+from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.fx.experimental.proxy_tensor import make_fx
+from torch.fx.experimental.symbolic_shapes import ShapeEnv
+
+import inductor_ir
+from inductor_ir.ir.program import Program
+from inductor_ir.unbacked import UnbackedSymbolError, bind_results
+
+
+def _compile(fn: Callable[..., Any], inputs: Sequence[torch.Tensor]) -> inductor_ir.CompiledGraph:
+    shape_env = ShapeEnv(allow_dynamic_output_shape_ops=True, allow_scalar_outputs=True)
+    mode = FakeTensorMode(allow_non_fake_inputs=True, shape_env=shape_env)
+    fakes = [mode.from_tensor(x, static_shapes=True) for x in inputs]
+    with mode:
+        gm = make_fx(fn, tracing_mode="real")(*fakes)
+    return inductor_ir.compile_graph(gm, fakes, backends={"cpu": ReferenceBackend()})
+
+
+def _check(fn: Callable[..., Any], make: Callable[[torch.Generator], tuple[torch.Tensor, ...]]) -> inductor_ir.CompiledGraph:
+    generator = torch.Generator().manual_seed(0)
+    compiled = _compile(fn, make(generator))
+    for _ in range(4):  # fresh values each call: other result sizes, same compiled graph
+        inputs = make(generator)
+        torch.testing.assert_close(compiled(*inputs), fn(*inputs))
+    return compiled
+
+
+def test_nonzero_size_is_bound_from_its_result_and_used_by_later_kernels() -> None:
+    compiled = _check(lambda x: (torch.nonzero(x > 0).float().sum(0) + 1,),
+                      lambda g: (torch.randn(4, 5, generator=g),))
+    assert "u0 = buf" in compiled.wrapper and ".size(0)" in compiled.wrapper
+    assert compiled.sources, "the reduction over nonzero's rows is a generated kernel"
+
+
+def test_masked_select_and_boolean_mask_feed_pointwise_and_reductions() -> None:
+    def fn(x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        picked = torch.masked_select(x, x > 0)
+        return picked.exp(), x[x < 0].sum(), picked.numel() * x
+
+    _check(fn, lambda g: (torch.randn(37, generator=g),))
+
+
+def test_unique_outputs_share_their_size_symbol() -> None:
+    _check(lambda x: tuple(t * 2 for t in torch.unique(x.round(), return_counts=True)),
+           lambda g: (torch.randn(30, generator=g) * 3,))
+
+
+def test_item_feeds_a_size_and_its_runtime_check_raises_like_eager() -> None:
+    def fn(x: torch.Tensor) -> tuple[torch.Tensor]:
+        return (torch.zeros(x.sum().long().item() + 2) + 1,)
+
+    compiled = _check(fn, lambda g: ((torch.rand(4, generator=g) * 3).round(),))
+    negative = torch.full((4,), -2.0)
+    with pytest.raises(RuntimeError):
+        fn(negative)
+    with pytest.raises(RuntimeError, match="data-dependent"):
+        compiled(negative)
+
+
+def test_split_sizes_from_tolist_are_checked_before_the_kernels_read_them() -> None:
+    def fn(x: torch.Tensor, counts: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return tuple(t.sum(0) for t in torch.split(x, counts.tolist()))
+
+    compiled = _compile(fn, (torch.randn(10, 3), torch.tensor([3, 2, 5])))
+    for counts in ([3, 2, 5], [1, 1, 8], [0, 4, 6]):
+        x, sizes = torch.randn(10, 3), torch.tensor(counts)
+        torch.testing.assert_close(compiled(x, sizes), fn(x, sizes))
+    with pytest.raises(RuntimeError):
+        fn(torch.randn(10, 3), torch.tensor([3, 2, 4]))
+    with pytest.raises(RuntimeError, match="u0 \\+ u1 \\+ u2"):
+        compiled(torch.randn(10, 3), torch.tensor([3, 2, 4]))
+
+
+def test_float_items_reach_kernels_only_through_aten_calls() -> None:
+    # A float in a kernel's int size arguments would be truncated: ops reading one run as ATen calls.
+    def fn(x: torch.Tensor) -> tuple[Any, ...]:
+        scale = x.max().item()
+        return x * scale + x.sum().item(), torch.ones(torch.sym_int(x.abs().sum().item()) + 1), scale
+
+    compiled = _check(fn, lambda g: (torch.randn(8, generator=g),))
+    assert "math.trunc(zuf" in compiled.wrapper
+
+
+def test_repeat_interleave_result_size_is_bound() -> None:
+    _check(lambda x, r: (torch.repeat_interleave(x, r) * 2,),
+           lambda g: (torch.randn(4, generator=g), torch.randint(0, 3, (4,), generator=g)))
+
+
+def test_a_symbol_no_result_size_gives_is_refused_at_compile_time() -> None:
+    # The caller (the frontend) then runs the graph eagerly, naming this reason.
+    with pytest.raises(UnbackedSymbolError, match="u7"):
+        bind_results(Program(), (), {sympy.Symbol("u7", integer=True)}, None)
