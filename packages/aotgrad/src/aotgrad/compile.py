@@ -10,8 +10,14 @@ from typing import Any
 
 import torch
 import torch.fx
-from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
+from torch._subclasses.fake_tensor import (
+    DataDependentOutputException,
+    DynamicOutputShapeException,
+    FakeTensor,
+    FakeTensorMode,
+)
 from torch.fx._lazy_graph_module import _use_lazy_graph_module
+from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
 from aotgrad.config import AotConfig
 from aotgrad.decompositions import DecompositionTable, default_decompositions
@@ -54,8 +60,12 @@ class TracedRegion:
     distinct_inputs: tuple[tuple[int, tuple[int, ...]], ...] = ()
 
 
-def fake_inputs_for(flat_inputs: Sequence[Any]) -> tuple[FakeTensorMode, list[Any]]:
-    """A fake mode and fake copies of the tensors among `flat_inputs` (real or already fake)."""
+def fake_inputs_for(flat_inputs: Sequence[Any], unbacked: bool = False) -> tuple[FakeTensorMode, list[Any]]:
+    """A fake mode and fake copies of the tensors among `flat_inputs` (real or already fake).
+
+    With `unbacked`, a new mode gets a ShapeEnv that lets data-dependent ops trace: `nonzero`'s
+    output size and `item()`'s value become unbacked symbols (``u0``) of the graph.
+    """
     for value in flat_inputs:
         if isinstance(value, FakeTensor):
             # Real tensors beside fake ones (a module's parameters next to symbolic-size inputs)
@@ -66,7 +76,8 @@ def fake_inputs_for(flat_inputs: Sequence[Any]) -> tuple[FakeTensorMode, list[An
                 for x in flat_inputs
             ]
     # Tensors a function closes over (not inputs) are constants of the graph: allow them.
-    mode = FakeTensorMode(allow_non_fake_inputs=True)
+    shape_env = ShapeEnv(allow_scalar_outputs=True, allow_dynamic_output_shape_ops=True) if unbacked else None
+    mode = FakeTensorMode(allow_non_fake_inputs=True, shape_env=shape_env)
     return mode, [mode.from_tensor(x, static_shapes=True) if isinstance(x, torch.Tensor) else x for x in flat_inputs]
 
 
@@ -118,8 +129,42 @@ def trace_region(
     grad_mask: Sequence[bool] | None,
     decompositions: DecompositionTable,
 ) -> TracedRegion:
-    """Trace `fn` to its functional forward and, when `grad_mask` is given, its joint graph."""
-    fake_mode, fakes = fake_inputs_for(flat_inputs)
+    """Trace `fn` to its functional forward and, when `grad_mask` is given, its joint graph.
+
+    Inputs without symbolic sizes are traced in a fake mode without a ShapeEnv; when an op's output
+    depends on the data (`nonzero`, `masked_select`, `item()`), the region is traced again with one,
+    so those outputs' sizes and values are unbacked symbols.
+    """
+    try:
+        return _trace_region(fn, flat_inputs, grad_mask, decompositions, unbacked=False)
+    except Exception as error:
+        # The inputs' own ShapeEnv decides for fake inputs (capture's, see its config).
+        if not _data_dependent(error) or any(isinstance(x, FakeTensor) for x in flat_inputs):
+            raise
+        log.debug("aotgrad: tracing again with unbacked symbols (%s)", error)
+    return _trace_region(fn, flat_inputs, grad_mask, decompositions, unbacked=True)
+
+
+def _data_dependent(error: BaseException) -> bool:
+    """Whether a fake tensor refused an op for depending on the data (anywhere in the cause chain)."""
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        if isinstance(current, (DynamicOutputShapeException, DataDependentOutputException)):
+            return True
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return False
+
+
+def _trace_region(
+    fn: Callable[..., Any],
+    flat_inputs: Sequence[Any],
+    grad_mask: Sequence[bool] | None,
+    decompositions: DecompositionTable,
+    unbacked: bool,
+) -> TracedRegion:
+    fake_mode, fakes = fake_inputs_for(flat_inputs, unbacked)
     # With oneDNN off, decompositions pick portable ATen ops over oneDNN kernels whose workspace
     # outputs fake tensors cannot describe (the recurrent layers); the graph's ops still use oneDNN.
     with fake_mode, _onednn_disabled(), _python_dispatcher_if_symbolic(fakes):

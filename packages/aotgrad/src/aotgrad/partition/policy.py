@@ -15,6 +15,7 @@ from typing import Any
 
 import torch
 import torch.fx
+from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
 
 from aotgrad.tracing.graph_passes import is_random
 
@@ -178,6 +179,8 @@ def value_bytes(value: Any) -> int | None:
     if isinstance(value, torch.Tensor):
         numel = value.numel()
         numel = int(numel.node.hint) if isinstance(numel, torch.SymInt) and numel.node.hint is not None else numel
+        if free_unbacked_symbols(numel):
+            return 1 << 20  # `nonzero`'s rows (int() of one raises GuardOnDataDependentSymNode)
         try:
             return int(numel) * value.element_size()
         except TypeError:

@@ -1,0 +1,71 @@
+"""Data-dependent ops traced with unbacked symbols: `nonzero`, `masked_select`, `item()` in forward and
+backward graphs (traced once, run on inputs whose results have other sizes)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from aotgrad_helpers import RecordingCompiler, strict
+from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
+
+import aotgrad
+
+
+def _fresh(seed: int, *shape: int) -> torch.Tensor:
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
+
+
+def _unbacked_in(gm: torch.fx.GraphModule) -> bool:
+    return any(free_unbacked_symbols(n.meta.get("val")) for n in gm.graph.nodes if "val" in n.meta)
+
+
+def test_inference_graph_with_data_dependent_sizes_is_traced_once() -> None:
+    compiler = RecordingCompiler()
+
+    def fn(x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        rows = torch.nonzero(x > 0)
+        return rows.float().mean(0), x[x > 0].sum(), torch.zeros((x > 1).sum().item()) + 1
+
+    compiled = aotgrad.aot_function(fn, fw_compiler=compiler, config=strict())
+    for seed in range(4):
+        x = _fresh(seed, 5, 6)
+        torch.testing.assert_close(compiled(x), fn(x))
+    assert len(compiler.graphs) == 1 and _unbacked_in(compiler.graphs[0])
+
+
+def test_training_through_masked_select_and_boolean_masks() -> None:
+    forward, backward = RecordingCompiler(), RecordingCompiler()
+
+    def fn(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        picked = torch.masked_select(x * w, x > 0)
+        return (picked.exp().sum() + (x[x < 0] ** 2).sum()) * picked.numel()
+
+    compiled = aotgrad.aot_function(fn, fw_compiler=forward, bw_compiler=backward, config=strict())
+    for seed in range(3):
+        x, w = _fresh(seed, 4, 7), _fresh(seed + 10, 7)
+        inputs: list[Any] = [x.clone().requires_grad_(), w.clone().requires_grad_()]
+        expected_inputs: list[Any] = [x.clone().requires_grad_(), w.clone().requires_grad_()]
+        out, expected = compiled(*inputs), fn(*expected_inputs)
+        torch.testing.assert_close(out, expected)
+        out.backward()
+        expected.backward()
+        for got, want in zip(inputs, expected_inputs):
+            torch.testing.assert_close(got.grad, want.grad)
+    assert len(forward.graphs) == 1 and len(backward.graphs) == 1
+
+
+def test_unique_backward_of_values_selected_by_a_data_dependent_index() -> None:
+    def fn(x: torch.Tensor) -> torch.Tensor:
+        values, inverse = torch.unique((x.detach() * 2).round(), return_inverse=True)
+        return (x * values[inverse]).sum() + values.numel()
+
+    compiled = aotgrad.aot_function(fn, fw_compiler=RecordingCompiler(), config=strict())
+    for seed in range(3):
+        x = _fresh(seed, 12)
+        a, b = x.clone().requires_grad_(), x.clone().requires_grad_()
+        out, expected = compiled(a), fn(b)
+        torch.testing.assert_close(out, expected)
+        out.backward()
+        expected.backward()
+        torch.testing.assert_close(a.grad, b.grad)
