@@ -245,9 +245,18 @@ def item_use(x):
     return y * scale
 
 
-def test_update5_item_breaks_graph() -> None:
-    explanation = capture.explain(item_use, torch.randn(3))
+def test_update5_item_breaks_graph_without_scalar_outputs() -> None:
+    off = capture.CaptureConfig(capture_scalar_outputs=False)
+    with capture.config.patch(capture_scalar_outputs=False):
+        explanation = capture.explain(item_use, torch.randn(3))
     assert explanation.graph_count == 2
     assert "item" in explanation.break_reasons[0].reason
+    x = torch.randn(3)
+    torch.testing.assert_close(capture.optimize(RecordingBackend(), config=off)(item_use)(x), item_use(x))
+
+
+def test_update5_item_stays_in_the_graph_by_default() -> None:
+    explanation = capture.explain(item_use, torch.randn(3))
+    assert explanation.graph_count == 1 and explanation.graph_break_count == 0
     x = torch.randn(3)
     torch.testing.assert_close(capture.optimize(RecordingBackend())(item_use)(x), item_use(x))

@@ -21,12 +21,19 @@ class CaptureConfig:
             eagerly (and log why) instead of raising.
         max_inline_depth: how deep calls to user functions are inlined into one graph.
         verbose: log every compiled graph, graph break and recompilation through `logging`.
+        capture_scalar_outputs: `Tensor.item()` and `Tensor.tolist()` stay in the graph as unbacked
+            symbolic numbers (a Python branch on one is a graph break); False: a graph break at the call.
+        capture_dynamic_output_shape_ops: ops whose output size depends on the data (`nonzero`,
+            `masked_select`, `unique`, boolean-mask indexing) stay in the graph with unbacked symbolic
+            sizes; False: a graph break at the call.
     """
 
     cache_size_limit: int = 8
     fallback_on_internal_error: bool = True
     max_inline_depth: int = 32
     verbose: bool = bool(os.environ.get("KILN_CAPTURE_VERBOSE"))
+    capture_scalar_outputs: bool = os.environ.get("KILN_CAPTURE_SCALAR_OUTPUTS", "1") != "0"
+    capture_dynamic_output_shape_ops: bool = os.environ.get("KILN_CAPTURE_DYNAMIC_OUTPUT_SHAPE_OPS", "1") != "0"
 
     @contextlib.contextmanager
     def patch(self, **changes: Any) -> Iterator[CaptureConfig]:

@@ -20,6 +20,7 @@ from capture.config import CaptureConfig
 from capture.errors import UserLocation
 from capture.guards import GuardSet
 from capture.sources import AttrSource, Source
+from capture.symbolic import data_dependent
 from capture.symbolic.eager_checks import EagerChecks
 from capture.symbolic.shapes import ShapePolicy, SymbolTable, new_shape_env
 from capture.variables.base import ConstantVariable, Unsupported, VariableTracker, is_constant_value
@@ -46,6 +47,7 @@ try:
     _DATA_DEPENDENT_ERRORS = (DataDependentOutputException, DynamicOutputShapeException, UnsupportedOperatorException)
 except ImportError:  # pragma: no cover - older torch
     pass
+_DATA_DEPENDENT_ERRORS += data_dependent.GUARD_ERRORS
 
 
 @dataclass
@@ -109,7 +111,7 @@ class OutputGraph:
         self.graph = torch.fx.Graph()
         self.root = torch.nn.Module()
         self.policy = policy or ShapePolicy(dynamic=False)
-        shape_env = new_shape_env()
+        shape_env = new_shape_env(config.capture_scalar_outputs, config.capture_dynamic_output_shape_ops)
         self.fake_mode = FakeTensorMode(allow_non_fake_inputs=True, shape_env=shape_env)
         self.symbols = SymbolTable(shape_env)
         self.guards = GuardSet()
@@ -300,6 +302,9 @@ class OutputGraph:
     def call_graph(self, kind: str, target: Any, args: list[VariableTracker],
                    kwargs: dict[str, VariableTracker]) -> VariableTracker:
         """Record a call into the graph, propagating fake tensors to learn the result's metadata."""
+        rewritten = data_dependent.rewrite(self, kind, target, args, kwargs)  # torch.equal, tensor_split(x, t)
+        if rewritten is not None:
+            return rewritten
         node_args, fake_args = _unpack(list(args))
         node_kwargs, fake_kwargs = _unpack(dict(kwargs))
         self.eager_checks.check(kind, target, fake_args, fake_kwargs)  # errors fake tensors do not raise
@@ -460,6 +465,9 @@ class OutputGraph:
         if self.is_dynamic:
             stack.enter_context(enable_python_dispatcher())
         stack.enter_context(self.fake_mode)
+        # Unbacked symbols made here (`nonzero`'s size) belong to this graph's example values: left
+        # pending, the backend's trace with this ShapeEnv would look for them among its own outputs.
+        stack.callback(data_dependent.forget_pending_symbols, self.symbols.shape_env)
         return stack
 
     def set_grad_enabled(self, enabled: bool) -> None:

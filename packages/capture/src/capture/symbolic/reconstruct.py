@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 import torch.fx
+from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
 
 from capture.bytecode.codegen import invoke
 from capture.variables.base import ConstantVariable, NullVariable, VariableTracker
@@ -22,7 +23,7 @@ from capture.variables.objects import (
     SkippedFunctionVariable,
     TorchFunctionVariable,
 )
-from capture.variables.sym_values import SymNodeVariable
+from capture.variables.sym_values import SYMBOLIC_NODE, SymNodeVariable
 from capture.variables.tensor import TensorMethodVariable, TensorVariable
 
 _LITERAL_TYPES = (bool, int, str, type(None))
@@ -97,6 +98,11 @@ class Reconstructor:
         if isinstance(value, ConstantVariable):
             return self.constant(value.value)
         if isinstance(value, SymNodeVariable):
+            if free_unbacked_symbols(value.value):
+                # A number only the data gives (``t.item()``, ``mask.sum().item()``): no input size
+                # computes it, so the graph returns it (and its node is no longer a dead size read).
+                value.node.meta.pop(SYMBOLIC_NODE, None)
+                return f"__o[{self.output_index(value.node)}]"
             if self.render_symbolic is None:
                 raise CannotReconstruct(f"cannot rebuild {value} after a graph break")
             # Recomputed from the inputs' sizes on each call (``L[0].size(1) * 2``), not a graph output.

@@ -38,9 +38,16 @@ MIN_SYMBOLIC_SIZE = 2
 """A dynamic dim is a symbol only for sizes >= 2: sizes 0 and 1 stay specialized (as torch's ShapeEnv does)."""
 
 
-def new_shape_env() -> ShapeEnv:
-    """A ShapeEnv for capture: data-dependent outputs stay graph breaks (no unbacked symbols)."""
-    return ShapeEnv(allow_scalar_outputs=False, allow_dynamic_output_shape_ops=False)
+def new_shape_env(scalar_outputs: bool = False, dynamic_output_shape_ops: bool = False) -> ShapeEnv:
+    """A ShapeEnv for capture.
+
+    With `scalar_outputs`, `Tensor.item()` gives an unbacked SymInt/SymFloat (``u0``, ``zuf0``); with
+    `dynamic_output_shape_ops`, `nonzero`, `masked_select`, `unique`, ... give tensors whose sizes are
+    unbacked symbols. No input provides their values, so they are never guarded on: a Python branch
+    on one raises GuardOnDataDependentSymNode, which capture turns into a graph break. Without the
+    flags those ops raise on fake tensors, which is a graph break at the op.
+    """
+    return ShapeEnv(allow_scalar_outputs=scalar_outputs, allow_dynamic_output_shape_ops=dynamic_output_shape_ops)
 
 
 @dataclass

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import torch
+from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
 
 from capture.bytecode.registry import handler_for, unsupported_reason
 from capture.errors import UserLocation
@@ -55,6 +56,12 @@ class StoppedAt:
     locals: dict[str, VariableTracker]
     grad_blocks: list[Any] = field(default_factory=list)
     cells: dict[str, VariableTracker] = field(default_factory=dict)
+
+
+def _unbacked_condition(error: GuardOnDataDependentSymNode) -> str:
+    """The condition or number a data-dependent guard was asked for (``Eq(u0, 0)``), for the reason."""
+    cond = getattr(error, "cond", None)
+    return f"`{cond}`" if cond is not None else "a number computed from a tensor's values"
 
 
 def _is_control_flow(error: Exception) -> bool:
@@ -178,6 +185,12 @@ class InstructionTranslator:
             if exception is None or entry is None or not error.user_error:
                 raise
             self._unwind_to(entry, exception)
+        except GuardOnDataDependentSymNode as error:
+            # Python needs the value of a number only the data gives (`if n > 0:` on `n = t.item()`,
+            # `range(mask.sum().item())`): the graph ends before this line, which runs eagerly.
+            output.note_shape_guards(self)
+            raise Unsupported(f"data-dependent control flow: Python needs the value of {_unbacked_condition(error)}, "
+                              "which depends on a tensor's data") from error
         except Exception as error:
             if _is_control_flow(error) or not output.config.fallback_on_internal_error:
                 raise

@@ -31,6 +31,8 @@ BREAKING_METHODS = {
     "storage": "Tensor.storage() is not captured",
     "untyped_storage": "Tensor.untyped_storage() is not captured",
 }
+# Methods traced to unbacked symbolic numbers under `capture_scalar_outputs` (else in BREAKING_METHODS).
+SCALAR_METHODS = {"item", "tolist"}
 # Methods answered from static metadata (no graph node).
 METADATA_METHODS = {"size", "dim", "ndimension", "numel", "nelement", "stride", "is_contiguous",
                     "element_size", "is_floating_point", "is_complex", "get_device", "type_as_string"}
@@ -165,6 +167,10 @@ class TensorMethodVariable(VariableTracker):
 
     def call(self, tx: InstructionTranslator, args: list[VariableTracker],
              kwargs: dict[str, VariableTracker]) -> VariableTracker:
+        if self.name in SCALAR_METHODS and not args and not kwargs and tx.output.config.capture_scalar_outputs:
+            # Unbacked symbolic numbers (``u0 = t.item()``): arithmetic and sizes built from them stay
+            # in the graph; a Python branch on one is a graph break at that line.
+            return tx.output.call_graph("call_method", self.name, [self.tensor], {})
         if self.name in BREAKING_METHODS:
             raise Unsupported(BREAKING_METHODS[self.name])
         if self.name in SIZE_METHODS and set(kwargs) <= {"dim"}:
