@@ -58,6 +58,12 @@ SLICE: dict[str, tuple[str, ...]] = {
     "arange": ("int64",),
     "linspace": ("float64",),
     "eye": ("float64",),
+    # data-dependent sizes and values (unbacked symbols bound by the wrapper), training where differentiable
+    "nonzero": ("float32",),
+    "masked_select": ("float32",),
+    "unique": ("float32",),
+    "item": ("float32",),
+    "tensor_split": ("float32",),
 }
 """op -> the dtypes it runs in (the first OpInfo sample of each)."""
 

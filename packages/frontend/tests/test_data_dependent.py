@@ -1,0 +1,133 @@
+"""Data-dependent ops end to end (capture, aotgrad, inductor_ir, C++ and Triton kernels): `nonzero`,
+`masked_select`, `unique`, boolean masks, `item()` and `tolist()` compile into one graph whose sizes
+are unbacked symbols; fresh values each call change those sizes without a recompile."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+import frontend
+from frontend.backends import inductor as inductor_backend
+from frontend.backends.kernel_backends import instantiate
+from frontend.config import Config
+
+pytestmark = pytest.mark.usefixtures("fresh_cache")
+STRICT = {"fallback_to_eager": False}
+
+
+def _masks(x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    rows = torch.nonzero(x > 0)
+    positive = x[x > 0]
+    return rows.float().sum(0) + positive.numel(), positive.exp() * 2, torch.masked_select(x, x < 0).sum()
+
+
+def _unique(x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    values, counts = torch.unique(x.round(), return_counts=True)
+    return values * 2, counts.float() / counts.sum()
+
+
+def _item(x: torch.Tensor) -> tuple[Any, ...]:
+    n = x.abs().sum().long().item()
+    scale = x.max().item()
+    return torch.ones(n + 1) * x.mean(), x * scale, scale
+
+
+def _route(x: torch.Tensor, expert: torch.Tensor) -> torch.Tensor:
+    counts = torch.nn.functional.one_hot(expert, 3).sum(0)  # tokens per expert, as MoE routing counts
+    parts = torch.split(x[torch.argsort(expert, stable=True)], counts.tolist())
+    return torch.cat([p * (k + 1) for k, p in enumerate(parts)])
+
+
+CASES: dict[str, tuple[Callable[..., Any], Callable[[torch.Generator], tuple[torch.Tensor, ...]]]] = {
+    "masks": (_masks, lambda g: (torch.randn(5, 7, generator=g),)),
+    "unique": (_unique, lambda g: (torch.randn(30, generator=g) * 3,)),
+    "item": (_item, lambda g: (torch.randn(9, generator=g),)),
+    "tolist_split": (_route, lambda g: (torch.randn(10, 4, generator=g), torch.randint(0, 3, (10,), generator=g))),
+}
+
+
+def _check(fn: Callable[..., Any], make: Callable[[torch.Generator], tuple[torch.Tensor, ...]],
+           dynamic: bool | None = None) -> None:
+    compiled = frontend.compile(fn, fullgraph=True, dynamic=dynamic, options=STRICT)
+    generator = torch.Generator().manual_seed(0)
+    for _ in range(4):  # fresh values: other result sizes on each call
+        inputs = make(generator)
+        torch.testing.assert_close(compiled(*inputs), fn(*inputs))
+    assert compiled.kiln_context.graphs_compiled == 1
+    assert compiled.kiln_context.recompilations == 0
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_data_dependent_graph_compiles_once(name: str) -> None:
+    _check(*CASES[name])
+
+
+def test_data_dependent_graph_with_symbolic_input_sizes() -> None:
+    _check(*CASES["masks"], dynamic=True)
+
+
+def test_training_through_masked_select() -> None:
+    def fn(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        return torch.masked_select(x * w, x > 0).sin().sum() * 2
+
+    compiled = frontend.compile(fn, fullgraph=True, options=STRICT)
+    generator = torch.Generator().manual_seed(1)
+    for _ in range(3):
+        x, w = torch.randn(6, 5, generator=generator), torch.randn(5, generator=generator)
+        ours = [x.clone().requires_grad_(), w.clone().requires_grad_()]
+        eager = [x.clone().requires_grad_(), w.clone().requires_grad_()]
+        out, expected = compiled(*ours), fn(*eager)
+        torch.testing.assert_close(out, expected)
+        out.backward()
+        expected.backward()
+        for got, want in zip(ours, eager):
+            torch.testing.assert_close(got.grad, want.grad)
+
+
+def test_split_sizes_that_do_not_add_up_raise_like_eager() -> None:
+    def fn(x: torch.Tensor, counts: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return tuple(t.sum(0) for t in torch.split(x, counts.tolist()))
+
+    compiled = frontend.compile(fn, fullgraph=True, options=STRICT)
+    x = torch.randn(10, 3)
+    torch.testing.assert_close(compiled(x, torch.tensor([3, 2, 5])), fn(x, torch.tensor([3, 2, 5])))
+    with pytest.raises(RuntimeError):
+        fn(x, torch.tensor([3, 2, 4]))
+    with pytest.raises(RuntimeError):
+        compiled(x, torch.tensor([3, 2, 4]))
+
+
+def test_branch_on_an_item_breaks_the_graph_there() -> None:
+    def fn(x: torch.Tensor) -> torch.Tensor:
+        y = x.cos()
+        if y.sum().item() > 2.5:
+            return y * 2
+        return y - 1
+
+    compiled = frontend.compile(fn, options=STRICT)
+    generator = torch.Generator().manual_seed(2)
+    for _ in range(4):
+        x = torch.randn(5, generator=generator)
+        torch.testing.assert_close(compiled(x), fn(x))
+
+
+@pytest.mark.skipif(os.environ.get("TRITON_INTERPRET") != "1", reason="needs TRITON_INTERPRET=1 (set by nox)")
+def test_triton_wrapper_binds_unbacked_sizes(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    import codegen_triton
+
+    def triton_on_cpu(device_type: str, config: Config, debug_dir: Path | None = None) -> Any:
+        return codegen_triton.TritonBackend("cpu", instantiate(codegen_triton.TritonBackend, config, "cuda",
+                                                               debug_dir).config)
+
+    monkeypatch.setattr(inductor_backend, "load_kernel_backend", triton_on_cpu)
+    with frontend.config.patch(debug=True, debug_dir=tmp_path):
+        _check(*CASES["masks"])
+    (wrapper,) = tmp_path.glob("run_*/*/forward/wrapper.py")
+    assert re.search(r"u\d+ = buf\d+\.size\(0\)", wrapper.read_text())
