@@ -36,7 +36,7 @@ PACKAGES: dict[str, str] = {
 # exists, instead of the registry's multi-GB CUDA build. KILN_TORCH overrides the requirement.
 TORCH_REQUIREMENT = os.environ.get("KILN_TORCH", "torch==2.13.0")
 TRITON_REQUIREMENT = os.environ.get("KILN_TRITON", "triton==3.6.0")
-TEST_REQUIREMENTS = ["pytest>=8", "pytest-xdist>=3", "numpy", "scipy", "transformers>=4.40", "expecttest", "matplotlib"]
+TEST_REQUIREMENTS = ["pytest>=8", "pytest-xdist>=3", "hatchling>=1.18", "numpy", "scipy", "transformers>=4.40", "expecttest", "matplotlib"]
 
 nox.options.sessions = ["tests"]
 nox.options.reuse_existing_virtualenvs = True

@@ -1,3 +1,3 @@
 """The version of this distribution, single-sourced for hatch."""
 
-__version__ = "0.1.0"
+__version__ = "0.7.0"
