@@ -118,3 +118,18 @@ def test_custom_callable_backend_sees_graph_and_inputs() -> None:
     x, y = torch.randn(3, 3), torch.randn(3, 3)
     torch.testing.assert_close(frontend.compile(_pointwise, backend=backend)(x, y), _pointwise(x, y))
     assert len(seen) == 1 and all(isinstance(t, torch.Tensor) for t in seen[0][1])
+
+
+def test_mode_and_options_together_layer_options_over_the_mode() -> None:
+    """torch.compile rejects mode= with options=; Kiln applies the mode, then the options."""
+    torch.manual_seed(0)
+    compiled = frontend.compile(_pointwise, mode="reduce-overhead", options={"cudagraph_copy_outputs": False})
+    settings = compiled.kiln_context.config
+    assert (settings.cudagraphs, settings.cudagraph_copy_outputs) == (True, False)
+    off = frontend.compile(_pointwise, mode="max-autotune", options={"cudagraphs": False})
+    assert (off.kiln_context.config.max_autotune, off.kiln_context.config.cudagraphs) == (True, False)
+    x, y = torch.randn(8, 8), torch.randn(8, 8)
+    torch.testing.assert_close(off(x, y), _pointwise(x, y))
+    with pytest.raises(frontend.InvalidOptionError) as info:
+        frontend.compile(_pointwise, mode="reduce-overhead", options={"cudagraph": True})
+    assert str(info.value).splitlines()[0].startswith("unknown option 'cudagraph'; valid options are: debug,")

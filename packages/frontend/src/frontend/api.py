@@ -118,7 +118,9 @@ def compile(
             (automatic dynamic). `mark_dynamic`/`mark_static` override it per tensor dim.
             Sizes 0 and 1 are always specialized. See docs/dynamic-shapes.md.
         options: `Config` fields (e.g. ``{"fallback_to_eager": False}``); unknown keys raise with
-            the list of valid ones.
+            the list of valid ones. With `mode`, the mode's settings apply first and `options`
+            override them (``mode="reduce-overhead", options={"cudagraph_copy_outputs": False}``);
+            torch.compile rejects the pair, Kiln layers them.
         disable: return `model` unchanged (to switch compilation off with one flag).
 
     Returns:
