@@ -249,3 +249,23 @@ def test_legacy_tensor_types_and_the_class_of_a_tensor() -> None:
     torch.testing.assert_close(result, expected)
     assert [r.dtype for r in result] == [torch.float16, torch.float64, torch.float32]
     assert backend.count == 1
+
+
+def test_pytree_of_a_size_and_a_wrong_leaf_count() -> None:
+    def f(x: torch.Tensor) -> tuple[Any, ...]:
+        leaves, spec = pytree.tree_flatten({"size": x.shape, "t": x})
+        back = pytree.tree_unflatten(leaves, spec)
+        return back["t"] * back["size"][0], type(back["size"]).__name__, len(leaves)
+
+    compiled, backend = _compile(f)
+    x = _randn(0, 3, 2)
+    result, expected = compiled(x), f(x)
+    torch.testing.assert_close(result[0], expected[0])
+    assert result[1:] == expected[1:]
+    assert backend.count == 1
+
+    def wrong(x: torch.Tensor) -> Any:
+        return pytree.tree_unflatten([x], pytree.tree_structure((1, 2)))
+
+    with pytest.raises(ValueError, match="has length 1"):
+        capture.optimize(RecordingBackend())(wrong)(x)  # raised as eager raises it

@@ -458,3 +458,22 @@ def test_decorated_function_is_captured_whole() -> None:
     out = compiled(x)
     assert not out.requires_grad and torch.is_grad_enabled()
     torch.testing.assert_close(out, x.detach().exp() + 1)
+
+
+def test_functions_written_in_c_are_compiled_each_in_its_own_cache() -> None:
+    """`optimize(torch.sin)`, `F.gelu`, `Tensor.relu`: functions with no bytecode are captured through a
+    Python caller, one code object per function (a shared one reached the recompile limit)."""
+    import torch.nn.functional as F
+
+    from capture_helpers import RecordingBackend
+
+    functions = [torch.sin, torch.cos, torch.tanh, torch.exp, torch.sigmoid, torch.abs, torch.neg, torch.square,
+                 torch.erf, F.gelu, F.silu, torch.Tensor.relu]
+    x = torch.randn(4, 8, generator=torch.Generator().manual_seed(0))
+    for function in functions:
+        backend = RecordingBackend()
+        compiled = capture.optimize(backend)(function)
+        torch.testing.assert_close(compiled(x), function(x))
+        torch.testing.assert_close(compiled(x + 1), function(x + 1))
+        assert backend.count == 1, function
+        assert compiled.__name__ == function.__name__

@@ -130,6 +130,20 @@ class OptimizedModule:
         return f"OptimizedModule({self._orig_mod!r})"
 
 
+def _calling(builtin: Callable[..., Any]) -> types.FunctionType:
+    """A Python function that calls `builtin` (``torch.sin``, ``F.gelu``): capture traces bytecode, and a
+    function written in C has none; the call inside is traced as any call of it."""
+
+    def call_builtin(*args: Any, **kwargs: Any) -> Any:
+        return builtin(*args, **kwargs)
+
+    # A code object per callable: capture keeps compiled entries per code object, and one shared by
+    # every wrapped builtin would reach the recompile limit after a few of them.
+    name = "call_" + "".join(c if c.isalnum() else "_" for c in getattr(builtin, "__qualname__", type(builtin).__name__))
+    call_builtin.__code__ = call_builtin.__code__.replace(co_name=name, co_qualname=name)
+    return call_builtin
+
+
 def wrap_for_capture(target: Any, ctx: CaptureContext) -> Any:
     """The capturing wrapper for a function, bound method, nn.Module or callable object."""
     if isinstance(target, OptimizedModule):
@@ -145,7 +159,9 @@ def wrap_for_capture(target: Any, ctx: CaptureContext) -> Any:
     call_method = class_attribute(type(target), "__call__")
     if isinstance(call_method, types.FunctionType):
         return types.MethodType(ctx.wrap_function(call_method), target)
-    raise CaptureError(f"capture.optimize expects a function or an nn.Module, got {type(target).__name__}")
+    if callable(target):  # written in C (torch.sin, F.gelu, Tensor.relu) or a callable without Python __call__
+        return functools.wraps(target)(ctx.wrap_function(_calling(target)))
+    raise CaptureError(f"capture.optimize expects a function, an nn.Module or a callable, got {type(target).__name__}")
 
 
 class _Optimizer:

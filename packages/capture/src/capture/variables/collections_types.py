@@ -324,9 +324,12 @@ def _dict_entries(tx: InstructionTranslator, args: Args, kwargs: Kwargs) -> dict
         if isinstance(source, DictVariable):
             entries.update(source.items)
         else:
-            for pair in _items(tx, source):
-                key, value = pair.iterate(tx)
-                entries[key.as_constant()] = value
+            for number, pair in enumerate(_items(tx, source)):
+                parts = pair.iterate(tx)
+                if len(parts) != 2:
+                    message = f"dictionary update sequence element #{number} has length {len(parts)}; 2 is required"
+                    raise Unsupported(f"ValueError: {message}", user_error=True, exception=ValueError(message))
+                entries[parts[0].as_constant()] = parts[1]
     entries.update(kwargs)
     return entries
 

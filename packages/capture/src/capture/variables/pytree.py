@@ -14,6 +14,7 @@ from __future__ import annotations
 import collections
 from typing import TYPE_CHECKING, Any
 
+import torch
 import torch.utils._pytree as pytree
 
 from capture.variables.base import ConstantVariable, Unsupported, VariableTracker, is_constant_value
@@ -111,10 +112,14 @@ def flatten(tx: InstructionTranslator, tree: VariableTracker,
 
 def unflatten(tx: InstructionTranslator, leaves: list[VariableTracker], spec: pytree.TreeSpec) -> VariableTracker:
     """`tree_unflatten(leaves, spec)`: the traced containers of `spec`'s structure around `leaves`."""
+    if len(leaves) != spec.num_leaves:
+        message = f"treespec.unflatten(leaves): `leaves` has length {len(leaves)} but the spec refers to a " \
+                  f"pytree that holds {spec.num_leaves} items ({spec})."
+        raise Unsupported(f"ValueError: {message}", user_error=True, exception=ValueError(message))
     try:
         skeleton = pytree.tree_unflatten([_Leaf(i) for i in range(len(leaves))], spec)
-    except (ValueError, TypeError) as error:
-        raise Unsupported(f"{type(error).__name__}: {error}", user_error=True, exception=error) from error
+    except Exception as error:  # a node type that cannot hold markers (torch.Size)
+        raise Unsupported(f"tree_unflatten into {spec}: {type(error).__name__}: {error}") from error
     return _rebuild(tx, skeleton, leaves)
 
 
@@ -122,6 +127,7 @@ def _skeleton(tx: InstructionTranslator, node: VariableTracker, leaves: list[Var
               is_leaf: VariableTracker | None) -> Any:
     """`node` as real containers with `_Leaf` markers (numbered into `leaves`) for its leaves."""
     from capture.variables.collections_types import DefaultDictVariable, DequeVariable, OrderedDictVariable
+    from capture.variables.sizes import SizeVariable
 
     def leaf() -> _Leaf:
         leaves.append(node)
@@ -138,6 +144,10 @@ def _skeleton(tx: InstructionTranslator, node: VariableTracker, leaves: list[Var
         return children(node.items)  # type: ignore[attr-defined]
     if kind is DequeVariable:
         return collections.deque(children(node.items), node.maxlen)  # type: ignore[attr-defined]
+    if isinstance(node, SizeVariable):
+        if not node.is_constant() and not all(item.is_constant() for item in node.items):
+            raise Unsupported("pytree over a torch.Size with symbolic sizes")
+        return torch.Size([item.as_constant() for item in node.items])  # its sizes come back as constants
     if isinstance(node, TupleVariable):
         items = children(node.items)
         if node.cls is None:
