@@ -65,7 +65,7 @@ class ExplainOutput:
         lines.append("Ops per Graph:")
         for index, ops in enumerate(self.ops_per_graph, 1):
             lines.append(f"  Ops {index}:")
-            lines += [f"    {op}" for op in ops]
+            lines += [f"    {op_name(op)}" for op in ops]
         lines.append("Out Guards:")
         for index, guard in enumerate(self.guards, 1):
             lines.append(f"  Guard {index}:")
@@ -78,6 +78,17 @@ class ExplainOutput:
             lines += [f"  {event.describe()}" for event in self.recompile_reasons]
         lines.append(f"Compile Time: {self.compile_seconds:.4f} s")
         return "\n".join(lines) + "\n"
+
+
+def op_name(target: Any) -> str:
+    """How explain() prints a graph's call target: ``torch.abs``, ``operator.add``, or a method's name."""
+    if isinstance(target, str):
+        return target  # a Tensor method or a submodule
+    try:
+        name = torch.fx.node._get_qualified_name(target)
+    except Exception:  # an object FX cannot name: its own repr
+        return repr(target)
+    return "operator." + name.removeprefix("_operator.") if name.startswith("_operator.") else name
 
 
 def _ops(gm: torch.fx.GraphModule) -> list[Any]:

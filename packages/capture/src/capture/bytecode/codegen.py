@@ -105,8 +105,10 @@ def resume_code(original: types.CodeType, target: int, stack_depth: int, local_n
     bytecode.posonlyargcount = 0
     bytecode.kwonlyargcount = 0
     bytecode.flags = bytecode.flags & ~(inspect.CO_VARARGS | inspect.CO_VARKEYWORDS)
-    bytecode.name = f"resume_in_{original.co_name}_at_{target}"
-    bytecode.qualname = bytecode.name
+    # Named as the user's function: an exception raised in the rest of it shows their name in the
+    # traceback (the code objects stay distinct; ORIGINS maps each back to its original).
+    bytecode.name = original.co_name
+    bytecode.qualname = original.co_qualname
     code = bytecode.to_code()
     index_map = tuple(original_position.get(id(item), -1) for item in items if isinstance(item, Instr))
     ORIGINS[code] = ResumeOrigin(_root(original), index_map)
@@ -154,8 +156,8 @@ def stub_code(original: types.CodeType, index: int, stack_depth: int, local_name
     bytecode = Bytecode(body)
     bytecode.argnames = [*_stack_names(stack_depth), *local_names]
     bytecode.argcount = len(bytecode.argnames)
-    bytecode.name = f"break_in_{original.co_name}_at_{index}"
-    bytecode.qualname = bytecode.name
+    bytecode.name = original.co_name  # the user's name in tracebacks, as for resume functions
+    bytecode.qualname = original.co_qualname
     bytecode.filename = original.co_filename
     bytecode.first_lineno = original.co_firstlineno
     return bytecode.to_code()

@@ -22,6 +22,7 @@ from capture.guards import GuardSet
 from capture.sources import AttrSource, Source
 from capture.symbolic import data_dependent
 from capture.symbolic.eager_checks import EagerChecks
+from capture.symbolic.meta_failures import quiet_meta_failures
 from capture.symbolic.shapes import ShapePolicy, SymbolTable, new_shape_env
 from capture.variables.base import ConstantVariable, Unsupported, VariableTracker, is_constant_value
 from capture.variables.containers import DictVariable, ListVariable, TupleVariable
@@ -465,6 +466,7 @@ class OutputGraph:
         if self.is_dynamic:
             stack.enter_context(enable_python_dispatcher())
         stack.enter_context(self.fake_mode)
+        stack.enter_context(quiet_meta_failures())  # a failing op is the user's error, raised eagerly
         # Unbacked symbols made here (`nonzero`'s size) belong to this graph's example values: left
         # pending, the backend's trace with this ShapeEnv would look for them among its own outputs.
         stack.callback(data_dependent.forget_pending_symbols, self.symbols.shape_env)
