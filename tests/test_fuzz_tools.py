@@ -105,6 +105,30 @@ def test_a_rule_subset_limits_the_grammar() -> None:
         assert {op.split("_")[0] for op in generate(seed, config).ops()} <= {"lshift", "rshift", "reduce"}
 
 
+@pytest.mark.parametrize("rule", ["special", "order", "scatter", "create", "window"])
+def test_each_newer_family_generates_well_typed_programs(rule: str) -> None:
+    """Each family, alone, yields programs of its own ops that eager runs."""
+    config = GenConfig(rules=(rule,), max_stmts=4, autocast_weight=0.0)
+    ops: set[str] = set()
+    for seed in range(12):
+        program = generate(seed, config)
+        ops.update(program.ops())
+        error = check_eager(program)
+        assert error is None or any(s.may_raise for s in program.stmts), (seed, error)
+    assert len(ops - {"reduce_output"}) >= 4, ops
+
+
+def test_order_statistics_skip_indices_decided_by_ties() -> None:
+    """An index (or a gradient) that a tie decides is never generated: ties are equal elements of a
+    row along the dimension, -0.0 and 0.0 or two NaNs included."""
+    from tools.fuzz.rules_order import _ties_along
+
+    assert _ties_along(torch.tensor([[1.0, 2.0, 1.0], [0.0, 3.0, 4.0]]), 1)
+    assert not _ties_along(torch.tensor([[1.0, 2.0, 1.0], [0.0, 3.0, 4.0]]), 0)
+    assert _ties_along(torch.tensor([-0.0, 0.0]), 0)
+    assert _ties_along(torch.tensor([float("nan"), 1.0, float("nan")]), 0)
+
+
 def test_reference_rendering_is_float64() -> None:
     program = _program([Stmt("t1", "cast", "{0}.to(torch.float16)", ("a0",))], dtype="float32")
     assert "torch.float16" in render(program) and "torch.float16" not in render(program, ref=True).split("def program")[1]

@@ -19,10 +19,14 @@ from tools.fuzz import harness
 from tools.fuzz.builder import Builder, finish
 from tools.fuzz.edit import remove_unused
 from tools.fuzz.program import AUTOCAST_PLACES, MODES, Program, render
+from tools.fuzz.rules_create import create
 from tools.fuzz.rules_index import indexing, inplace, matmul
 from tools.fuzz.rules_nn import nn
-from tools.fuzz.rules_pointwise import binary, cast, shift, unary, where_clamp
+from tools.fuzz.rules_order import order
+from tools.fuzz.rules_pointwise import binary, cast, shift, special, unary, where_clamp
+from tools.fuzz.rules_scatter import scatter
 from tools.fuzz.rules_shape import reduction, view
+from tools.fuzz.rules_window import window
 
 Rule = Callable[[Builder], bool]
 
@@ -38,6 +42,11 @@ RULES: dict[str, tuple[Rule, float]] = {
     "matmul": (matmul, 0.05),
     "inplace": (inplace, 0.10),
     "nn": (nn, 0.05),
+    "special": (special, 0.06),
+    "order": (order, 0.05),
+    "scatter": (scatter, 0.05),
+    "create": (create, 0.04),
+    "window": (window, 0.04),
 }
 """Rule name -> (rule, weight)."""
 

@@ -188,3 +188,68 @@ def cast(b: Builder) -> bool:
         template = f"torch.nan_to_num({{0}}, 0.0, {hi}.0, {lo}.0).clamp({lo}, {hi}).to(torch.{target})"
         return b.try_add("cast_float_int", template, (x,))
     return b.try_add(f"cast_{target}", f"{{0}}.to(torch.{target})", (x,))
+
+
+SPECIAL_UNARY: tuple[tuple[str, str], ...] = (
+    ("isfinite", "torch.isfinite({0})"), ("isposinf", "torch.isposinf({0})"), ("isneginf", "torch.isneginf({0})"),
+    ("signbit", "torch.signbit({0})"), ("sgn", "torch.sgn({0})"), ("nan_to_num_args", "torch.nan_to_num({0}, nan=1.5, posinf=2.0, neginf=-3.0)"),
+    ("nan_to_num_nan", "torch.nan_to_num({0}, nan={s})"), ("clamp_nan", "torch.clamp({0}, min=float('nan'))"),
+    ("clamp_max_nan", "{0}.clamp_max(float('nan'))"), ("clamp_max", "torch.clamp_max({0}, {s})"),
+    ("clamp_inverted", "torch.clamp({0}, min=1, max=-1)"), ("clamp_min_tensor_nan", "{0}.clamp_min(torch.tensor(float('nan')))"),
+    ("remainder_neg", "torch.remainder({0}, {neg})"), ("fmod_neg", "torch.fmod({0}, {neg})"), ("mod_neg", "{0} % {neg}"),
+    ("floordiv_neg", "{0} // {neg}"), ("rremainder", "torch.remainder({neg}, torch.where({0} == 0, 1, {0}))"),
+    ("ipow", "torch.pow({0}, {k})"), ("rpow_int", "torch.pow(2, {0} & 7)"), ("rpow_neg", "(-3) ** ({0} & 3)"),
+    ("float_power", "torch.float_power({0}, 2)"), ("square", "torch.square({0})"),
+    ("where_scalars", "torch.where({0} > 0, {s}, {s2})"), ("where_int_float", "torch.where({0} > 0, 2, 0.5)"),
+    ("where_bool_scalar", "torch.where({0} != 0, True, {0})"), ("add_bool", "{0} + True"),
+    ("bool_and", "({0} > 0) & ({0} < 2)"), ("bool_xor", "({0} > 0) ^ True"), ("bool_or_not", "~({0} == 0) | ({0} > 1)"),
+    ("logical_or", "torch.logical_or({0}, {0} > 1)"), ("promote_0d_int", "{0} + torch.tensor(3)"),
+    ("promote_0d_float", "{0} * torch.tensor(2.5, dtype=torch.float64)"), ("promote_0d_bool", "{0} - torch.tensor(True).long()"),
+    ("promote_scalar_float", "{0} * 1.5"), ("promote_int_true_div", "{0} / 2"),
+    ("erfinv", "torch.erfinv(torch.tanh({0}))"), ("lgamma", "torch.lgamma({0})"), ("digamma", "torch.digamma({0})"),
+    ("logit", "torch.logit({0}, eps=1e-3)"), ("sinc", "torch.sinc({0})"), ("i0", "torch.special.i0({0})"),
+    ("ndtr", "torch.special.ndtr({0})"), ("asinh", "torch.asinh({0})"), ("acos", "torch.acos({0})"),
+    ("deg2rad", "torch.deg2rad({0})"), ("log10", "torch.log10({0})"), ("exp_neg_abs", "torch.exp(-{0}.abs())"),
+    ("hardsigmoid", "F.hardsigmoid({0})"), ("mish", "F.mish({0})"), ("softsign", "F.softsign({0})"),
+    ("celu", "F.celu({0}, 0.5)"), ("selu", "F.selu({0})"), ("threshold", "F.threshold({0}, 0.5, -2.0)"),
+    ("logsigmoid", "F.logsigmoid({0})"), ("softshrink", "F.softshrink({0}, 0.5)"), ("hardshrink", "F.hardshrink({0})"),
+    ("tanhshrink", "F.tanhshrink({0})"), ("dropout_eval", "F.dropout({0}, 0.5, training=False)"),
+    ("dropout_p0", "F.dropout({0}, 0.0)"), ("alpha_dropout_eval", "F.alpha_dropout({0}, 0.2, training=False)"),
+)
+SPECIAL_BINARY: tuple[tuple[str, str], ...] = (
+    ("hypot", "torch.hypot({0}, {1})"), ("atan2", "torch.atan2({0}, {1})"), ("copysign", "torch.copysign({0}, {1})"),
+    ("fmin", "torch.fmin({0}, {1})"), ("logaddexp", "torch.logaddexp({0}, {1})"), ("logaddexp2", "torch.logaddexp2({0}, {1})"),
+    ("xlogy", "torch.xlogy({0}, {1})"), ("xlog1py", "torch.special.xlog1py({0}, {1})"), ("heaviside", "torch.heaviside({0}, {1})"),
+    ("nextafter", "torch.nextafter({0}, {1})"), ("ldexp", "torch.ldexp({0}, {1})"), ("float_power_t", "torch.float_power({0}, {1})"),
+    ("remainder_t", "torch.remainder({0}, {1})"), ("fmod_t", "torch.fmod({0}, {1})"), ("clamp_min_t", "{0}.clamp_min({1})"),
+    ("clamp_max_t", "torch.clamp_max({0}, {1})"), ("maximum_nan", "torch.maximum({0}, {1})"),
+    ("logical_or_t", "torch.logical_or({0}, {1})"), ("bitwise_or_bool", "({0} > 0) | ({1} > 0)"),
+    ("where_promote", "torch.where({0} > {1}, {0}, {1})"), ("lt_promote", "{0} < {1}"), ("eq_promote", "{0} == {1}"),
+    ("isclose", "torch.isclose({0}, {1})"), ("pow_mixed", "torch.pow({0}, {1})"), ("polar_abs", "torch.hypot({0}, {1}).sqrt()"),
+)
+
+
+def special(b: Builder) -> bool:
+    """Pointwise ops with edge semantics: NaN in clamp bounds, signed zeros and infinities,
+    remainder/fmod/floor division by negative operands, integer powers, where with scalars of
+    other dtypes, type promotion with 0-d tensors, special functions, dropout that is the identity."""
+    x = b.pick()
+    if x is None:
+        return False
+    xt = b.tensor(x)
+    rng = b.rng
+    if rng.random() < 0.6:
+        name, template = rng.choice(SPECIAL_UNARY)
+        neg = rng.choice(["-1.5", "-2", "-3", "-0.5", "-7"]) if xt.is_floating_point() else rng.choice(["-2", "-3", "-7"])
+        filled = (template.replace("{s}", b.scalar(xt.dtype)).replace("{s2}", b.scalar(torch.float32))
+                  .replace("{neg}", f"({neg})").replace("{k}", rng.choice(["2", "3", "0", "5"])))
+        return b.try_add(name, filled, (x,))
+    name, template = rng.choice(SPECIAL_BINARY)
+    other, literal = _operand(b, x)
+    if literal is not None:
+        return b.try_add(name, template.replace("{1}", f"({literal})"), (x,))
+    if name in ("remainder_t", "fmod_t") and not b.tensor(other).is_floating_point():
+        template = template.replace("{1}", SAFE_DIVISOR.format(d="{1}"))
+    if name == "pow_mixed" and not b.tensor(other).is_floating_point():
+        template = "torch.pow({0}, {1} & 3)"
+    return b.try_add(name, template, (x, other))
