@@ -53,3 +53,21 @@ def test_debug_folder_gets_the_graph(tmp_path: Path, capsys: object) -> None:
     (graph_folder,) = run.glob("my_function_graph*")
     assert "relu" in (graph_folder / "fx_graph.py").read_text()
     assert "lowering" in (graph_folder / "timings.json").read_text()
+
+
+def test_context_records_each_generated_kernel_forward_and_backward() -> None:
+    frontend.reset()
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU(), torch.nn.LayerNorm(8))
+    compiled = frontend.compile(model)
+    x = torch.randn(4, 8)
+    compiled(x).sum().backward()
+    grads = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad()
+    model(x).sum().backward()
+    for got, expected in zip(grads, [p.grad for p in model.parameters()]):
+        torch.testing.assert_close(got, expected)
+    kernels = compiled.kiln_context.kernels
+    assert kernels and all(k.device == "cpu" and k.ops >= 1 and k.name.isidentifier() for k in kernels)
+    largest = max(kernels, key=lambda k: k.ops)
+    assert largest.ops >= 3 and "relu" in largest.name, kernels

@@ -125,8 +125,8 @@ def compile(
 
     Returns:
         For a function, a function; for a module, an `OptimizedModule` sharing its state. Either
-        carries ``kiln_context`` (a `CompileContext`): ``graphs_compiled``, ``graph_breaks`` and
-        ``recompilations`` so far.
+        carries ``kiln_context`` (a `CompileContext`): ``graphs_compiled``, ``graph_breaks``,
+        ``recompilations`` and ``kernels`` (each generated kernel's name and fused op count) so far.
 
     Example::
 

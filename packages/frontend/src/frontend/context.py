@@ -13,6 +13,21 @@ from frontend.logs import EventLog
 from frontend.stats import PROCESS_TIMES, CompileTimes
 
 
+@dataclass(frozen=True)
+class KernelRecord:
+    """One kernel a code generator produced for a compiled function.
+
+    Attributes:
+        name: the kernel's name, as in the generated code (``cpp_fused_add_relu_3``).
+        device: the device type it runs on ("cpu", "cuda").
+        ops: how many ATen operations were fused into it.
+    """
+
+    name: str
+    device: str
+    ops: int
+
+
 @dataclass
 class CompileContext:
     """What a backend needs besides the graph: passed explicitly, never read from globals.
@@ -25,6 +40,7 @@ class CompileContext:
         graphs_compiled: how many graphs this compiled function has handed to its backend.
         graph_breaks, recompilations: how many of each capture reported for it.
         artifacts: the debug folder of the graph being compiled (None unless debugging).
+        kernels: every kernel generated for it so far (forward and backward graphs), in order.
     """
 
     config: Config
@@ -35,6 +51,7 @@ class CompileContext:
     graph_breaks: int = 0
     recompilations: int = 0
     artifacts: GraphArtifacts | None = None
+    kernels: list[KernelRecord] = field(default_factory=list)
 
     @classmethod
     def for_config(cls, config: Config, label: str) -> CompileContext:

@@ -133,7 +133,9 @@ def inductor_backend(gm: torch.fx.GraphModule, example_inputs: list[Any], contex
     try:
         # Kernel sources reach the debug folder through CompiledGraph.artifacts(), so the code
         # generators get no debug folder of their own (debug_dir=None).
-        backends = {device: TimedKernelBackend(load_kernel_backend(device, context.config), context.stage)}
+        backends = {device: TimedKernelBackend(
+            load_kernel_backend(device, context.config), context.stage, context.kernels
+        )}
     except KernelBackendUnavailable as error:
         return fall_back(gm, context, "a graph", str(error), error)
     try:

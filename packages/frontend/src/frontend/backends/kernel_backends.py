@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from frontend.config import Config, default_config_cache_dir
+from frontend.context import KernelRecord
 
 KERNEL_BACKENDS_GROUP = "kiln.kernel_backends"
 """The entry-point group of code generators: ``<device type> = module:Class``."""
@@ -138,12 +139,14 @@ class TimedKernelBackend:
     """A kernel backend whose kernel generation and compilation are charged to compile_times().
 
     ``generate`` counts as the "codegen" stage and ``compile`` as "compile" (the C++/Triton
-    compiler); everything else is forwarded to the wrapped backend unchanged.
+    compiler); everything else is forwarded to the wrapped backend unchanged. Each generated kernel
+    is also appended to `kernels` (the compiled function's `CompileContext.kernels`) when given.
     """
 
-    def __init__(self, inner: Any, stage: Callable[[str], Any]) -> None:
+    def __init__(self, inner: Any, stage: Callable[[str], Any], kernels: list[KernelRecord] | None = None) -> None:
         self._inner = inner
         self._stage = stage
+        self._kernels = kernels
         self.device_type: str = inner.device_type
 
     @property
@@ -154,7 +157,13 @@ class TimedKernelBackend:
     def generate(self, group: Any) -> Any:
         """The wrapped backend's kernel source for `group`, timed as "codegen"."""
         with self._stage("codegen"):
-            return self._inner.generate(group)
+            source = self._inner.generate(group)
+        if self._kernels is not None:
+            name = str(getattr(source, "name", None) or getattr(group, "name", "kernel"))
+            # The ATen ops fused into it: each IR node's origins (a node without any counts as one).
+            ops = sum(len(getattr(node, "origins", ())) or 1 for node in getattr(group, "nodes", ()))
+            self._kernels.append(KernelRecord(name, self.device_type, ops))
+        return source
 
     def compile(self, sources: Any) -> Any:
         """The wrapped backend's compiled kernels, timed as "compile"."""
