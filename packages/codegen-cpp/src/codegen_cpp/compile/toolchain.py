@@ -31,6 +31,13 @@ RUNTIME_DIR = Path(__file__).resolve().parent.parent / "runtime"
 BASE_FLAGS = (
     "-std=c++17", "-O3", "-fwrapv", "-fno-math-errno", "-fno-trapping-math", "-ffp-contract=off", "-fPIC", "-shared", "-w",
 )  # fmt: skip
+# -fno-tree-loop-if-convert: g++ 12 at -O3 with AVX (-march=native) vectorizes a loop whose load
+# index is computed (reflect padding's |2 - |x - 1||) and whose value is selected by a condition
+# loaded through that index into wrong code: F.pad(scatter(x, ...), mode='reflect') read zeros and
+# garbage. If-conversion is what turns such a loop's branches into masked vector loads; Kiln's own
+# vector kernels select with explicit vector types and do not need it. Compilers that refuse the
+# flag (it is GCC's) build without it.
+GCC_WORKAROUND_FLAGS = ("-fno-tree-loop-if-convert",)
 _PROBE_SOURCE = """
 #include <cmath>
 #ifdef _OPENMP
@@ -172,7 +179,7 @@ def _probe(
     if version is None:
         return None
     # BASE_FLAGS are part of the key: a record saved under other base flags would keep them.
-    request = (march_native, openmp, extra, str(RUNTIME_DIR), BASE_FLAGS)
+    request = (march_native, openmp, extra, str(RUNTIME_DIR), BASE_FLAGS, GCC_WORKAROUND_FLAGS)
     record = _probe_record(cache_dir, compiler, version, request)
     try:
         saved = json.loads(record.read_text())
@@ -202,10 +209,11 @@ def _probe_flags(
     # Try the best flags first; drop what this compiler or CPU refuses (-march=native is unsafe
     # under some emulators and unknown to some compilers; Apple clang has no -fopenmp).
     options: list[tuple[tuple[str, ...], bool]] = []
-    for native in [True, False] if march_native else [False]:
-        for omp in [True, False] if openmp else [False]:
-            flags = (*base, *(("-march=native",) if native else ()), *(("-fopenmp",) if omp else ()))
-            options.append((flags, omp))
+    for workaround in (GCC_WORKAROUND_FLAGS, ()):
+        for native in [True, False] if march_native else [False]:
+            for omp in [True, False] if openmp else [False]:
+                flags = (*base, *workaround, *(("-march=native",) if native else ()), *(("-fopenmp",) if omp else ()))
+                options.append((flags, omp))
     for flags, omp in options:
         if _accepts(compiler, flags):
             return Toolchain(compiler=compiler, version=version, flags=flags, openmp=omp)
