@@ -85,8 +85,8 @@ def test_autocast_programs_render_blocks_and_run() -> None:
         places.add(program.autocast)
         source = render(program)
         assert (program.autocast == "outside") == ("AUTOCAST = torch.bfloat16" in source)
-        assert (program.autocast == "inside") == ('with torch.autocast("cpu", dtype=torch.bfloat16):' in source)
-        assert any(s.autocast_off for s in program.stmts) == ('torch.autocast("cpu", enabled=False)' in source)
+        assert (program.autocast == "inside") == ('with torch.autocast(DEVICE, dtype=torch.bfloat16):' in source)
+        assert any(s.autocast_off for s in program.stmts) == ('torch.autocast(DEVICE, enabled=False)' in source)
         assert Program.from_json(program.to_json()) == program
         error = check_eager(program)
         assert error is None or any(s.may_raise for s in program.stmts), (seed, error)
@@ -133,6 +133,23 @@ def test_reference_rendering_is_float64() -> None:
     program = _program([Stmt("t1", "cast", "{0}.to(torch.float16)", ("a0",))], dtype="float32")
     assert "torch.float16" in render(program) and "torch.float16" not in render(program, ref=True).split("def program")[1]
     assert precision_floor(program) == torch.float16
+
+
+def test_inputs_are_made_on_the_target_device() -> None:
+    """The cuda target's inputs live on the GPU with the CPU's values (the meta device stands in here)."""
+    program = _program([Stmt("t1", "mul", "{0} * 3", ("a0",))], dtype="float32")
+    leaves, args = load(program, device="meta")["make_inputs"]()
+    assert all(t.device.type == "meta" for t in [*leaves, *args])
+    assert load(program)["make_inputs"]()[0][0].device.type == "cpu"
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_the_cuda_target_checks_programs_on_the_gpu() -> None:
+    from tools.fuzz.execute import check
+
+    verdicts = [check(generate(seed, GenConfig(rules=("unary", "binary", "reduction"))), "cuda") for seed in range(3)]
+    assert [v.kind for v in verdicts] == ["ok"] * 3, verdicts
 
 
 # ----- comparison --------------------------------------------------------------------------------
@@ -286,6 +303,10 @@ def test_signatures_and_reports() -> None:
     source = pytest_source(finding)
     compile(source, "test.py", "exec")
     assert "def test_fuzz_" in source and "_triton_on_cpu(monkeypatch)" in source
+    gpu = pytest_source(dataclasses.replace(finding, target="cuda"))
+    compile(gpu, "test.py", "exec")
+    assert 'DEVICE = "cuda"' in gpu and "needs a CUDA device" in gpu
+    assert owner_guess({"eager": "ok", "aot_eager": "ok", "cpp": "ok", "triton": "ok", "cuda": "mismatch"}).startswith("codegen_triton on a GPU")
 
 
 # ----- crash containment -------------------------------------------------------------------------

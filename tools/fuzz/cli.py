@@ -2,6 +2,7 @@
 
     python -m tools.fuzz --programs 500 --seed 0                 # C++ kernels
     python -m tools.fuzz --programs 200 --targets triton         # Triton kernels, interpreted
+    python -m tools.fuzz --programs 200 --targets cuda           # Triton kernels on a GPU, against eager on the GPU
     python -m tools.fuzz --programs 50 --no-shrink --out /tmp/f  # quick look, nothing shrunk
     python -m tools.fuzz show 1234                               # print the program of seed 1234
     python -m tools.fuzz check 1234 --target cpp                 # run one seed in this process
@@ -28,7 +29,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("operands", nargs="*", help="the seed for show/check; output folders for summarize/recheck")
     parser.add_argument("--programs", type=int, default=100, help="programs per target (default 100)")
     parser.add_argument("--seed", type=int, default=0, help="first seed (default 0)")
-    parser.add_argument("--targets", default="cpp", help="comma-separated: cpp, triton (default cpp)")
+    parser.add_argument("--targets", default="cpp", help="comma-separated: cpp, triton, cuda (default cpp)")
     parser.add_argument("--target", default="cpp", help="the target of `check`")
     parser.add_argument("--out", type=Path, default=Path("tools/fuzz/found"), help="output folder (default tools/fuzz/found)")
     parser.add_argument("--findings-md", type=Path, default=None, help="also append each new finding to this Markdown file")

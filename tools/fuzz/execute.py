@@ -6,6 +6,8 @@ Kiln targets ("backends" of the fuzzer):
   TRITON_INTERPRET=1 before triton is imported; the worker sets it). The frontend picks the kernel
   backend by device, so this target swaps `load_kernel_backend` for the compile, as the frontend's
   own Triton-path test does;
+* "cuda": the inductor backend on a GPU (real Triton kernels): inputs are made on the GPU, the eager
+  run compared against is eager on the GPU too, and the float64 reference stays on the CPU;
 * "aot_eager" / "eager": the frontend's triage backends (capture + aotgrad, capture only).
 Every Kiln run uses ``fallback_to_eager=False``: a graph Kiln cannot compile raises instead of
 quietly running eagerly (and passing).
@@ -25,16 +27,18 @@ from tools.fuzz import harness
 from tools.fuzz.compare import RunOutcome, Verdict, compare
 from tools.fuzz.program import Program, render
 
-TARGETS = ("cpp", "triton", "aot_eager", "eager")
+TARGETS = ("cpp", "triton", "cuda", "aot_eager", "eager")
 
 
-def load(program: Program, ref: bool = False) -> dict[str, Any]:
-    """The program's module namespace (its source registered with linecache, so tracebacks show lines)."""
+def load(program: Program, ref: bool = False, device: str = "cpu") -> dict[str, Any]:
+    """The program's module namespace (its source registered with linecache, so tracebacks show lines);
+    its inputs are made on `device`."""
     source = render(program, ref)
     filename = f"<kiln-fuzz-{program.seed}{'-ref' if ref else ''}-{abs(hash(source)) % 10**8}>"
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
     namespace: dict[str, Any] = {"__name__": f"kiln_fuzz_{program.seed}"}
     exec(compile(source, filename, "exec"), namespace)
+    namespace["DEVICE"] = device
     return namespace
 
 
@@ -47,9 +51,14 @@ def _outcome(fn: Any, namespace: dict[str, Any], mode: str, ref: bool) -> RunOut
         return RunOutcome.of_exception(error)
 
 
-def run_eager(program: Program, ref: bool = False) -> RunOutcome:
+def device_of(target: str) -> str:
+    """Where `target`'s inputs live."""
+    return "cuda" if target == "cuda" else "cpu"
+
+
+def run_eager(program: Program, ref: bool = False, device: str = "cpu") -> RunOutcome:
     """Eager PyTorch's run (`ref=True`: every float made float64)."""
-    namespace = load(program, ref)
+    namespace = load(program, ref, device)
     return _outcome(namespace["program"], namespace, program.mode, ref)
 
 
@@ -79,8 +88,8 @@ def run_kiln(program: Program, target: str = "cpp", calls: int = 1) -> list[RunO
 
     if target not in TARGETS:
         raise ValueError(f"unknown target {target!r}; choose one of {', '.join(TARGETS)}")
-    namespace = load(program)
-    backend = "inductor" if target in ("cpp", "triton") else target
+    namespace = load(program, device=device_of(target))
+    backend = "inductor" if target in ("cpp", "triton", "cuda") else target
     patch = _triton_on_cpu() if target == "triton" else contextlib.nullcontext()
     try:
         with patch:
@@ -96,7 +105,7 @@ def check(program: Program, target: str = "cpp") -> Verdict:
     The second call reuses the compiled code, so state kept between calls (buffers, caches, an
     input mutated in place and read again) gets checked too.
     """
-    eager = run_eager(program)
+    eager = run_eager(program, device=device_of(target))
     ref = run_eager(program, ref=True)
     floor = precision_floor(program)
     first, second = run_kiln(program, target, calls=2)

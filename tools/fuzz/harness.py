@@ -15,6 +15,9 @@ FLOAT_TOLERANCES = {
 }
 """dtype -> (rtol, atol) of `assert_matches`, loose on purpose: a found failure is far off, not a rounding."""
 
+DEVICE = "cpu"
+"""Where inputs live and autocast applies; a program run on a GPU sets it to "cuda" in its namespace."""
+
 SPECIAL_VALUES = (float("inf"), float("-inf"), float("nan"), -0.0, 0.0, 1e30, -1e30, 1e-40, 65504.0)
 
 
@@ -54,6 +57,7 @@ def make_leaf(seed, shape, dtype, fill="normal", ref=False, channels_last=False,
         t = t.to(dtype)
     if ref and t.is_floating_point():
         t = t.to(torch.float64)
+    t = t.to(DEVICE)  # values drawn on the CPU: the same on every device
     if channels_last:
         t = t.contiguous(memory_format=torch.channels_last)
     if requires_grad:
@@ -66,11 +70,11 @@ def coarse_like(t, seed):
     reference run gets the very same cotangents."""
     g = torch.Generator().manual_seed(seed)
     values = torch.randint(-8, 9, t.shape, generator=g).to(torch.float64) / 4
-    return values.to(t.dtype)
+    return values.to(t.dtype).to(t.device)
 
 
 def _snapshot(values):
-    return [None if v is None else v.detach().clone() for v in values]
+    return [None if v is None else v.detach().cpu().clone() for v in values]
 
 
 def run(fn, make_inputs, mode, ref=False, autocast=None):
@@ -85,7 +89,7 @@ def run(fn, make_inputs, mode, ref=False, autocast=None):
     """
     leaves, args = make_inputs(ref)
     grad_leaves = [leaf for leaf in leaves if leaf.requires_grad]
-    with torch.autocast("cpu", dtype=autocast or torch.bfloat16, enabled=autocast is not None):
+    with torch.autocast(DEVICE, dtype=autocast or torch.bfloat16, enabled=autocast is not None):
         if mode == "no_grad":
             with torch.no_grad():
                 outs = tuple(fn(*args))

@@ -22,10 +22,11 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def worker_environment(cache_dir: Path, kiln_src: Path | None = None) -> dict[str, str]:
-    """The worker's environment: Triton's interpreter (any worker may triage on the triton target), a
-    private Kiln cache, and with `kiln_src` (a checkout or `git archive` of Kiln) that tree's packages
-    imported instead of the installed ones, so a run can pin a commit while the checkout changes."""
+def worker_environment(cache_dir: Path, kiln_src: Path | None = None, interpret: bool = True) -> dict[str, str]:
+    """The worker's environment: Triton's interpreter (any worker may triage on the triton target;
+    `interpret=False` for a worker whose Triton kernels run on a GPU), a private Kiln cache, and with
+    `kiln_src` (a checkout or `git archive` of Kiln) that tree's packages imported instead of the
+    installed ones, so a run can pin a commit while the checkout changes."""
     env = dict(os.environ)
     env["PYTHONHASHSEED"] = "0"
     env["KILN_CACHE_DIR"] = str(cache_dir)
@@ -33,7 +34,10 @@ def worker_environment(cache_dir: Path, kiln_src: Path | None = None) -> dict[st
     if kiln_src is not None:
         paths += [str(p) for p in sorted((kiln_src / "packages").glob("*/src"))]
     env["PYTHONPATH"] = os.pathsep.join(p for p in (*paths, env.get("PYTHONPATH", "")) if p)
-    env["TRITON_INTERPRET"] = "1"
+    if interpret:
+        env["TRITON_INTERPRET"] = "1"
+    else:
+        env.pop("TRITON_INTERPRET", None)
     return env
 
 
@@ -69,7 +73,7 @@ class Worker:
             command = ["nice", "-n", str(self.nice), *command]
         process = subprocess.Popen(
             command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, text=True, cwd=ROOT,
-            env=worker_environment(self.cache_dir, self.kiln_src), start_new_session=True,
+            env=worker_environment(self.cache_dir, self.kiln_src, interpret=self.target != "cuda"), start_new_session=True,
         )
         log.close()
         self._lines = queue.Queue()

@@ -18,7 +18,7 @@ MODES = ("no_grad", "grad", "double")
 """no_grad: inference; grad: outputs and input gradients; double: also the gradients of those gradients."""
 
 AUTOCAST_PLACES = ("", "outside", "inside")
-"""Where a program runs under ``torch.autocast("cpu", dtype=torch.bfloat16)``: not at all, around the
+"""Where a program runs under ``torch.autocast(DEVICE, dtype=torch.bfloat16)``: not at all, around the
 compiled call (the caller's autocast), or as a block in the program's body (traced into the graph)."""
 
 FLOAT_NAMES = ("float16", "bfloat16", "float32", "float64")
@@ -157,12 +157,12 @@ def render_body(program: Program, ref: bool = False) -> str:
     lines += ["", "", f"def program({', '.join(p.name for p in program.params)}):"]
     indent = "    "
     if program.autocast == "inside":
-        lines.append('    with torch.autocast("cpu", dtype=torch.bfloat16):')
+        lines.append('    with torch.autocast(DEVICE, dtype=torch.bfloat16):')
         indent = "        "
     off = False
     for stmt in program.stmts:
         if stmt.autocast_off and not off:
-            lines.append(f'{indent}with torch.autocast("cpu", enabled=False):')
+            lines.append(f'{indent}with torch.autocast(DEVICE, enabled=False):')
         off = stmt.autocast_off
         text = stmt.render()
         lines.append(f"{indent}{'    ' if off else ''}{_FLOAT_DTYPE.sub('torch.float64', text) if ref else text}")

@@ -109,6 +109,8 @@ def owner_guess(triage: dict[str, str]) -> str:
         return "capture"
     if bad("aot_eager"):
         return "aotgrad"
+    if bad("cuda") and not bad("cpp") and not bad("triton"):
+        return "codegen_triton on a GPU (its interpreted kernels agree with eager)"
     if "triton" in triage and "cpp" in triage:
         if bad("cpp") and bad("triton"):
             return "inductor_ir (lowering / scheduler)"
@@ -174,6 +176,8 @@ def pytest_source(finding: Finding) -> str:
     ]
     if triton:
         lines.append("    _triton_on_cpu(monkeypatch)")
+    if finding.target == "cuda":
+        lines += ["    import pytest", "", "    if not torch.cuda.is_available():", '        pytest.skip("needs a CUDA device")']
     lines.append('    compiled = frontend.compile(program, options={"fallback_to_eager": False})')
     if finding.kind == "exception_mismatch":
         lines += [
@@ -190,7 +194,8 @@ def pytest_source(finding: Finding) -> str:
             "    actual = run(compiled, make_inputs, MODE)",
             "    assert_matches(expected, actual)",
         ]
-    return "# ruff: noqa\n" + docstring + render(finding.program) + (_TRITON_PATCH if triton else "") + "\n".join(lines) + "\n"
+    device = '\nDEVICE = "cuda"  # inputs and autocast on the GPU\n' if finding.target == "cuda" else ""
+    return "# ruff: noqa\n" + docstring + render(finding.program) + device + (_TRITON_PATCH if triton else "") + "\n".join(lines) + "\n"
 
 
 def write_test(finding: Finding, folder: Path) -> Path:

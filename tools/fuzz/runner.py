@@ -219,10 +219,12 @@ class Fuzzer:
         print(f"[fuzz]   NEW {finding.ident}: {sig} -> {path}", flush=True)
 
     def triage(self, program: Program) -> dict[str, str]:
-        """The verdict kind on each rung: eager (capture), aot_eager (aotgrad), cpp, triton."""
+        """The verdict kind on each rung: eager (capture), aot_eager (aotgrad), cpp, triton (and cuda,
+        where a worker runs on a GPU)."""
         kinds: dict[str, str] = {}
-        worker = next(iter(self.workers.values()))
-        for target in ("eager", "aot_eager", "cpp", "triton"):
+        worker = self.workers.get("cuda") or next(iter(self.workers.values()))
+        rungs = ("eager", "aot_eager", "cpp", "triton", "cuda") if "cuda" in self.workers else ("eager", "aot_eager", "cpp", "triton")
+        for target in rungs:
             message = {"cmd": "check", "program": program.to_json(), "target": target}
             kinds[target] = worker.request(message, min(self.config.timeout, 180.0))[-1].get("kind", "error")
         return kinds
