@@ -59,8 +59,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "summarize":
         from tools.fuzz.report import summarize
 
-        records = [json.loads(line) for folder in args.operands or [str(args.out)]
-                   for line in (Path(folder) / "findings.jsonl").read_text().splitlines() if line.strip()]
+        files = [Path(folder) / "findings.jsonl" for folder in args.operands or [str(args.out)]]
+        records = [json.loads(line) for path in files if path.exists()  # a run that found nothing writes none
+                   for line in path.read_text().splitlines() if line.strip()]
         print(summarize(records))
         return 0
     if args.command == "recheck":
