@@ -105,6 +105,8 @@ def check(program: Program, target: str = "cpp") -> Verdict:
     The second call reuses the compiled code, so state kept between calls (buffers, caches, an
     input mutated in place and read again) gets checked too.
     """
+    if target == "cuda" and not torch.cuda.is_available():  # else every program would "match": both raise
+        raise RuntimeError("the cuda target needs a CUDA device")
     eager = run_eager(program, device=device_of(target))
     ref = run_eager(program, ref=True)
     floor = precision_floor(program)
