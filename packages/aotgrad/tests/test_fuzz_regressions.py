@@ -352,3 +352,14 @@ def test_double_backward_through_an_in_place_update_of_an_input(case: str) -> No
         torch.testing.assert_close(got, want)
     for want, got in zip(expected, actual):
         torch.testing.assert_close(got, want)
+
+
+# --- factories of 256 rows and more --------------------------------------------------------------
+
+
+def test_eye_of_256_rows_times_an_integer_input() -> None:
+    # fuzz cd1f9182bd: torch's eye decomposition ranged over uint16, which CPU arange lacks
+    def fn(a: torch.Tensor, w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return a * torch.eye(a.size(-2), a.size(-1), dtype=torch.float16), torch.eye(257)[:, :3] @ w
+
+    check_against_eager(fn, lambda: [_leaf(17, (256, 1), torch.int64), _leaf(18, (3, 2), grad=True)])

@@ -21,6 +21,9 @@ Graphs that aotgrad hands to a compiler use torch's Core ATen opset
   whose decomposition returns the attention weights in place of the log-sum-exp its backward reads.
   The joint trace keeps it whole (`joint_decompositions`); inference graphs may decompose it.
 
+* **Replaced** (`EAGER_FACTORIES`): ``eye`` indexes with int64 ranges (torch's picks uint16 from 256
+  rows on, which CPU ``arange`` and Kiln's code generators do not support).
+
 Everything else in the Core ATen table is decomposed; ops outside it (e.g. `convolution`,
 `addmm`, `native_layer_norm`, `_softmax`) are Core ATen already and stay as they are. A code
 generator that wants a different set passes its own table through `decompositions=`; it then
@@ -36,6 +39,7 @@ import torch
 from torch._decomp import core_aten_decompositions, get_decompositions
 
 from aotgrad.eager_batch_norm import with_eager_running_mean
+from aotgrad.eager_factories import EAGER_FACTORIES
 from aotgrad.eager_gradients import EAGER_GRADIENTS
 
 aten = torch.ops.aten
@@ -143,6 +147,7 @@ def default_decompositions() -> DecompositionTable:
     """
     table: DecompositionTable = dict(core_aten_decompositions())  # type: ignore[arg-type]
     table.update(get_decompositions(list(EARLY_DECOMPOSED)))  # type: ignore[arg-type]
+    table.update(EAGER_FACTORIES)
     for op in _overloads(KEPT_WHOLE):
         table.pop(op, None)
     return table

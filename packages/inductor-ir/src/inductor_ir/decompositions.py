@@ -109,8 +109,25 @@ def native_group_norm(
     return out.to(x.dtype), mean.reshape(batch, groups).to(x.dtype), rstd.reshape(batch, groups).to(x.dtype)
 
 
-# Ours replace torch's for these (their statistics become one Welford reduction).
-_OWN = {aten.native_layer_norm.default: native_layer_norm, aten.native_group_norm.default: native_group_norm}
+def eye(
+    n: int, m: int | None = None, *, dtype: torch.dtype | None = None, layout: torch.layout | None = None,
+    device: torch.device | None = None, pin_memory: bool | None = None,
+) -> torch.Tensor:  # fmt: skip
+    """``aten.eye`` from int64 ranges: torch's picks the narrowest dtype holding the size, uint16 from
+    256 rows or columns on, which CPU ``arange`` and our code generators do not support."""
+    del layout, pin_memory
+    rows = torch.arange(n, dtype=torch.int64, device=device)
+    cols = torch.arange(n if m is None else m, dtype=torch.int64, device=device)
+    return (rows.unsqueeze(-1) == cols).to(dtype or torch.get_default_dtype())
+
+
+# Ours replace torch's for these (layer and group norm: their statistics become one Welford reduction).
+_OWN = {
+    aten.native_layer_norm.default: native_layer_norm,
+    aten.native_group_norm.default: native_group_norm,
+    aten.eye.default: eye,
+    aten.eye.m: eye,
+}
 
 
 def decompositions() -> dict[Any, Any]:
