@@ -4,7 +4,12 @@ Rows: a function (the tutorial's sin+cos), a module (Linear+ReLU), a small ResNe
 (inference and a training step) and a small transformer built from a `transformers` config with
 random weights (no downloads); on the CPU, and on a GPU when one is present (plus
 mode="reduce-overhead"). Each row checks the compiled result against eager PyTorch on fresh random
-inputs and prints graphs captured, graph breaks, compile seconds and the speedup over eager.
+inputs and prints, per row: graphs captured, graph breaks (with the line of each), kernels
+generated (and the three largest fusions by name, from the compiled function's
+``kiln_context.kernels``), compile seconds, the speedup over eager and the error against eager. A
+row slower than eager says where its time goes (ATen calls vs Kiln's own kernels, measured with
+torch.profiler). The training rows compile the model, as docs/getting-started.md does, and call
+``loss.backward()`` outside it: the compiled backward runs inside autograd, with no graph break.
 
 It always runs to completion: a row that fails says where (import, compile, run, check) and why,
 and the table goes on. Exit status is 0 unless --strict is given and a row failed.
@@ -17,6 +22,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import logging
+import os
 import signal
 import statistics
 import sys
@@ -62,6 +68,9 @@ class Result:
     max_error: float | None = None
     fallbacks: list[str] = field(default_factory=list)
     breaks_seen: list[str] = field(default_factory=list)
+    kernels: int | None = None
+    largest_fusions: list[str] = field(default_factory=list)
+    why_slower: str = ""
 
     @property
     def speedup(self) -> float | None:
@@ -141,19 +150,17 @@ def _resnet(device: torch.device) -> tuple[Callable[..., Any], Callable[[], tupl
 def _training_step(
     model: nn.Module, device: torch.device, batch: int, size: int, classes: int
 ) -> tuple[Callable[..., Any], Callable[[], tuple[Any, ...]]]:
-    """The tutorial's `train(mod, data)`: forward, loss, backward; the optimizer stays outside."""
+    """getting-started's training step: the model is what is compiled; `loss.backward()` (which runs
+    the compiled backward) and the optimizer stay outside it. `_model` is the compiled model or, for
+    eager, the model itself."""
     loss_fn = nn.CrossEntropyLoss()
 
-    def train_step(mod: nn.Module, data: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-        loss = loss_fn(mod(data), target)
+    def step(data: torch.Tensor, target: torch.Tensor, _model: nn.Module = model) -> Any:
+        loss = loss_fn(_model(data), target)
         loss.backward()
         return loss
 
-    def step(data: torch.Tensor, target: torch.Tensor, _fn: Callable[..., Any] = train_step) -> Any:
-        return _fn(model, data, target)
-
     step.model = model  # type: ignore[attr-defined]
-    step.inner = train_step  # type: ignore[attr-defined]
     return step, lambda: (
         torch.randn(batch, 3, size, size, device=device),
         torch.randint(classes, (batch,), device=device),
@@ -340,9 +347,9 @@ def _run_row_inner(frontend: Any, row: Row, device: torch.device, iterations: in
         model: nn.Module | None = getattr(program, "model", None)
         stage = "compile"
         if row.training:
-            compiled_inner = frontend.compile(program.inner, mode=row.mode)  # type: ignore[attr-defined]
-            compiled = _bind(program, compiled_inner)
-            context = getattr(compiled_inner, "kiln_context", None)
+            compiled_model = frontend.compile(model, mode=row.mode)
+            compiled = _bind(program, compiled_model)
+            context = getattr(compiled_model, "kiln_context", None)
         else:
             compiled = frontend.compile(program, mode=row.mode)
             context = getattr(compiled, "kiln_context", None)
@@ -377,6 +384,13 @@ def _run_row_inner(frontend: Any, row: Row, device: torch.device, iterations: in
         if context is not None:
             result.graphs = context.graphs_compiled
             result.breaks = context.graph_breaks
+            kernels = list(getattr(context, "kernels", []))
+            result.kernels = len(kernels)
+            largest = sorted(kernels, key=lambda kernel: -kernel.ops)[:3]
+            result.largest_fusions = [f"{k.name} ({k.ops} op{'s' if k.ops != 1 else ''})" for k in largest]
+        if result.speedup is not None and result.speedup < 1.0:
+            stage = "profiling (why slower)"
+            result.why_slower = _why_slower(program, compiled, fresh, result, device)
         if result.max_error > row.tolerance:
             result.status = "WRONG"
             result.detail = f"relative error {result.max_error:.2e} > tolerance {row.tolerance:.0e}"
@@ -397,9 +411,81 @@ def _run_row_inner(frontend: Any, row: Row, device: torch.device, iterations: in
     return result
 
 
-def _bind(program: Callable[..., Any], compiled_inner: Callable[..., Any]) -> Callable[..., Any]:
+@dataclass
+class _Split:
+    """One profiled call: its wall milliseconds, the ATen ops' share, and the two costliest ops."""
+
+    wall_ms: float
+    aten_ms: float
+    top: list[tuple[str, float]]
+
+
+def _profiled_call(fn: Callable[[], Any], device: torch.device) -> _Split:
+    # Kineto (the profiler's engine) prints a line per start and stop at its default log level.
+    os.environ.setdefault("KINETO_LOG_LEVEL", "6")
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        wall_ms = _timed_ms(fn, device)
+    events = [e for e in prof.key_averages() if e.key.startswith("aten::")]
+    aten_ms = sum(e.self_cpu_time_total for e in events) / 1e3
+    top = sorted(events, key=lambda e: -e.self_cpu_time_total)[:2]
+    return _Split(wall_ms, aten_ms, [(e.key, e.self_cpu_time_total / 1e3) for e in top])
+
+
+def _median_split(fn: Callable[[], Any], device: torch.device, calls: int = 3) -> _Split:
+    splits = sorted((_profiled_call(fn, device) for _ in range(calls)), key=lambda s: s.wall_ms)
+    return splits[len(splits) // 2]
+
+
+def _why_slower(
+    program: Callable[..., Any], compiled: Callable[..., Any], inputs: tuple[Any, ...], result: Result, device: torch.device
+) -> str:
+    """Why a row is slower than eager: graph breaks and fallbacks, then where each one's time goes
+    (ATen ops vs the rest: Kiln's generated kernels, guards and wrapper), from profiled calls."""
+    reasons = []
+    if result.breaks:
+        reasons.append(f"{result.breaks} graph break(s): Python runs between graphs and fusion stops at each")
+    if result.fallbacks:
+        reasons.append(f"{len(result.fallbacks)} graph(s) ran eagerly (see the fallback line)")
+    try:
+        kiln = _median_split(lambda: compiled(*inputs), device)
+        eager = _median_split(lambda: program(*inputs), device)
+    except Exception as error:  # the profiler is an aid: its failure must not fail the row
+        reasons.append(f"(profiling failed: {type(error).__name__})")
+        return "; ".join(reasons)
+    own = max(kiln.wall_ms - kiln.aten_ms, 0.0)
+    top = ", ".join(f"{name} {ms:.2f}" for name, ms in kiln.top)
+    reasons.append(
+        f"profiled, Kiln takes {kiln.wall_ms:.2f} ms a call: {kiln.aten_ms:.2f} ms in ATen calls it keeps ({top}) "
+        f"and {own:.2f} ms in its {result.kernels or 0} kernel(s), guards and wrapper; eager takes "
+        f"{eager.wall_ms:.2f} ms, {eager.aten_ms:.2f} ms of it in ATen ops"
+    )
+    if kiln.aten_ms > 1.2 * eager.aten_ms:
+        reasons.append(
+            f"the ATen calls take longer under Kiln than eager's whole ATen share ({kiln.aten_ms:.2f} vs "
+            f"{eager.aten_ms:.2f} ms): compare their arguments' layouts in the KILN_DEBUG wrapper, or rerun on "
+            "a quiet machine"
+        )
+    elif kiln.aten_ms >= 0.5 * kiln.wall_ms:
+        reasons.append(
+            "most of Kiln's time is in the GEMM/convolution calls eager makes too, so fusing the ops around "
+            "them can win only the rest"
+        )
+    elif own > eager.wall_ms - kiln.aten_ms:
+        reasons.append("Kiln's own kernels (and per-call overhead) take longer than eager's kernels for the same ops")
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
+    if load > (os.cpu_count() or 1):
+        reasons.append(
+            f"the load average is {load:.1f} on {os.cpu_count()} cores: other work shares them, so timings "
+            "are noisy (rerun it, or `nox -s bench`)"
+        )
+    return "; ".join(reasons)
+
+
+def _bind(program: Callable[..., Any], compiled_model: Callable[..., Any]) -> Callable[..., Any]:
     def run(*inputs: Any) -> Any:
-        return program(*inputs, _fn=compiled_inner)
+        return program(*inputs, _model=compiled_model)
 
     return run
 
@@ -412,29 +498,51 @@ def _fmt(value: float | int | None, spec: str) -> str:
     return "-" if value is None else format(value, spec)
 
 
+WIDTH = 139
+
+
 def _print_header() -> None:
     print(
-        f"{'program':<38} {'device':<6} {'mode':<15} {'status':<7} {'graphs':>6} {'breaks':>6} "
+        f"{'program':<38} {'device':<6} {'mode':<15} {'status':<7} {'graphs':>6} {'breaks':>6} {'kernels':>7} "
         f"{'compile s':>9} {'eager ms':>9} {'kiln ms':>9} {'speedup':>8} {'rel err':>8}"
     )
-    print("-" * 131)
+    print("-" * WIDTH)
 
 
 def _print_result(result: Result, mode: str | None) -> None:
     speedup = f"{result.speedup:.2f}x" if result.speedup else "-"
     print(
         f"{result.row:<38} {result.device:<6} {mode or 'default':<15} {result.status:<7} "
-        f"{_fmt(result.graphs, 'd'):>6} {_fmt(result.breaks, 'd'):>6} {_fmt(result.compile_s, '.2f'):>9} "
+        f"{_fmt(result.graphs, 'd'):>6} {_fmt(result.breaks, 'd'):>6} {_fmt(result.kernels, 'd'):>7} "
+        f"{_fmt(result.compile_s, '.2f'):>9} "
         f"{_fmt(result.eager_ms, '.3f'):>9} {_fmt(result.kiln_ms, '.3f'):>9} {speedup:>8} "
         f"{_fmt(result.max_error, '.1e'):>8}",
         flush=True,
     )
     if result.detail:
         print(f"    -> {result.detail}", flush=True)
-    if result.breaks_seen:
-        print(f"    -> first graph break: {result.breaks_seen[0][:300]}", flush=True)
+    if result.largest_fusions:
+        print(f"    -> largest fusions: {', '.join(result.largest_fusions)}", flush=True)
+    for index, seen in enumerate(result.breaks_seen[:3], 1):
+        print(f"    -> graph break {index}: {seen[:300]}", flush=True)
+    if len(result.breaks_seen) > 3:
+        print(f"    -> ... and {len(result.breaks_seen) - 3} more graph break(s)", flush=True)
+    if result.why_slower:
+        print(f"    -> slower than eager: {result.why_slower}", flush=True)
     if result.fallbacks:
         print(f"    -> {len(result.fallbacks)} fallback(s) to eager; first: {result.fallbacks[0][:300]}", flush=True)
+
+
+NEXT_STEPS = """
+Where to look next:
+  KILN_DEBUG=1 python tools/demo.py --row resnet   per compiled graph, a folder (path printed) with the captured
+                                                   FX graph, the ATen forward/backward graphs, the IR, every
+                                                   generated kernel and the wrapper that calls them
+  KILN_LOGS=graph_breaks,recompiles,fallbacks      those events logged as they happen, with your line
+  frontend.explain(fn, *args)                      graphs, ops and the reason and line of every graph break
+  frontend.compile_times(), CompileProfiler        the compile report: seconds per stage; graphs, recompiles
+  nox -s bench  (nox -s bench -- --quick)          eager vs torch.compile vs Kiln, side by side
+  docs/troubleshooting.md, docs/benchmarks.md"""
 
 
 def main(argv: list[str]) -> int:
@@ -512,11 +620,12 @@ def main(argv: list[str]) -> int:
             except Exception:
                 pass
             _print_result(result, row.mode)
-    print("-" * 131)
+    print("-" * WIDTH)
     ok = sum(r.status == "ok" for r in results)
     print(f"{ok}/{len(results)} rows ok in {time.perf_counter() - started:.1f}s")
     if stage_totals:
         print("compile seconds per stage, all rows: " + ", ".join(f"{k} {v:.2f}" for k, v in stage_totals.items()))
+    print(NEXT_STEPS)
     failed = ok != len(results)
     return 1 if (args.strict and failed) else 0
 
