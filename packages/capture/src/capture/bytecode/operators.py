@@ -14,6 +14,7 @@ from capture.bytecode.registry import Instruction, opcode
 from capture.symbolic.operators import BINARY_OPERATORS, COMPARE_OPERATORS, INPLACE_OPERATORS, apply_operator
 from capture.variables.base import ConstantVariable, Unsupported, VariableTracker
 from capture.variables.containers import DictVariable, ListVariable, TupleVariable
+from capture.variables.ndarray import NdarrayVariable, ndarray_setitem
 from capture.variables.tensor import TensorVariable
 
 if TYPE_CHECKING:
@@ -243,6 +244,9 @@ def store_subscr(tx: InstructionTranslator, instr: Instruction) -> None:
     value = tx.pop()
     if isinstance(container, TensorVariable):
         tx.output.call_graph("call_function", operator.setitem, [container, index, value], {})
+        return
+    if isinstance(container, NdarrayVariable):
+        ndarray_setitem(tx, container, index, value)
         return
     if isinstance(container, ListVariable) and index.is_constant():
         try:

@@ -9,6 +9,7 @@ import torch
 
 from capture.variables.base import ConstantVariable, Unsupported, VariableTracker
 from capture.variables.containers import DictVariable, ListVariable, TupleVariable
+from capture.variables.ndarray import NdarrayVariable, ndarray_operator
 from capture.variables.objects import NNModuleVariable
 from capture.variables.sizes import SizeVariable
 from capture.variables.sym_values import SymNodeVariable, SymSliceVariable, record
@@ -49,6 +50,8 @@ def apply_operator(tx: InstructionTranslator, fn: Any, args: list[VariableTracke
             return ConstantVariable(fn(*[a.as_constant() for a in args]))
         except Exception as error:
             raise Unsupported(f"{type(error).__name__}: {error}", user_error=True) from error
+    if any(isinstance(a, NdarrayVariable) for a in args):  # NumPy's semantics, traced as tensors
+        return ndarray_operator(tx, fn, args)
     if fn is operator.getitem:
         from capture.variables.objects import PythonObjectVariable
         from capture.variables.user_objects import NewObjectVariable, dunder_call

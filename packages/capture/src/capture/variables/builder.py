@@ -44,6 +44,10 @@ def wrap_existing(output: OutputGraph, value: Any, source: Source | None) -> Var
         if isinstance(value, torch.nn.Parameter):
             return output.module_tensor(value, source, "param")
         return output.add_input(value, source)
+    if type(value).__name__ == "ndarray" and type(value).__module__ == "numpy":
+        from capture.variables.ndarray import wrap_ndarray_input
+
+        return wrap_ndarray_input(output, value, source)  # a graph input, as a tensor with NumPy's semantics
     if isinstance(value, torch.nn.Module):
         if guards is not None and source is not None:
             guards.identity(source, value)

@@ -93,10 +93,21 @@ def _is_numpy_callable(value: Any) -> bool:
     numpy = sys.modules.get("numpy")  # not imported: the value cannot be one of its functions
     if numpy is None:
         return False
+    if _folds_at_trace_time(numpy, value):
+        return True
+    from capture.variables.ndarray import numpy_function_path
+
+    return numpy_function_path(value) is not None  # traced through torch._numpy (variables/ndarray.py)
+
+
+def _folds_at_trace_time(numpy: Any, value: Any) -> bool:
+    """Numpy callables safe to run at trace time on constants: ufuncs, scalar types, dtype/finfo/iinfo and the
+    pure functions above (others, such as array constructors, are traced)."""
     if isinstance(value, numpy.ufunc):
         return True
     if isinstance(value, type):
-        return issubclass(value, numpy.generic) and value.__module__ == "numpy"
+        return (issubclass(value, numpy.generic) and value.__module__ == "numpy") or \
+            value in (numpy.dtype, numpy.finfo, numpy.iinfo)
     return isinstance(value, types.FunctionType) and value.__name__ in _PURE_NUMPY_FUNCTIONS and \
         getattr(numpy, value.__name__, None) is value
 
@@ -122,25 +133,35 @@ class NumpyCallVariable(VariableTracker):
     def python_type(self) -> type:
         return type(self.fn)
 
+    def is_constant(self) -> bool:
+        return isinstance(self.fn, type)  # a scalar type or dtype class: `a.dtype == np.float32`
+
+    def as_constant(self) -> Any:
+        return self.fn if isinstance(self.fn, type) else super().as_constant()
+
     def call(self, tx: InstructionTranslator, args: list[VariableTracker],
              kwargs: dict[str, VariableTracker]) -> VariableTracker:
+        from capture.variables.ndarray import call_numpy_function, is_numpy_constant
+
         values = [*args, *kwargs.values()]
         name = getattr(self.fn, "__name__", "")
-        if all(is_plain_value(v) for v in values):
+        numpy = sys.modules["numpy"]
+        if all(is_plain_value(v) for v in values) and _folds_at_trace_time(numpy, self.fn):
             try:
                 result = self.fn(*[plain_value(a) for a in args], **{k: plain_value(v) for k, v in kwargs.items()})
             except Exception as error:
                 raise Unsupported(f"{type(error).__name__}: {error}", user_error=True) from error
-            if is_constant_value(result):
+            if is_constant_value(result) or is_numpy_constant(result):
                 return ConstantVariable(result)
-            raise Unsupported(f"numpy.{name} returned a {type(result).__name__} (numpy arrays are not captured)")
+            if not isinstance(result, numpy.ndarray):
+                raise Unsupported(f"numpy.{name} returned a {type(result).__name__}")
         from capture.variables.sym_values import SymNodeVariable, call_builtin
 
         if any(isinstance(v, SymNodeVariable) for v in values) and hasattr(math, name):
             symbolic = call_builtin(tx, getattr(math, name), args, kwargs)
             if symbolic is not None:
                 return symbolic
-        raise Unsupported(f"call to numpy.{name} with traced arguments (numpy is not captured)")
+        return call_numpy_function(tx, self.fn, args, kwargs)  # traced as tensor code
 
     def reconstruct(self, rebuild: Any) -> str:
         """The real numpy callable."""

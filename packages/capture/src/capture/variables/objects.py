@@ -56,6 +56,11 @@ class TorchFunctionVariable(VariableTracker):
             from capture.variables.tensor import TensorVariable
 
             return ConstantVariable(isinstance(args[0], TensorVariable))
+        if fn in (torch.from_numpy, torch.as_tensor, torch.tensor, torch.asarray) and args:
+            from capture.variables.ndarray import NdarrayVariable, torch_from_ndarray
+
+            if isinstance(args[0], NdarrayVariable):  # a NumPy value of the region back to torch
+                return torch_from_ndarray(tx, fn, args, kwargs)
         if fn is torch.set_grad_enabled and len(args) == 1 and not kwargs:
             enabled = bool(args[0].as_constant())
             previous = tx.grad_enabled

@@ -171,6 +171,10 @@ class TensorMethodVariable(VariableTracker):
             # Unbacked symbolic numbers (``u0 = t.item()``): arithmetic and sizes built from them stay
             # in the graph; a Python branch on one is a graph break at that line.
             return tx.output.call_graph("call_method", self.name, [self.tensor], {})
+        if self.name == "numpy":  # the same tensor as an ndarray (variables/ndarray.py)
+            from capture.variables.ndarray import tensor_to_ndarray
+
+            return tensor_to_ndarray(tx, self.tensor, args, kwargs)
         if self.name in BREAKING_METHODS:
             raise Unsupported(BREAKING_METHODS[self.name])
         if self.name in SIZE_METHODS and set(kwargs) <= {"dim"}:
