@@ -27,6 +27,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+import numpy as np
 import pytest
 import torch
 import torch.utils._pytree as pytree
@@ -104,6 +105,8 @@ def _fresh_copy(value: Any) -> Any:
     def copy_leaf(leaf: Any) -> Any:
         if isinstance(leaf, torch.Tensor):
             return leaf.detach().clone().requires_grad_(leaf.requires_grad)
+        if isinstance(leaf, np.ndarray):
+            return leaf.copy()
         return leaf
 
     return pytree.tree_map(copy_leaf, value)
@@ -129,6 +132,12 @@ def _compare(got: Any, expected: Any, what: str) -> str | None:
         try:
             if isinstance(theirs, torch.Tensor) or isinstance(ours, torch.Tensor):
                 torch.testing.assert_close(ours, theirs, equal_nan=True)
+            elif isinstance(theirs, (np.ndarray, np.generic)) or isinstance(ours, (np.ndarray, np.generic)):
+                if type(ours) is not type(theirs) or ours.dtype != theirs.dtype or ours.shape != theirs.shape:
+                    return (f"{what}: leaf {index} is a {type(ours).__name__} {getattr(ours, 'dtype', '')} "
+                            f"{getattr(ours, 'shape', '')}, eager gives a {type(theirs).__name__} {theirs.dtype} "
+                            f"{theirs.shape}")
+                np.testing.assert_allclose(ours, theirs, rtol=1.3e-6, atol=1e-5, equal_nan=True)
             elif ours != theirs and ours is not theirs:
                 return f"{what}: leaf {index} is {ours!r}, eager gives {theirs!r}"
         except Exception as error:  # assert_close raises other errors for things like leaked fake tensors
