@@ -99,6 +99,14 @@ def test_autocast_programs_render_blocks_and_run() -> None:
     assert precision_floor(program) == torch.bfloat16
 
 
+def test_an_autocast_block_without_statements_renders_valid_source() -> None:
+    """The shrinker may remove every statement of a program whose body runs under autocast."""
+    program = dataclasses.replace(_program([Stmt("t1", "neg", "-{0}", ("a0",))], dtype="float32"), autocast="inside")
+    empty = dataclasses.replace(program, stmts=(), outputs=("a0",))
+    compile(render(empty), "<empty>", "exec")
+    assert check_eager(empty) is None
+
+
 def test_a_rule_subset_limits_the_grammar() -> None:
     config = GenConfig(rules=("shift",), max_stmts=3)
     for seed in range(5):

@@ -156,7 +156,7 @@ def render_body(program: Program, ref: bool = False) -> str:
     lines.append(f"    return [{leaves}], [{args}]")
     lines += ["", "", f"def program({', '.join(p.name for p in program.params)}):"]
     indent = "    "
-    if program.autocast == "inside":
+    if program.autocast == "inside" and program.stmts:  # (the shrinker may leave no statement)
         lines.append('    with torch.autocast(DEVICE, dtype=torch.bfloat16):')
         indent = "        "
     off = False
