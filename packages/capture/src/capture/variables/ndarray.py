@@ -195,7 +195,8 @@ class NdarrayMethodVariable(VariableTracker):
         arguments = [_graph_argument(tx, a) for a in args]
         keywords = {k: _graph_argument(tx, v) for k, v in kwargs.items()}
         return _traced(tx, numpy_method, [ConstantVariable(name), self.array.tensor, *arguments], keywords,
-                       array=name in _ARRAY_RESULTS)
+                       array=name in _ARRAY_RESULTS, real=lambda a, *xs, **kw: getattr(a, name)(*xs, **kw),
+                       args=[self.array, *args], kwargs=kwargs)
 
     def __repr__(self) -> str:
         return f"ndarray method {self.name}"
@@ -239,7 +240,7 @@ def ndarray_operator(tx: InstructionTranslator, fn: Any, args: list[VariableTrac
         return _mixed_operator(tx, fn, args)
     operands = [_graph_argument(tx, a) for a in args]
     return _traced(tx, numpy_operator, [ConstantVariable(fn.__name__), *operands], {},
-                   array=fn is operator.getitem and _keeps_array(args))
+                   array=fn is operator.getitem and _keeps_array(args), real=fn, args=args, kwargs={})
 
 
 def ndarray_setitem(tx: InstructionTranslator, array: NdarrayVariable, index: VariableTracker,
@@ -274,9 +275,18 @@ def call_numpy_function(tx: InstructionTranslator, fn: Any, args: list[VariableT
     if name in ("asarray", "array", "asanyarray") and len(args) == 1 and isinstance(args[0], TensorVariable) \
             and not kwargs and name != "array":
         return tensor_to_ndarray(tx, args[0], [], {}, f"numpy.{name}(tensor)")
+    if name in ("array", "asarray") and len(args) == 1 and set(kwargs) <= {"dtype"} and \
+            isinstance(args[0], (TupleVariable, ListVariable)) and args[0].items and \
+            all(isinstance(item, (NdarrayVariable, TensorVariable)) for item in args[0].items):
+        numpy = _numpy()  # `np.array([a, b])` of arrays is their stack (same shapes; NumPy raises otherwise)
+        stacked = call_numpy_function(tx, numpy.stack, [args[0]], {})
+        if "dtype" not in kwargs:
+            return stacked
+        return NdarrayMethodVariable(stacked, "astype").call(tx, [kwargs["dtype"]], {})  # type: ignore[arg-type]
     arguments = [_graph_argument(tx, a) for a in args]
     keywords = {k: _graph_argument(tx, v) for k, v in kwargs.items()}
-    return _traced(tx, numpy_function, [ConstantVariable(path), *arguments], keywords, array=name in _ARRAY_RESULTS)
+    return _traced(tx, numpy_function, [ConstantVariable(path), *arguments], keywords, array=name in _ARRAY_RESULTS,
+                   real=fn, args=args, kwargs=kwargs)
 
 
 def torch_from_ndarray(tx: InstructionTranslator, fn: Any, args: list[VariableTracker],
@@ -398,20 +408,31 @@ def _graph_argument(tx: InstructionTranslator, value: VariableTracker) -> Variab
     return value
 
 
-def _traced(tx: InstructionTranslator, target: Any, args: list[VariableTracker], kwargs: dict[str, VariableTracker],
-            *, array: bool) -> VariableTracker:
-    """Record one NumPy node; tensors it returns are ndarrays (numpy scalars when 0-d, unless `array`)."""
-    result = tx.output.call_graph("call_function", target, args, kwargs)
-    return _as_ndarray_trackers(result, array)
+def _traced(tx: InstructionTranslator, target: Any, graph_args: list[VariableTracker],
+            graph_kwargs: dict[str, VariableTracker], *, array: bool, real: Any = None,
+            args: list[VariableTracker] | None = None, kwargs: dict[str, VariableTracker] | None = None
+            ) -> VariableTracker:
+    """Record one NumPy node; tensors it returns are ndarrays (numpy scalars when 0-d, unless `array`). With
+    `real` (the NumPy callable, called with `args` and `kwargs` as the program wrote them), results get the
+    dtypes, shapes and scalar-ness NumPy gives (numpy_results.py)."""
+    result = as_ndarray_trackers(tx.output.call_graph("call_function", target, graph_args, graph_kwargs), array)
+    if real is None:
+        return result
+    from capture.variables.numpy_results import as_numpy_gives
+
+    return as_numpy_gives(tx, result, real, args or [], kwargs or {},
+                          lambda cast_args: tx.output.call_graph("call_function", target, cast_args, graph_kwargs),
+                          graph_args)
 
 
-def _as_ndarray_trackers(value: VariableTracker, array: bool) -> VariableTracker:
+def as_ndarray_trackers(value: VariableTracker, array: bool) -> VariableTracker:
+    """Tensors of a NumPy node's result as ndarrays (numpy scalars when 0-d, unless `array`)."""
     if isinstance(value, TensorVariable):
         return NdarrayVariable(value, scalar=not array and value.example.dim() == 0)
     if isinstance(value, TupleVariable) and value.cls is None:
-        return TupleVariable([_as_ndarray_trackers(item, array) for item in value.items])
+        return TupleVariable([as_ndarray_trackers(item, array) for item in value.items])
     if isinstance(value, ListVariable):
-        return ListVariable([_as_ndarray_trackers(item, array) for item in value.items])
+        return ListVariable([as_ndarray_trackers(item, array) for item in value.items])
     return value
 
 
