@@ -180,3 +180,20 @@ def inplace_on_ndarray_argument(a: np.ndarray, t: torch.Tensor) -> torch.Tensor:
     a *= 2  # the caller's array changes, as in eager
     a[1:3] = -1.0
     return t + torch.from_numpy(a)
+
+
+@program(F, args(lambda: torch.randint(1, 20, (3, 4), dtype=torch.int32)))
+def integer_division_and_median(t: torch.Tensor) -> tuple[np.ndarray, np.floating, np.ndarray]:
+    a = t.numpy()
+    return a / 3, np.median(a), np.arctan2(a, 2)  # float64 and a scalar, as NumPy gives them
+
+
+@program(F, x(6))
+def fft_of_float32(t: torch.Tensor) -> np.ndarray:
+    return np.fft.fft(t.numpy()) * 2  # complex64 in NumPy 2
+
+
+@program(F, x(3))
+def array_of_arrays(t: torch.Tensor) -> np.ndarray:
+    a = t.numpy()
+    return np.array([a, a * 2, np.cumsum(a)], dtype=np.float64)
