@@ -46,14 +46,3 @@ def test_graph_that_only_switches_grad_mode_compiles() -> None:
         else:
             assert len(result) == (1 if output == "none" else 0)
 
-
-def _large_eye(x: torch.Tensor) -> tuple[torch.Tensor, ...]:
-    # torch's decomposition ranges over uint16 from 256 rows on: a dtype CPU arange lacks.
-    return x * torch.eye(x.size(0), x.size(1), dtype=torch.float16), torch.eye(300, dtype=torch.int32)[::37]
-
-
-def test_eye_of_256_rows_and_more_matches_eager() -> None:
-    x = torch.randint(-10, 10, (256, 3), generator=torch.Generator().manual_seed(5))
-    gm = make_fx(_large_eye, decomposition_table=inductor_ir.decompositions())(x)
-    compiled = inductor_ir.compile_graph(gm, [x], backends={"cpu": ReferenceBackend()})
-    assert_close(compiled(x), _large_eye(x))

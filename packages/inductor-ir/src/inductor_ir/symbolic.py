@@ -51,11 +51,12 @@ class FloorDiv(sympy.Function):
         if isinstance(base, FloorDiv):
             return FloorDiv(base.args[0], base.args[1] * divisor)
         # Terms that are exact multiples of the divisor come out of the division when the rest
-        # is known to stay in [0, divisor).
+        # is known to be nonnegative: ``(6 - x) // 2`` stays whole, as ``3 + (-x) // 2`` would be a
+        # FloorDiv of a negative base (this class promises nonnegative operands).
         if isinstance(base, sympy.Add):
             whole = [t for t in base.args if _is_multiple(t, divisor)]
-            if whole:
-                rest = sympy.Add(*[t for t in base.args if not _is_multiple(t, divisor)])
+            rest = sympy.Add(*[t for t in base.args if not _is_multiple(t, divisor)])
+            if whole and rest.is_nonnegative:
                 return sympy.Add(*[sympy.cancel(t / divisor) for t in whole]) + FloorDiv(rest, divisor)
         elif _is_multiple(base, divisor):
             return sympy.cancel(base / divisor)
@@ -150,9 +151,10 @@ def simplify_index(expr: sympy.Expr, ranges: Sequence[tuple[sympy.Symbol, sympy.
     bounds = {var: size for var, size in ranges}
 
     def upper(e: sympy.Expr) -> sympy.Expr | None:
-        """An exclusive upper bound of a nonnegative expression, when easy to tell."""
+        """An exclusive upper bound of a nonnegative expression, when easy to tell (None for an
+        expression that may be negative: ``-x0`` is no index below 1)."""
         if e.is_Integer:
-            return e + 1
+            return e + 1 if e >= 0 else None
         if isinstance(e, sympy.Symbol):
             return bounds.get(e)
         if isinstance(e, sympy.Add):

@@ -1,0 +1,37 @@
+"""Programs the differential fuzzer (tools/fuzz/) found compiled wrong, shrunk to ATen graphs:
+each is traced with this package's decompositions, compiled through the scheduler (the reference
+backend) and compared with eager on seeded inputs."""
+
+from __future__ import annotations
+
+import torch
+from inductor_ir_reference_backend import ReferenceBackend
+from inductor_ir_testing import assert_close
+from torch.fx.experimental.proxy_tensor import make_fx
+
+import inductor_ir
+
+
+def _large_eye(x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    # torch's decomposition ranges over uint16 from 256 rows on: a dtype CPU arange lacks.
+    return x * torch.eye(x.size(0), x.size(1), dtype=torch.float16), torch.eye(300, dtype=torch.int32)[::37]
+
+
+def test_eye_of_256_rows_and_more_matches_eager() -> None:
+    x = torch.randint(-10, 10, (256, 3), generator=torch.Generator().manual_seed(5))
+    gm = make_fx(_large_eye, decomposition_table=inductor_ir.decompositions())(x)
+    compiled = inductor_ir.compile_graph(gm, [x], backends={"cpu": ReferenceBackend()})
+    assert_close(compiled(x), _large_eye(x))
+
+
+def _flip_of_stepped_scatter(t: torch.Tensor) -> torch.Tensor:
+    # The gradient of x.flip(0)[::2]: row 6 - i reads row (6 - i) // 2 of t where 6 - i is even.
+    zeros = torch.zeros(7, 3)
+    return torch.ops.aten.slice_scatter(zeros, t, 0, 0, 7, 2).flip(0)
+
+
+def test_flip_of_a_stepped_slice_scatter_matches_eager() -> None:
+    t = torch.randn(4, 3, generator=torch.Generator().manual_seed(6))
+    gm = make_fx(_flip_of_stepped_scatter, decomposition_table=inductor_ir.decompositions())(t)
+    compiled = inductor_ir.compile_graph(gm, [t], backends={"cpu": ReferenceBackend()})
+    assert_close(compiled(t), _flip_of_stepped_scatter(t))
