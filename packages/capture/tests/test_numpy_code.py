@@ -250,3 +250,34 @@ def test_graph_traces_to_aten_for_backends() -> None:
     torch.testing.assert_close(traced(_tensor(1, 3, 4))[0], backend.graphs[0](_tensor(1, 3, 4))[0])
 
 
+
+
+def test_read_only_array_argument_stays_numpys() -> None:
+    def writes(a: np.ndarray) -> np.ndarray:
+        a *= 2
+        return a
+
+    def reads(a: np.ndarray) -> np.ndarray:
+        return np.tanh(a) + 1
+
+    read_only = np.arange(3, dtype=np.float32)
+    read_only.setflags(write=False)
+    compiled, _, _ = _compile(writes)
+    with pytest.raises(ValueError):
+        writes(read_only)
+    with pytest.raises(ValueError):
+        compiled(read_only)
+    compiled, _, _ = _compile(reads)
+    _same(compiled(read_only), reads(read_only))
+    writeable = np.arange(3, dtype=np.float32)
+    _same(compiled(writeable), reads(writeable))
+
+
+def test_builtins_and_attributes_on_ndarrays_and_numpy_scalars() -> None:
+    def fn(t: torch.Tensor) -> tuple[Any, ...]:
+        a = t.numpy()
+        s = np.sum(a)
+        return (abs(a), sum(a), isinstance(a, np.ndarray), isinstance(s, np.floating), a.dtype.kind, str(a.dtype),
+                s.real, a.T, np.asarray(s).T, a.astype("float64"), a.astype(float))
+
+    _check_one_graph(fn, lambda s: _tensor(s, 2, 3))

@@ -369,6 +369,10 @@ def _numeric_builtin(fn: Any) -> BuiltinHandler:
             return _fold(fn, args, kwargs)
         if fn is abs and len(args) == 1 and isinstance(args[0], TensorVariable):
             return tx.output.call_graph("call_function", operator.abs, args, {})
+        from capture.variables.ndarray import NdarrayVariable, ndarray_operator
+
+        if fn is abs and len(args) == 1 and isinstance(args[0], NdarrayVariable):
+            return ndarray_operator(tx, operator.abs, args)
         if fn in (str, repr) and len(args) == 1:
             from capture.variables.objects import PythonObjectVariable, TorchFunctionVariable
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import operator
 import sys
+import warnings
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -148,7 +149,7 @@ class NdarrayVariable(VariableTracker):
                 return ConstantVariable(itemsize)
             return apply_size(tx, tx.output.tensor_metadata(self.tensor, "numel"), itemsize)
         if name in _VIEWS:
-            return _traced(tx, numpy_attribute, [ConstantVariable(name), self.tensor], {}, array=name != "T")
+            return _traced(tx, numpy_attribute, [ConstantVariable(name), self.tensor], {}, array=not self.scalar)
         if name == "__class__":
             return tx.output.wrap_value(self.python_type(), None)
         if callable(getattr(_numpy().ndarray, name, None)):
@@ -313,15 +314,20 @@ def wrap_ndarray_input(output: Any, value: Any, source: Any) -> VariableTracker:
     from capture.variables.objects import PythonObjectVariable
 
     try:
-        tensor = torch.as_tensor(value)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            tensor = torch.as_tensor(value)
     except Exception:  # negative strides, object or string dtypes: numpy keeps it
         tensor = None
-    if tensor is None or source is None or tensor.dtype not in _NUMPY_DTYPES:
+    writeable = bool(value.flags.writeable)  # a read-only array stays numpy's (writes must raise)
+    if tensor is None or source is None or tensor.dtype not in _NUMPY_DTYPES or not writeable:
         if source is not None and not source.guard_free:
             output.guards.type_is(source, value)
         return PythonObjectVariable(value, source)
     if not source.guard_free:
         output.guards.type_is(source, value)
+        output.guards.add("NDARRAY_WRITEABLE", source, f"{source.expr()}.flags.writeable",
+                          f"{source.expr()} is a writeable array")
     as_tensor = PureCallSource(source, output.guards.constant(torch), "as_tensor", ())
     output.keepalive.append(tensor)
     return NdarrayVariable(output.add_input(tensor, as_tensor), source=source)
