@@ -210,6 +210,17 @@ class GuardSet:
                  f"{self.constant(torch.get_default_dtype)}() is {self.constant(dtype)}",
                  f"torch.get_default_dtype() is {dtype}")
 
+    def call_result(self, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any], value: object) -> None:
+        """Guard a query of global state answered at trace time (``torch.are_deterministic_algorithms_enabled()``,
+        ``torch.get_num_threads()``): the same call, asked again, gives the same answer."""
+        name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", repr(fn))
+        module = getattr(fn, "__module__", None) or ""
+        written = f"{'torch' if module.startswith('torch') else module}.{name}".lstrip(".")
+        shown = ", ".join([*map(repr, args), *(f"{k}={v!r}" for k, v in kwargs.items())])
+        call = f"{self.constant(fn)}(*{self.constant(tuple(args))}, **{self.constant(dict(kwargs))})"
+        self.add("GLOBAL_STATE", f"{written}({shown})", f"{call} == {self.constant(value)}",
+                 f"{written}({shown}) == {value!r}")
+
     def autocast_mode(self) -> None:
         """Guard the global autocast state (graphs traced outside autocast must not run inside it)."""
         state = autocast_state()

@@ -23,7 +23,8 @@ class Source:
 
     @property
     def guard_free(self) -> bool:
-        """True when values read through this source need no guard (attributes of Python modules)."""
+        """True when values read through this source need no guard (fixed attributes of library modules:
+        `variables.objects.is_fixed_library_attribute`)."""
         return False
 
 

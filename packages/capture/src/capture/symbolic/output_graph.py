@@ -334,6 +334,11 @@ class OutputGraph:
         stack_trace = self.stack_trace()
         if stack_trace:
             node.meta["stack_trace"] = stack_trace
+        if kind == "call_function" and result is not None and is_constant_value(result) \
+                and all(a.is_constant() for a in [*args, *kwargs.values()]):
+            # No tensor went in, so the answer comes from global state (the deterministic-algorithms
+            # flag, the thread count): it becomes a constant, guarded by asking again.
+            self.guards.call_result(target, tuple(fake_args), dict(fake_kwargs), result)
         return self._wrap_result(node, result)
 
     def _numpy_scalar_arguments(self, kind: str, target: Any, fake_args: Any, fake_kwargs: Any, result: Any,

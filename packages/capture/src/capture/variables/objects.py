@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import types
 from typing import TYPE_CHECKING, Any, cast
 
@@ -28,6 +29,22 @@ _FOLDABLE_TORCH = {torch.is_tensor, torch.is_floating_point, torch.get_default_d
 _IS_EXPORTING = getattr(torch.compiler, "is_exporting", None)
 _COMPILING_QUERIES = {f for f in (getattr(torch.compiler, "is_compiling", None),
                                   getattr(torch.compiler, "is_dynamo_compiling", None), _IS_EXPORTING) if f}
+
+
+def is_fixed_library_attribute(module: types.ModuleType, value: object) -> bool:
+    """Whether `module.<attr>` (= `value`) is read without a guard: functions, classes, submodules and
+    constants of torch, NumPy and the standard library (`torch.float32`, `math.pi`) do not change
+    between calls. torch's Python scalars are flags that do (``torch.backends.cudnn.enabled``), and
+    everything in the user's own modules (a config module's ``scale``, a function monkeypatched later)
+    is guarded."""
+    from capture.symbolic.output_graph import SKIPPED_LIBRARIES
+
+    root = (getattr(module, "__name__", None) or "").split(".")[0]
+    if isinstance(value, torch.Tensor):
+        return False
+    if root == "torch":
+        return not isinstance(value, (bool, int, float, complex, str, bytes))
+    return root in sys.stdlib_module_names or root in SKIPPED_LIBRARIES
 
 
 class TorchFunctionVariable(VariableTracker):
@@ -397,8 +414,8 @@ class PythonObjectVariable(VariableTracker):
             from capture.variables.autograd_calls import AutogradFunctionApplyVariable
 
             return AutogradFunctionApplyVariable(self.value)
-        of_module = isinstance(self.value, types.ModuleType)
-        source = AttrSource(self.source, name, of_python_module=of_module) if self.source is not None else None
+        unguarded = isinstance(self.value, types.ModuleType) and is_fixed_library_attribute(self.value, value)
+        source = AttrSource(self.source, name, of_python_module=unguarded) if self.source is not None else None
         if isinstance(value, types.MethodType) and value.__self__ is self.value:
             from capture.variables.functions import BoundMethodVariable
 
