@@ -281,3 +281,21 @@ def test_builtins_and_attributes_on_ndarrays_and_numpy_scalars() -> None:
                 s.real, a.T, np.asarray(s).T, a.astype("float64"), a.astype(float))
 
     _check_one_graph(fn, lambda s: _tensor(s, 2, 3))
+
+
+def test_numpy_dtypes_with_symbolic_and_large_sizes() -> None:
+    def fn(t: torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
+        ints = t.numpy().astype(np.int32)
+        return ints / 2, np.fft.fft(t.numpy())  # float64 and complex64, as NumPy gives them
+
+    compiled, backend, _ = _compile(fn, dynamic=True)
+    for n in (3, 5):
+        _same(compiled(_tensor(n, n)), fn(_tensor(n, n)))
+    assert backend.count == 1
+
+    def halves(t: torch.Tensor) -> np.ndarray:
+        return t.numpy() / 2
+
+    big = torch.arange(1 << 21, dtype=torch.int32)  # simulated with one element, for the dtype only
+    compiled, _, _ = _compile(halves)
+    _same(compiled(big), halves(big))

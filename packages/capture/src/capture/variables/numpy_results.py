@@ -4,13 +4,14 @@ differs.
 torch._numpy follows NumPy in most places but not all: `int_array / 2` and `np.arctan2` on integers give
 torch's float32 there, NumPy's float64; `np.fft.*` on float32 gives complex128 there, complex64 in NumPy 2;
 `np.median(a)` gives a 1-element array there, a scalar in NumPy. `expected_results` runs the real NumPy call once
-at trace time on arrays of ones with the operands' shapes and dtypes (small arrays only: values do not decide
-these), and `as_numpy_gives` then computes in the expected dtype (integer operands cast first, so `7 / 2` is
+at trace time on arrays of ones with the operands' shapes and dtypes (values do not decide these; symbolic
+sizes at their current values, large elementwise operands as one element per dim), and `as_numpy_gives` then computes in the expected dtype (integer operands cast first, so `7 / 2` is
 exact) or casts the result, reshapes a one-element result, and breaks the graph on any other difference.
 """
 
 from __future__ import annotations
 
+import math
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -25,8 +26,9 @@ from capture.variables.tensor import TensorVariable
 if TYPE_CHECKING:
     from capture.symbolic.translator import InstructionTranslator
 
-# Operands with more elements than this are not simulated (the check is skipped, torch._numpy's dtype stands).
-_MAX_ELEMENTS = 1 << 16
+# Operands with more elements than this are simulated with one element per dim (ufuncs and operators) or not
+# at all (the check is skipped: torch._numpy's result stands).
+_MAX_ELEMENTS = 1 << 20
 
 
 class _NoStandIn(Exception):
@@ -38,19 +40,31 @@ class Expected:
     """One array (or numpy scalar) a NumPy call returns: its dtype, shape, and whether it is a scalar."""
 
     dtype: Any
-    shape: tuple[int, ...]
+    shape: tuple[int, ...] | None  # None: not known exactly (simulated on other sizes)
     scalar: bool
 
 
 def expected_results(real: Callable[..., Any], args: list[VariableTracker],
                      kwargs: dict[str, VariableTracker]) -> list[Expected] | None:
     """What `real(*args, **kwargs)` returns in NumPy, array by array; None when the call cannot be simulated or
-    fails on ones (e.g. `np.linalg.inv` of a singular matrix)."""
+    fails on ones (e.g. `np.linalg.inv` of a singular matrix). Symbolic sizes are simulated at their current
+    values, and large elementwise operands (ufuncs, operators) as one element per dim; shapes are then not
+    compared (`Expected.shape` is None)."""
     import numpy
 
+    stand = _StandIns(shrink=False)
     try:
-        stand_ins = [_stand_in(a) for a in args]
-        keywords = {k: _stand_in(v) for k, v in kwargs.items()}
+        stand_ins = [stand(a) for a in args]
+        keywords = {k: stand(v) for k, v in kwargs.items()}
+    except _TooLarge:
+        if not (isinstance(real, numpy.ufunc) or getattr(real, "__module__", None) in ("_operator", "operator")):
+            return None
+        stand = _StandIns(shrink=True)
+        try:
+            stand_ins = [stand(a) for a in args]
+            keywords = {k: stand(v) for k, v in kwargs.items()}
+        except _NoStandIn:
+            return None
     except _NoStandIn:
         return None
     with numpy.errstate(all="ignore"), warnings.catch_warnings():
@@ -62,7 +76,8 @@ def expected_results(real: Callable[..., Any], args: list[VariableTracker],
     leaves = list(result) if isinstance(result, (tuple, list)) else [result]
     if not all(isinstance(leaf, (numpy.ndarray, numpy.generic)) for leaf in leaves):
         return None
-    return [Expected(leaf.dtype, tuple(leaf.shape), isinstance(leaf, numpy.generic)) for leaf in leaves]
+    return [Expected(leaf.dtype, None if stand.approximate else tuple(leaf.shape), isinstance(leaf, numpy.generic))
+            for leaf in leaves]
 
 
 def as_numpy_gives(tx: InstructionTranslator, result: VariableTracker, real: Callable[..., Any],
@@ -92,8 +107,8 @@ def as_numpy_gives(tx: InstructionTranslator, result: VariableTracker, real: Cal
     for leaf, item, dtype in zip(arrays, expected, wanted):
         tensor = leaf.tensor
         shape = tuple(tensor.example.shape)
-        if all(isinstance(n, int) for n in shape) and shape != item.shape:
-            if tensor.example.numel() != 1 or len(item.shape) > 1:
+        if item.shape is not None and all(isinstance(n, int) for n in shape) and shape != item.shape:
+            if tensor.example.numel() != 1 or len(item.shape) > 1:  # only `(1,)` where NumPy gives `()`
                 raise Unsupported(f"torch._numpy gives shape {list(shape)} where NumPy gives {list(item.shape)} "
                                   f"({getattr(real, '__name__', real)}): not captured")
             tensor = _call(tx, "reshape", tensor, ConstantVariable(item.shape))
@@ -133,35 +148,61 @@ def _with_integer_operands_cast(tx: InstructionTranslator, again: Callable[[list
     return None
 
 
-def _stand_in(value: VariableTracker) -> Any:
-    import numpy
+class _TooLarge(_NoStandIn):
+    """An operand too large to simulate at its size."""
 
-    from capture.variables.builtins import BuiltinVariable
-    from capture.variables.folding import NumpyCallVariable
-    from capture.variables.ndarray import NdarrayVariable, numpy_dtype
 
-    if isinstance(value, (NdarrayVariable, TensorVariable)):
-        example = value.tensor.example if isinstance(value, NdarrayVariable) else value.example
-        if any(not isinstance(size, int) for size in example.shape) or example.numel() > _MAX_ELEMENTS:
+class _StandIns:
+    """Stand-ins NumPy is called with: arrays of ones of the operands' dtypes and shapes, the constants as
+    written. `shrink` gives arrays one element per dim; `approximate` says whether a size was not exact."""
+
+    def __init__(self, shrink: bool) -> None:
+        self.shrink = shrink
+        self.approximate = shrink
+
+    def __call__(self, value: VariableTracker) -> Any:
+        import numpy
+
+        from capture.variables.builtins import BuiltinVariable
+        from capture.variables.folding import NumpyCallVariable
+        from capture.variables.ndarray import NdarrayVariable, numpy_dtype
+        from capture.variables.sym_values import SymNodeVariable
+
+        if isinstance(value, (NdarrayVariable, TensorVariable)):
+            example = value.tensor.example if isinstance(value, NdarrayVariable) else value.example
+            if example.dtype not in _KNOWN:
+                raise _NoStandIn()
+            dtype = numpy_dtype(example.dtype)
+            if isinstance(value, NdarrayVariable) and value.scalar:
+                return dtype.type(1)
+            shape = tuple(1 if self.shrink else self._size(n) for n in example.shape)
+            if math.prod(shape) > _MAX_ELEMENTS:
+                raise _TooLarge()
+            return numpy.ones(shape, dtype)
+        if isinstance(value, SymNodeVariable):
+            return self._size(value.value)
+        if isinstance(value, ConstantVariable):
+            if isinstance(value.value, (torch.dtype, torch.device)):
+                raise _NoStandIn()
+            return value.value
+        if isinstance(value, NumpyCallVariable) and isinstance(value.fn, type):
+            return value.fn
+        if isinstance(value, BuiltinVariable) and value.fn in (float, int, bool, complex):
+            return value.fn
+        if isinstance(value, (TupleVariable, ListVariable)):
+            items = [self(item) for item in value.items]
+            return tuple(items) if isinstance(value, TupleVariable) else items
+        raise _NoStandIn()
+
+    def _size(self, size: Any) -> Any:
+        """A static size, or a symbolic one's current value (read without a guard)."""
+        if isinstance(size, (int, float, bool)):
+            return size
+        hint = getattr(getattr(size, "node", None), "hint", None)
+        if hint is None:  # a size only the data gives
             raise _NoStandIn()
-        if example.dtype not in _KNOWN:
-            raise _NoStandIn()
-        dtype = numpy_dtype(example.dtype)
-        if isinstance(value, NdarrayVariable) and value.scalar:
-            return dtype.type(1)
-        return numpy.ones(tuple(example.shape), dtype)
-    if isinstance(value, ConstantVariable):
-        if isinstance(value.value, (torch.dtype, torch.device)):
-            raise _NoStandIn()
-        return value.value
-    if isinstance(value, NumpyCallVariable) and isinstance(value.fn, type):
-        return value.fn
-    if isinstance(value, BuiltinVariable) and value.fn in (float, int, bool, complex):
-        return value.fn
-    if isinstance(value, (TupleVariable, ListVariable)):
-        items = [_stand_in(item) for item in value.items]
-        return tuple(items) if isinstance(value, TupleVariable) else items
-    raise _NoStandIn()
+        self.approximate = True
+        return hint
 
 
 _KNOWN = {torch.float16, torch.float32, torch.float64, torch.complex64, torch.complex128, torch.int8, torch.int16,
