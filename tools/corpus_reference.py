@@ -55,7 +55,26 @@ def load_corpus() -> ModuleType:
 
 
 def _op_count(graphs: list[torch.fx.GraphModule]) -> int:
-    return sum(1 for gm in graphs for node in gm.graph.nodes if node.op.startswith("call"))
+    """Call nodes over all graphs, less Dynamo's ndarray/tensor conversions (capture's graphs have none)."""
+    return sum(1 for gm in graphs for node in gm.graph.nodes if node.op.startswith("call") and
+               not _numpy_conversion(node))
+
+
+def _numpy_conversion(node: torch.fx.Node) -> bool:
+    """Dynamo's node for `Tensor.numpy()` (`t.view_as(t)`) or for `torch.from_numpy`/`as_tensor` of an ndarray
+    it traced (the argument is one of its NumPy nodes)."""
+    if node.op == "call_method" and node.target == "view_as" and len(node.args) == 2 and node.args[0] is node.args[1]:
+        return True
+    if node.op == "call_function" and node.target in (torch.as_tensor, torch.from_numpy) and node.args and \
+            isinstance(node.args[0], torch.fx.Node):
+        return _numpy_node(node.args[0])
+    return False
+
+
+def _numpy_node(node: torch.fx.Node) -> bool:
+    target = str(node.target)
+    return target.startswith("<Wrapped") or "numpy_attr_wrapper" in target or (
+        node.op == "call_method" and node.target == "view_as" and len(node.args) == 2 and node.args[0] is node.args[1])
 
 
 def is_deterministic(program: Any) -> bool:
