@@ -67,6 +67,25 @@ def test_comprehensions_and_slices() -> None:
     assert len(backend_graphs) == 1
 
 
+def test_slice_assignment_is_one_graph() -> None:
+    """`t[1:3] = v` (STORE_SLICE on 3.12, BUILD_SLICE + STORE_SUBSCR on 3.11) writes in the graph."""
+    def f(x):
+        y = x.clone()
+        y[1:3] = 0.5
+        y[:1] = x[3:4] * 2
+        return y
+
+    backend_graphs: list[torch.fx.GraphModule] = []
+
+    def backend(gm, inputs):
+        backend_graphs.append(gm)
+        return gm.forward
+
+    x = torch.randn(5)
+    torch.testing.assert_close(capture.optimize(backend)(f)(x), f(x))
+    assert len(backend_graphs) == 1
+
+
 @pytest.mark.parametrize("value", [0.5, -0.5])
 def test_conditional_expression_branches(value: float) -> None:
     def f(x, flag=True):

@@ -240,8 +240,22 @@ def build_slice(tx: InstructionTranslator, instr: Instruction) -> None:
 @opcode("STORE_SUBSCR")
 def store_subscr(tx: InstructionTranslator, instr: Instruction) -> None:
     index = tx.pop()
-    container = _as_collection(tx, tx.pop())
-    value = tx.pop()
+    container = tx.pop()
+    _store_item(tx, container, index, tx.pop())
+
+
+@opcode("STORE_SLICE", min_version=(3, 12))
+def store_slice(tx: InstructionTranslator, instr: Instruction) -> None:
+    end = tx.pop()
+    start = tx.pop()
+    container = tx.pop()
+    _store_item(tx, container, _make_slice([start, end]), tx.pop())
+
+
+def _store_item(tx: InstructionTranslator, container: VariableTracker, index: VariableTracker,
+                value: VariableTracker) -> None:
+    """`container[index] = value` (STORE_SUBSCR, and STORE_SLICE's `container[start:end] = value`)."""
+    container = _as_collection(tx, container)
     if isinstance(container, TensorVariable):
         tx.output.call_graph("call_function", operator.setitem, [container, index, value], {})
         return

@@ -71,7 +71,7 @@ UNSUPPORTED: dict[str, str] = {
     "POP_BLOCK": "pseudo-instruction", "LOAD_METHOD": "3.12: a pseudo-instruction (LOAD_ATTR's method bit)", "STORE_FAST_MAYBE_NULL": "pseudo-instruction",
     "LOAD_ZERO_SUPER_ATTR": "pseudo-instruction (super())", "LOAD_ZERO_SUPER_METHOD": "pseudo-instruction (super())",
     "LOAD_SUPER_METHOD": "pseudo-instruction (super())",
-    "STORE_SLICE": "slice assignment", "HAVE_ARGUMENT": "a marker, not an opcode",
+    "HAVE_ARGUMENT": "a marker, not an opcode",
     "RESERVED": "reserved", "ENTER_EXECUTOR": "tier-2 optimizer only",
 }
 
