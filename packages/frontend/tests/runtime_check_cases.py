@@ -23,6 +23,7 @@ ROWS, COLS = 6, 5
 def index_ops(
     x: torch.Tensor, w: torch.Tensor, i_get: torch.Tensor, i_gather: torch.Tensor, i_emb: torch.Tensor,
     i_sel: torch.Tensor, i_scatter: torch.Tensor, i_put: torch.Tensor, i_add: torch.Tensor,
+    i_hot: torch.Tensor, i_target: torch.Tensor,
 ) -> tuple[torch.Tensor, ...]:  # fmt: skip
     """Every lowered op indexing by data, each through its own index argument."""
     src = torch.arange(COLS, dtype=x.dtype).expand(2, COLS) * 0.5
@@ -36,6 +37,8 @@ def index_ops(
         torch.index_put(x, (i_put,), src, accumulate=True),
         torch.index_put(x, (i_put,), src),
         torch.index_add(x, 0, i_add, src),
+        F.one_hot(i_hot, COLS) * 3,
+        F.cross_entropy(x, i_target),
     )
 
 
@@ -75,6 +78,8 @@ def _index_inputs(generator: torch.Generator) -> dict[str, torch.Tensor]:
         "i_scatter": ints(ROWS, 2, COLS),
         "i_put": torch.tensor([-1, 2]),
         "i_add": ints(ROWS, 2),
+        "i_hot": ints(COLS, 4),
+        "i_target": ints(COLS, ROWS),
     }
 
 
@@ -93,6 +98,10 @@ INDEX_CASES: list[tuple[str, str, Callable[[torch.Tensor], torch.Tensor]]] = [
     ("index_put_negative", "i_put", lambda t: t.index_fill(0, torch.tensor([0]), -ROWS - 1)),
     ("index_add_high", "i_add", lambda t: t.index_fill(0, torch.tensor([0]), ROWS)),
     ("index_add_negative", "i_add", lambda t: t.index_fill(0, torch.tensor([1]), -1)),
+    ("one_hot_high", "i_hot", lambda t: t.index_fill(0, torch.tensor([2]), COLS)),
+    ("one_hot_negative", "i_hot", lambda t: t.index_fill(0, torch.tensor([0]), -1)),
+    ("loss_target_high", "i_target", lambda t: t.index_fill(0, torch.tensor([3]), COLS)),
+    ("loss_target_negative", "i_target", lambda t: t.index_fill(0, torch.tensor([5]), -2)),
 ]
 
 

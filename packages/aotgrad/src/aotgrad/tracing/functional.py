@@ -23,6 +23,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from aotgrad.decompositions import DecompositionTable, mutation_decompositions
 from aotgrad.errors import TracingError, location_from_stack_trace
+from aotgrad.tracing.eager_checks import EagerChecks
 from aotgrad.tracing.graph_passes import (
     clean,
     draw_random_in_memory_order,
@@ -333,11 +334,12 @@ def trace_functional(
 def _flat_traceable(
     fn: Callable[..., Any], training: bool, spec_box: list[pytree.TreeSpec]
 ) -> Callable[..., list[Any]]:
-    """`fn` returning its flat output leaves (their structure goes to `spec_box`), with the
-    gradient barriers and the custom-backward check when training."""
+    """`fn` returning its flat output leaves (their structure goes to `spec_box`), with eager's
+    argument checks (`EagerChecks`), and the gradient barriers and the custom-backward check when
+    training."""
 
     def flat_fn(*args: Any) -> list[Any]:
-        with _GradientBarriers() if training else contextlib.nullcontext():
+        with EagerChecks(), _GradientBarriers() if training else contextlib.nullcontext():
             leaves, spec = pytree.tree_flatten(fn(*args))
         if training:
             _check_no_custom_backward(leaves)

@@ -49,6 +49,15 @@ LOWERINGS: dict[Any, Lowering] = {}
 """ATen ``OpOverload`` -> lowering function."""
 
 
+
+DECOMPOSED_INDEX_ERRORS: dict[str, Literal["IndexError", "RuntimeError"]] = {
+    "aten.nll_loss_forward.default": "IndexError",
+    "aten.nll_loss2d_forward.default": "IndexError",
+}
+"""Ops that decompose into indexing ops (`gather`) whose eager kernels raise another exception for an
+index out of range than the indexing op would: a loss target out of range is an IndexError in eager,
+a gather index a RuntimeError."""
+
 class NotLowerable(Exception):
     """Raised by a lowering for arguments it does not handle: the op falls back to ATen."""
 
@@ -128,8 +137,14 @@ class LoweringContext:
         return name.split(".")[0]
 
     def index_check(self, error: Literal["IndexError", "RuntimeError"], dim: int | None = None) -> IndexCheck:
-        """How generated code checks this op's indirect indices: eager's ``error``, the op, the user's line."""
+        """How generated code checks this op's indirect indices: eager's ``error``, the op, the user's line.
+
+        An op decomposed from another (``nll_loss_forward`` into ``gather``) raises what the original op
+        raises in eager (`DECOMPOSED_INDEX_ERRORS`), and names it."""
         op = "" if self.node is None else str(self.node.target)
+        original = "" if self.node is None else str(self.node.meta.get("original_aten") or "")
+        if original in DECOMPOSED_INDEX_ERRORS:
+            error, op = DECOMPOSED_INDEX_ERRORS[original], original
         return IndexCheck(error, op, dim, user_location(self.node))
 
     def meta(self) -> Any:
