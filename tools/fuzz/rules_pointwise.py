@@ -206,7 +206,7 @@ SPECIAL_UNARY: tuple[tuple[str, str], ...] = (
     ("logical_or", "torch.logical_or({0}, {0} > 1)"), ("promote_0d_int", "{0} + torch.tensor(3)"),
     ("promote_0d_float", "{0} * torch.tensor(2.5, dtype=torch.float64)"), ("promote_0d_bool", "{0} - torch.tensor(True).long()"),
     ("promote_scalar_float", "{0} * 1.5"), ("promote_int_true_div", "{0} / 2"),
-    ("erfinv", "torch.erfinv(torch.tanh({0}))"), ("lgamma", "torch.lgamma({0})"), ("digamma", "torch.digamma({0})"),
+    ("erfinv", "torch.erfinv(torch.sigmoid({0}) - 0.5)"), ("lgamma", "torch.lgamma({0})"), ("digamma", "torch.digamma({0})"),
     ("logit", "torch.logit({0}, eps=1e-3)"), ("sinc", "torch.sinc({0})"), ("i0", "torch.special.i0({0})"),
     ("ndtr", "torch.special.ndtr({0})"), ("asinh", "torch.asinh({0})"), ("acos", "torch.acos({0})"),
     ("deg2rad", "torch.deg2rad({0})"), ("log10", "torch.log10({0})"), ("exp_neg_abs", "torch.exp(-{0}.abs())"),

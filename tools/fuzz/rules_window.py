@@ -14,6 +14,7 @@ from __future__ import annotations
 import torch
 
 from tools.fuzz.builder import Builder, dtype_name
+from tools.fuzz.rules_nn import well_scaled
 
 
 def _ties(xt: torch.Tensor) -> bool:
@@ -130,7 +131,7 @@ def window(b: Builder) -> bool:
         if rng.random() < 0.5:
             return b.try_add("pixel_unshuffle", "F.pixel_unshuffle({0}, 2)", (x,))
         return b.try_add("pixel_shuffle", "F.pixel_shuffle({0}, 2)", (x,))
-    if xt.dim() < 3:
+    if xt.dim() < 3 or not well_scaled(xt):
         return False
     spread = xt.detach().double().flatten(2).var(-1, correction=0)
     if spread.numel() == 0 or not bool((spread > 1e-3).all()):
