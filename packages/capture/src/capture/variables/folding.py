@@ -43,9 +43,28 @@ def folded_callable(value: Any) -> VariableTracker | None:
     if isinstance(value, (types.MethodDescriptorType, types.WrapperDescriptorType)) and \
             getattr(value, "__objclass__", None) is torch._C.TensorBase:
         return TensorDescriptorVariable(value)
+    if _is_numpy_random(value):
+        from capture.variables.objects import SkippedFunctionVariable
+
+        name = getattr(value, "__qualname__", getattr(value, "__name__", "?"))
+        return SkippedFunctionVariable(value, f"numpy.random ({name}) draws at run time: it runs eagerly, not as a "
+                                              "constant of the graph")
     if _is_numpy_callable(value):
         return NumpyCallVariable(value)
     return None
+
+
+def _is_numpy_random(value: Any) -> bool:
+    """np.random's functions and the methods of its generators (`np.random.rand`, `RandomState(0).normal`);
+    its classes stay classes (`isinstance(r, np.random.RandomState)`)."""
+    numpy = sys.modules.get("numpy")
+    if numpy is None or isinstance(value, type):
+        return False
+    try:
+        module = getattr(value, "__module__", None) or ""
+    except Exception:
+        return False
+    return isinstance(module, str) and (module == "numpy.random" or module.startswith("numpy.random."))
 
 
 def _marked_constant(value: Any) -> bool:
