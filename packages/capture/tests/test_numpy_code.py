@@ -300,3 +300,15 @@ def test_numpy_dtypes_with_symbolic_and_large_sizes() -> None:
     big = torch.arange(1 << 21, dtype=torch.int32)  # simulated with one element, for the dtype only
     compiled, _, _ = _compile(halves)
     _same(compiled(big), halves(big))
+
+
+def test_numpy_of_a_conjugate_view_raises_as_in_eager() -> None:
+    def fn(t: torch.Tensor) -> np.ndarray:
+        return t.conj().numpy()
+
+    t = torch.randn(3, dtype=torch.complex64)
+    compiled, _, _ = _compile(fn)
+    with pytest.raises(RuntimeError):
+        fn(t)
+    with pytest.raises(RuntimeError):
+        compiled(t)

@@ -223,6 +223,8 @@ def tensor_to_ndarray(tx: InstructionTranslator, tensor: TensorVariable, args: l
         raise Unsupported(f"TypeError: {what} on a {example.device.type} tensor", user_error=True)
     if example.dtype not in _NUMPY_DTYPES:
         raise Unsupported(f"TypeError: {what} on a {example.dtype} tensor (numpy has no such dtype)", user_error=True)
+    if example.is_conj() or example.is_neg():
+        raise Unsupported(f"RuntimeError: {what} on a tensor with its conjugate or negative bit set", user_error=True)
     return NdarrayVariable(tensor)
 
 
