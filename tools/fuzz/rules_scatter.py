@@ -16,6 +16,8 @@ from tools.fuzz.builder import Builder, dtype_name
 from tools.fuzz.rules_shape import _dim
 
 REDUCES = ("sum", "prod", "mean", "amax", "amin")
+DENSE_LIMIT = 60_000
+"""The most output elements times sources along the scattered dimension a scatter is drawn with."""
 
 
 def _permutation(b: Builder, n: int, count: int) -> tuple[str, str]:
@@ -39,6 +41,11 @@ def scatter(b: Builder) -> bool:
                        "index_fill", "index_reduce", "masked_scatter", "one_hot", "embedding_bag"])
     if kind in ("scatter", "scatter_reduce"):
         idx_shape = tuple(rng.randint(1, s) for s in xt.shape)
+        # Kiln lowers a scatter densely (every output compares against every source along d):
+        # keep that product small enough for Triton's interpreter.
+        dd = d % xt.dim()
+        if xt.numel() * idx_shape[dd] > DENSE_LIMIT:
+            idx_shape = (*idx_shape[:dd], max(1, DENSE_LIMIT // xt.numel()), *idx_shape[dd + 1 :])
         if kind == "scatter_reduce":
             idx = b.new_input(idx_shape, "int64", "index", layout="contiguous" if rng.random() < 0.7 else None)
             src = b.new_input(idx_shape, dtype if rng.random() < 0.9 else None)
@@ -49,7 +56,6 @@ def scatter(b: Builder) -> bool:
                 return False  # the gradient is shared among equal extrema
             return b.try_add("scatter_reduce_" + reduce, template, (x, idx, src))
         # Along d: distinct positions per row; the other dimensions index plainly.
-        dd = d % xt.dim()
         perm_shape = tuple(s if i != dd else xt.shape[dd] for i, s in enumerate(idx_shape))
         perm = b.new_input(perm_shape, "int64", "index", layout="contiguous")
         index = f"{{1}}.argsort(dim={dd}, stable=True).narrow({dd}, 0, {idx_shape[dd]})"
