@@ -5,8 +5,10 @@ attributes, methods and operators follow NumPy (type promotion with float64 defa
 Each NumPy operation is one graph node calling `torch._numpy` (NumPy's API implemented on tensors) on the
 tensors as ndarrays (`numpy_function`, `numpy_method`, `numpy_operator`, `numpy_attribute`); `torch.from_numpy`
 turns the value back into a tensor. An ndarray the region hands back to Python (returned, or live at a graph
-break) is rebuilt as a real numpy array from the graph's output tensor (`ndarray_from_tensor`). Writes into an
-ndarray (`a[i] = v`, `a += 1`, `a.sort()`) and calls that leave the graph (`a.tolist()`) break the graph.
+break) is rebuilt as a real numpy array from the graph's output tensor (`ndarray_from_tensor`). Writes
+(`a[i] = v`, `a += 1`) are nodes writing into the tensor, so memory shared with a tensor sees them as in eager;
+write methods (`a.sort()`) and calls that leave the graph (`a.tolist()`) break the graph. Results are made to
+match what NumPy itself gives (dtype, shape, scalar or array) by `numpy_results.py`.
 """
 
 from __future__ import annotations
@@ -29,7 +31,8 @@ if TYPE_CHECKING:
 
 # numpy's namespaces traced through torch._numpy (np.random is not: its draws are not a function of the inputs).
 _NAMESPACES = {"numpy": "", "numpy.linalg": "linalg.", "numpy.fft": "fft."}
-# Results that stay 0-d arrays (not numpy scalars) when they have no dims, as in NumPy.
+# Results that stay 0-d arrays (not numpy scalars) when they have no dims, as in NumPy (used where NumPy's own
+# answer is not simulated, see numpy_results.py).
 _ARRAY_RESULTS = frozenset({"array", "asarray", "asanyarray", "ascontiguousarray", "copy", "empty", "zeros", "ones",
                             "full", "empty_like", "zeros_like", "ones_like", "full_like", "reshape", "astype",
                             "view", "squeeze", "transpose", "ravel", "flatten"})
@@ -152,11 +155,12 @@ class NdarrayVariable(VariableTracker):
             return _traced(tx, numpy_attribute, [ConstantVariable(name), self.tensor], {}, array=not self.scalar)
         if name == "__class__":
             return tx.output.wrap_value(self.python_type(), None)
-        if callable(getattr(_numpy().ndarray, name, None)):
+        cls = self.python_type()
+        if callable(getattr(cls, name, None)):
             return NdarrayMethodVariable(self, name)
-        if hasattr(_numpy().ndarray, name):
-            raise Unsupported(f"ndarray.{name} is not captured (numpy arrays are traced as tensors)")
-        message = f"'numpy.ndarray' object has no attribute '{name}'"
+        if hasattr(cls, name):
+            raise Unsupported(f"{cls.__name__}.{name} is not captured (numpy values are traced as tensors)")
+        message = f"'numpy.{cls.__name__}' object has no attribute '{name}'"
         raise Unsupported(f"AttributeError: {message}", user_error=True, exception=AttributeError(message))
 
     def iterate(self, tx: InstructionTranslator) -> list[VariableTracker]:
