@@ -4,6 +4,7 @@ Sessions:
   tests              one venv, all six packages installed editable, pytest over every package (CPU;
                      Triton kernels run under TRITON_INTERPRET=1)
   tests-<package>    the same, for one package's tests
+  tests-py313        capture's tests under Python 3.13 (installs torch's large build; not in CI)
   lint               ruff and the architecture check (tools/check_architecture.py)
   typecheck          mypy, one run per package
   build              wheels of all six distributions into dist/
@@ -113,6 +114,16 @@ def bench(session: nox.Session) -> None:
     """eager vs torch.compile vs Kiln, side by side; pass --quick for the short subset."""
     _install_kiln(session, "transformers>=4.40", "numpy", "matplotlib")
     session.run("python", "-m", "tools.bench", *session.posargs)
+
+
+@nox.session(name="tests-py313", python="3.13", default=False)
+def tests_py313(session: nox.Session) -> None:
+    """capture's tests under Python 3.13. torch for 3.13 is the registry's large CUDA build, so CI does
+    not run this session; with pyenv, make the interpreter visible first:
+    `PYENV_VERSION=3.11.7:3.13.0 nox -s tests-py313`."""
+    session.install(os.environ.get("KILN_TORCH_PY313", "torch"))
+    session.install("-e", str(ROOT / "packages" / "capture"), "pytest>=8", "pytest-xdist>=3", "numpy", "scipy", "expecttest")
+    _pytest(session, ["packages/capture/tests"])
 
 
 @nox.session

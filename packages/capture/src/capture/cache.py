@@ -11,6 +11,7 @@ import contextvars
 import functools
 import inspect
 import logging
+import sys
 import threading
 import types
 import warnings
@@ -115,6 +116,22 @@ def _bind_positional(fn: types.FunctionType, code: types.CodeType, args: tuple[A
     if code.co_flags & 0x08:  # **kwargs
         values.append({})
     return values
+
+
+SUPPORTED_PYTHONS = ((3, 11), (3, 12))
+_UNSUPPORTED_PYTHON = (f"capture supports Python {' and '.join('.'.join(map(str, v)) for v in SUPPORTED_PYTHONS)}; "
+                       f"on Python {sys.version_info.major}.{sys.version_info.minor} compiled functions run eagerly")
+
+
+def python_supported() -> bool:
+    """Whether capture can rewrite this interpreter's bytecode (elsewhere every function runs eagerly)."""
+    return sys.version_info[:2] in SUPPORTED_PYTHONS
+
+
+@functools.cache
+def _warn_unsupported_python() -> None:
+    """Say once per process that nothing is compiled on this Python."""
+    warnings.warn(_UNSUPPORTED_PYTHON, RuntimeWarning, stacklevel=6)
 
 
 def run_eagerly(fn: types.FunctionType, state: CodeState, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -268,6 +285,12 @@ class CaptureContext:
 
         code = fn.__code__
         G, C = fn.__globals__, fn.__closure__
+        if not python_supported():
+            state.eager_reason = _UNSUPPORTED_PYTHON
+            if self.nopython:
+                raise InternalCaptureError(_UNSUPPORTED_PYTHON)
+            _warn_unsupported_python()
+            return None
         if state.entries:
             failed_text = self._report_recompile(code, state, L, G, C)
             if len(state.entries) >= self.config.cache_size_limit:
