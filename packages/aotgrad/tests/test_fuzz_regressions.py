@@ -363,3 +363,21 @@ def test_eye_of_256_rows_times_an_integer_input() -> None:
         return a * torch.eye(a.size(-2), a.size(-1), dtype=torch.float16), torch.eye(257)[:, :3] @ w
 
     check_against_eager(fn, lambda: [_leaf(17, (256, 1), torch.int64), _leaf(18, (3, 2), grad=True)])
+
+
+# --- linear upsampling of infinite pixels ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("align_corners", [False, True])
+def test_linear_upsampling_of_an_infinite_edge_pixel_is_infinite(align_corners: bool) -> None:
+    # fuzz f9d594847d: torch's decomposition blends v1 + (v2 - v1) * a, nan where both are inf
+    def fn(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        size = torch.nn.functional.interpolate(x, size=5, mode="linear", align_corners=align_corners)
+        return size, torch.nn.functional.interpolate(x, scale_factor=1.5, mode="linear", align_corners=align_corners)
+
+    def inputs() -> list[torch.Tensor]:
+        x = _leaf(19, (2, 3, 4))
+        x[0, 0, -1], x[1, 2, -1], x[1, 1, 0] = float("inf"), float("-inf"), float("inf")
+        return [x]
+
+    check_against_eager(fn, inputs, no_grad=True)

@@ -35,3 +35,17 @@ def test_flip_of_a_stepped_slice_scatter_matches_eager() -> None:
     gm = make_fx(_flip_of_stepped_scatter, decomposition_table=inductor_ir.decompositions())(t)
     compiled = inductor_ir.compile_graph(gm, [t], backends={"cpu": ReferenceBackend()})
     assert_close(compiled(t), _flip_of_stepped_scatter(t))
+
+
+def _linear_upsample(x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    interpolate = torch.nn.functional.interpolate
+    return interpolate(x, size=3, mode="linear"), interpolate(x, size=7, mode="linear", align_corners=True)
+
+
+def test_linear_upsampling_of_an_infinite_edge_pixel_matches_eager() -> None:
+    # torch's decomposition blends v1 + (v2 - v1) * a: nan where both neighbours are the same inf pixel
+    x = torch.randn(2, 3, 4, generator=torch.Generator().manual_seed(7))
+    x[0, 0, -1], x[1, 2, -1], x[1, 1, 0] = float("inf"), float("-inf"), float("inf")
+    gm = make_fx(_linear_upsample, decomposition_table=inductor_ir.decompositions())(x)
+    compiled = inductor_ir.compile_graph(gm, [x], backends={"cpu": ReferenceBackend()})
+    assert_close(compiled(x), _linear_upsample(x))

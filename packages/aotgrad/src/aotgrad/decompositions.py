@@ -23,6 +23,9 @@ Graphs that aotgrad hands to a compiler use torch's Core ATen opset
 
 * **Replaced** (`EAGER_FACTORIES`): ``eye`` indexes with int64 ranges (torch's picks uint16 from 256
   rows on, which CPU ``arange`` and Kiln's code generators do not support).
+* **Decomposed as eager computes** (`EAGER_UPSAMPLE`): where the table decomposes linear/trilinear
+  upsampling, the two neighbours are weighed as eager's kernels do (torch's difference form gives
+  nan where eager gives inf).
 
 Everything else in the Core ATen table is decomposed; ops outside it (e.g. `convolution`,
 `addmm`, `native_layer_norm`, `_softmax`) are Core ATen already and stay as they are. A code
@@ -41,6 +44,7 @@ from torch._decomp import core_aten_decompositions, get_decompositions
 from aotgrad.eager_batch_norm import with_eager_running_mean
 from aotgrad.eager_factories import EAGER_FACTORIES
 from aotgrad.eager_gradients import EAGER_GRADIENTS
+from aotgrad.eager_upsample import EAGER_UPSAMPLE
 
 aten = torch.ops.aten
 
@@ -148,6 +152,7 @@ def default_decompositions() -> DecompositionTable:
     table: DecompositionTable = dict(core_aten_decompositions())  # type: ignore[arg-type]
     table.update(get_decompositions(list(EARLY_DECOMPOSED)))  # type: ignore[arg-type]
     table.update(EAGER_FACTORIES)
+    table.update({op: fn for op, fn in EAGER_UPSAMPLE.items() if op in table})
     for op in _overloads(KEPT_WHOLE):
         table.pop(op, None)
     return table

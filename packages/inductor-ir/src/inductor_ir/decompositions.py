@@ -14,6 +14,8 @@ from typing import Any
 import torch
 from torch._decomp import core_aten_decompositions, get_decompositions
 
+from inductor_ir.eager_upsample import EAGER_UPSAMPLE
+
 __all__ = ["decompositions"]
 
 aten = torch.ops.aten
@@ -149,4 +151,6 @@ def _table() -> dict[Any, Any]:
     for op in [*_KEEP, *LOWERINGS]:
         table.pop(op, None)
     table.update(_OWN)
+    # Where torch decomposes linear upsampling, weigh the neighbours as eager does (inf stays inf).
+    table.update({op: fn for op, fn in EAGER_UPSAMPLE.items() if op in table})
     return table

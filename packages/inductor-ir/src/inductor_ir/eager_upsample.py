@@ -1,0 +1,80 @@
+"""Linear and trilinear upsampling as eager's CPU kernels compute them (aotgrad has the same
+decomposition; this package does not depend on aotgrad).
+
+torch's decomposition blends two neighbours as ``v1 + (v2 - v1) * alpha``; eager's kernels weigh
+them, ``v1 * (1 - alpha) + v2 * alpha``. The two agree on finite values (up to rounding) but not at
+infinities: where both neighbours are the same infinite pixel (the clamped last one) eager gives
+inf and the difference form gives ``inf - inf = nan``. `upsample_linear` is torch's decomposition
+(indices, weights, opmath dtype, memory format) with eager's weighted sum.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from itertools import product
+from typing import Any
+
+import torch
+from torch._decomp.decompositions import _compute_scale, _compute_source_index, upsample_compute_output_size
+from torch._decomp.decompositions import _upsample_linear as torch_upsample_linear
+from torch._prims_common import ELEMENTWISE_TYPE_PROMOTION_KIND, elementwise_dtypes, suggest_memory_format
+
+aten = torch.ops.aten
+
+__all__ = ["EAGER_UPSAMPLE", "upsample_linear"]
+
+
+def upsample_linear(
+    x: torch.Tensor, output_size: Sequence[int], align_corners: bool, scales: Sequence[float | None]
+) -> torch.Tensor:
+    """`x` (batch, channels, spatial...) resized to `output_size`: every output the weighted sum of
+    its two neighbours along each spatial dimension, innermost first, as eager computes it."""
+    if not x.is_floating_point():
+        # Integer images have no infinities; torch's decomposition rounds them as eager does.
+        return torch_upsample_linear(x, list(output_size), align_corners, list(scales))  # type: ignore[no-any-return]
+    _, dtype = elementwise_dtypes(x, type_promotion_kind=ELEMENTWISE_TYPE_PROMOTION_KIND.INT_TO_FLOAT)
+    compute = torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype  # eager's opmath
+    n_dims = x.dim() - 2
+    lows: list[torch.Tensor] = []
+    highs: list[torch.Tensor] = []
+    alphas: list[torch.Tensor] = []
+    for k, (in_size, out_size, scale) in enumerate(zip(x.shape[2:], output_size, scales, strict=True)):
+        factor = _compute_scale(in_size, out_size, align_corners, scale)
+        i = torch.arange(out_size, device=x.device).to(dtype=compute)
+        source = _compute_source_index(factor, i, align_corners).clamp(min=0.0)
+        source = source.reshape(source.shape[0], *[1] * (n_dims - 1 - k))
+        low = source.to(torch.int64)
+        lows.append(low)
+        highs.append((low + 1).clamp(max=in_size - 1))
+        alphas.append((source - low).clamp(0.0, 1.0))
+    values = []
+    for corner in product(*[[0, 1]] * n_dims):
+        index = [None, None] + [lows[k] if corner[k] == 0 else highs[k] for k in range(n_dims)]
+        values.append(aten._unsafe_index(x, index).to(compute))
+    for k in reversed(range(n_dims)):
+        values = [v1 * (1 - alphas[k]) + v2 * alphas[k] for v1, v2 in zip(values[::2], values[1::2], strict=True)]
+    return values[0].contiguous(memory_format=suggest_memory_format(x)).to(x.dtype)
+
+
+def _default(n_dims: int) -> Callable[..., torch.Tensor]:
+    def decompose(x: torch.Tensor, output_size: Sequence[int], align_corners: bool, *scales: float | None) -> torch.Tensor:
+        return upsample_linear(x, output_size, align_corners, [*scales, *[None] * (n_dims - len(scales))])
+
+    return decompose
+
+
+def _vec(
+    x: torch.Tensor, output_size: Sequence[int] | None, align_corners: bool, scale_factors: Sequence[float] | None
+) -> torch.Tensor:
+    size = upsample_compute_output_size(x.size(), output_size, scale_factors)
+    return upsample_linear(x, size, align_corners, list(scale_factors) if scale_factors else [None] * len(size))
+
+
+EAGER_UPSAMPLE: dict[Any, Callable[..., Any]] = {
+    aten.upsample_linear1d.default: _default(1),
+    aten.upsample_bilinear2d.default: _default(2),
+    aten.upsample_trilinear3d.default: _default(3),
+    aten.upsample_linear1d.vec: _vec,
+    aten.upsample_bilinear2d.vec: _vec,
+    aten.upsample_trilinear3d.vec: _vec,
+}
