@@ -333,3 +333,11 @@ def test_worker_contains_crashes_and_hangs(tmp_path: Path) -> None:
         assert replies[-1]["kind"] == "crash" and "SIGSEGV" in replies[-1]["detail"]  # a fresh worker ran it
     finally:
         worker.close()
+
+
+def test_a_device_side_assert_skips_the_program_and_restarts_the_worker() -> None:
+    from tools.fuzz.execute import _device_assert
+
+    assert _device_assert(RunOutcome.of_exception(RuntimeError("CUDA error: device-side assert triggered")))
+    assert not _device_assert(RunOutcome.of_exception(IndexError("index 3 is out of bounds")))
+    assert not _device_assert(RunOutcome({"outputs": []}))

@@ -58,11 +58,9 @@ def main(argv: list[str] | None = None) -> int:
     gen = GenConfig(max_stmts=args.max_stmts, rules=rules, autocast_weight=args.autocast)
     if args.command == "summarize":
         from tools.fuzz.report import summarize
+        from tools.fuzz.runner import load_findings
 
-        files = [Path(folder) / "findings.jsonl" for folder in args.operands or [str(args.out)]]
-        records = [json.loads(line) for path in files if path.exists()  # a run that found nothing writes none
-                   for line in path.read_text().splitlines() if line.strip()]
-        print(summarize(records))
+        print(summarize(load_findings([Path(folder) for folder in args.operands or [str(args.out)]])))
         return 0
     if args.command == "recheck":
         from tools.fuzz.runner import recheck

@@ -108,9 +108,15 @@ def check(program: Program, target: str = "cpp") -> Verdict:
     if target == "cuda" and not torch.cuda.is_available():  # else every program would "match": both raise
         raise RuntimeError("the cuda target needs a CUDA device")
     eager = run_eager(program, device=device_of(target))
+    if _device_assert(eager):
+        return Verdict("skipped", "exception", f"eager's GPU kernels asserted ({eager.error[:200]})")
     ref = run_eager(program, ref=True)
     floor = precision_floor(program)
     first, second = run_kiln(program, target, calls=2)
+    if _device_assert(first) or _device_assert(second):
+        # A device-side assert leaves the process's CUDA context unusable: whatever Kiln raised, no
+        # comparison with eager's run means anything now (the worker restarts after this program).
+        return Verdict("skipped", "exception", f"a GPU kernel asserted ({(first.error or second.error)[:200]})")
     verdict = compare(eager, first, ref, floor)
     if not verdict.ok or eager.result is None:
         return verdict
@@ -118,6 +124,11 @@ def check(program: Program, target: str = "cpp") -> Verdict:
     if again.ok:
         return again
     return Verdict(again.kind, f"second call: {again.where}", f"the first call matched; the second: {again.detail}")
+
+
+def _device_assert(outcome: RunOutcome) -> bool:
+    """Whether a run hit a CUDA device-side assert (eager's index checks on a GPU, Kiln's `tl.device_assert`)."""
+    return "device-side assert" in outcome.error
 
 
 def precision_floor(program: Program) -> torch.dtype | None:

@@ -163,4 +163,6 @@ class Worker:
             got.append(reply)
             if reply.get("event") == "error":
                 return got
+        if any(reply.get("restart") for reply in got):
+            self.close()  # its state is unusable (a GPU kernel asserted): the next request starts a fresh one
         return got

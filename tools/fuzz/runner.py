@@ -139,7 +139,7 @@ class Fuzzer:
             return
         stats.programs += 1
         stats.kinds[verdict["kind"]] += 1
-        if verdict["kind"] == "ok" or program is None:
+        if verdict["kind"] in ("ok", "skipped") or program is None:
             return
         stats.failures += 1
         print(f"[fuzz] seed {seed} {target}: {verdict['kind']} {verdict.get('where', '')}: {describe(program)}", flush=True)
@@ -261,13 +261,18 @@ def _gen_json(gen: GenConfig) -> dict[str, Any]:
     return {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(gen).items()}
 
 
+def load_findings(out_dirs: list[Path]) -> list[dict[str, Any]]:
+    """The findings.jsonl records of `out_dirs` (a run that found nothing wrote none)."""
+    paths = [folder / "findings.jsonl" for folder in out_dirs]
+    return [json.loads(line) for path in paths if path.exists() for line in path.read_text().splitlines() if line.strip()]
+
+
 def recheck(out_dirs: list[Path], kiln_src: Path | None, nice: int = 10, timeout: float = 300.0) -> list[dict[str, Any]]:
     """Run every finding recorded in `out_dirs` (findings.jsonl) again on its target: which still fail.
 
     Returns one record per finding: its id, signature, target, the kind it had and the kind it has now.
     """
-    records = [json.loads(line) for folder in out_dirs
-               for line in (folder / "findings.jsonl").read_text().splitlines() if line.strip()]
+    records = load_findings(out_dirs)
     cache = out_dirs[0] / ".kiln_cache"
     workers: dict[str, Worker] = {}
     results = []

@@ -37,6 +37,7 @@ def _verdict_json(program: Program, target: str) -> dict[str, Any]:
         "where": verdict.where,
         "detail": verdict.detail,
         "seconds": round(time.perf_counter() - started, 3),
+        "restart": verdict.kind == "skipped",  # a GPU kernel asserted: this process's CUDA context is lost
     }
 
 
