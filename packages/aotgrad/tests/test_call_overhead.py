@@ -237,7 +237,8 @@ def test_buffer_write_back_in_training_records_no_autograd_history() -> None:
         assert buffer.grad_fn is None and not buffer.requires_grad
         torch.testing.assert_close(buffer, getattr(reference[1], name))
     assert int(norm.num_batches_tracked) == int(reference[1].num_batches_tracked)
-    torch.testing.assert_close(module[0].weight.grad, reference[0].weight.grad)
+    # Through batch norm the weight's gradient nearly cancels: held with an absolute floor.
+    torch.testing.assert_close(module[0].weight.grad, reference[0].weight.grad, rtol=1e-4, atol=1e-4)
 
 
 def test_alternating_shapes_stay_on_the_fast_path(monkeypatch: pytest.MonkeyPatch) -> None:
