@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 import torch
 from aotgrad_helpers import RecordingCompiler, strict
 from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
@@ -55,6 +56,7 @@ def test_training_through_masked_select_and_boolean_masks() -> None:
     assert len(forward.graphs) == 1 and len(backward.graphs) == 1
 
 
+@pytest.mark.fake_unique_int64
 def test_unique_backward_of_values_selected_by_a_data_dependent_index() -> None:
     def fn(x: torch.Tensor) -> torch.Tensor:
         values, inverse = torch.unique((x.detach() * 2).round(), return_inverse=True)

@@ -64,7 +64,8 @@ def _check(fn: Callable[..., Any], make: Callable[[torch.Generator], tuple[torch
     assert compiled.kiln_context.recompilations == 0
 
 
-@pytest.mark.parametrize("name", sorted(CASES))
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.fake_unique_int64) if n == "unique" else n
+                                  for n in sorted(CASES)])
 def test_data_dependent_graph_compiles_once(name: str) -> None:
     _check(*CASES[name])
 
@@ -131,3 +132,19 @@ def test_triton_wrapper_binds_unbacked_sizes(monkeypatch: pytest.MonkeyPatch, tm
         _check(*CASES["masks"])
     (wrapper,) = tmp_path.glob("run_*/*/forward/wrapper.py")
     assert re.search(r"u\d+ = buf\d+\.size\(0\)", wrapper.read_text())
+
+
+def test_unique_runs_eagerly_where_fake_tensors_give_it_wrong_dtypes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where torch's fake unique kernel gives the counts the input's dtype (some torch releases), the
+    call breaks the graph and runs eagerly: compiled from that metadata, kernels read int64 counts
+    as floats."""
+    import capture.symbolic.output_graph as output_graph
+
+    monkeypatch.setattr(output_graph, "_unique_indices_not_int64",
+                        lambda target, result: getattr(target, "__name__", "") == "unique")
+    x = torch.randn(30, generator=torch.Generator().manual_seed(0)) * 3
+    with pytest.raises(Exception, match="fake kernel gives the inverse indices"):
+        frontend.compile(_unique, fullgraph=True, options=STRICT)(x)
+    frontend.reset()
+    compiled = frontend.compile(_unique, options=STRICT)
+    torch.testing.assert_close(compiled(x), _unique(x))

@@ -328,6 +328,10 @@ class OutputGraph:
             failure = Unsupported(f"{type(error).__name__}: {error}", user_error=True)
             failure.from_tensor_op = True  # type: ignore[attr-defined]  # fake tensors' messages may differ
             raise failure from error
+        if _unique_indices_not_int64(target, result):
+            raise Unsupported(f"{_target_name(target)}: this torch's fake kernel gives the inverse indices and "
+                              "counts the input's dtype where the real one gives int64 (fixed in later torch); "
+                              "the call runs eagerly")
         if _has_numpy_scalar([fake_args, fake_kwargs]):
             node_kwargs = self._numpy_scalar_arguments(kind, target, fake_args, fake_kwargs, result, node_kwargs)
         node = self.graph.create_node(kind, target, tuple(node_args), node_kwargs)
@@ -593,6 +597,16 @@ def _has_numpy_scalar(value: Any) -> bool:
     return any(numpy_scalar(leaf) for leaf in pytree.tree_leaves(value)) or \
         any(isinstance(leaf, slice) and _has_numpy_scalar([leaf.start, leaf.stop, leaf.step])
             for leaf in pytree.tree_leaves(value))
+
+
+def _unique_indices_not_int64(target: Any, result: Any) -> bool:
+    """Whether `result` of a `unique` variant holds inverse indices or counts that are not int64: they
+    always are in eager, but some torch releases' fake kernels give them the input's dtype, and code
+    compiled from that reads int64 memory as floats."""
+    name = target if isinstance(target, str) else getattr(target, "__name__", "")  # torch.unique's qualname is boolean_dispatch's
+    if not isinstance(result, tuple) or "unique" not in f"{name} {_target_name(target)}":
+        return False
+    return any(isinstance(t, torch.Tensor) and t.dtype != torch.int64 for t in result[1:])
 
 
 def is_stdlib_or_skipped(fn: types.FunctionType) -> bool:
