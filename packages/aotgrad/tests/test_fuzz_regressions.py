@@ -381,3 +381,21 @@ def test_linear_upsampling_of_an_infinite_edge_pixel_is_infinite(align_corners: 
         return [x]
 
     check_against_eager(fn, inputs, no_grad=True)
+
+
+# --- threshold on integer tensors -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", [torch.int32, torch.int64])
+@pytest.mark.parametrize("threshold, value", [(0.5, -2.0), (-1.5, 3.5), (1.5, -2.7)])
+def test_integer_threshold_keeps_every_digit_and_truncates_its_numbers(dtype: torch.dtype, threshold: float, value: float) -> None:
+    # fuzz 66649e241f (int32), fd49a5e4a7 (int64): eager selects between integers, never via float
+    def fn(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return torch.nn.functional.threshold(x, threshold, value), torch.nn.functional.threshold(x * 1, threshold, value, inplace=True)
+
+    def inputs() -> list[torch.Tensor]:
+        x = _leaf(40, (3, 5), dtype)
+        x[0, :2] = torch.tensor([1566630915, -1566630915] if dtype == torch.int32 else [362427403577145863, -(2**62) + 1])
+        return [x]
+
+    check_against_eager(fn, inputs, no_grad=True)

@@ -26,6 +26,9 @@ Graphs that aotgrad hands to a compiler use torch's Core ATen opset
 * **Decomposed as eager computes** (`EAGER_UPSAMPLE`): where the table decomposes linear/trilinear
   upsampling, the two neighbours are weighed as eager's kernels do (torch's difference form gives
   nan where eager gives inf).
+* **Decomposed as eager computes** (`EAGER_THRESHOLD`): ``threshold`` on integer tensors converts its
+  threshold and value to the tensor's dtype and selects between integers (torch's went through
+  float32, rounding integers beyond 2**24).
 
 Everything else in the Core ATen table is decomposed; ops outside it (e.g. `convolution`,
 `addmm`, `native_layer_norm`, `_softmax`) are Core ATen already and stay as they are. A code
@@ -44,6 +47,7 @@ from torch._decomp import core_aten_decompositions, get_decompositions
 from aotgrad.eager_batch_norm import with_eager_running_mean
 from aotgrad.eager_factories import EAGER_FACTORIES
 from aotgrad.eager_gradients import EAGER_GRADIENTS
+from aotgrad.eager_threshold import EAGER_THRESHOLD
 from aotgrad.eager_upsample import EAGER_UPSAMPLE
 
 aten = torch.ops.aten
@@ -153,6 +157,7 @@ def default_decompositions() -> DecompositionTable:
     table.update(get_decompositions(list(EARLY_DECOMPOSED)))  # type: ignore[arg-type]
     table.update(EAGER_FACTORIES)
     table.update({op: fn for op, fn in EAGER_UPSAMPLE.items() if op in table})
+    table.update({op: fn for op, fn in EAGER_THRESHOLD.items() if op in table})
     for op in _overloads(KEPT_WHOLE):
         table.pop(op, None)
     return table
