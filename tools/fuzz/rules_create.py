@@ -9,8 +9,6 @@ rules change strides without changing values: ``.to(memory_format=...)``, ``cont
 
 from __future__ import annotations
 
-import torch
-
 from tools.fuzz.builder import Builder
 
 FACTORY_DTYPES = ("float32", "float64", "float16", "bfloat16", "int64", "int32", "int16", "int8", "uint8", "bool")

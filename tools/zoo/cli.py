@@ -23,8 +23,14 @@ from typing import Any
 from tools.zoo.models import DEFAULT_BACKEND_MODELS, SLICE, all_specs
 from tools.zoo.modes import AUTOCASTS, TASKS, Mode
 from tools.zoo.report import default_backend_failures, mode_summary, mode_table, summary, table
-from tools.zoo.verdicts import (EXPECTATIONS, expectation_of, kiln_problems, load_expectations, load_known_gaps,
-                                mode_problems)
+from tools.zoo.verdicts import (
+    EXPECTATIONS,
+    expectation_of,
+    kiln_problems,
+    load_expectations,
+    load_known_gaps,
+    mode_problems,
+)
 
 COMPILERS = ("kiln", "kiln-aot", "kiln-default", "dynamo")
 """kiln: capture only; kiln-aot: + aotgrad (aot_eager); kiln-default: + C++ kernels (inductor); dynamo: the reference."""

@@ -93,7 +93,7 @@ def judge(actual: Any, expected: Any, reference: Any, tolerance: float,
     refs = dict(flatten_named(reference)) if reference is not None else {}
     worst = 0.0
     for (path, a), (_, e) in zip(got, want, strict=True):
-        if a is None and isinstance(e, torch.Tensor) or e is None and isinstance(a, torch.Tensor):
+        if (a is None and isinstance(e, torch.Tensor)) or (e is None and isinstance(a, torch.Tensor)):
             present = a if e is None else e
             if present.count_nonzero():
                 return False, float("inf"), f"{path}: None in {'eager' if e is None else 'compiled'}, nonzero in the other"

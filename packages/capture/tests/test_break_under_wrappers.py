@@ -19,7 +19,6 @@ from capture_helpers import RecordingBackend, ops
 
 import capture
 
-
 # A caller that cannot resume after a break below one of its calls runs a copy of its code whose
 # breaking call goes through capture (capture/bytecode/eager_calls.py); that copy is built for
 # Python 3.11's and 3.12's bytecode only: on later versions such a caller and everything below it run eagerly.

@@ -83,7 +83,7 @@ def test_branch_on_an_item_is_a_graph_break_at_that_line() -> None:
     reason = explained.break_reasons[0]
     assert "data-dependent control flow" in reason.reason
     assert "if total > 0" in str(reason)
-    backend, compiled = _run(fn)
+    _backend, compiled = _run(fn)
     for seed in range(4):
         x = _inputs(seed)
         torch.testing.assert_close(compiled(x), fn(x))
@@ -98,7 +98,7 @@ def test_range_over_an_item_is_a_graph_break() -> None:
             x = x + 1
         return x
 
-    backend, compiled = _run(fn)
+    _backend, compiled = _run(fn)
     for seed in range(3):
         x = _inputs(seed)
         torch.testing.assert_close(compiled(x), fn(x))
@@ -116,7 +116,7 @@ def test_switches_off_make_graph_breaks_at_the_call() -> None:
         _run(with_item, config=off, nopython=True)[1](_inputs(0))
     with pytest.raises(GraphBreakError, match="nonzero"):
         _run(with_nonzero, config=off, nopython=True)[1](_inputs(0))
-    backend, compiled = _run(with_nonzero, config=off)
+    _backend, compiled = _run(with_nonzero, config=off)
     torch.testing.assert_close(compiled(_inputs(1)), with_nonzero(_inputs(1)))
 
 

@@ -92,7 +92,7 @@ def test_numpy_call_with_an_array_result_still_breaks() -> None:
     def f(x: torch.Tensor) -> torch.Tensor:
         return x + float(np.arange(3).sum())
 
-    compiled, _, breaks = _compile(f)
+    compiled, _, _breaks = _compile(f)
     (x,) = _inputs(0, (4,))
     torch.testing.assert_close(compiled(x), f(x))
 

@@ -464,7 +464,6 @@ def test_functions_written_in_c_are_compiled_each_in_its_own_cache() -> None:
     """`optimize(torch.sin)`, `F.gelu`, `Tensor.relu`: functions with no bytecode are captured through a
     Python caller, one code object per function (a shared one reached the recompile limit)."""
     import torch.nn.functional as F
-
     from capture_helpers import RecordingBackend
 
     functions = [torch.sin, torch.cos, torch.tanh, torch.exp, torch.sigmoid, torch.abs, torch.neg, torch.square,

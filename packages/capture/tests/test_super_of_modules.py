@@ -19,7 +19,7 @@ class ScaledEmbedding(torch.nn.Embedding):
 
 class ExplicitSuperNorm(torch.nn.LayerNorm):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return super(ExplicitSuperNorm, self).forward(x.transpose(0, 1)).transpose(0, 1)
+        return super().forward(x.transpose(0, 1)).transpose(0, 1)
 
 
 class Plain:

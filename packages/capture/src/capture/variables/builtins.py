@@ -11,7 +11,13 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from capture.variables.base import ConstantVariable, Unsupported, VariableTracker, is_constant_value, wrapped_class
+from capture.variables.base import (
+    ConstantVariable,
+    Unsupported,
+    VariableTracker,
+    is_constant_value,
+    wrapped_class,
+)
 from capture.variables.containers import DictVariable, IteratorVariable, ListVariable, TupleVariable
 
 if TYPE_CHECKING:

@@ -18,7 +18,13 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from capture.variables.base import ConstantVariable, Unsupported, VariableTracker, is_constant_value
-from capture.variables.containers import DictVariable, ListVariable, TupleVariable, is_plain_value, plain_value
+from capture.variables.containers import (
+    DictVariable,
+    ListVariable,
+    TupleVariable,
+    is_plain_value,
+    plain_value,
+)
 
 if TYPE_CHECKING:
     from capture.symbolic.translator import InstructionTranslator
@@ -260,10 +266,9 @@ def has_opaque_argument(values: list[VariableTracker]) -> bool:
     A Python function of torch called with one (`nn.LayerNorm.forward(self, x)`, a loss given an
     `nn.PairwiseDistance()` as its distance, an options dataclass) is traced through instead.
     """
+    from capture.variables.functional import PartialVariable
     from capture.variables.functions import BoundMethodVariable, NestedFunctionVariable, UserFunctionVariable
     from capture.variables.objects import NNModuleVariable, PythonObjectVariable
-
-    from capture.variables.functional import PartialVariable
     from capture.variables.pytree import PytreeFunctionVariable, SpecUnflattenVariable
 
     opaque = (NNModuleVariable, PythonObjectVariable, UserFunctionVariable, NestedFunctionVariable, BoundMethodVariable,

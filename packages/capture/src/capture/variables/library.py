@@ -390,7 +390,6 @@ def _cached_function(value: Any) -> VariableTracker | None:
     """A `functools.lru_cache` function: its wrapped function is inlined (caching does not change results)."""
     from capture.symbolic.output_graph import is_stdlib_or_skipped
     from capture.variables.functions import UserFunctionVariable
-
     from capture.variables.objects import TRACE_TIME_FUNCTIONS
 
     wrapped = getattr(value, "__wrapped__", None)
