@@ -78,12 +78,16 @@ class _Section:
 class KernelWriter(RuntimeChecks):
     """Generates the body of one Triton kernel for a `KernelGroup` under a `KernelPlan`."""
 
-    def __init__(self, group: KernelGroup, plan: KernelPlan, runtime_checks: bool = True) -> None:
+    def __init__(
+        self, group: KernelGroup, plan: KernelPlan, runtime_checks: bool = True, interpret: bool = False
+    ) -> None:
         """Args: group: the fused group; plan: kernel kind and index width; runtime_checks: assert
-        indirect indices in range and integer divisors nonzero (see codegen/checks.py)."""
+        indirect indices in range and integer divisors nonzero (see codegen/checks.py); interpret:
+        the kernel runs in Triton's interpreter (bfloat16 conversions go through `libdevice`)."""
         self.group = group
         self.plan = plan
         self.runtime_checks = runtime_checks
+        self.interpret = interpret
         self.check_sites: dict[CheckSite, int] = {}
         self.printer = TritonIndexPrinter()
         self.axes: tuple[str, ...] = {
@@ -318,10 +322,17 @@ class KernelWriter(RuntimeChecks):
         text = self._broadcast_index(text, axes, want)
         stored = value.name
         if record.dtype != compute_dtype(record.dtype) or compute_dtype(value.dtype) != record.dtype:
-            stored = f"{stored}.to({triton_type(record.dtype)})"
+            stored = self._convert(stored, record.dtype)
         mask = self.mask_for(want)
         line = f"tl.store({self.pointers[name]} + ({text}), {stored}"
         section.lines.append(line + (f", {mask})" if mask else ")"))
+
+    def _convert(self, text: str, dtype: torch.dtype) -> str:
+        """`text` converted to `dtype` for a store. Triton's interpreter truncates float32 to
+        bfloat16 where a GPU (and eager) rounds to nearest even: there, `libdevice` rounds."""
+        if self.interpret and dtype == torch.bfloat16:
+            return f"libdevice.to_bfloat16({text}.to(tl.float32))"
+        return f"{text}.to({triton_type(dtype)})"
 
     def store_reduction(self, name: str, index: sympy.Expr, value: V) -> None:
         """Write a finished reduction (after its loop, in looped kernels)."""
@@ -411,6 +422,8 @@ class KernelWriter(RuntimeChecks):
             # reinterprets the bits of an integer converted straight to bfloat16. On GPU the
             # integer -> float32 -> half conversion is what the hardware does anyway.
             source = x.name if compute_dtype(x.dtype) == torch.float32 else f"{x.name}.to(tl.float32)"
+            if self.interpret and dtype == torch.bfloat16:
+                return self.emit(f"libdevice.round_to_bfloat16({source})", dtype, x.axes)
             return self.emit(f"{source}.to({triton_type(dtype)}).to(tl.float32)", dtype, x.axes)
         if compute_dtype(x.dtype) == dtype:
             return V(x.name, dtype, x.axes)

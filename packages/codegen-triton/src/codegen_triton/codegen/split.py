@@ -64,7 +64,9 @@ def workspaces(group: KernelGroup) -> list[tuple[str, torch.dtype]]:
     return [(node.name, compute_dtype(node.dtype)) for node in group.nodes if node.kind == "reduction"]
 
 
-def write_finish(group: KernelGroup, plan: KernelPlan, runtime_checks: bool = True) -> KernelWriter:
+def write_finish(
+    group: KernelGroup, plan: KernelPlan, runtime_checks: bool = True, interpret: bool = False
+) -> KernelWriter:
     """The writer of the finishing kernel, with its body written (header not yet added)."""
     xnumel = int(sympy.Mul(*group.pointwise_size))
     records = tuple(
@@ -74,7 +76,7 @@ def write_finish(group: KernelGroup, plan: KernelPlan, runtime_checks: bool = Tr
     finish_group = dataclasses.replace(
         group, reduction_size=(sympy.Integer(plan.split),), inputs=(*records, *group.inputs)
     )
-    writer = KernelWriter(finish_group, KernelPlan("persistent", use_int64=plan.use_int64), runtime_checks)
+    writer = KernelWriter(finish_group, KernelPlan("persistent", use_int64=plan.use_int64), runtime_checks, interpret)
     xs, _ = group.make_index_vars()
     zeros = {var: sympy.Integer(0) for var, size in zip(xs, group.pointwise_size) if size == 1}
     stores = {a.name: a.index.subs(zeros) for a in record_accesses(group) if a.is_store}

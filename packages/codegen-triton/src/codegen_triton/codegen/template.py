@@ -225,7 +225,7 @@ def _module(functions: list[_Function], interpret: bool) -> str:
 def _write_function(
     group: KernelGroup, plan: KernelPlan, interpret: bool, runtime_checks: bool
 ) -> tuple[_Function, bool]:
-    writer = KernelWriter(group, plan, runtime_checks)
+    writer = KernelWriter(group, plan, runtime_checks, interpret)
     numels = _axis_numels(writer)
     writer.header.lines.extend(_header(writer, numels))
     body_start = _drive_nodes(writer, group)
@@ -284,13 +284,13 @@ def _write_split(group: KernelGroup, plan: KernelPlan, *, interpret: bool, runti
     """Both kernels of a split reduction, in one module (see `codegen_triton.codegen.split`)."""
     from codegen_triton.codegen.split import workspaces, write_finish
 
-    writer = KernelWriter(group, plan, runtime_checks)
+    writer = KernelWriter(group, plan, runtime_checks, interpret)
     numels = _axis_numels(writer)
     writer.header.lines.extend(_header(writer, numels))
     writer.header.lines += ["rsplit = tl.program_id(1)", f"rstart = rsplit * {plan.split_chunk}"]
     body_start = _drive_nodes(writer, group, skip_after_loop=True)
     partial = _function(writer, kernel_name(group, plan) + "_split", numels, body_start, interpret)
-    finisher = write_finish(group, plan, runtime_checks)
+    finisher = write_finish(group, plan, runtime_checks, interpret)
     finish_numels = _axis_numels(finisher)
     finisher.header.lines[:0] = _header(finisher, finish_numels)
     finish_name = f"triton_per_{group.name}_finish"

@@ -39,10 +39,12 @@ __all__ = [
     "nearbyint",
     "nextafter",
     "pow",
+    "round_to_bfloat16",
     "signbit",
     "sinh",
     "tan",
     "tanh",
+    "to_bfloat16",
     "trunc",
 ]
 
@@ -137,6 +139,28 @@ hypot = _binary(np.hypot)
 copysign = _binary(np.copysign)
 nextafter = _binary(np.nextafter)
 log10 = _unary(np.log10)
+
+
+def _bfloat16_bits(data: np.ndarray) -> np.ndarray:
+    """The float32 bit patterns of `data` rounded to bfloat16 (to nearest, ties to even), low half 0.
+
+    The interpreter's own float32 -> bfloat16 cast truncates (and mangles subnormals), where a GPU
+    and eager round to nearest even.
+    """
+    values = np.asarray(data, dtype=np.float32)
+    bits = values.view(np.uint32).astype(np.uint64)
+    rounded = ((bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000).astype(np.uint32)
+    return np.where(np.isnan(values), values.view(np.uint32) | 0x00400000, rounded).astype(np.uint32)
+
+
+def round_to_bfloat16(x: Any) -> Any:
+    """A float32 value rounded to bfloat16 as a GPU rounds it, held in float32."""
+    return _wrap(_bfloat16_bits(_data(x)).view(np.float32), tl.float32)
+
+
+def to_bfloat16(x: Any) -> Any:
+    """A float32 value converted to bfloat16 (to nearest even), ready to store to a bfloat16 pointer."""
+    return _wrap((_bfloat16_bits(_data(x)) >> 16).astype(np.uint16), tl.bfloat16)
 
 
 def loop_bound(value: Any) -> int:
