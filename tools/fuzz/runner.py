@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tools.fuzz.generator import GenConfig, check_eager, describe
+from tools.fuzz.generator import GenConfig, describe
 from tools.fuzz.pool import Worker
 from tools.fuzz.program import Program, used_names
 from tools.fuzz.report import Finding, failure_class, innermost_error, markdown, signature, write_test
@@ -153,10 +153,10 @@ class Fuzzer:
         only shows that Kiln drops dead code)."""
         kind = verdict["kind"]
         error = failure_class(kind, verdict.get("detail", ""))
-        eager_raises = check_eager(program) is not None
+        eager_raises = self._eager_raises(program, target)
 
         def fails(candidate: Program) -> bool:
-            if (check_eager(candidate) is not None) != eager_raises:
+            if eager_raises is None or self._eager_raises(candidate, target) is not eager_raises:
                 return False
             if kind == "exception_mismatch":
                 live = used_names(candidate)
@@ -168,6 +168,12 @@ class Fuzzer:
             return got.get("kind") == kind and failure_class(kind, got.get("detail", "")) == error
 
         return fails
+
+    def _eager_raises(self, program: Program, target: str) -> bool | None:
+        """Whether eager PyTorch raises on `program`, asked in `target`'s worker (None: eager itself
+        crashed or hung there, which a parent process running it would not survive)."""
+        reply = self.workers[target].request({"cmd": "eager", "program": program.to_json()}, min(self.config.timeout, 120.0))[-1]
+        return bool(reply["raises"]) if reply.get("event") == "eager" else None
 
     def failure(self, program: Program, verdict: dict[str, Any], target: str) -> None:
         """Shrink, deduplicate, triage and write out one failing program."""

@@ -7,6 +7,8 @@ original stdout (anything Kiln or torch prints goes to stderr instead). Requests
   reply ``{"event": "program", "program": ...}`` *before* running it (if the process then dies, the
   parent still knows which program killed it), then ``{"event": "verdict", ...}``.
 * ``{"cmd": "check", "program": {...}, "target": T}``: run a given program; reply with its verdict.
+* ``{"cmd": "eager", "program": {...}}``: run it eagerly only; reply whether eager raises (the
+  shrinker's question, asked here because eager PyTorch itself may crash on a candidate).
 * ``{"cmd": "triage", "program": {...}, "targets": [...]}``: the verdict under each target (the
   triage ladder: eager, aot_eager, cpp, triton).
 
@@ -24,7 +26,7 @@ import warnings
 from typing import Any, TextIO
 
 from tools.fuzz.execute import check
-from tools.fuzz.generator import GenConfig, generate
+from tools.fuzz.generator import GenConfig, check_eager, generate
 from tools.fuzz.program import Program
 
 
@@ -54,6 +56,9 @@ def handle(request: dict[str, Any], reply: TextIO) -> None:
         program = generate(request["seed"], GenConfig(**request.get("config", {})))
         send({"event": "program", "program": program.to_json(), "seconds": round(time.perf_counter() - started, 3)})
         send(_verdict_json(program, request.get("target", "cpp")))
+    elif cmd == "eager":
+        error = check_eager(Program.from_json(request["program"]))
+        send({"event": "eager", "raises": error is not None, "error": "" if error is None else repr(error)[:500]})
     elif cmd == "check":
         send(_verdict_json(Program.from_json(request["program"]), request.get("target", "cpp")))
     elif cmd == "triage":
