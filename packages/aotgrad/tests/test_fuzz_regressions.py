@@ -177,6 +177,32 @@ def test_masked_fill_of_an_expanded_view_fills_where_any_copy_is_masked() -> Non
     check_against_eager(fn, lambda: [_leaf(26, (1, 3)), _leaf(27, (4, 1, 3))], no_grad=True)
 
 
+def _with_infinities(seed: int, shape: tuple[int, ...], dtype: torch.dtype, grad: bool = False) -> torch.Tensor:
+    t = _leaf(seed, shape, dtype)
+    t.view(-1)[:3] = torch.tensor([float("inf"), float("-inf"), 60000.0])
+    return t.requires_grad_(grad)
+
+
+def _fills_of_expanded_infinities(a: torch.Tensor, m: torch.Tensor, w: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    t = a.expand(2, *a.shape).masked_fill_(a.expand(2, *a.shape) > 0, 100.0)  # fuzz cc339a1008
+    u = torch.exp(m).expand(2, *m.shape).masked_fill_(m > 0, 1)  # fuzz eb11f77442: exp overflows to inf
+    v = (m * 1).expand(3, *m.shape).fill_(0.5)  # an infinite intermediate
+    z = (m * 2).expand(2, *m.shape).zero_()
+    return t, a, u, v, z, w.sin()
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.float32])
+@pytest.mark.parametrize("no_grad", [True, False])
+def test_fill_through_an_expanded_view_overwrites_infinite_elements(dtype: torch.dtype, no_grad: bool) -> None:
+    # the write lands in the expand's source: folding it back through the expand (`base + sum(new -
+    # base)`) gave NaN where an infinite element was overwritten
+    check_against_eager(
+        _fills_of_expanded_infinities,
+        lambda: [_with_infinities(41, (1, 4, 2), dtype), _with_infinities(42, (3,), dtype) * 30, _with_infinities(43, (5,), dtype, grad=True)],
+        no_grad=no_grad,
+    )
+
+
 @pytest.mark.parametrize(
     "op",
     [

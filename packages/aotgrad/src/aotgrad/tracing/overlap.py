@@ -10,7 +10,10 @@ most once, and the sum is right. So:
 * eager's ops that accept an overlapping destination and write one value per memory location
   (`zero_`, `fill_`, `masked_fill_`) are rewritten onto the view with one copy per location (each
   stride-0 dim narrowed to size 1; for `masked_fill_` the mask is any-reduced over those dims, as
-  eager fills a location when any of its copies is masked);
+  eager fills a location when any of its copies is masked). Where the written tensor is an `expand`
+  output, that view is taken of the expand's source instead (unsqueezed), so that functionalization
+  folds the write back through plain views: the fold through an `expand` is `base + sum(new - base)`,
+  NaN where an infinite element is overwritten (`inf + (100 - inf)`) and rounded elsewhere;
 * the others, which eager refuses ("more than one element of the written-to tensor refers to a
   single memory location"), raise that same error (`OverlappingWriteError`) when the compiled
   graph runs;
@@ -122,8 +125,17 @@ class OverlapChecks(TorchDispatchMode):
     """Handles in-place ops on tensors whose elements share memory, during the two-pass trace's
     first pass (see the module docstring)."""
 
+    def __init__(self) -> None:
+        super().__init__()
+        # id of an `expand` output -> (that output, its source); the output is kept so ids stay unique.
+        self._expand_sources: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
+
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         kwargs = kwargs or {}
+        if func is aten.expand.default:
+            out = func(*args, **kwargs)
+            self._expand_sources[id(out)] = (out, args[0])
+            return out
         if isinstance(func, torch._ops.OpOverload) and func._schema.is_mutable:
             for written in _written_tensors(func, args, kwargs):
                 repeated = repeated_dims(written)
@@ -141,7 +153,7 @@ class OverlapChecks(TorchDispatchMode):
     def _repeated(self, func: Any, args: Any, kwargs: dict[str, Any], written: torch.Tensor, repeated: list[int]) -> Any:
         tolerated = func in _FILLS or func in _MASKED_FILLS  # eager accepts these
         if tolerated and args and args[0] is written and _provably_distinct(written, repeated):
-            target = distinct_elements(written, repeated)
+            target = self._distinct_view(written, repeated)
             if func in _FILLS:
                 func(target, *args[1:], **kwargs)
             else:
@@ -158,6 +170,19 @@ class OverlapChecks(TorchDispatchMode):
             "aotgrad cannot express that write. Write into a `clone()`.",
             location_from_current_stack(),
         )
+
+    def _distinct_view(self, written: torch.Tensor, repeated: list[int]) -> torch.Tensor:
+        """`distinct_elements(written, repeated)`, as a view of the `expand`'s source (itself
+        through its distinct elements) where `written` is an `expand` output."""
+        narrowed = distinct_elements(written, repeated)
+        expanded = self._expand_sources.get(id(written))
+        if expanded is None or expanded[0] is not written:
+            return narrowed
+        source = expanded[1]
+        view = self._distinct_view(source, repeated_dims(source))
+        for _ in range(written.dim() - view.dim()):
+            view = view.unsqueeze(0)
+        return view if view.shape == narrowed.shape else narrowed
 
 
 _INPLACE_DUNDERS = frozenset({"__setitem__"})
