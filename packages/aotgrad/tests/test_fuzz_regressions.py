@@ -264,26 +264,31 @@ def _special(seed: int, shape: tuple[int, ...], dtype: torch.dtype, values: Sequ
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
-@pytest.mark.parametrize("values", [(), (float("inf"),), (float("nan"), 2.0), (0.0,), (0.0, float("inf"))])
+@pytest.mark.parametrize(
+    "values",
+    [(), (float("inf"),), (float("nan"), 2.0), (0.0,), (0.0, float("inf")), (0.0, -0.0, float("-inf")), (0.0, 0.0, float("nan"))],
+)
 def test_prod_gradient_with_inf_nan_and_zeros_is_eagers(dtype: torch.dtype, values: tuple[float, ...]) -> None:
     # fuzz c117855fe5: eager's `grad * result / input` gives NaN at an inf input where no input is 0
+    # fuzz 1a8338e35e: eager's product of all elements has gradient 0 with two zeros or more
     def fn(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         return x.prod(0), x[::3].prod(-1, keepdim=True), x.prod()
 
     check_against_eager(fn, lambda: [_special(33, (7, 4), dtype, values)])
 
 
-def test_prod_double_backward_matches_eager() -> None:
+@pytest.mark.parametrize("values", [(), (0.0, 0.0), (0.0, 0.0, float("inf"))])
+def test_prod_double_backward_matches_eager(values: tuple[float, ...]) -> None:
     def fn(x: torch.Tensor) -> torch.Tensor:
-        return x.prod(1).sum()
+        return x.prod(1).sum() + x.prod()
 
     compiled = aotgrad.aot_function(fn, fw_compiler=aotgrad.eager_compiler, config=strict())
     results = []
     for f in (fn, compiled):
-        x = _leaf(34, (3, 4), torch.float64, grad=True)
+        x = _special(34, (3, 4), torch.float64, values)
         (g,) = torch.autograd.grad(f(x), x, create_graph=True)
         results.append(torch.autograd.grad((g * g).sum(), x))
-    torch.testing.assert_close(results[1], results[0])
+    torch.testing.assert_close(results[1], results[0], equal_nan=True)
 
 
 # --- in-place writes into expanded empty tensors -------------------------------------------------

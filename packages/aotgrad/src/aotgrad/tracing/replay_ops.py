@@ -5,7 +5,8 @@ mostly knows. Functionalization, though, turns `dst.copy_(src)` on a tensor that
 into `aten.copy(dst, src)`, an op without a derivative formula ("derivative for aten::copy is not
 implemented"): eager differentiates the in-place `copy_` instead. And some formulas branch on the
 data in eager but not on fake tensors: `prod`'s gradient is `grad * result / input` in eager when
-no input is zero (NaN where an input is inf or NaN), a zero-safe product of the others otherwise;
+no input is zero (NaN where an input is inf or NaN), a zero-safe product of the others otherwise
+(and, for the product of all elements outside create_graph, zeros where two or more are zero);
 traced on fake tensors autograd always takes the zero-safe one (finite there). `REPLAY_OVERRIDES`
 maps such ops to an autograd.Function computing the same value with eager's derivative.
 """
@@ -49,7 +50,8 @@ def _copy(dst: torch.Tensor, src: torch.Tensor, non_blocking: bool = False) -> t
 class _Prod(torch.autograd.Function):
     """`aten.prod` (`dim` None: all of it) with eager's data-dependent derivative, both branches
     computed and the one eager takes selected: `grad * result / input` when no element of the
-    input is zero, else the zero-safe formula (autograd's own, as traced)."""
+    input is zero, else the zero-safe formula (autograd's own, as traced); for the product of all
+    elements, zeros where two or more elements are zero (outside create_graph)."""
 
     @staticmethod
     def forward(ctx: Any, x: torch.Tensor, dim: int | None, keepdim: bool, dtype: torch.dtype | None) -> torch.Tensor:  # type: ignore[override]
@@ -65,14 +67,23 @@ class _Prod(torch.autograd.Function):
         x, result = ctx.saved_tensors
         if x.dim() == 0:
             return grad.to(x.dtype), None, None, None
+        create_graph = torch.is_grad_enabled()
         with torch.enable_grad():
-            leaf = x.detach().requires_grad_()
+            # Under create_graph the zero-safe gradient stays a function of `x`, for the next backward.
+            leaf = x if create_graph and x.requires_grad else x.detach().requires_grad_()
             redo = _prod(leaf, ctx.dim, ctx.keepdim, ctx.dtype, differentiable=False)
-            (safe,) = torch.autograd.grad(redo, leaf, grad, create_graph=torch.is_grad_enabled())
+            (safe,) = torch.autograd.grad(redo, leaf, grad, create_graph=create_graph)
         if ctx.dim is not None and not ctx.keepdim:
             grad, result = grad.unsqueeze(ctx.dim), result.unsqueeze(ctx.dim)
-        simple = grad * (result / x).conj()
-        return torch.where((x == 0).any(), safe, simple.to(safe.dtype)), None, None, None
+        # Taken only where no element is zero: dividing by 1 there keeps a second derivative of the
+        # branch not taken finite (0 * nan would reach the gradient through `where`).
+        simple = grad * (result / torch.where(x == 0, 1, x)).conj()
+        chosen = torch.where((x == 0).any(), safe, simple.to(safe.dtype))
+        if ctx.dim is None and not create_graph:
+            # Eager's product of all elements, outside create_graph: with two zeros or more every
+            # element's gradient is 0 (the zero-safe formula gives NaN there for an inf or NaN input).
+            chosen = torch.where((x == 0).sum() > 1, 0.0, chosen)
+        return chosen, None, None, None
 
 
 def _prod(
