@@ -430,3 +430,24 @@ def test_integer_threshold_keeps_every_digit_and_truncates_its_numbers(dtype: to
         return [x]
 
     check_against_eager(fn, inputs, no_grad=True)
+
+
+# --- running statistics read back after a training-mode normalization --------------------------------
+
+
+@pytest.mark.parametrize("norm", ["instance", "batch"])
+def test_running_statistics_read_back_carry_no_gradient(norm: str) -> None:
+    # fuzz 70889b9ae0: instance_norm copies its updated running variance into the caller's buffer;
+    # eager updates it outside autograd (the buffer does not require grad, no gradient flows through it)
+    def fn(x: torch.Tensor, mean: torch.Tensor, var: torch.Tensor, w: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        if norm == "instance":
+            y = torch.nn.functional.instance_norm(x, mean, var, w, use_input_stats=True, momentum=0.3)
+        else:
+            y = torch.nn.functional.batch_norm(x, mean, var, w, training=True, momentum=0.3)
+        return var.to(torch.float32), y, mean * 2
+
+    check_against_eager(
+        fn,
+        lambda: [_leaf(44, (2, 3, 4), torch.float64, grad=True), _leaf(45, (3,), torch.float64),
+                 _leaf(46, (3,), torch.float64).abs(), _leaf(47, (3,), torch.float64, grad=True)],
+    )

@@ -44,7 +44,7 @@ from typing import Any
 import torch
 from torch._decomp import core_aten_decompositions, get_decompositions
 
-from aotgrad.eager_batch_norm import with_eager_running_mean
+from aotgrad.eager_batch_norm import with_eager_running_stats
 from aotgrad.eager_factories import EAGER_FACTORIES
 from aotgrad.eager_gradients import EAGER_GRADIENTS
 from aotgrad.eager_threshold import EAGER_THRESHOLD
@@ -142,7 +142,7 @@ def mutation_decompositions() -> DecompositionTable:
     table: DecompositionTable = dict(get_decompositions(list(EARLY_DECOMPOSED)))  # type: ignore[arg-type]
     for op in _overloads(FIRST_RESULT_DIFFERENTIABLE):
         if op in table:
-            table[op] = _detaching_rest(with_eager_running_mean(op, table[op]))
+            table[op] = _detaching_rest(with_eager_running_stats(op, table[op]))
     return table
 
 

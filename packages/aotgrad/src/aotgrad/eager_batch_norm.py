@@ -1,10 +1,15 @@
-"""Batch norm's running mean as eager updates it: from the batch's sum / count.
+"""Batch norm's running statistics as eager updates them: the mean from the batch's sum / count,
+both outside autograd.
 
 torch's batch-norm decompositions take the batch mean from ``var_mean``, a Welford mean: with an
 inf in a channel it is NaN (``inf + (x - inf) / n``), where eager's kernels divide the sum by the
 count and get inf. Elsewhere the two agree to rounding. The wrapper here recomputes the new running
 mean by eager's formula, ``momentum * mean + (1 - momentum) * running_mean``, and writes it (in
-place, or as the functional op's ``running_mean_out``) over the decomposition's.
+place, or as the functional op's ``running_mean_out``) over the decomposition's. Eager's kernels
+update the statistics without recording them for autograd; the decomposition computes the new
+running variance from the differentiable batch variance, so the wrapper detaches it: a program that
+reads the running variance back (``instance_norm`` copies it into its caller's buffer) would
+otherwise get a buffer that requires grad, and gradients through it.
 """
 
 from __future__ import annotations
@@ -14,7 +19,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["with_eager_running_mean"]
+__all__ = ["with_eager_running_stats"]
 
 
 def _batch_mean(x: torch.Tensor) -> torch.Tensor:
@@ -24,11 +29,30 @@ def _batch_mean(x: torch.Tensor) -> torch.Tensor:
     return x.detach().to(acc).sum(dims) / (x.numel() // x.shape[1])
 
 
-def with_eager_running_mean(op: Any, decomposition: Callable[..., Any]) -> Callable[..., Any]:
-    """`decomposition` of the batch-norm overload `op`, its new running mean computed as eager's."""
+_STATS = ("running_mean", "running_var")
+
+
+def _with_arguments(args: tuple[Any, ...], kwargs: dict[str, Any], names: list[str], values: dict[str, Any]) -> list[Any]:
+    """`args` with the positional ones named in `values` replaced."""
+    replaced = list(args)
+    for name, value in values.items():
+        if name not in kwargs:
+            replaced[names.index(name)] = value
+    return replaced
+
+
+def _with_keywords(kwargs: dict[str, Any], values: dict[str, Any]) -> dict[str, Any]:
+    """`kwargs` with those named in `values` replaced."""
+    return {name: values.get(name, value) for name, value in kwargs.items()}
+
+
+def with_eager_running_stats(op: Any, decomposition: Callable[..., Any]) -> Callable[..., Any]:
+    """`decomposition` of the batch-norm overload `op`, its new running mean computed as eager's and
+    both new running statistics outside autograd."""
     names = [a.name for a in op._schema.arguments]
     returns = [r.name for r in op._schema.returns]
     out_index = returns.index("running_mean_out") if "running_mean_out" in returns else None
+    var_index = returns.index("running_var_out") if "running_var_out" in returns else None
     trains_always = "with_update" in op.name()
 
     def decompose(*args: Any, **kwargs: Any) -> Any:
@@ -39,12 +63,20 @@ def with_eager_running_mean(op: Any, decomposition: Callable[..., Any]) -> Calla
         momentum = bound.get("momentum", bound.get("exponential_average_factor"))
         if running_mean is None or not training or momentum is None:
             return decomposition(*args, **kwargs)
-        old = running_mean if out_index is not None else running_mean.clone()  # in-place ops overwrite it
-        result = decomposition(*args, **kwargs)
-        new = (momentum * _batch_mean(bound["input"]) + (1 - momentum) * old).to(running_mean.dtype)
+        new = (momentum * _batch_mean(bound["input"]) + (1 - momentum) * running_mean).to(running_mean.dtype)
         if out_index is None:
+            # The in-place overloads: the decomposition updates scratch copies (its writes carry the
+            # batch's gradient), and the buffers get one detached write each.
+            scratch = {name: bound[name].clone() for name in _STATS if bound.get(name) is not None}
+            result = decomposition(*_with_arguments(args, kwargs, names, scratch), **_with_keywords(kwargs, scratch))
             running_mean.copy_(new)
+            if "running_var" in scratch:
+                bound["running_var"].copy_(scratch["running_var"].detach())
             return result
-        return (*result[:out_index], new, *result[out_index + 1 :])
+        result = [*decomposition(*args, **kwargs)]
+        result[out_index] = new
+        if var_index is not None and result[var_index] is not None:
+            result[var_index] = result[var_index].detach()
+        return tuple(result)
 
     return decompose
