@@ -451,3 +451,22 @@ def test_running_statistics_read_back_carry_no_gradient(norm: str) -> None:
         lambda: [_leaf(44, (2, 3, 4), torch.float64, grad=True), _leaf(45, (3,), torch.float64),
                  _leaf(46, (3,), torch.float64).abs(), _leaf(47, (3,), torch.float64, grad=True)],
     )
+
+
+# --- standard deviation of values whose squares overflow --------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("no_grad", [True, False])
+def test_std_of_huge_values_is_finite_as_eager(dtype: torch.dtype, no_grad: bool) -> None:
+    # fuzz b5494d9cc8: eager's CPU kernel accumulates in float64; a float32 variance of values near
+    # 1e30 overflowed to inf before the square root
+    def fn(x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return (x.std(1, keepdim=True), torch.std(x), *torch.std_mean(x, 0, correction=0))
+
+    def inputs() -> list[torch.Tensor]:
+        x = _leaf(48, (6, 3), torch.float64)
+        x[1, 0], x[4, 2] = 1e30, -1e30
+        return [x.to(dtype).requires_grad_(not no_grad)]
+
+    check_against_eager(fn, inputs, no_grad=no_grad)

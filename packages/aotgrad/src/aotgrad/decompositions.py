@@ -29,6 +29,9 @@ Graphs that aotgrad hands to a compiler use torch's Core ATen opset
 * **Decomposed as eager computes** (`EAGER_THRESHOLD`): ``threshold`` on integer tensors converts its
   threshold and value to the tensor's dtype and selects between integers (torch's went through
   float32, rounding integers beyond 2**24).
+* **Decomposed as eager computes** (`EAGER_STD`): ``std`` and ``std_mean`` of float32, float16 and
+  bfloat16 tensors on the CPU accumulate and take the square root in float64, as eager's CPU kernels
+  do (torch's float32 variance overflowed to inf for values near 1e30).
 
 Everything else in the Core ATen table is decomposed; ops outside it (e.g. `convolution`,
 `addmm`, `native_layer_norm`, `_softmax`) are Core ATen already and stay as they are. A code
@@ -47,6 +50,7 @@ from torch._decomp import core_aten_decompositions, get_decompositions
 from aotgrad.eager_batch_norm import with_eager_running_stats
 from aotgrad.eager_factories import EAGER_FACTORIES
 from aotgrad.eager_gradients import EAGER_GRADIENTS
+from aotgrad.eager_std import EAGER_STD
 from aotgrad.eager_threshold import EAGER_THRESHOLD
 from aotgrad.eager_upsample import EAGER_UPSAMPLE
 
@@ -158,6 +162,7 @@ def default_decompositions() -> DecompositionTable:
     table.update(EAGER_FACTORIES)
     table.update({op: fn for op, fn in EAGER_UPSAMPLE.items() if op in table})
     table.update({op: fn for op, fn in EAGER_THRESHOLD.items() if op in table})
+    table.update({op: fn for op, fn in EAGER_STD.items() if op in table})
     for op in _overloads(KEPT_WHOLE):
         table.pop(op, None)
     return table
