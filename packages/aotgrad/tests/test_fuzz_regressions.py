@@ -470,3 +470,19 @@ def test_std_of_huge_values_is_finite_as_eager(dtype: torch.dtype, no_grad: bool
         return [x.to(dtype).requires_grad_(not no_grad)]
 
     check_against_eager(fn, inputs, no_grad=no_grad)
+
+
+def test_a_callers_table_gets_eagers_threshold_and_std() -> None:
+    # a code generator's table holds torch's decompositions of these: they give eager's values too
+    table = dict(torch._decomp.core_aten_decompositions())
+
+    def fn(x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return torch.nn.functional.threshold(x, 0.5, -2.0), y.std(1)
+
+    compiled = aotgrad.aot_function(fn, fw_compiler=aotgrad.eager_compiler, decompositions=table, config=strict())
+    x = torch.tensor([1566630915, -3, 0, 1], dtype=torch.int32)
+    y = _leaf(49, (3, 2))
+    y[1, 0] = 1e30
+    with torch.no_grad():
+        for want, got in zip(fn(x, y), compiled(x, y)):
+            torch.testing.assert_close(got, want, rtol=0, atol=0)

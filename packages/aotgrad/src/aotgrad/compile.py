@@ -20,7 +20,7 @@ from torch.fx._lazy_graph_module import _use_lazy_graph_module
 from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
 from aotgrad.config import AotConfig
-from aotgrad.decompositions import DecompositionTable, default_decompositions
+from aotgrad.decompositions import DecompositionTable, default_decompositions, with_eager_values
 from aotgrad.errors import (
     AotGradError,
     TracingError,
@@ -271,7 +271,7 @@ def compile_region(
         config: options; `config.fallback_to_eager` decides between logging and raising.
         current_node: tells which FX node was running when tracing failed, for the error.
     """
-    table = default_decompositions() if decompositions is None else decompositions
+    table = default_decompositions() if decompositions is None else with_eager_values(decompositions)
     try:
         # Graph modules made while tracing and partitioning write their Python code only when it is
         # used (called, or `.code` read): a code generator reads graphs, and most are never run.

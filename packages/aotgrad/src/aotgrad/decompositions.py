@@ -33,6 +33,10 @@ Graphs that aotgrad hands to a compiler use torch's Core ATen opset
   bfloat16 tensors on the CPU accumulate and take the square root in float64, as eager's CPU kernels
   do (torch's float32 variance overflowed to inf for values near 1e30).
 
+The **decomposed as eager computes** replacements (`EAGER_VALUES`: upsampling, threshold, std) also
+apply to a table a caller passes, wherever it holds torch's own decomposition of such an op
+(`with_eager_values`): a code generator's table gets eager's values without listing them.
+
 Everything else in the Core ATen table is decomposed; ops outside it (e.g. `convolution`,
 `addmm`, `native_layer_norm`, `_softmax`) are Core ATen already and stay as they are. A code
 generator that wants a different set passes its own table through `decompositions=`; it then
@@ -45,7 +49,7 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
-from torch._decomp import core_aten_decompositions, get_decompositions
+from torch._decomp import core_aten_decompositions, decomposition_table, get_decompositions
 
 from aotgrad.eager_batch_norm import with_eager_running_stats
 from aotgrad.eager_factories import EAGER_FACTORIES
@@ -150,6 +154,19 @@ def mutation_decompositions() -> DecompositionTable:
     return table
 
 
+# torch's decompositions that give values eager's kernels do not, and aotgrad's replacements.
+EAGER_VALUES: DecompositionTable = {**EAGER_UPSAMPLE, **EAGER_THRESHOLD, **EAGER_STD}
+
+
+def with_eager_values(table: DecompositionTable) -> DecompositionTable:
+    """`table` (a caller's) with torch's own decompositions of `EAGER_VALUES`' ops replaced by
+    aotgrad's, which give eager's values; a decomposition of the caller's own stays as it is."""
+    return {
+        op: EAGER_VALUES[op] if op in EAGER_VALUES and fn is decomposition_table.get(op) else fn
+        for op, fn in table.items()
+    }
+
+
 def default_decompositions() -> DecompositionTable:
     """The decomposition table aotgrad uses when the caller passes none.
 
@@ -160,9 +177,6 @@ def default_decompositions() -> DecompositionTable:
     table: DecompositionTable = dict(core_aten_decompositions())  # type: ignore[arg-type]
     table.update(get_decompositions(list(EARLY_DECOMPOSED)))  # type: ignore[arg-type]
     table.update(EAGER_FACTORIES)
-    table.update({op: fn for op, fn in EAGER_UPSAMPLE.items() if op in table})
-    table.update({op: fn for op, fn in EAGER_THRESHOLD.items() if op in table})
-    table.update({op: fn for op, fn in EAGER_STD.items() if op in table})
     for op in _overloads(KEPT_WHOLE):
         table.pop(op, None)
-    return table
+    return with_eager_values(table)

@@ -10,7 +10,7 @@ import torch
 import torch.fx
 
 from aotgrad.compile import trace_region
-from aotgrad.decompositions import DecompositionTable, default_decompositions
+from aotgrad.decompositions import DecompositionTable, default_decompositions, with_eager_values
 from aotgrad.partition import min_cut, save_all
 from aotgrad.partition.policy import value_bytes
 from aotgrad.tracing.graph_passes import output_values
@@ -117,7 +117,7 @@ def saved_bytes_report(
     mask = [
         isinstance(x, torch.Tensor) and x.requires_grad and x.is_floating_point() for x in flat_inputs
     ]
-    table = default_decompositions() if decompositions is None else decompositions
+    table = default_decompositions() if decompositions is None else with_eager_values(decompositions)
     joint = trace_region(fn, flat_inputs, mask, table).joint
     assert joint is not None
     return SavedBytesReport(measure_saved(joint, save_all), measure_saved(joint, min_cut))
