@@ -223,7 +223,7 @@ def test_composite_ops_with_symbolic_arguments(train: bool) -> None:
     torch.manual_seed(0)
     model = PadAndNarrow()
     with torch.enable_grad() if train else torch.no_grad():
-        compiled, forward, backward = _compile(model, [torch.randn(2, 9, 8, requires_grad=train)], [{1}])
+        compiled, forward, _backward = _compile(model, [torch.randn(2, 9, 8, requires_grad=train)], [{1}])
         for n in SIZES:
             _check(compiled, model, [torch.randn(2, n, 8, requires_grad=train)], train=train)
     assert len(forward.graphs) == 1

@@ -7,7 +7,15 @@ plan), :func:`wrapper_source`, all composed by :func:`compile_graph`. Code gener
 """
 
 from inductor_ir._version import __version__
-from inductor_ir.backend import BufferRecord, InPlaceBuffer, KernelBackend, KernelGroup, KernelNode, KernelSource, NodeBody
+from inductor_ir.backend import (
+    BufferRecord,
+    InPlaceBuffer,
+    KernelBackend,
+    KernelGroup,
+    KernelNode,
+    KernelSource,
+    NodeBody,
+)
 from inductor_ir.compile import (
     CompiledGraph,
     CompileTimings,

@@ -24,7 +24,6 @@ from aotgrad.runtime.writeback import WriteBack
 from aotgrad.tracing.functional import FunctionalGraph
 from aotgrad.tracing.overlap import OverlappingWriteError, distinct_elements
 
-
 autocast_enabled = torch._C._is_any_autocast_enabled
 """Whether any device's autocast is on (one C call: checked on every compiled call)."""
 
