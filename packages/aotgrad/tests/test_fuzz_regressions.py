@@ -486,3 +486,23 @@ def test_a_callers_table_gets_eagers_threshold_and_std() -> None:
     with torch.no_grad():
         for want, got in zip(fn(x, y), compiled(x, y)):
             torch.testing.assert_close(got, want, rtol=0, atol=0)
+
+
+def test_in_place_write_into_an_input_whose_elements_overlap_is_refused_clearly() -> None:
+    # fuzz 73605f9f8f: `as_strided((3, 2), (1, 1))` shares memory between rows without a stride-0 dim;
+    # the written-back new value left one shared location unsquared. A clear error, or with fallback on
+    # the graph runs eagerly: eager's result, eager's input afterwards.
+    def fn(a: torch.Tensor) -> torch.Tensor:
+        return a[::2].pow_(2)
+
+    def overlapping() -> torch.Tensor:
+        return torch.arange(4, dtype=torch.float32).as_strided((3, 2), (1, 1))
+
+    compiled = aotgrad.aot_function(fn, fw_compiler=aotgrad.eager_compiler, config=strict())
+    with torch.no_grad(), pytest.raises(aotgrad.TracingError, match="overlap in memory"):
+        compiled(overlapping())
+    with_fallback = aotgrad.aot_function(fn, fw_compiler=aotgrad.eager_compiler)
+    a, b = overlapping(), overlapping()
+    with torch.no_grad():
+        torch.testing.assert_close(with_fallback(a), fn(b))
+    torch.testing.assert_close(a, b)

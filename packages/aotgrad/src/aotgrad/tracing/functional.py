@@ -33,7 +33,7 @@ from aotgrad.tracing.graph_passes import (
     truncate_integral_addcmul_values,
     views_as_reshapes,
 )
-from aotgrad.tracing.overlap import OverlapChecks, OverlapWatch
+from aotgrad.tracing.overlap import OverlapChecks, OverlapWatch, provably_distinct
 from aotgrad.tracing.single_pass import (
     BatchNormAboveFunctionalization,
     SinglePassUnsupported,
@@ -171,6 +171,16 @@ def _rewrite_outputs(gm: torch.fx.GraphModule, flat_outputs_spec: pytree.TreeSpe
         if node.op == "call_function" and node.target is aten.copy_.default and node.args[0] in input_index:
             new_value_of[input_index[node.args[0]]] = node.args[1]
             graph.erase_node(node)
+    for index in new_value_of:
+        value = inputs[index].meta.get("val")
+        if isinstance(value, torch.Tensor) and not provably_distinct(value):
+            # Its elements share memory (`as_strided((3, 2), (1, 1))`): the new value, written back element
+            # by element, would leave each shared location holding whichever copy came last.
+            raise TracingError(
+                f"an input (flat input {index}) whose elements overlap in memory is written in place; eager "
+                "updates it element by element, which aotgrad cannot express. Write into a `clone()`.",
+                None,
+            )
     for node in graph.nodes:
         target = node.target
         if node.op == "call_function" and isinstance(target, torch._ops.OpOverload) and target._schema.is_mutable:

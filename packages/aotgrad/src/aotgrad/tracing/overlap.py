@@ -85,7 +85,7 @@ def _no_elements(t: torch.Tensor) -> bool:
     return any(isinstance(size, int) and size == 0 for size in t.shape)
 
 
-def _provably_distinct(t: torch.Tensor, skip: Sequence[int] = ()) -> bool:
+def provably_distinct(t: torch.Tensor, skip: Sequence[int] = ()) -> bool:
     """Whether no two elements of `t` (ignoring dims `skip`) share memory: each stride passes the
     extent of the smaller ones. Symbolic sizes or strides: trusted (views of dense tensors)."""
     if _no_elements(t):
@@ -141,7 +141,7 @@ class OverlapChecks(TorchDispatchMode):
                 repeated = repeated_dims(written)
                 if repeated:
                     return self._repeated(func, args, kwargs, written, repeated)
-                if not _provably_distinct(written):
+                if not provably_distinct(written):
                     raise TracingError(
                         f"`{func}` writes in place into a tensor whose elements may overlap in memory (an "
                         "`unfold` or `as_strided` view); eager writes it element by element, which aotgrad "
@@ -152,7 +152,7 @@ class OverlapChecks(TorchDispatchMode):
 
     def _repeated(self, func: Any, args: Any, kwargs: dict[str, Any], written: torch.Tensor, repeated: list[int]) -> Any:
         tolerated = func in _FILLS or func in _MASKED_FILLS  # eager accepts these
-        if tolerated and args and args[0] is written and _provably_distinct(written, repeated):
+        if tolerated and args and args[0] is written and provably_distinct(written, repeated):
             target = self._distinct_view(written, repeated)
             if func in _FILLS:
                 func(target, *args[1:], **kwargs)
@@ -204,6 +204,6 @@ class OverlapWatch(TorchFunctionMode):
         targets = [kwargs.get("out")] if "out" in kwargs else ([args[0]] if in_place and args else [])
         for target in targets:
             for t in target if isinstance(target, (tuple, list)) else [target]:
-                if isinstance(t, torch.Tensor) and (repeated_dims(t) or not _provably_distinct(t)):
+                if isinstance(t, torch.Tensor) and (repeated_dims(t) or not provably_distinct(t)):
                     raise SinglePassUnsupported(f"in-place `{name}` on a tensor whose elements overlap")
         return func(*args, **kwargs)
