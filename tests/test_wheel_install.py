@@ -24,14 +24,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-FOLDERS = {
-    "capture": "capture",
-    "aotgrad": "aotgrad",
-    "inductor-ir": "inductor_ir",
-    "codegen-cpp": "codegen_cpp",
-    "codegen-triton": "codegen_triton",
-    "frontend": "frontend",
-}
+# Distribution folder -> import name, for every package the repository holds.
+FOLDERS = {path.parent.name: path.parent.name.replace("-", "_") for path in sorted(ROOT.glob("packages/*/pyproject.toml"))}
 EDITABLE_ENTRY = re.compile(
     r"^(_editable_impl_|__editable__[._])?(" + "|".join(FOLDERS.values()) + r")([-_.].*)?$"
 )

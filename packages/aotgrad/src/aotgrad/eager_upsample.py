@@ -1,4 +1,6 @@
-"""Linear, bilinear and trilinear upsampling as eager's CPU kernels compute them.
+"""Linear, bilinear and trilinear upsampling as eager's CPU kernels compute them (inductor_ir has the
+same decomposition for tables used without aotgrad; neither package may import the other, so the two
+are kept in step by hand).
 
 torch's decomposition blends two neighbours as ``v1 + (v2 - v1) * alpha``; eager's kernels weigh
 them, ``v1 * (1 - alpha) + v2 * alpha``. The two agree on finite values (up to rounding) but not at
