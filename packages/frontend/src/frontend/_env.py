@@ -7,6 +7,10 @@ Variables:
   KILN_DEBUG=1          write every compiled graph's artifacts to a debug folder (path printed once)
   KILN_LOGS=a,b,...     log these events: graph_breaks, recompiles, guards, fallbacks, compile ("all" for every one)
   KILN_CACHE_DIR=path   where Kiln keeps its caches and debug folders (default: ~/.cache/kiln or $TMPDIR/kiln)
+  KILN_REPRO_AFTER=capture|aotgrad   on a failure, write a runnable repro script of the failing graph
+  KILN_REPRO_LEVEL=crash|accuracy    accuracy: also check each compiled graph against eager, minify mismatches
+  KILN_REPORT=path.html              write one HTML report of every compile in the process at exit
+  KILN_PROGRESS=0                    no progress line for long compiles (shown only on a terminal)
 """
 
 from __future__ import annotations
@@ -27,6 +31,10 @@ class Environment:
     debug: bool
     logs: frozenset[str]
     cache_dir: Path
+    repro_after: str | None = None
+    repro_level: str = "crash"
+    report: Path | None = None
+    progress: bool = True
 
 
 def _truthy(value: str | None) -> bool:
@@ -62,7 +70,7 @@ def _default_cache_dir(environ: Mapping[str, str]) -> Path:
 
 
 def read_environment(environ: Mapping[str, str] | None = None) -> Environment:
-    """Read KILN_DEBUG, KILN_LOGS and KILN_CACHE_DIR from `environ` (default: ``os.environ``)."""
+    """Read the KILN_* variables listed above from `environ` (default: ``os.environ``)."""
     env = os.environ if environ is None else environ
     cache = env.get("KILN_CACHE_DIR")
     try:
@@ -73,8 +81,33 @@ def read_environment(environ: Mapping[str, str] | None = None) -> Environment:
 
         warnings.warn(f"{error}; ignoring KILN_LOGS", stacklevel=2)
         logs = frozenset()
+    report = env.get("KILN_REPORT")
     return Environment(
         debug=_truthy(env.get("KILN_DEBUG")),
         logs=logs,
         cache_dir=Path(cache).expanduser() if cache else _default_cache_dir(env),
+        repro_after=_choice(env, "KILN_REPRO_AFTER", REPRO_AFTER_CHOICES),
+        repro_level=_choice(env, "KILN_REPRO_LEVEL", REPRO_LEVEL_CHOICES) or "crash",
+        report=Path(report).expanduser() if report else None,
+        progress=env.get("KILN_PROGRESS", "1").strip().lower() not in {"0", "false", "no", "off"},
     )
+
+
+REPRO_AFTER_CHOICES: tuple[str, ...] = ("capture", "aotgrad")
+"""KILN_REPRO_AFTER values: the graph a repro script rebuilds (the captured FX graph, or aotgrad's ATen graph)."""
+
+REPRO_LEVEL_CHOICES: tuple[str, ...] = ("crash", "accuracy")
+"""KILN_REPRO_LEVEL values: repro scripts for failures only, or also for results that differ from eager."""
+
+
+def _choice(env: Mapping[str, str], name: str, choices: tuple[str, ...]) -> str | None:
+    """The value of `name` if it is one of `choices` (None when unset; warned and ignored otherwise)."""
+    value = env.get(name, "").strip().lower()
+    if not value or value in {"0", "none", "off"}:
+        return None
+    if value not in choices:
+        import warnings
+
+        warnings.warn(f"{name}={value!r} is not one of {', '.join(choices)}; ignoring it", stacklevel=3)
+        return None
+    return value

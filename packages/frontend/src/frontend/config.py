@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from frontend._env import LOG_EVENTS, read_environment
+from frontend._env import LOG_EVENTS, REPRO_AFTER_CHOICES, REPRO_LEVEL_CHOICES, read_environment
 from frontend.errors import InvalidOptionError
 
 _ENV = read_environment()
@@ -65,6 +65,11 @@ class Config:
     cudagraph_copy_outputs: bool = True
     fallback_random: bool = False
     runtime_checks: bool = True
+    repro_after: str | None = _ENV.repro_after
+    repro_level: str = _ENV.repro_level
+    repro_dir: Path | None = None
+    report: Path | None = _ENV.report
+    progress: bool = _ENV.progress
     _patch_stack: list[dict[str, Any]] = field(default_factory=list, repr=False, compare=False)
 
     @staticmethod
@@ -103,6 +108,13 @@ class Config:
         return self.debug_dir if self.debug_dir is not None else self.cache_dir / "debug"
 
 
+_CHOICES: dict[str, tuple[Any, ...]] = {
+    "repro_after": (None, *REPRO_AFTER_CHOICES),
+    "repro_level": REPRO_LEVEL_CHOICES,
+}
+"""Options whose value is one of a few names."""
+
+
 def _field_types() -> dict[str, Any]:
     hints = typing.get_type_hints(Config)
     return {name: hints[name] for name in Config.option_names()}
@@ -111,6 +123,11 @@ def _field_types() -> dict[str, Any]:
 def _coerce(name: str, expected: Any, value: Any) -> Any:
     """`value` converted to the field's type, or InvalidOptionError saying what was expected."""
     origin = typing.get_origin(expected)
+    if name in _CHOICES:
+        if value in _CHOICES[name]:
+            return value
+        choices = ", ".join(repr(choice) for choice in _CHOICES[name])
+        raise InvalidOptionError(f"option {name!r} expects one of {choices}, got {value!r}")
     if expected is bool:
         if isinstance(value, bool):
             return value
