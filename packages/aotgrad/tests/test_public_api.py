@@ -21,6 +21,7 @@ PUBLIC = {
     "eager_compiler",
     "min_cut",
     "partition",
+    "plans",
     "save_all",
     "saved_bytes_report",
 }

@@ -11,7 +11,7 @@ Example:
     >>> compiled(x)[0].sum().backward()
 """
 
-from aotgrad import partition
+from aotgrad import partition, plans
 from aotgrad._version import __version__
 from aotgrad.api import AotCallable, AotModule, aot_eager, aot_function, aot_graph, aot_module, eager_compiler
 from aotgrad.config import AotConfig
@@ -40,6 +40,7 @@ __all__ = [
     "eager_compiler",
     "min_cut",
     "partition",
+    "plans",
     "save_all",
     "saved_bytes_report",
 ]

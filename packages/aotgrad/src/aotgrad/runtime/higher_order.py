@@ -20,7 +20,7 @@ clear error if they are differentiated again, instead of dropping that term.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
@@ -86,17 +86,20 @@ class DifferentiableBackward:
     """A region's gradients, recomputed with history for a backward under ``create_graph=True``.
 
     Attributes:
-        forward: the functional forward graph, ``(*inputs) -> (*graph outputs)``.
+        forward: the functional forward graph, ``(*inputs) -> (*graph outputs)``; None for a region
+            restored from a saved plan (`aotgrad.plans`), whose graph `retrace` makes on first use.
         grad_inputs: input indices whose gradient the region returns, in order.
         differentiable_outputs: forward-output indices that receive a tangent.
         unsupported: why this region cannot be replayed (None: it can).
+        retrace: traces the forward graph again from the region's inputs (when `forward` is None).
     """
 
-    forward: torch.fx.GraphModule
+    forward: torch.fx.GraphModule | None
     grad_inputs: tuple[int, ...]
     differentiable_outputs: tuple[int, ...]
     unsupported: str | None = None
     kept_before_mutation: tuple[int, ...] = ()
+    retrace: Callable[[Sequence[Any]], torch.fx.GraphModule] | None = None
 
     @staticmethod
     def for_region(
@@ -140,8 +143,13 @@ class DifferentiableBackward:
         replay = list(inputs)
         for index in self.grad_inputs:
             replay[index] = replay[index].view_as(replay[index])
+        forward = self.forward
+        if forward is None:
+            assert self.retrace is not None, "a DifferentiableBackward needs its forward graph or a way to trace it"
+            forward = self.retrace(inputs)
+            object.__setattr__(self, "forward", forward)  # traced once, on the first double backward
         with torch.enable_grad(), torch._C._DisableAutocast():
-            outputs = ReplayInterpreter(self.forward).run(*replay)
+            outputs = ReplayInterpreter(forward).run(*replay)
         pairs = [
             (outputs[i], grad_outputs[i])
             for i in self.differentiable_outputs

@@ -1,0 +1,206 @@
+"""Compiled plans: what a compiled region needs to run again in another process, without tracing.
+
+A region (one gradient pattern and input signature of an `AotCallable`) is its runtime metadata
+(which inputs it mutates, how each user output is rebuilt, the forward/backward split's bookkeeping)
+plus the two compiled graphs. `export_plans` turns every compiled region into a `RegionPlan` whose
+compiled graphs are replaced by what the caller's `export` makes of them (a serializable record of
+the caller's own design: aotgrad never looks inside); `aot_graph_from_plans` rebuilds an
+`AotCallable` whose regions come from plans, each compiled graph rebuilt by the caller's `load`.
+Inputs of any other pattern or signature are still traced and compiled on first use.
+
+A restored region's double backward (``create_graph=True``) traces its forward graph again on
+first use: the graph itself is not part of a plan.
+
+Example::
+
+    plans = aotgrad.plans.export_plans(compiled, export=lambda fn: fn.record)
+    restored = aotgrad.plans.aot_graph_from_plans(gm, inputs, plans, load=load_record, fw_compiler=...)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+from typing import Any, cast
+
+import torch
+from torch.utils import _pytree as pytree
+
+from aotgrad.api import AotCallable, CompilerFn, dynamic_dims_of
+from aotgrad.compile import Compilers, Partitioner, trace_region
+from aotgrad.config import AotConfig
+from aotgrad.decompositions import DecompositionTable, default_decompositions, with_eager_values
+from aotgrad.partition import min_cut
+from aotgrad.runtime import CompiledInference, CompiledTraining, Region
+from aotgrad.runtime.higher_order import DifferentiableBackward
+from aotgrad.tracing.functional import FunctionalGraph, OutputSpec
+
+__all__ = ["NotPlannable", "RegionPlan", "TrainingPlan", "aot_graph_from_plans", "export_plans"]
+
+
+class NotPlannable(Exception):
+    """A compiled callable whose regions cannot be saved as plans; the message says why."""
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainingPlan:
+    """The forward/backward split's bookkeeping of a training region (see `CompiledTraining`).
+
+    Attributes:
+        num_fwd_outputs, differentiable_outputs, grad_inputs, mutated_inputs: as in `CompiledTraining`.
+        replay_unsupported: why a double backward cannot replay the region (None: it can).
+        kept_before_mutation: inputs copied before the forward for such a replay.
+        backward: the caller's record of the compiled backward graph.
+    """
+
+    num_fwd_outputs: int
+    differentiable_outputs: tuple[int, ...]
+    grad_inputs: tuple[int, ...]
+    mutated_inputs: tuple[int, ...]
+    replay_unsupported: str | None
+    kept_before_mutation: tuple[int, ...]
+    backward: Any
+
+
+@dataclasses.dataclass(frozen=True)
+class RegionPlan:
+    """One compiled region without its graphs: enough to run it again (see the module docstring).
+
+    Attributes:
+        key: the region's key in its `AotCallable` (gradient pattern, then per-input signature).
+        mutated_inputs, num_graph_outputs, outputs, out_spec, differentiable_mutations: the
+            functional forward's metadata (`FunctionalGraph`).
+        forward: the caller's record of the compiled forward graph.
+        training: the training bookkeeping and backward record; None for an inference region.
+    """
+
+    key: tuple[Any, ...]
+    mutated_inputs: tuple[int, ...]
+    num_graph_outputs: int
+    outputs: tuple[OutputSpec, ...]
+    out_spec: pytree.TreeSpec
+    differentiable_mutations: tuple[int, ...]
+    forward: Any
+    training: TrainingPlan | None
+
+
+def export_plans(compiled: Any, export: Callable[[Callable[..., Any]], Any]) -> tuple[RegionPlan, ...]:
+    """The plans of every region `compiled` (what `aot_graph` returned) has compiled so far.
+
+    Args:
+        compiled: an `AotCallable`.
+        export: the caller's record of one compiled graph (what its compiler returned); it raises
+            `NotPlannable` (or any error) for a graph it cannot record.
+
+    Raises:
+        NotPlannable: `compiled` is not an `AotCallable` (a graph split at custom autograd
+            Functions), or a region ran eagerly, raises eager's error, or takes inputs narrowed
+            to their distinct elements.
+    """
+    if not isinstance(compiled, AotCallable):
+        raise NotPlannable(f"a {type(compiled).__name__} is not one traced region (custom autograd Functions?)")
+    plans = []
+    for key, region in compiled._regions.items():
+        if not isinstance(region, Region):
+            raise NotPlannable("a region runs eagerly or raises eager's error")
+        if region.distinct_inputs:
+            raise NotPlannable("a region takes inputs with repeated elements")
+        plans.append(_plan(key, region, export))
+    if not plans:
+        raise NotPlannable("nothing was compiled")
+    return tuple(plans)
+
+
+def _plan(key: tuple[Any, ...], region: Region, export: Callable[[Callable[..., Any]], Any]) -> RegionPlan:
+    graph, run = region.graph, region.compiled
+    training = None
+    if isinstance(run, CompiledTraining):
+        higher = run.higher_order
+        training = TrainingPlan(
+            num_fwd_outputs=run.num_fwd_outputs,
+            differentiable_outputs=run.differentiable_outputs,
+            grad_inputs=run.grad_inputs,
+            mutated_inputs=run.mutated_inputs,
+            replay_unsupported=higher.unsupported if higher is not None else "no replay was prepared",
+            kept_before_mutation=higher.kept_before_mutation if higher is not None else (),
+            backward=export(run.backward),
+        )
+    return RegionPlan(
+        key=key,
+        mutated_inputs=graph.mutated_inputs,
+        num_graph_outputs=graph.num_graph_outputs,
+        outputs=graph.outputs,
+        out_spec=graph.out_spec,
+        differentiable_mutations=graph.differentiable_mutations,
+        forward=export(run.forward),
+        training=training,
+    )
+
+
+def aot_graph_from_plans(
+    gm: torch.nn.Module,
+    example_inputs: Sequence[Any],
+    plans: Sequence[RegionPlan],
+    load: Callable[[Any], Callable[..., Any]],
+    *,
+    fw_compiler: CompilerFn,
+    bw_compiler: CompilerFn | None = None,
+    partition: Partitioner = min_cut,
+    decompositions: DecompositionTable | None = None,
+    config: AotConfig | None = None,
+) -> AotCallable:
+    """What `aot_graph(gm, example_inputs, ...)` returns, its regions rebuilt from `plans`.
+
+    Args:
+        gm: the same graph the plans were exported from (its parameters and buffers are read afresh).
+        example_inputs: its example inputs (they decide which dims are dynamic, as in `aot_graph`).
+        plans: from `export_plans`.
+        load: rebuilds a compiled graph from the caller's record (may raise: nothing is half-built).
+        fw_compiler, bw_compiler, partition, decompositions, config: as for `aot_graph`, for
+            regions of new gradient patterns or input signatures.
+    """
+    config = config or AotConfig()
+    compiled = AotCallable(gm, gm, Compilers(fw_compiler, bw_compiler or fw_compiler), partition, decompositions, config)
+    compiled._dynamic = dynamic_dims_of([*compiled.state_tensors(), *example_inputs])
+    table = default_decompositions() if decompositions is None else with_eager_values(decompositions)
+    regions = {plan.key: _region(plan, load, compiled, table) for plan in plans}
+    compiled._regions.update(regions)
+    return compiled
+
+
+def _region(plan: RegionPlan, load: Callable[[Any], Callable[..., Any]], owner: AotCallable, table: Any) -> Region:
+    # The forward graph itself is not kept: only the double-backward replay needs it (traced then).
+    graph = FunctionalGraph(
+        gm=cast(torch.fx.GraphModule, None),
+        mutated_inputs=plan.mutated_inputs,
+        num_graph_outputs=plan.num_graph_outputs,
+        outputs=plan.outputs,
+        out_spec=plan.out_spec,
+        differentiable_mutations=plan.differentiable_mutations,
+    )
+    forward = load(plan.forward)
+    training = plan.training
+    if training is None:
+        return Region(graph, CompiledInference(forward))
+    grad_mask = plan.key[0]
+
+    def retrace(inputs: Sequence[Any]) -> torch.fx.GraphModule:
+        with torch._C._DisableAutocast():
+            return trace_region(owner._traceable(), list(inputs), grad_mask, table).forward.gm
+
+    higher = DifferentiableBackward(
+        None, training.grad_inputs, training.differentiable_outputs, training.replay_unsupported,
+        training.kept_before_mutation, retrace,
+    )
+    return Region(
+        graph,
+        CompiledTraining(
+            forward=forward,
+            backward=load(training.backward),
+            num_fwd_outputs=training.num_fwd_outputs,
+            differentiable_outputs=training.differentiable_outputs,
+            grad_inputs=training.grad_inputs,
+            mutated_inputs=training.mutated_inputs,
+            higher_order=higher,
+        ),
+    )
