@@ -12,6 +12,8 @@ PUBLIC = {
     "OP_NAMES", "OpsHandler", "Pointwise", "Program", "REDUCTION_TYPES", "Reduction", "ReinterpretView",
     "Schedule", "TorchOpsHandler", "TracingHandler", "UnknownOpError", "__version__", "collector_paused", "compile_graph",
     "current_ops_handler", "decompositions", "describe_group", "eval_index", "failed_check", "interpret", "lower", "lowering",
+    "KernelArtifact", "LoadedGraph", "NotSaveable", "ReloadableKernelBackend", "SavedGraph", "load_saved_graph",
+    "save_compiled_graph",
     "ops", "schedule", "set_ops_handler", "simplify_index", "verify_ops_handler", "wrapper_source",
 }  # fmt: skip
 

@@ -24,7 +24,7 @@ from inductor_ir.scheduler import ExternStep, KernelStep, Schedule
 from inductor_ir.storage_check import StorageTracker
 from inductor_ir.unbacked import runtime_checks
 
-__all__ = ["ensure_layout", "load_wrapper", "reinterpret", "wrapper_source"]
+__all__ = ["ensure_layout", "exec_wrapper", "load_wrapper", "reinterpret", "wrapper_source", "wrapper_source_and_constants"]
 
 
 def reinterpret(base: torch.Tensor, size: tuple[int, ...], stride: tuple[int, ...], offset: int) -> torch.Tensor:
@@ -344,12 +344,25 @@ def _matmul_padding(buf: ExternKernel) -> MatmulPadding | None:
 
 def load_wrapper(schedule: Schedule, kernels: Mapping[str, Callable[..., None]], kernel_names: Mapping[str, str]) -> tuple[Callable[[list[Any]], Any], str]:
     """Generate the wrapper, execute it with the kernels and constants bound, and return ``(call, source)``."""
+    source, constants = wrapper_source_and_constants(schedule, kernel_names)
+    return exec_wrapper(source, constants, kernels), source
+
+
+def wrapper_source_and_constants(
+    schedule: Schedule, kernel_names: Mapping[str, str]
+) -> tuple[str, dict[str, Any]]:
+    """The wrapper's source and every name it needs bound besides the kernels and helpers: the
+    program's constant tensors, devices, ops and unprintable arguments (what `exec_wrapper` takes)."""
     source, constants = _generate(schedule, kernel_names)
+    return source, {**schedule.program.constants, **constants}
+
+
+def exec_wrapper(source: str, constants: Mapping[str, Any], kernels: Mapping[str, Callable[..., None]]) -> Callable[[list[Any]], Any]:
+    """Execute a wrapper's source with its constants, kernels and helpers bound; its ``call(args)``."""
     namespace: dict[str, Any] = {"reinterpret": reinterpret, "ensure_layout": ensure_layout, "aligned_matmul": aligned_matmul,
                                  "math": math}  # ints computed from `item()` floats: `math.trunc(zuf0)`
-    namespace.update(schedule.program.constants)
     namespace.update(constants)
     namespace.update(kernels)
     code = compile(source, "<inductor_ir wrapper>", "exec")
     exec(code, namespace)
-    return namespace["call"], source
+    return namespace["call"]  # type: ignore[no-any-return]
