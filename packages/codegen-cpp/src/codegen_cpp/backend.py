@@ -2,18 +2,24 @@
 
 from __future__ import annotations
 
+import ctypes
+import functools
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from codegen_cpp.codegen.kernel import generate_kernel
-from codegen_cpp.compile.build import CompileStats, build_libraries
-from codegen_cpp.compile.cache import KernelCache
+from codegen_cpp.compile.build import PART_SEPARATOR, CompileStats, build_libraries
+from codegen_cpp.compile.cache import KernelCache, install_library
 from codegen_cpp.compile.loader import CppKernel, load_library
 from codegen_cpp.compile.toolchain import Toolchain, find_toolchain
 from codegen_cpp.config import CppConfig
 from codegen_cpp.errors import CppCompileError, CppCompilerNotFoundError
+from codegen_cpp.saved import KernelSpec, SavedLibrary
+from codegen_cpp.saved import kernel_specs as _kernel_specs
+from codegen_cpp.saved import library_key as _library_key
+from inductor_ir import KernelArtifact
 from inductor_ir.backend import RANDOM_OPS, KernelGroup, KernelSource
 
 __all__ = ["CppBackend", "library_source"]
@@ -69,6 +75,7 @@ class CppBackend:
         self.stats = CompileStats()
         self.last_library: Path | None = None
         self._toolchain: Toolchain | None = None
+        self._built: dict[str, Path] = {}  # library key -> path, for export_kernels
 
     # ------------------------------------------------------------------ KernelBackend
     @property
@@ -112,40 +119,69 @@ class CppBackend:
             return [interpreted_kernel(source.group) for source in sources]
         workers = self.config.compile_workers or os.cpu_count() or 1
         # One library per graph; a big graph is compiled as several parts in parallel, then linked.
-        text = library_parts(sources, min(workers, len(sources) // self.config.kernels_per_part))
-        cache = KernelCache(self.config.resolved_cache_dir())
+        parts = library_parts(sources, min(workers, len(sources) // self.config.kernels_per_part))
         try:
-            (path,) = build_libraries(
-                [text], toolchain, cache, self.stats, workers=workers, precompile=self.config.precompiled_header
-            )
+            library = self._library(parts, toolchain)
         except CppCompileError as error:
             error.add_note(
                 "The library held these kernels (the ATen ops they compute): " + _describe(sources)
             )
             raise
+        return [self._kernel(library, spec) for spec in _kernel_specs(sources)]
+
+    def export_kernels(self, sources: Sequence[KernelSource]) -> KernelArtifact:
+        """A record of the kernels of ``sources`` (compiled by this backend before): the library's
+        translation units, each kernel's calling convention and checks, the toolchain's fingerprint
+        and the compiled library's bytes (so another cache folder, or machine, need not compile)."""
+        workers = self.config.compile_workers or os.cpu_count() or 1
+        parts = library_parts(sources, min(workers, len(sources) // self.config.kernels_per_part))
+        fingerprint = self.toolchain().fingerprint()
+        library = self._built.get(_library_key(parts, fingerprint))
+        if library is None:
+            raise LookupError("these kernels were not compiled by this backend in this process")
+        payload = SavedLibrary(tuple(parts), _kernel_specs(sources), fingerprint, library.read_bytes())
+        return KernelArtifact(self.device_type, tuple(s.name for s in sources), payload)
+
+    def load_kernels(self, artifact: KernelArtifact) -> Sequence[Callable[..., None]]:
+        """The kernels of ``artifact``: its library from the cache, else from the artifact's bytes
+        (same toolchain fingerprint only, checked like any cache entry), else compiled again."""
+        saved = artifact.payload
+        if not isinstance(saved, SavedLibrary):
+            raise TypeError(f"not a C++ kernel record: {type(saved).__name__}")
+        toolchain = self.toolchain()
+        fingerprint = toolchain.fingerprint()
+        if saved.library and saved.fingerprint == fingerprint:
+            cache = KernelCache(self.config.resolved_cache_dir())
+            entry = cache.entry(PART_SEPARATOR.join(saved.parts), fingerprint)
+            if not entry.checksum.exists():
+                install_library(cache, entry, list(saved.parts), saved.library)
+        library = self._library(list(saved.parts), toolchain)
+        return [self._kernel(library, spec) for spec in saved.kernels]
+
+    def _library(self, parts: list[str], toolchain: Toolchain) -> ctypes.CDLL:
+        """The loaded library of ``parts``: from the cache, or compiled (and cached) first."""
+        workers = self.config.compile_workers or os.cpu_count() or 1
+        cache = KernelCache(self.config.resolved_cache_dir())
+        build = functools.partial(
+            build_libraries, [parts], toolchain, cache, self.stats, workers=workers,
+            precompile=self.config.precompiled_header,
+        )
+        (path,) = build()
         try:
             library = load_library(path)
         except OSError:
             # A library that passed its checksum but does not load (a different machine's file
             # copied into the cache, say): rebuild it once.
-            (path,) = build_libraries(
-                [text], toolchain, cache, self.stats, workers=workers, force=True,
-                precompile=self.config.precompiled_header,
-            )
+            (path,) = build(force=True)
             library = load_library(path)
         self.last_library = path
-        return [
-            CppKernel(
-                library,
-                source.name,
-                int(source.metadata["num_pointers"]),
-                int(source.metadata["num_sizes"]),
-                self.config.num_threads,
-                checks=source.metadata.get("checks"),
-                ops=", ".join(sorted({o for node in source.group.nodes for o in node.origins})),
-            )
-            for source in sources
-        ]
+        self._built[_library_key(parts, toolchain.fingerprint())] = path
+        return library
+
+    def _kernel(self, library: ctypes.CDLL, spec: KernelSpec) -> CppKernel:
+        return CppKernel(
+            library, spec.name, spec.num_pointers, spec.num_sizes, self.config.num_threads, checks=spec.checks, ops=spec.ops
+        )
 
     # ------------------------------------------------------------------ helpers
     def toolchain(self) -> Toolchain:

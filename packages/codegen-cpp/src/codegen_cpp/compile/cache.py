@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["CacheEntry", "KernelCache", "atomic_write", "private_cache_root", "warn_once"]
+__all__ = ["CacheEntry", "KernelCache", "atomic_write", "install_library", "private_cache_root", "warn_once"]
 
 _RECORD_HEADER = b"kiln-cpp-cache 1"
 
@@ -198,3 +198,20 @@ class KernelCache:
             "or point KILN_CACHE_DIR at one that is (this warning is shown once per process).",
         )
         return KernelCache(fallback)
+
+
+def install_library(cache: KernelCache, entry: CacheEntry, parts: Sequence[str], library: bytes) -> bool:
+    """Put a library built elsewhere (a saved graph's bytes) into ``entry``, as a build would.
+
+    Written like a fresh build (temporary name, rename, then the record with its checksum), so the
+    usual checks apply when it is looked up. Returns False (nothing installed) when the folder
+    cannot be written: the caller then builds as usual, in a private folder.
+    """
+    try:
+        cache.prepare(entry, parts)
+        staged = cache.temporary_library(entry)
+        staged.write_bytes(library)
+        cache.commit(entry, staged)
+    except OSError:
+        return False
+    return True
