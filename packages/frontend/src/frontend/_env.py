@@ -7,6 +7,7 @@ Variables:
   KILN_DEBUG=1          write every compiled graph's artifacts to a debug folder (path printed once)
   KILN_LOGS=a,b,...     log these events: graph_breaks, recompiles, guards, fallbacks, compile ("all" for every one)
   KILN_CACHE_DIR=path   where Kiln keeps its caches and debug folders (default: ~/.cache/kiln or $TMPDIR/kiln)
+  KILN_GRAPH_CACHE=0    do not reuse (or save) compiled graphs across processes (default: on)
   KILN_REPRO_AFTER=capture|aotgrad   on a failure, write a runnable repro script of the failing graph
   KILN_REPRO_LEVEL=crash|accuracy    accuracy: also check each compiled graph against eager, minify mismatches
   KILN_REPORT=path.html              write one HTML report of every compile in the process at exit
@@ -31,6 +32,7 @@ class Environment:
     debug: bool
     logs: frozenset[str]
     cache_dir: Path
+    graph_cache: bool = True
     repro_after: str | None = None
     repro_level: str = "crash"
     report: Path | None = None
@@ -86,6 +88,7 @@ def read_environment(environ: Mapping[str, str] | None = None) -> Environment:
         debug=_truthy(env.get("KILN_DEBUG")),
         logs=logs,
         cache_dir=Path(cache).expanduser() if cache else _default_cache_dir(env),
+        graph_cache=(env.get("KILN_GRAPH_CACHE") or "1").strip().lower() not in {"0", "false", "no", "off"},
         repro_after=_choice(env, "KILN_REPRO_AFTER", REPRO_AFTER_CHOICES),
         repro_level=_choice(env, "KILN_REPRO_LEVEL", REPRO_LEVEL_CHOICES) or "crash",
         report=Path(report).expanduser() if report else None,

@@ -38,6 +38,8 @@ class Config:
         logs: events to log through Python `logging` (KILN_LOGS): graph_breaks, recompiles, guards,
             fallbacks, compile.
         cache_dir: Kiln's cache directory (KILN_CACHE_DIR).
+        graph_cache: reuse compiled graphs saved by earlier processes under `cache_dir`, and save
+            new ones (KILN_GRAPH_CACHE=0 turns it off); see `frontend.graph_cache`.
         fallback_to_eager: when a kernel backend cannot compile a graph (no C++ compiler, an
             unsupported op, ...), run that graph eagerly and log why; False raises instead.
         max_autotune: widen kernel autotuning (mode="max-autotune").
@@ -58,6 +60,7 @@ class Config:
     debug_dir: Path | None = None
     logs: frozenset[str] = _ENV.logs
     cache_dir: Path = _ENV.cache_dir
+    graph_cache: bool = _ENV.graph_cache
     fallback_to_eager: bool = True
     max_autotune: bool = False
     cudagraphs: bool = False

@@ -31,6 +31,7 @@ class CompileTimes:
     seconds: dict[str, float] = field(default_factory=dict)
     calls: dict[str, int] = field(default_factory=dict)
     graphs: int = 0
+    cache: dict[str, list[int]] = field(default_factory=dict)
     clock: Callable[[], float] = field(default=time.perf_counter, repr=False)
     _stack: list[_Running] = field(default_factory=list, repr=False)
 
@@ -53,6 +54,15 @@ class CompileTimes:
         self.seconds[name] = self.seconds.get(name, 0.0) + max(seconds, 0.0)
         self.calls[name] = self.calls.get(name, 0) + 1
 
+    def count_cache(self, stage: str, hit: bool, count: int = 1) -> None:
+        """Record `count` graph-cache hits (or misses) of `stage` (see `frontend.graph_cache`)."""
+        counts = self.cache.setdefault(stage, [0, 0])
+        counts[0 if hit else 1] += count
+
+    def cache_counts(self) -> dict[str, dict[str, int]]:
+        """``{stage: {"hits": n, "misses": m}}`` for every stage the graph cache has answered for."""
+        return {stage: {"hits": hits, "misses": misses} for stage, (hits, misses) in self.cache.items()}
+
     def total(self) -> float:
         """Seconds spent compiling in all stages together."""
         return sum(self.seconds.values())
@@ -68,12 +78,17 @@ class CompileTimes:
         for name, seconds in self.as_dict().items():
             lines.append(f"{name:<12} {seconds:>10.4f} {self.calls.get(name, 0):>6}")
         lines.append(f"{'total':<12} {self.total():>10.4f}")
+        if self.cache:
+            lines.append(f"{'graph cache':<12} {'hits':>10} {'misses':>6}")
+            for stage, (hits, misses) in self.cache.items():
+                lines.append(f"{stage:<12} {hits:>10} {misses:>6}")
         return "\n".join(lines)
 
     def reset(self) -> None:
         """Forget everything recorded so far."""
         self.seconds.clear()
         self.calls.clear()
+        self.cache.clear()
         self.graphs = 0
 
 
@@ -81,11 +96,14 @@ PROCESS_TIMES = CompileTimes()
 """The process-wide record behind `compile_times()`: compilation is per process, so is its cost."""
 
 
-def compile_times(repr: Literal["str", "dict"] = "str") -> str | dict[str, float]:
+def compile_times(
+    repr: Literal["str", "dict", "cache"] = "str",
+) -> str | dict[str, float] | dict[str, dict[str, int]]:
     """Seconds spent per compilation stage since the process started (or since `frontend.reset()`).
 
     Args:
-        repr: ``"str"`` for a printable table, ``"dict"`` for ``{stage: seconds}``.
+        repr: ``"str"`` for a printable table (with the graph cache's hits and misses per stage),
+            ``"dict"`` for ``{stage: seconds}``, ``"cache"`` for ``{stage: {"hits": n, "misses": m}}``.
 
     Example::
 
@@ -94,8 +112,10 @@ def compile_times(repr: Literal["str", "dict"] = "str") -> str | dict[str, float
     """
     if repr == "dict":
         return PROCESS_TIMES.as_dict()
+    if repr == "cache":
+        return PROCESS_TIMES.cache_counts()
     if repr != "str":
-        raise ValueError(f"compile_times(repr=...) takes 'str' or 'dict', got {repr!r}")
+        raise ValueError(f"compile_times(repr=...) takes 'str', 'dict' or 'cache', got {repr!r}")
     return PROCESS_TIMES.report()
 
 

@@ -13,6 +13,11 @@ from frontend.context import CompileContext
 GraphCompiler = Callable[[torch.fx.GraphModule, list[Any]], Callable[..., Any]]
 
 
+def aot_config(context: CompileContext) -> aotgrad.AotConfig:
+    """aotgrad's options for this compilation: its own "run this graph eagerly" follows the frontend's."""
+    return aotgrad.AotConfig(fallback_to_eager=context.config.fallback_to_eager)
+
+
 def aot_compile(
     gm: torch.fx.GraphModule,
     example_inputs: Sequence[Any],
@@ -30,8 +35,7 @@ def aot_compile(
     kwargs: dict[str, Any] = {
         "fw_compiler": fw_compiler,
         "bw_compiler": bw_compiler or fw_compiler,
-        # aotgrad's own "run this graph eagerly" follows the frontend's setting.
-        "config": aotgrad.AotConfig(fallback_to_eager=context.config.fallback_to_eager),
+        "config": aot_config(context),
     }
     if decompositions is not None:
         kwargs["decompositions"] = decompositions

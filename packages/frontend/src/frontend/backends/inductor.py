@@ -16,7 +16,7 @@ import torch
 import torch.utils._pytree as pytree
 
 import inductor_ir
-from frontend.backends._aot import aot_compile
+from frontend.backends._aot import aot_compile, aot_config
 from frontend.backends.fallback import (
     compile_or_fall_back,
     fall_back,
@@ -33,6 +33,7 @@ from frontend.context import CompileContext
 from frontend.cudagraphs import CudaGraphRunner
 from frontend.debug import GraphArtifacts
 from frontend.errors import describe_error
+from frontend.graph_cache import CachedCompile
 from frontend.stats import move_seconds
 
 
@@ -147,18 +148,24 @@ def inductor_backend(gm: torch.fx.GraphModule, example_inputs: list[Any], contex
     except Exception as error:
         return fall_back(gm, context, "a graph", f"inductor_ir.decompositions() failed ({describe_error(error)})", error)
 
+    compilers = {
+        "fw_compiler": _graph_compiler(backends, context, artifacts, "forward"),
+        "bw_compiler": _graph_compiler(backends, context, artifacts, "backward"),
+    }
+    # A graph compiled by an earlier process (or shipped in a bundle) is loaded, not compiled.
+    cached = CachedCompile.start(gm, example_inputs, context, backends, device)
+    if cached is not None:
+        restored = cached.restore(gm, example_inputs, **compilers, decompositions=decompositions,
+                                  config=aot_config(context))
+        if restored is not None:
+            return compile_or_fall_back(lambda: restored, gm, context, "a graph (loaded from the graph cache)")
+
     def trace() -> Callable[..., Any]:
-        return aot_compile(
-            gm,
-            example_inputs,
-            context,
-            fw_compiler=_graph_compiler(backends, context, artifacts, "forward"),
-            bw_compiler=_graph_compiler(backends, context, artifacts, "backward"),
-            decompositions=decompositions,
-        )
+        return aot_compile(gm, example_inputs, context, **compilers, decompositions=decompositions)
 
     # aotgrad's own failures fall back too (try backend="aot_eager" to see them raised).
     # The garbage collector waits while aotgrad traces and inductor_ir lowers (0.3-0.5 s of automatic
     # collections per graph); kernel compile workers forked meanwhile turn their own back on.
     with inductor_ir.collector_paused():
-        return compile_or_fall_back(trace, gm, context, "a graph (tracing forward/backward with aotgrad)")
+        compiled = compile_or_fall_back(trace, gm, context, "a graph (tracing forward/backward with aotgrad)")
+    return cached.save_after_first_call(compiled) if cached is not None else compiled
