@@ -9,6 +9,8 @@ import pytest
 import torch
 from inductor_ir_testing import check_interpret, rand
 
+import inductor_ir
+
 FLOAT_UNARY: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
     "sin": torch.sin, "cos": torch.cos, "tan": torch.tan, "tanh": torch.tanh, "exp": torch.exp,
     "expm1": torch.expm1, "exp2": torch.exp2, "log_abs": lambda x: torch.log(x.abs() + 1),
@@ -96,3 +98,16 @@ def test_casts_and_copies() -> None:
         return x.to(torch.float16), x.to(torch.int64), i.to(torch.float32), i.bool(), x.clone(), x.t().contiguous()
 
     check_interpret(fn, lambda: [rand(4, 6) * 4, rand(4, 6, dtype=torch.int64)])
+
+
+def test_nan_clamp_bounds_give_the_installed_torchs_values() -> None:
+    """A NaN number as a clamp bound runs ATen's kernel (its result differs between torch releases)."""
+    nan = float("nan")
+
+    def fn(x: torch.Tensor) -> Any:
+        return (torch.clamp(x, min=nan), torch.clamp(x, max=nan), torch.clamp(x, min=nan, max=0.5),
+                torch.clamp_min(x, nan), torch.clamp_max(x, nan), x.clamp(-0.5, 0.5))  # fmt: skip
+
+    program = check_interpret(fn, lambda: [rand(3, 5)], allow_fallback=True)
+    fallbacks = [b for b in program.buffers if type(b) is inductor_ir.FallbackKernel]
+    assert len(fallbacks) == 5

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import torch
@@ -343,9 +344,16 @@ def where(ctx: LoweringContext, condition: IRNode, a: Any, b: Any) -> Pointwise:
 @lowering(aten.clamp.default, aten.clamp.Tensor, aten.clamp_min.default, aten.clamp_max.default,
           aten.clamp_min.Tensor, aten.clamp_max.Tensor)  # fmt: skip
 def clamp(ctx: LoweringContext, x: IRNode, lo: Any = None, hi: Any = None) -> Pointwise:
-    """min(max(x, lo), hi), with NaN propagating."""
+    """min(max(x, lo), hi), with NaN propagating.
+
+    A NaN bound given as a number stays with ATen's kernel: what it does differs between torch
+    releases (2.11 returns ``x`` unchanged for ``clamp(x, min=nan)``, 2.13 returns NaN), and the
+    compiled graph must give the installed release's values.
+    """
     if ctx.origin == "clamp_max":
         lo, hi = None, lo
+    if any(isinstance(v, float) and math.isnan(v) for v in (lo, hi)):
+        raise NotLowerable("a NaN clamp bound (eager's result depends on the torch release)")
     dtype = ctx.out_dtype(promote_dtypes(x, *(v for v in (lo, hi) if v is not None)))
     compute = compute_dtype_for(dtype)
     operands = [x] + [v for v in (lo, hi) if v is not None]
