@@ -38,3 +38,21 @@ def test_narrow_int_values_wrap_inside_kernels(backend: CppBackend) -> None:
     compiled = inductor_ir.compile_graph(make_fx(_programs)(u, a, h), [u, a, h], backends={"cpu": backend})
     for k, (got, want) in enumerate(zip(compiled(u, a, h), _programs(u, a, h))):
         assert got.dtype == want.dtype and torch.equal(got, want), f"program {k}: {got} != {want}"
+
+
+def _divisions(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    return a // b, a % b, torch.fmod(a, b), a // -1, a % -1
+
+
+def test_the_minimum_divided_by_minus_one_wraps_instead_of_trapping(backend: CppBackend) -> None:
+    """x86 traps (SIGFPE, the whole process) on ``min / -1``; eager gives ``min`` and 0."""
+    generator = torch.Generator().manual_seed(0)
+    for dtype in (torch.int64, torch.int32, torch.int16, torch.int8):
+        low = torch.iinfo(dtype).min
+        a = torch.cat([torch.tensor([low, low, low + 1, 7]), torch.randint(-100, 100, (60,), generator=generator)])
+        b = torch.cat([torch.tensor([-1, 1, -1, -1]), torch.randint(1, 9, (60,), generator=generator)])
+        sign = torch.where((torch.arange(64) >= 4) & (torch.rand(64, generator=generator) < 0.5), -1, 1)
+        a, b = a.to(dtype), (b * sign).to(dtype)
+        compiled = inductor_ir.compile_graph(make_fx(_divisions)(a, b), [a, b], backends={"cpu": backend})
+        for k, (got, want) in enumerate(zip(compiled(a, b), _divisions(a, b))):
+            assert got.dtype == want.dtype and torch.equal(got, want), f"{dtype} program {k}: {got} != {want}"

@@ -183,8 +183,8 @@ class ArithmeticOps:
         return self._call("kiln::floormod", a, b)
 
     def fmod(self, a: CppValue, b: CppValue) -> CppValue:
-        """C fmod(a, b)."""
-        if self._is_float(a):
+        """C fmod(a, b); for int32/int64, ``kiln::fmod`` (x86 traps on ``min % -1``)."""
+        if self._is_float(a) or a.dtype in (torch.int32, torch.int64):
             return self._call("kiln::fmod", a, b)
         return self._binary("%", a, b)
 

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 #include <limits>
 #ifdef _OPENMP
 #include <omp.h>
@@ -344,14 +345,22 @@ inline double copysign(double a, double b) { return std::copysign(a, b); }
 inline f32x copysign(f32x a, f32x b) { return map2(a, b, [](float x, float y) { return std::copysign(x, y); }); }
 inline f64x copysign(f64x a, f64x b) { return map2(a, b, [](double x, double y) { return std::copysign(x, y); }); }
 
-// Integer division and modulo with Python's floor semantics (sign of the divisor).
+// Integer division and modulo with Python's floor semantics (sign of the divisor). A divisor of
+// -1 is taken apart first: the minimum value divided by it overflows, which x86 traps (SIGFPE)
+// where eager wraps (int64 min // -1 is int64 min, min % -1 is 0).
+template <class I>
+inline I negate_wrapping(I a) {
+  return static_cast<I>(static_cast<std::make_unsigned_t<I>>(0) - static_cast<std::make_unsigned_t<I>>(a));
+}
 template <class I>
 inline I floordiv(I a, I b) {
+  if (b == -1) return negate_wrapping(a);
   I q = a / b;
   return q - static_cast<I>((a % b != 0) && ((a < 0) != (b < 0)));
 }
 template <class I>
 inline I floormod(I a, I b) {
+  if (b == -1) return I(0);
   I r = a % b;
   return r + static_cast<I>((r != 0) && ((r < 0) != (b < 0))) * b;
 }
@@ -386,9 +395,14 @@ inline double floormod(double a, double b) {
 inline f32x floormod(f32x a, f32x b) { return map2(a, b, [](float x, float y) { return floormod(x, y); }); }
 inline f64x floormod(f64x a, f64x b) { return map2(a, b, [](double x, double y) { return floormod(x, y); }); }
 template <class I>
-inline I truncdiv(I a, I b) { return a / b; }
-inline i64x truncdiv(i64x a, i64x b) { return map2(a, b, [](int64_t x, int64_t y) { return x / y; }); }
-inline i32x truncdiv(i32x a, i32x b) { return map2(a, b, [](int32_t x, int32_t y) { return x / y; }); }
+inline I truncdiv(I a, I b) { return b == -1 ? negate_wrapping(a) : a / b; }
+inline i64x truncdiv(i64x a, i64x b) { return map2(a, b, [](int64_t x, int64_t y) { return truncdiv(x, y); }); }
+inline i32x truncdiv(i32x a, i32x b) { return map2(a, b, [](int32_t x, int32_t y) { return truncdiv(x, y); }); }
+// C's integer remainder (the sign of the dividend), with the -1 divisor taken apart as above.
+inline int64_t fmod(int64_t a, int64_t b) { return b == -1 ? 0 : a % b; }
+inline int32_t fmod(int32_t a, int32_t b) { return b == -1 ? 0 : a % b; }
+inline i64x fmod(i64x a, i64x b) { return map2(a, b, [](int64_t x, int64_t y) { return fmod(x, y); }); }
+inline i32x fmod(i32x a, i32x b) { return map2(a, b, [](int32_t x, int32_t y) { return fmod(x, y); }); }
 
 // maximum/minimum propagate NaN, as torch.maximum does.
 template <class S>
