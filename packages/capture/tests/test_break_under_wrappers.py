@@ -18,13 +18,14 @@ import torch
 from capture_helpers import RecordingBackend, ops
 
 import capture
+from capture.bytecode import dialects
 
 # A caller that cannot resume after a break below one of its calls runs a copy of its code whose
-# breaking call goes through capture (capture/bytecode/eager_calls.py); that copy is built for
-# Python 3.11's and 3.12's bytecode only: on later versions such a caller and everything below it run eagerly.
+# breaking call goes through capture (capture/bytecode/eager_calls.py); that copy is built for every
+# Python in capture's dialect table: elsewhere such a caller and everything below it run eagerly.
 eager_copy_needed = pytest.mark.xfail(
-    sys.version_info[:2] not in ((3, 11), (3, 12)),
-    reason="the eager caller's capturing copy exists for Python 3.11 and 3.12 only", strict=True
+    sys.version_info[:2] not in dialects.SUPPORTED,
+    reason="the eager caller's capturing copy exists for the Pythons capture supports only", strict=True
 )
 
 

@@ -9,6 +9,8 @@ import pytest
 import torch
 
 import capture
+import capture.cache
+from capture.bytecode import dialects
 from capture.bytecode.registry import HANDLERS, UNSUPPORTED, registrations, unsupported_reason
 
 
@@ -22,12 +24,25 @@ def test_every_opcode_is_handled_or_explained() -> None:
             assert reason and "not supported by capture" not in reason, name
 
 
-def test_registrations_cover_both_versions() -> None:
-    covered = {(r.opname, v) for r in registrations() for v in ((3, 11), (3, 12))
+def test_registrations_cover_every_supported_version() -> None:
+    covered = {(r.opname, v) for r in registrations() for v in ((3, 11), (3, 12), (3, 13))
                if r.min_version <= v <= r.max_version}
     assert ("LOAD_METHOD", (3, 11)) in covered and ("LOAD_METHOD", (3, 12)) not in covered
     assert ("BINARY_SLICE", (3, 12)) in covered and ("RETURN_CONST", (3, 12)) in covered
     assert ("POP_JUMP_FORWARD_IF_FALSE", (3, 11)) in covered
+    for name in ("LOAD_FAST_LOAD_FAST", "STORE_FAST_LOAD_FAST", "STORE_FAST_STORE_FAST", "CALL_KW", "TO_BOOL",
+                 "CONVERT_VALUE", "FORMAT_SIMPLE", "FORMAT_WITH_SPEC", "SET_FUNCTION_ATTRIBUTE", "LOAD_FAST_CHECK",
+                 "POP_JUMP_IF_TRUE", "CALL", "LOAD_ATTR", "END_FOR", "MAKE_FUNCTION"):
+        assert (name, (3, 13)) in covered, name
+    for name in ("KW_NAMES", "FORMAT_VALUE", "PRECALL"):
+        assert (name, (3, 13)) not in covered, name
+    assert ("CALL_KW", (3, 12)) not in covered and ("TO_BOOL", (3, 12)) not in covered
+
+
+def test_dialect_table_matches_the_supported_versions() -> None:
+    assert set(dialects.SUPPORTED) == {(3, 11), (3, 12), (3, 13)}
+    assert capture.cache.SUPPORTED_PYTHONS == dialects.SUPPORTED
+    assert dialects.DIALECTS[(3, 13)].null_after_callable and not dialects.DIALECTS[(3, 12)].null_after_callable
 
 
 def uses_unsupported_opcodes(x):

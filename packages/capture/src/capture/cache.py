@@ -22,6 +22,7 @@ from typing import Any
 
 import torch
 
+from capture.bytecode import dialects
 from capture.bytecode.eager_calls import eager_code_with_captured_call
 from capture.config import CaptureConfig
 from capture.errors import BackendCompilerError, GraphBreakError, InternalCaptureError, RecompileLimitWarning
@@ -118,8 +119,8 @@ def _bind_positional(fn: types.FunctionType, code: types.CodeType, args: tuple[A
     return values
 
 
-SUPPORTED_PYTHONS = ((3, 11), (3, 12))
-_UNSUPPORTED_PYTHON = (f"capture supports Python {' and '.join('.'.join(map(str, v)) for v in SUPPORTED_PYTHONS)}; "
+SUPPORTED_PYTHONS = dialects.SUPPORTED
+_UNSUPPORTED_PYTHON = (f"capture supports Python {', '.join('.'.join(map(str, v)) for v in SUPPORTED_PYTHONS)}; "
                        f"on Python {sys.version_info.major}.{sys.version_info.minor} compiled functions run eagerly")
 
 

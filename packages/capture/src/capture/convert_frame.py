@@ -19,6 +19,7 @@ import torch
 import torch.fx
 
 from capture.bytecode.codegen import ORIGINS, popped_count, stack_effect, stub_code
+from capture.bytecode.dialects import current
 from capture.errors import BackendCompilerError, BreakReason, GraphBreakError, UserLocation
 from capture.events import GraphBroken, GraphCompiled
 from capture.guards import GUARD_NAMESPACE, GuardSet, compile_guards
@@ -290,19 +291,28 @@ def _receiver_first(names: tuple[str, ...], receiver: str | None) -> tuple[str, 
 def _call_slots(instr: Any, stack: list[VariableTracker]) -> tuple[set[int], frozenset[int]]:
     """For a call instruction: the stack slot of its callable, and its NULL slot if it has one.
 
-    CALL's two slots below the arguments are (NULL, callable) or (callable, self); CALL_FUNCTION_EX's
-    callable sits below the argument tuple (and the keyword dict), with a NULL below it.
+    CALL's (and CALL_KW's) two slots below the arguments hold the callable and a NULL, in the dialect's
+    order, or a method and its `self`; CALL_FUNCTION_EX's callable sits below the argument tuple (and the
+    keyword dict), next to a NULL.
     """
+    dialect = current()
     depth = len(stack)
     if instr.name == "CALL":
-        below = depth - int(cast(Any, instr.arg)) - 2
+        base = depth - int(cast(Any, instr.arg)) - 2
+    elif instr.name == "CALL_KW":
+        base = depth - int(cast(Any, instr.arg)) - 3
     elif instr.name == "CALL_FUNCTION_EX":
-        below = depth - 3 - (int(cast(Any, instr.arg)) & 1)
+        base = depth - 3 - (int(cast(Any, instr.arg)) & 1)
     else:
         return set(), frozenset()
-    if below >= 0 and isinstance(stack[below], NullVariable):
-        return {below + 1}, frozenset({below})
-    return ({below} if instr.name == "CALL" else {below + 1}), frozenset()  # never wrap CALL's `self`
+    if base < 0:
+        return set(), frozenset()
+    null = dialect.null_slot(base)
+    if isinstance(stack[null], NullVariable):
+        return {dialect.callable_slot(base)}, frozenset({null})
+    if instr.name == "CALL_FUNCTION_EX":
+        return {dialect.callable_slot(base)}, frozenset()
+    return {base}, frozenset()  # a method and its `self`: never wrap CALL's `self`
 
 
 def call_restoring_grad_mode(run: Callable[[], Any], previous: bool) -> Any:

@@ -1,9 +1,11 @@
-"""Calls (CALL, CALL_FUNCTION_EX, KW_NAMES) and function creation (MAKE_FUNCTION)."""
+"""Calls (CALL, CALL_KW, CALL_FUNCTION_EX, KW_NAMES) and function creation (MAKE_FUNCTION,
+SET_FUNCTION_ATTRIBUTE). Where CALL keeps its NULL is the dialect's (`bytecode/dialects.py`)."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from capture.bytecode.dialects import current
 from capture.bytecode.registry import Instruction, opcode
 from capture.variables.base import NullVariable, Unsupported, VariableTracker
 from capture.variables.containers import DictVariable
@@ -13,7 +15,7 @@ if TYPE_CHECKING:
     from capture.symbolic.translator import InstructionTranslator
 
 
-@opcode("KW_NAMES")
+@opcode("KW_NAMES", max_version=(3, 12))
 def kw_names(tx: InstructionTranslator, instr: Instruction) -> None:
     names = instr.arg
     if isinstance(names, int):
@@ -23,26 +25,34 @@ def kw_names(tx: InstructionTranslator, instr: Instruction) -> None:
 
 @opcode("CALL")
 def call(tx: InstructionTranslator, instr: Instruction) -> None:
-    argc = instr.arg
+    names, tx.kw_names = tx.kw_names, ()
+    _call(tx, int(instr.arg), names)
+
+
+@opcode("CALL_KW", min_version=(3, 13))
+def call_kw(tx: InstructionTranslator, instr: Instruction) -> None:
+    """3.13: CALL whose keyword names are a tuple on the stack, above the arguments."""
+    names = tx.pop().as_constant()
+    _call(tx, int(instr.arg), tuple(names))
+
+
+def _call(tx: InstructionTranslator, argc: int, kw_names: tuple[str, ...]) -> None:
     values = tx.popn(argc)
-    second = tx.pop()
-    first = tx.pop()
-    if isinstance(first, NullVariable):
-        fn, args = second, values
-    else:
-        fn, args = first, [second, *values]
+    upper = tx.pop()
+    lower = tx.pop()
+    fn, receiver = current().call_target(lower, upper, lambda slot: isinstance(slot, NullVariable))
+    args = values if receiver is None else [receiver, *values]
     kwargs: dict[str, VariableTracker] = {}
-    if tx.kw_names:
-        count = len(tx.kw_names)
-        kwargs = dict(zip(tx.kw_names, args[-count:]))
+    if kw_names:
+        count = len(kw_names)
+        kwargs = dict(zip(kw_names, args[-count:]))
         args = args[:-count]
-        tx.kw_names = ()
     try:
         result = tx.call_function(fn, args, kwargs)
     except Unsupported as error:
         # Where the frame cannot resume at this call, its eager copy calls the callee through capture:
         # it must know which of CALL's two forms this is (the outermost frame's CALL sets it last).
-        error.null_below = isinstance(first, NullVariable)  # type: ignore[attr-defined]
+        error.null_below = receiver is None  # type: ignore[attr-defined]
         raise
     tx.push(result)
 
@@ -51,8 +61,10 @@ def call(tx: InstructionTranslator, instr: Instruction) -> None:
 def call_function_ex(tx: InstructionTranslator, instr: Instruction) -> None:
     kwargs_var = tx.pop() if int(instr.arg) & 1 else DictVariable({})
     args_var = tx.pop()
+    if current().null_after_callable and tx.stack and isinstance(tx.stack[-1], NullVariable):
+        tx.pop()
     fn = tx.pop()
-    if tx.stack and isinstance(tx.stack[-1], NullVariable):
+    if not current().null_after_callable and tx.stack and isinstance(tx.stack[-1], NullVariable):
         tx.pop()
     if not isinstance(kwargs_var, DictVariable):
         raise Unsupported("**kwargs that is not a dict")
@@ -60,7 +72,7 @@ def call_function_ex(tx: InstructionTranslator, instr: Instruction) -> None:
     tx.push(tx.call_function(fn, args, dict(kwargs_var.items)))
 
 
-@opcode("MAKE_FUNCTION")
+@opcode("MAKE_FUNCTION", max_version=(3, 12))
 def make_function(tx: InstructionTranslator, instr: Instruction) -> None:
     flags = int(instr.arg)
     code_var = tx.pop()
@@ -76,3 +88,30 @@ def make_function(tx: InstructionTranslator, instr: Instruction) -> None:
                                    list(closure)))
 
 
+
+
+@opcode("MAKE_FUNCTION", min_version=(3, 13))
+def make_bare_function(tx: InstructionTranslator, instr: Instruction) -> None:
+    """3.13: a function of the code object alone; SET_FUNCTION_ATTRIBUTE adds defaults and closure."""
+    code = tx.pop().as_constant()
+    tx.push(NestedFunctionVariable(code, code.co_qualname, tx.f_globals, [], {}, []))
+
+
+@opcode("SET_FUNCTION_ATTRIBUTE", min_version=(3, 13))
+def set_function_attribute(tx: InstructionTranslator, instr: Instruction) -> None:
+    """3.13: set one of MAKE_FUNCTION's attributes (the flag says which) on the function on top."""
+    flag = int(instr.arg)
+    function = tx.pop()
+    value = tx.pop()
+    if not isinstance(function, NestedFunctionVariable):
+        raise Unsupported(f"setting a function attribute on {function}")
+    if flag == 0x08:
+        function.closure = list(value.items)  # type: ignore[attr-defined]
+    elif flag == 0x02:
+        items = value.items  # type: ignore[attr-defined]
+        function.kwdefaults = dict(items) if isinstance(items, dict) else {}
+    elif flag == 0x01:
+        function.defaults = list(value.items)  # type: ignore[attr-defined]
+    elif flag != 0x04:  # annotations are not modelled (as MAKE_FUNCTION before 3.13 drops them)
+        raise Unsupported(f"function attribute flag {flag:#x}")
+    tx.push(function)

@@ -12,17 +12,16 @@ from __future__ import annotations
 
 import functools
 import inspect
-import sys
 import types
 from dataclasses import dataclass
 from typing import Any, cast
 
 from bytecode import Bytecode, Instr, Label
 
+from capture.bytecode.dialects import current
 from capture.symbolic.code_info import code_info
 
 STACK_PREFIX = "__kiln_stack"
-_PY311 = sys.version_info[:2] == (3, 11)
 
 
 @dataclass(frozen=True)
@@ -138,11 +137,13 @@ def stub_code(original: types.CodeType, index: int, stack_depth: int, local_name
     instr = info.instructions[index]
     body: list[Any] = [Instr("RESUME", 0, location=instr.location)]
     body += _load_stack(stack_depth, null_slots, instr.location)
-    if instr.name == "CALL":
-        if kw_names:
+    if instr.name == "CALL":  # (3.13's CALL_KW has its names on the stack)
+        if kw_names and current().kw_names_instruction:
             body.append(Instr("KW_NAMES", cast(Any, kw_names), location=instr.location))
-        if _PY311:
+        if current().precall:
             body.append(Instr("PRECALL", instr.arg, location=instr.location))
+    if instr.name in current().bool_operand:  # the trace left the value itself there, not its bool
+        body.append(Instr("TO_BOOL", location=instr.location))
     jump_label = Label()
     if isinstance(instr.arg, Label):
         body.append(Instr(_forward_name(instr.name), jump_label, location=instr.location))
@@ -169,14 +170,14 @@ def _epilogue(resume: tuple[Any, int, tuple[str, ...]], instr: Instr) -> list[An
     code: list[Any] = [
         Instr("BUILD_TUPLE", depth, location=where),
         Instr("STORE_FAST", "__kiln_stack", location=where),
-        Instr("PUSH_NULL", location=where),
-        Instr("LOAD_CONST", cast(Any, call_resume), location=where),
+        *current().with_null([Instr("LOAD_CONST", cast(Any, call_resume), location=where)],
+                             [Instr("PUSH_NULL", location=where)]),
         Instr("LOAD_CONST", cast(Any, fn), location=where),
         Instr("LOAD_FAST", "__kiln_stack", location=where),
     ]
     code += [Instr("LOAD_FAST", name, location=where) for name in names]
     code.append(Instr("BUILD_TUPLE", len(names), location=where))
-    if _PY311:
+    if current().precall:
         code.append(Instr("PRECALL", 3, location=where))
     code += [Instr("CALL", 3, location=where), Instr("RETURN_VALUE", location=where)]
     return code
@@ -186,6 +187,8 @@ def stack_effect(instr: Instr, jump: bool) -> int:
     """Net stack effect of executing `instr` (CALL counted together with its PRECALL)."""
     if instr.name == "CALL":
         return -int(cast(Any, instr.arg)) - 1
+    if instr.name == "CALL_KW":
+        return -int(cast(Any, instr.arg)) - 2
     return int(instr.stack_effect(jump=jump))
 
 
@@ -193,6 +196,8 @@ def popped_count(instr: Instr, jump: bool) -> int:
     """How many stack items `instr` consumes (CALL: its arguments, callable and NULL/self slot)."""
     if instr.name == "CALL":
         return int(cast(Any, instr.arg)) + 2
+    if instr.name == "CALL_KW":
+        return int(cast(Any, instr.arg)) + 3
     if instr.name == "CALL_FUNCTION_EX":
         return 3 + (int(cast(Any, instr.arg)) & 1)
     return -int(instr.pre_and_post_stack_effect(jump=jump)[0])

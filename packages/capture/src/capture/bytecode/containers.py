@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from capture.bytecode.registry import Instruction, opcode
-from capture.variables.base import ConstantVariable, Unsupported
+from capture.variables.base import ConstantVariable, Unsupported, VariableTracker
 from capture.variables.containers import DictVariable, ListVariable, TupleVariable
 
 if TYPE_CHECKING:
@@ -120,16 +120,38 @@ def get_iter(tx: InstructionTranslator, instr: Instruction) -> None:
     tx.push(iterator_over(tx, tx.pop()))
 
 
-@opcode("FORMAT_VALUE", min_version=(3, 11))
-def format_value(tx: InstructionTranslator, instr: Instruction) -> None:
-    spec = tx.pop().as_constant() if (int(instr.arg) & 0x04) else ""
-    value = tx.pop()
+_CONVERSIONS = {0: lambda raw: raw, 1: str, 2: repr, 3: ascii}
+
+
+def _formatted_constant(value: VariableTracker) -> Any:
     if not value.is_constant():
         raise Unsupported("f-string of a traced value")
-    conversion = int(instr.arg) & 0x03
-    raw = value.as_constant()
-    raw = {0: raw, 1: str(raw), 2: repr(raw), 3: ascii(raw)}[conversion]
+    return value.as_constant()
+
+
+@opcode("FORMAT_VALUE", max_version=(3, 12))
+def format_value(tx: InstructionTranslator, instr: Instruction) -> None:
+    spec = tx.pop().as_constant() if (int(instr.arg) & 0x04) else ""
+    raw = _formatted_constant(tx.pop())
+    raw = _CONVERSIONS[int(instr.arg) & 0x03](raw)
     tx.push(ConstantVariable(format(raw, spec)))
+
+
+@opcode("CONVERT_VALUE", min_version=(3, 13))
+def convert_value(tx: InstructionTranslator, instr: Instruction) -> None:
+    """3.13: `!s`, `!r`, `!a` of an f-string field."""
+    tx.push(ConstantVariable(_CONVERSIONS[int(instr.arg)](_formatted_constant(tx.pop()))))
+
+
+@opcode("FORMAT_SIMPLE", min_version=(3, 13))
+def format_simple(tx: InstructionTranslator, instr: Instruction) -> None:
+    tx.push(ConstantVariable(format(_formatted_constant(tx.pop()), "")))
+
+
+@opcode("FORMAT_WITH_SPEC", min_version=(3, 13))
+def format_with_spec(tx: InstructionTranslator, instr: Instruction) -> None:
+    spec = tx.pop().as_constant()
+    tx.push(ConstantVariable(format(_formatted_constant(tx.pop()), spec)))
 
 
 @opcode("BUILD_STRING")

@@ -5,7 +5,9 @@ from __future__ import annotations
 import types
 from typing import TYPE_CHECKING
 
+from capture.bytecode.dialects import NEWEST, current
 from capture.bytecode.registry import Handler, Instruction, opcode
+from capture.bytecode.stack import truth_tested_next
 from capture.variables.base import ConstantVariable, Unsupported, VariableTracker
 from capture.variables.containers import IteratorVariable
 from capture.variables.objects import GradModeVariable
@@ -39,7 +41,7 @@ def _conditional(jump_if: bool, test: str) -> Handler:
 
 for _prefix, _versions in (("POP_JUMP_FORWARD_IF_", ((3, 11), (3, 11))),
                            ("POP_JUMP_BACKWARD_IF_", ((3, 11), (3, 11))),
-                           ("POP_JUMP_IF_", ((3, 12), (3, 12)))):
+                           ("POP_JUMP_IF_", ((3, 12), NEWEST))):
     opcode(_prefix + "TRUE", min_version=_versions[0], max_version=_versions[1])(_conditional(True, "truth"))
     opcode(_prefix + "FALSE", min_version=_versions[0], max_version=_versions[1])(_conditional(False, "truth"))
     opcode(_prefix + "NONE", min_version=_versions[0], max_version=_versions[1])(_conditional(True, "none"))
@@ -66,10 +68,16 @@ def for_iter(tx: InstructionTranslator, instr: Instruction) -> None:
         tx.push(item)
         return
     tx.pop()
-    target = tx.info.target(instr)
-    if tx.info.instructions[target].name == "END_FOR":
-        target += 1  # 3.12 skips END_FOR when the iterator is exhausted
-    tx.ip = target
+    # Exhausted: 3.12 also skips the END_FOR at the target, 3.13 END_FOR and the POP_TOP after it.
+    tx.ip = tx.info.target(instr) + current().for_iter_exhausted_skip
+
+
+@opcode("TO_BOOL", min_version=(3, 13))
+def to_bool(tx: InstructionTranslator, instr: Instruction) -> None:
+    """3.13: `bool(value)` before a conditional jump or `not`: those test the value's truth themselves."""
+    if not truth_tested_next(tx):
+        value = tx.pop()
+        tx.push(ConstantVariable(bool(value.truth(tx))))
 
 
 @opcode("RETURN_VALUE")

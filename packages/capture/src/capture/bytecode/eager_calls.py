@@ -18,26 +18,28 @@ Only the breaking call changes:
   ``(callable, args, kwargs)``.
 
 Whether CALL's lower slot is a NULL must be known when the code is generated. The method loads
-decide it at run time (3.11's ``LOAD_METHOD``; 3.12's ``LOAD_ATTR`` and ``LOAD_SUPER_ATTR`` with
-their method bit set): each is rewritten to its plain attribute load plus ``PUSH_NULL`` and
-``SWAP`` (a bound method, then the NULL below it), so the trace's view of the slot (a NULL for a
-method load, ``PUSH_NULL`` and ``LOAD_GLOBAL``'s NULL, a value for a 3.11 comprehension or
-``__exit__``) is exact. Python 3.11 and 3.12 only (3.13 changed where CALL keeps ``self`` and the
-NULL, and dropped ``KW_NAMES``); elsewhere the caller runs plainly.
+decide it at run time (3.11's ``LOAD_METHOD``; 3.12's and 3.13's ``LOAD_ATTR`` and
+``LOAD_SUPER_ATTR`` with their method bit set): each is rewritten to its plain attribute load plus
+``PUSH_NULL`` (and on 3.11/3.12 a ``SWAP``: the NULL goes below the bound method there), so the
+trace's view of the slot (a NULL for a method load, ``PUSH_NULL`` and ``LOAD_GLOBAL``'s NULL, a value
+for a 3.11 comprehension or ``__exit__``) is exact.
+
+On 3.13 CALL keeps the NULL above the callable and its keyword names on the stack (``CALL_KW``); the
+arguments and names are packed into one tuple (`call_through_packed`). Where the dialect table
+(`bytecode/dialects.py`) knows no Python, the caller runs plainly.
 """
 
 from __future__ import annotations
 
 import functools
-import sys
 import types
 from collections.abc import Callable
 from typing import Any, cast
 
 from bytecode import Bytecode, Instr
 
-_PY311 = sys.version_info[:2] == (3, 11)
-_SUPPORTED = sys.version_info[:2] in ((3, 11), (3, 12))
+from capture.bytecode.dialects import DIALECT, Dialect
+
 Wrap = Callable[[Any], Any]
 
 
@@ -60,6 +62,21 @@ def call_through_ex(wrap: Wrap, fn: Any, args: Any, kwargs: Any = None) -> Any:
     return wrap(fn)(*args, **(kwargs or {}))
 
 
+def call_through_packed(wrap: Wrap, fn: Any, packed: tuple[Any, ...]) -> Any:
+    """3.13's CALL and CALL_KW: `packed` is the arguments then the keyword names."""
+    return call_through(wrap, fn, packed[:-1], packed[-1])
+
+
+def call_method_through_packed(wrap: Wrap, method: Any, receiver: Any, packed: tuple[Any, ...]) -> Any:
+    """3.13's CALL and CALL_KW in the method form."""
+    return call_through(wrap, method, (receiver, *packed[:-1]), packed[-1])
+
+
+def call_through_ex_packed(wrap: Wrap, fn: Any, packed: tuple[Any, ...]) -> Any:
+    """3.13's CALL_FUNCTION_EX: `packed` is the argument tuple and, with flag 1, the keyword dict."""
+    return call_through_ex(wrap, fn, *packed)
+
+
 def eager_code_with_captured_call(code: types.CodeType, index: int, null_below: bool | None,
                                   wrap: Wrap) -> types.CodeType | None:
     """A copy of `code` whose call at instruction `index` calls its callee through `wrap`.
@@ -67,7 +84,7 @@ def eager_code_with_captured_call(code: types.CodeType, index: int, null_below: 
     `null_below`: for a CALL, whether the trace saw a NULL below its callable. None when the copy
     cannot be made (another Python, another instruction, an unknown slot).
     """
-    if not _SUPPORTED:
+    if DIALECT is None:
         return None
     bytecode = Bytecode.from_code(code)
     items: list[Any] = []
@@ -80,13 +97,14 @@ def eager_code_with_captured_call(code: types.CodeType, index: int, null_below: 
         position += 1
         where = item.location
         if position == index:
-            replacement = _captured_call(item, items, null_below, wrap)
+            rewrite = _captured_call_null_after if DIALECT.null_after_callable else _captured_call
+            replacement = rewrite(item, items, null_below, wrap)
             if replacement is None:
                 return None
             items += replacement
             found = True
         elif (plain := _plain_attribute_load(item)) is not None:
-            items += [plain, Instr("PUSH_NULL", location=where), Instr("SWAP", 2, location=where)]
+            items += _bound_method_load(DIALECT, plain, where)
         else:
             items.append(item)
     if not found:
@@ -97,6 +115,13 @@ def eager_code_with_captured_call(code: types.CodeType, index: int, null_below: 
         return bytecode.to_code()
     except (ValueError, RuntimeError):  # bytecode could not reassemble it (stack depth): run the original
         return None
+
+
+def _bound_method_load(dialect: Dialect, plain: Instr, where: Any) -> list[Instr]:
+    """The bound method with the NULL of a plain call next to it, where the dialect keeps it."""
+    if dialect.null_after_callable:
+        return [plain, Instr("PUSH_NULL", location=where)]
+    return [plain, Instr("PUSH_NULL", location=where), Instr("SWAP", 2, location=where)]
 
 
 def _plain_attribute_load(instr: Instr) -> Instr | None:
@@ -124,7 +149,7 @@ def _captured_call(instr: Instr, before: list[Any], null_below: bool | None, wra
     if instr.name != "CALL" or null_below is None:
         return None
     argc = int(cast(Any, instr.arg))
-    if _PY311:
+    if DIALECT is not None and DIALECT.precall:
         if not before or not isinstance(before[-1], Instr) or before[-1].name != "PRECALL":
             return None
         before.pop()  # PRECALL
@@ -137,6 +162,39 @@ def _captured_call(instr: Instr, before: list[Any], null_below: bool | None, wra
     # [method, self, args..]: no NULL to spend on CALL_FUNCTION_EX, so push one below the packed tuple.
     return head + [Instr("BUILD_TUPLE", 4, location=where), Instr("PUSH_NULL", location=where),
                    Instr("SWAP", 2, location=where)] + _pack_and_call(_bind(call_method_through, wrap), 0, where)
+
+
+def _captured_call_null_after(instr: Instr, before: list[Any], null_below: bool | None,
+                              wrap: Wrap) -> list[Any] | None:
+    """3.13: the instructions replacing CALL, CALL_KW or CALL_FUNCTION_EX `instr` (callable below its NULL).
+
+    A NULL cannot be popped (POP_TOP would release it), so a plain call's NULL stays where it is and
+    becomes CALL_FUNCTION_EX's: [fn, NULL, packed] -> [helper, NULL, (fn, packed)].
+    """
+    where = instr.location
+    if instr.name == "CALL_FUNCTION_EX":  # [fn, NULL, args, kwargs?]
+        packed = 2 if int(cast(Any, instr.arg)) & 1 else 1
+        return [Instr("BUILD_TUPLE", packed, location=where),
+                *_call_keeping_null(_bind(call_through_ex_packed, wrap), where)]
+    if instr.name not in ("CALL", "CALL_KW") or null_below is None:
+        return None
+    argc = int(cast(Any, instr.arg))
+    code: list[Any] = [] if instr.name == "CALL_KW" else [Instr("LOAD_CONST", cast(Any, ()), location=where)]
+    code.append(Instr("BUILD_TUPLE", argc + 1, location=where))  # [fn, NULL|self, (args.., names)]
+    if null_below:
+        return code + _call_keeping_null(_bind(call_through_packed, wrap), where)
+    # [method, self, packed]: no NULL there; push one for CALL_FUNCTION_EX.
+    return code + [Instr("BUILD_TUPLE", 3, location=where), Instr("LOAD_CONST", _bind(call_method_through_packed, wrap),
+                                                                  location=where),
+                   Instr("SWAP", 2, location=where), Instr("PUSH_NULL", location=where), Instr("SWAP", 2, location=where),
+                   Instr("CALL_FUNCTION_EX", 0, location=where)]
+
+
+def _call_keeping_null(helper: Any, where: Any) -> list[Instr]:
+    """3.13: [fn, NULL, packed] -> helper(fn, packed) by CALL_FUNCTION_EX on [helper, NULL, (fn, packed)]."""
+    return [Instr("LOAD_CONST", helper, location=where), Instr("SWAP", 4, location=where),  # [helper, NULL, packed, fn]
+            Instr("SWAP", 2, location=where), Instr("BUILD_TUPLE", 2, location=where),
+            Instr("CALL_FUNCTION_EX", 0, location=where)]
 
 
 def _pack_and_call(helper: Any, packed: int, where: Any) -> list[Instr]:

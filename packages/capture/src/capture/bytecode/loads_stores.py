@@ -6,8 +6,10 @@ import builtins
 from typing import TYPE_CHECKING, Any
 
 import torch
+from bytecode import CellVar, FreeVar
 
 from capture.bytecode.registry import Instruction, opcode
+from capture.bytecode.stack import push_callable
 from capture.sources import GlobalSource, Source
 from capture.variables.base import ConstantVariable, NullVariable, Unsupported, VariableTracker, wrapped_class
 from capture.variables.containers import TupleVariable
@@ -26,9 +28,46 @@ def _name(arg: Any) -> str:
 @opcode("LOAD_FAST", "LOAD_FAST_CHECK")
 def load_fast(tx: InstructionTranslator, instr: Instruction) -> None:
     name = _name(instr.arg)
+    if isinstance(instr.arg, (CellVar, FreeVar)) or name in tx.code.co_cellvars or name in tx.code.co_freevars:
+        load_closure(tx, instr)  # 3.13: LOAD_CLOSURE is a LOAD_FAST of the slot that holds the cell
+        return
+    _push_local(tx, name)
+
+
+def _push_local(tx: InstructionTranslator, name: str) -> None:
     if name not in tx.locals:
         raise Unsupported(f"local variable '{name}' referenced before assignment", user_error=True)
     tx.push(tx.locals[name])
+
+
+def _store_local(tx: InstructionTranslator, name: str) -> None:
+    value = tx.pop()
+    if isinstance(value, NullVariable):
+        tx.locals.pop(name, None)
+    else:
+        tx.locals[name] = value
+
+
+@opcode("LOAD_FAST_LOAD_FAST", min_version=(3, 13))
+def load_fast_load_fast(tx: InstructionTranslator, instr: Instruction) -> None:
+    first, second = instr.arg
+    _push_local(tx, _name(first))
+    _push_local(tx, _name(second))
+
+
+@opcode("STORE_FAST_LOAD_FAST", min_version=(3, 13))
+def store_fast_load_fast(tx: InstructionTranslator, instr: Instruction) -> None:
+    stored, loaded = instr.arg
+    _store_local(tx, _name(stored))
+    _push_local(tx, _name(loaded))
+
+
+@opcode("STORE_FAST_STORE_FAST", min_version=(3, 13))
+def store_fast_store_fast(tx: InstructionTranslator, instr: Instruction) -> None:
+    """The top of the stack goes to the first name, the value below it to the second."""
+    first, second = instr.arg
+    _store_local(tx, _name(first))
+    _store_local(tx, _name(second))
 
 
 @opcode("LOAD_FAST_AND_CLEAR", min_version=(3, 12))
@@ -39,12 +78,7 @@ def load_fast_and_clear(tx: InstructionTranslator, instr: Instruction) -> None:
 
 @opcode("STORE_FAST")
 def store_fast(tx: InstructionTranslator, instr: Instruction) -> None:
-    value = tx.pop()
-    name = _name(instr.arg)
-    if isinstance(value, NullVariable):
-        tx.locals.pop(name, None)
-    else:
-        tx.locals[name] = value
+    _store_local(tx, _name(instr.arg))
 
 
 @opcode("DELETE_FAST")
@@ -73,9 +107,11 @@ def return_const(tx: InstructionTranslator, instr: Instruction) -> None:
 @opcode("LOAD_GLOBAL")
 def load_global(tx: InstructionTranslator, instr: Instruction) -> None:
     push_null, name = instr.arg if isinstance(instr.arg, tuple) else (False, instr.arg)
+    value = load_global_value(tx, name)
     if push_null:
-        tx.push(NullVariable())
-    tx.push(load_global_value(tx, name))
+        push_callable(tx, value)
+    else:
+        tx.push(value)
 
 
 def load_global_value(tx: InstructionTranslator, name: str) -> VariableTracker:
@@ -189,16 +225,15 @@ def load_attr(tx: InstructionTranslator, instr: Instruction) -> None:
     owner = tx.pop()
     value = get_attribute(tx, owner, name)
     if is_method:
-        tx.push(NullVariable())
-    tx.push(value)
+        push_callable(tx, value)
+    else:
+        tx.push(value)
 
 
 @opcode("LOAD_METHOD", max_version=(3, 11))
 def load_method(tx: InstructionTranslator, instr: Instruction) -> None:
     owner = tx.pop()
-    value = get_attribute(tx, owner, _name(instr.arg))
-    tx.push(NullVariable())
-    tx.push(value)
+    push_callable(tx, get_attribute(tx, owner, _name(instr.arg)))
 
 
 def get_attribute(tx: InstructionTranslator, owner: VariableTracker, name: str) -> VariableTracker:
@@ -363,5 +398,6 @@ def load_super_attr(tx: InstructionTranslator, instr: Instruction) -> None:
         raise Unsupported("super() with an unknown class", resumable=False)
     value = SuperVariable(cls_value, receiver).getattr(tx, name)
     if flags and flags[0]:
-        tx.push(NullVariable())
-    tx.push(value)
+        push_callable(tx, value)
+    else:
+        tx.push(value)

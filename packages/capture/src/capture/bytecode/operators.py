@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from capture.bytecode.registry import Instruction, opcode
+from capture.bytecode.stack import truth_tested_next
 from capture.symbolic.operators import BINARY_OPERATORS, COMPARE_OPERATORS, INPLACE_OPERATORS, apply_operator
 from capture.variables.base import ConstantVariable, Unsupported, VariableTracker
 from capture.variables.containers import DictVariable, ListVariable, TupleVariable
@@ -83,6 +84,10 @@ def _as_collection(tx: InstructionTranslator, value: VariableTracker) -> Variabl
     return collection if collection is not None else value
 
 
+_COMPARE_TO_BOOL = 0x10
+"""3.13's COMPARE_OP bit (the `bytecode` library's `Compare.*_CAST`): convert the result with bool()."""
+
+
 @opcode("COMPARE_OP")
 def compare_op(tx: InstructionTranslator, instr: Instruction) -> None:
     fn = COMPARE_OPERATORS[int(instr.arg) & 0xF]
@@ -93,7 +98,11 @@ def compare_op(tx: InstructionTranslator, instr: Instruction) -> None:
     result = _collection_operator(fn, left, right)
     if result is None:
         result = structseq_operator(tx, fn, left, right)
-    tx.push(result if result is not None else apply_operator(tx, fn, [left, right]))
+    if result is None:
+        result = apply_operator(tx, fn, [left, right])
+    if int(instr.arg) & _COMPARE_TO_BOOL and not truth_tested_next(tx):  # 3.13: bool(result)
+        result = ConstantVariable(bool(result.truth(tx)))
+    tx.push(result)
 
 
 @opcode("UNARY_NEGATIVE")

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+
+from capture.bytecode.dialects import CURRENT, NEWEST, Version
 
 if TYPE_CHECKING:
     from capture.symbolic.translator import InstructionTranslator
@@ -13,8 +14,6 @@ if TYPE_CHECKING:
 Instruction = Any
 """A `bytecode.Instr`: its `.arg` is a wide union (int, name, label, enum, tuple) that handlers decode."""
 Handler = Callable[["InstructionTranslator", Instruction], None]
-Version = tuple[int, int]
-CURRENT: Version = (sys.version_info.major, sys.version_info.minor)
 
 
 @dataclass(frozen=True)
@@ -31,8 +30,8 @@ _ALL: list[Registration] = []
 HANDLERS: dict[str, Handler] = {}
 
 
-def opcode(*opnames: str, min_version: Version = (3, 11), max_version: Version = (3, 12)) -> Callable[[Handler], Handler]:
-    """Register `handler` for `opnames` on Python versions in [min_version, max_version]."""
+def opcode(*opnames: str, min_version: Version = (3, 11), max_version: Version = NEWEST) -> Callable[[Handler], Handler]:
+    """Register `handler` for `opnames` on Python versions in [min_version, max_version] (default: to the newest)."""
 
     def register(handler: Handler) -> Handler:
         for name in opnames:
@@ -73,6 +72,7 @@ UNSUPPORTED: dict[str, str] = {
     "LOAD_SUPER_METHOD": "pseudo-instruction (super())",
     "HAVE_ARGUMENT": "a marker, not an opcode",
     "RESERVED": "reserved", "ENTER_EXECUTOR": "tier-2 optimizer only",
+    "EXIT_INIT_CHECK": "3.13: only in the interpreter's shim frame of a specialized `__init__` call",
 }
 
 

@@ -8,8 +8,15 @@ from dataclasses import dataclass
 
 from bytecode import Bytecode, Instr, Label, TryBegin, TryEnd
 
-_READS = {"LOAD_FAST", "LOAD_FAST_CHECK", "LOAD_FAST_AND_CLEAR", "DELETE_FAST", "MAKE_CELL", "LOAD_CLOSURE"}
-_WRITES = {"STORE_FAST"}
+# How each instruction touches local names, in execution order: ("read"/"write", which name of its argument).
+_LOCAL_EFFECTS: dict[str, tuple[tuple[str, int], ...]] = {
+    **{name: (("read", 0),) for name in ("LOAD_FAST", "LOAD_FAST_CHECK", "LOAD_FAST_AND_CLEAR", "DELETE_FAST",
+                                          "MAKE_CELL", "LOAD_CLOSURE")},
+    "STORE_FAST": (("write", 0),),
+    "LOAD_FAST_LOAD_FAST": (("read", 0), ("read", 1)),  # 3.13 superinstructions: a pair of names
+    "STORE_FAST_LOAD_FAST": (("write", 0), ("read", 1)),
+    "STORE_FAST_STORE_FAST": (("write", 0), ("write", 1)),
+}
 _TERMINATORS = {"RETURN_VALUE", "RETURN_CONST", "RAISE_VARARGS", "RERAISE", "JUMP_FORWARD", "JUMP_BACKWARD",
                 "JUMP_BACKWARD_NO_INTERRUPT"}
 
@@ -51,11 +58,14 @@ class CodeInfo:
                     out |= live[self.label_index[arg]]
                 for handler in self.handlers.get(i, ()):
                     out |= live[self.label_index[handler]]
-                name = _local_name(instr)
-                if instr.name in _WRITES and name is not None:
-                    out.discard(name)
-                if instr.name in _READS and name is not None:
-                    out.add(name)
+                for effect, position in reversed(_LOCAL_EFFECTS.get(instr.name, ())):
+                    name = local_names(instr)[position]
+                    if name is None:
+                        continue
+                    if effect == "write":
+                        out.discard(name)
+                    else:
+                        out.add(name)
                 new = frozenset(out)
                 if new != live[i]:
                     live[i] = new
@@ -63,12 +73,19 @@ class CodeInfo:
         return tuple(live[:n])
 
 
-def _local_name(instr: Instr) -> str | None:
-    arg = instr.arg
+def _local_name(arg: object) -> str | None:
     if isinstance(arg, str):
         return arg
     name = getattr(arg, "name", None)
     return name if isinstance(name, str) else None
+
+
+def local_names(instr: Instr) -> tuple[str | None, ...]:
+    """The local names in `instr`'s argument: one, or two for 3.13's LOAD_FAST_LOAD_FAST family."""
+    arg = instr.arg
+    if isinstance(arg, tuple):
+        return tuple(_local_name(item) for item in arg)
+    return (_local_name(arg),)
 
 
 @functools.lru_cache(maxsize=512)

@@ -208,11 +208,11 @@ def _add_expression_guard(table: SymbolTable, guards: GuardSet, expr: Any, locat
 
 def first_use_location(code: Any, name: str) -> UserLocation | None:
     """Where argument `name` of `code` is first read (the line whose code relies on its guards)."""
-    from capture.symbolic.code_info import code_info
+    from capture.symbolic.code_info import code_info, local_names
 
     for instr in code_info(code).instructions:
-        if instr.name in ("LOAD_FAST", "LOAD_FAST_CHECK", "LOAD_DEREF", "LOAD_CLOSURE") and \
-                getattr(instr.arg, "name", instr.arg) == name:
+        if instr.name in ("LOAD_FAST", "LOAD_FAST_CHECK", "LOAD_DEREF", "LOAD_CLOSURE", "LOAD_FAST_LOAD_FAST") and \
+                name in local_names(instr):
             if isinstance(instr.lineno, int):
                 return UserLocation(code.co_filename, instr.lineno, code.co_name)
     return UserLocation(code.co_filename, code.co_firstlineno, code.co_name)
