@@ -34,6 +34,7 @@ from frontend.errors import (
     KilnError,
     UnknownBackendError,
 )
+from frontend.graph_cache import InvalidCacheBundleError, load_cache_artifacts, save_cache_artifacts
 from frontend.profiler import CompileProfiler
 from frontend.stats import compile_times
 
@@ -47,6 +48,7 @@ __all__ = [
     "CompilerFn",
     "Config",
     "CudaGraphOutputOverwrittenError",
+    "InvalidCacheBundleError",
     "InvalidOptionError",
     "KilnError",
     "OptimizedModule",
@@ -62,10 +64,12 @@ __all__ = [
     "export",
     "graph_break",
     "list_backends",
+    "load_cache_artifacts",
     "mark_dynamic",
     "mark_static",
     "optimize",
     "register_backend",
     "reset",
     "run",
+    "save_cache_artifacts",
 ]
