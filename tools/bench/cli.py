@@ -18,7 +18,14 @@ from typing import Any
 from tools.bench.config import TASKS, BenchConfig, MeasureConfig, parse_compilers, parse_tasks
 from tools.bench.plot import plot_speedups
 from tools.bench.registry import MODELS
-from tools.bench.report import jsonable, merge_rows, render_markdown, report_json, rows_from_json
+from tools.bench.report import (
+    graph_cache_counts,
+    jsonable,
+    merge_rows,
+    render_markdown,
+    report_json,
+    rows_from_json,
+)
 from tools.bench.results import JobResult
 from tools.bench.runner import REPO_ROOT, run_suite
 from tools.bench.suite import select_models
@@ -205,6 +212,7 @@ def run_once(config: BenchConfig, models: Sequence[Any], command: str) -> dict[s
             "measure": config.measure.__dict__,
         },
     }
+    meta["graph_cache"] = graph_cache_counts(jobs)
     document = json.loads(json.dumps(jsonable(report_json(merge_rows(jobs), jobs, meta))))
     paths = write_outputs(document, config.output_dir, stem)
     print(render_markdown(rows_from_json(document), meta))

@@ -79,6 +79,23 @@ def merge_rows(jobs: Iterable[JobResult]) -> list[Row]:
     return list(rows.values())
 
 
+def graph_cache_counts(jobs: Iterable[JobResult]) -> dict[str, dict[str, dict[str, int]]]:
+    """Kiln's graph-cache hits and misses per stage, summed per compiler and phase (``"kiln warm"``)."""
+    totals: dict[str, dict[str, dict[str, int]]] = {}
+    for job in jobs:
+        for stage, counts in job.cache_counts.items():
+            slot = totals.setdefault(f"{job.compiler} {job.phase}", {}).setdefault(stage, {"hits": 0, "misses": 0})
+            for kind in ("hits", "misses"):
+                slot[kind] += int(counts.get(kind, 0))
+    return totals
+
+
+def _ratio(numerator: float | None, denominator: float | None) -> str:
+    if numerator is None or not denominator:
+        return "-"
+    return f"{numerator / denominator:.0%}"
+
+
 @dataclass
 class CompilerSummary:
     """One compiler over the whole run."""
@@ -202,18 +219,29 @@ def render_markdown(rows: Sequence[Row], meta: dict[str, Any]) -> str:
     summaries = summarize_rows(rows)
     lines += ["", "## Summary", ""]
     lines += _table(
-        ["compiler", "passed", "geomean speedup", "geomean (rows all passed)", "cold compile s", "warm compile s", "start-up s"],
+        ["compiler", "passed", "geomean speedup", "geomean (rows all passed)", "cold compile s", "warm compile s",
+         "warm / cold", "start-up s"],
         [
             [
                 s.compiler, f"{s.passed}/{s.total}", _num(s.geomean_speedup, 2, "x"),
                 f"{_num(s.geomean_speedup_common, 2, 'x')} over {s.common_rows}",
-                _num(s.cold_compile_s_common, 1), _num(s.warm_compile_s_common, 1), _num(s.median_startup_s, 1),
+                _num(s.cold_compile_s_common, 1), _num(s.warm_compile_s_common, 1),
+                _ratio(s.warm_compile_s_common, s.cold_compile_s_common), _num(s.median_startup_s, 1),
             ]
             for s in summaries
         ],
     )
     lines += ["", "Compile totals are over the rows every compiler passed; start-up is the median one-time cost of a",
               "compiler in a fresh process (a tiny probe compiled before the model), not included in the rows."]
+    cache = meta.get("graph_cache") or {}
+    if cache:
+        stages = list(dict.fromkeys(stage for counts in cache.values() for stage in counts))
+        lines += ["", "## Kiln graph cache: hits / misses per stage (per process; start-up probes included)", ""]
+        lines += _table(
+            ["compiler, phase", *stages],
+            [[name, *[f"{c['hits']} / {c['misses']}" if (c := counts.get(stage)) else "-" for stage in stages]]
+             for name, counts in cache.items()],
+        )
     failures = [f"- {s.compiler} {failure}" for s in summaries for failure in s.failures]
     if failures:
         lines += ["", "## Failures", "", *failures]

@@ -84,6 +84,7 @@ class JobResult:
     wall_s: float | None = None
     environment: dict[str, str] = field(default_factory=dict)
     compile_stages: dict[str, float] = field(default_factory=dict)
+    cache_counts: dict[str, dict[str, int]] = field(default_factory=dict)  # Kiln's graph cache, per stage
     tasks: list[TaskResult] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:

@@ -223,6 +223,17 @@ def _kiln_compile_stages() -> dict[str, float]:
         return {}
 
 
+def _kiln_cache_counts() -> dict[str, dict[str, int]]:
+    """Kiln's graph-cache hits and misses per stage in this process (start-up probe included), if it reports them."""
+    try:
+        import frontend
+
+        counts = frontend.compile_times(repr="cache")
+        return {str(k): dict(v) for k, v in counts.items()} if isinstance(counts, dict) else {}
+    except Exception:
+        return {}
+
+
 def run_job(job: Job) -> JobResult:
     """Run every task of `job` in this process (after the compiler's start-up probe)."""
     begin = time.perf_counter()
@@ -245,6 +256,7 @@ def run_job(job: Job) -> JobResult:
     spec = MODELS[job.model]
     result.tasks = [run_task(job, spec, task) for task in job.tasks]
     result.compile_stages = _kiln_compile_stages() if job.compiler.kind == "kiln" else {}
+    result.cache_counts = _kiln_cache_counts() if job.compiler.kind == "kiln" else {}
     result.wall_s = time.perf_counter() - begin
     return result
 
