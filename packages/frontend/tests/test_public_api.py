@@ -36,6 +36,7 @@ PUBLIC = {
     "mark_static",
     "optimize",
     "register_backend",
+    "report",
     "reset",
     "run",
 }

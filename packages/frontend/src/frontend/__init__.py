@@ -7,6 +7,7 @@ Example::
     compiled = frontend.compile(model, backend="eager")  # triage: capture only
     print(frontend.explain(fn, x, y))                  # graphs and graph breaks
     print(frontend.compile_times())
+    frontend.report("compile.html")                    # one HTML file of everything compiled
 """
 
 from frontend._version import __version__
@@ -25,6 +26,7 @@ from frontend.capture_api import (
     run,
 )
 from frontend.capture_events import CaptureEvent
+from frontend.compile_report import report
 from frontend.config import Config, config
 from frontend.context import CompileContext
 from frontend.errors import (
@@ -69,6 +71,7 @@ __all__ = [
     "mark_static",
     "optimize",
     "register_backend",
+    "report",
     "reset",
     "run",
     "save_cache_artifacts",

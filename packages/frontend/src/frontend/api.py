@@ -21,6 +21,7 @@ from frontend.backends.registry import ContextBackend, lookup_backend
 from frontend.capture_events import build_capture_hooks
 from frontend.config import Config, config
 from frontend.context import CompileContext
+from frontend.diagnostics import watched_graph
 from frontend.errors import InvalidOptionError
 from frontend.module_wrapper import OptimizedModule
 
@@ -49,7 +50,10 @@ class BoundBackend:
         artifacts = context.new_artifacts()
         if artifacts is not None:
             artifacts.write_graph("fx_graph.py", gm)
-        compiled = self.backend(gm, example_inputs, context)
+        with watched_graph(context, gm, example_inputs, self.__name__):
+            compiled = self.backend(gm, example_inputs, context)
+        if context.repro is not None:
+            compiled = context.repro.checked(gm, compiled)  # the accuracy level compares its first call with eager
         if context.events.wants("compile"):
             ops = sum(1 for node in gm.graph.nodes if node.op in ("call_function", "call_method", "call_module"))
             context.events.emit(

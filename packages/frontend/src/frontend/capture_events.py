@@ -103,6 +103,8 @@ def build_capture_hooks(context: CompileContext, listeners: Sequence[Listener] =
         elif event.kind == "recompile":
             context.recompilations += 1
         _log(context, event)
+        if context.report is not None:
+            context.report.on_capture_event(context, event)
         for listener in listeners:
             listener(event)
 
@@ -112,6 +114,8 @@ def build_capture_hooks(context: CompileContext, listeners: Sequence[Listener] =
         if artifacts is not None:
             artifacts.write("guards.txt", "\n".join(getattr(raw, "guards", ())) + "\n")
             artifacts.add_timing("capture", float(getattr(raw, "capture_seconds", 0.0)))
+        if context.report is not None:
+            context.report.add_capture_seconds(context, float(getattr(raw, "capture_seconds", 0.0)))
         forward(raw)
 
     hooks.on_graph.append(on_graph)

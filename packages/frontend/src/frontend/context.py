@@ -3,14 +3,22 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from frontend.config import Config
 from frontend.debug import GraphArtifacts, new_graph_artifacts
 from frontend.logs import EventLog
+from frontend.progress import CompileProgress
 from frontend.stats import PROCESS_TIMES, CompileTimes
+
+if TYPE_CHECKING:
+    from frontend.compile_report import ProcessReport
+    from frontend.repro import ReproRecorder
 
 
 @dataclass(frozen=True)
@@ -41,6 +49,11 @@ class CompileContext:
         graph_breaks, recompilations: how many of each capture reported for it.
         artifacts: the debug folder of the graph being compiled (None unless debugging).
         kernels: every kernel generated for it so far (forward and backward graphs), in order.
+        repro: writes repro scripts of failing graphs (None unless ``config.repro_after`` or the
+            accuracy level asks for them).
+        report: the process's compile report, when one is being recorded (KILN_REPORT).
+        progress: the progress line of long compiles (None when stderr is not a terminal).
+        cache: C++/Triton libraries asked for and found ready in the cache so far (libraries, hits).
     """
 
     config: Config
@@ -52,24 +65,61 @@ class CompileContext:
     recompilations: int = 0
     artifacts: GraphArtifacts | None = None
     kernels: list[KernelRecord] = field(default_factory=list)
+    repro: ReproRecorder | None = None
+    report: ProcessReport | None = None
+    progress: CompileProgress | None = None
+    cache: list[int] = field(default_factory=lambda: [0, 0])
 
     @classmethod
     def for_config(cls, config: Config, label: str) -> CompileContext:
         """A context for compiling `label` under `config`."""
-        return cls(config=config, label=label, events=EventLog(config.logs))
+        from frontend.compile_report import PROCESS_REPORT
+        from frontend.repro import ReproRecorder
+
+        if config.repro_level == "accuracy" and getattr(config, "graph_cache", False):
+            config = config.with_options({"graph_cache": False})  # every graph compiles, so every graph is checked
+        context = cls(config=config, label=label, events=EventLog(config.logs))
+        context.repro = ReproRecorder.for_config(config, label)
+        context.progress = CompileProgress.for_stream(label, sys.stderr, config.progress)
+        if config.report is not None:
+            PROCESS_REPORT.activate(config.report)
+        if PROCESS_REPORT.active:
+            context.report = PROCESS_REPORT
+            context.events = dataclasses.replace(context.events, sink=PROCESS_REPORT.event_sink(context))
+        return context
 
     def new_artifacts(self) -> GraphArtifacts | None:
-        """A debug folder for the next graph (also kept as `artifacts`), or None when debugging is off."""
-        if not self.config.debug:
+        """A debug folder for the next graph (also kept as `artifacts`), or None when debugging is off.
+
+        While a compile report is recorded, every graph gets artifacts kept in memory (and on disk
+        only when debugging).
+        """
+        if not self.config.debug and self.report is None:
             return None
-        self.artifacts = new_graph_artifacts(self.config.resolved_debug_dir(), self.label)
+        if self.config.debug:
+            self.artifacts = new_graph_artifacts(self.config.resolved_debug_dir(), self.label)
+        else:
+            self.artifacts = GraphArtifacts(None)
+        if self.report is not None:
+            self.artifacts.files = {}
         return self.artifacts
+
+    def note_cache(self, libraries: int, hits: int) -> None:
+        """Count compiled libraries a code generator asked for and how many of them its cache had."""
+        self.cache[0] += libraries
+        self.cache[1] += hits
 
     @contextlib.contextmanager
     def stage(self, name: str, artifacts: GraphArtifacts | None = None) -> Iterator[None]:
         """Time a compilation stage into `times` (and into the graph's timings.json when debugging)."""
         started = time.perf_counter()
-        with self.times.stage(name):
-            yield
+        if self.progress is not None:
+            self.progress.enter(name)
+        try:
+            with self.times.stage(name):
+                yield
+        finally:
+            if self.progress is not None:
+                self.progress.leave()
         if artifacts is not None:
             artifacts.add_timing(name, time.perf_counter() - started)

@@ -47,19 +47,31 @@ def _safe(name: str) -> str:
 
 @dataclass
 class GraphArtifacts:
-    """The debug folder of one compiled graph; each `write` adds a file to it."""
+    """The debug folder of one compiled graph; each `write` adds a file to it.
 
-    folder: Path
+    Attributes:
+        folder: the folder (None: nothing is written to disk, e.g. for the compile report alone).
+        timings: seconds per stage, also written as timings.json.
+        files: when not None, every file's text is also kept here by its relative path (the compile
+            report reads them).
+    """
+
+    folder: Path | None
     timings: dict[str, float] = field(default_factory=dict)
+    files: dict[str, str] | None = None
 
-    def write(self, relative: str, text: str) -> Path:
+    def write(self, relative: str, text: str) -> Path | None:
         """Write `text` to `relative` (a path inside this graph's folder) and return the file's path."""
+        if self.files is not None:
+            self.files[relative] = text
+        if self.folder is None:
+            return None
         path = self.folder / relative
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
         return path
 
-    def write_graph(self, relative: str, gm: torch.fx.GraphModule) -> Path:
+    def write_graph(self, relative: str, gm: torch.fx.GraphModule) -> Path | None:
         """Write an FX graph as readable Python code (with the tabular form as a comment)."""
         code = gm.print_readable(print_output=False) if hasattr(gm, "print_readable") else gm.code
         return self.write(relative, str(code))

@@ -9,6 +9,7 @@ DEBUG, so a user can still turn them on with the standard ``logging`` configurat
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 
 _HANDLER_INSTALLED: set[str] = set()
@@ -31,12 +32,18 @@ def _ensure_visible(logger: logging.Logger) -> None:
 
 @dataclass(frozen=True)
 class EventLog:
-    """Logs Kiln events, loudly for the events the user asked for (``config.logs``)."""
+    """Logs Kiln events, loudly for the events the user asked for (``config.logs``).
+
+    `sink`, when given, also receives every event (the compile report records them).
+    """
 
     enabled: frozenset[str]
+    sink: Callable[[str, str], None] | None = None
 
     def emit(self, event: str, message: str) -> None:
         """Log `message` under `event`."""
+        if self.sink is not None:
+            self.sink(event, message)
         logger = event_logger(event)
         if event in self.enabled:
             _ensure_visible(logger)

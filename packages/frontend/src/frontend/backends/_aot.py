@@ -32,6 +32,9 @@ def aot_compile(
     Time spent here is charged to the "aotgrad" stage, minus the nested compilers' own stages.
     With ``fallback_to_eager=False`` a graph aotgrad cannot trace raises instead of running eagerly.
     """
+    if context.repro is not None:  # repro scripts and accuracy checks of the ATen graphs
+        fw_compiler = _noted(fw_compiler, context, gm)
+        bw_compiler = _noted(bw_compiler or fw_compiler, context, gm)
     kwargs: dict[str, Any] = {
         "fw_compiler": fw_compiler,
         "bw_compiler": bw_compiler or fw_compiler,
@@ -41,3 +44,20 @@ def aot_compile(
         kwargs["decompositions"] = decompositions
     with context.stage("aotgrad"):
         return aotgrad.aot_graph(gm, list(example_inputs), **kwargs)
+
+
+def _noted(compiler: GraphCompiler, context: CompileContext, parent: torch.fx.GraphModule) -> GraphCompiler:
+    """`compiler`, telling the repro recorder about each ATen graph it compiles (and a failure)."""
+    repro = context.repro
+    assert repro is not None
+
+    def compile_noted(aten_gm: torch.fx.GraphModule, inputs: list[Any]) -> Callable[..., Any]:
+        repro.note_aten(aten_gm, inputs, parent)
+        try:
+            compiled = compiler(aten_gm, inputs)
+        except Exception as error:
+            repro.write_failure(aten_gm, error)
+            raise
+        return repro.checked(aten_gm, compiled)
+
+    return compile_noted

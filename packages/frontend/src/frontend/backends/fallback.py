@@ -49,6 +49,9 @@ def fall_back(
 ) -> Callable[..., Any]:
     """`gm` itself (run eagerly), after logging `reason`; raises instead if fallbacks are off."""
     message = f"{context.label}: {what} runs eagerly: {reason}"
+    repro = context.repro.write_failure(gm, error) if context.repro is not None and error is not None else None
+    if repro is not None:
+        message += f" [repro script: {repro}]"
     if not context.config.fallback_to_eager:
         raise BackendCompileError(
             f"{message}. (fallback_to_eager=False; set it to True to run such graphs eagerly, "

@@ -135,7 +135,7 @@ def inductor_backend(gm: torch.fx.GraphModule, example_inputs: list[Any], contex
         # Kernel sources reach the debug folder through CompiledGraph.artifacts(), so the code
         # generators get no debug folder of their own (debug_dir=None).
         backends = {device: TimedKernelBackend(
-            load_kernel_backend(device, context.config), context.stage, context.kernels
+            load_kernel_backend(device, context.config), context.stage, context.kernels, context.note_cache
         )}
     except KernelBackendUnavailable as error:
         return fall_back(gm, context, "a graph", str(error), error)

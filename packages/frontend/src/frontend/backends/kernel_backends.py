@@ -140,13 +140,22 @@ class TimedKernelBackend:
 
     ``generate`` counts as the "codegen" stage and ``compile`` as "compile" (the C++/Triton
     compiler); everything else is forwarded to the wrapped backend unchanged. Each generated kernel
-    is also appended to `kernels` (the compiled function's `CompileContext.kernels`) when given.
+    is also appended to `kernels` (the compiled function's `CompileContext.kernels`) when given, and
+    `cache_counter(libraries, hits)` hears of each compile's cache use when the backend keeps
+    ``stats`` (``libraries`` and ``cache_hits`` counters, as codegen_cpp does).
     """
 
-    def __init__(self, inner: Any, stage: Callable[[str], Any], kernels: list[KernelRecord] | None = None) -> None:
+    def __init__(
+        self,
+        inner: Any,
+        stage: Callable[[str], Any],
+        kernels: list[KernelRecord] | None = None,
+        cache_counter: Callable[[int, int], None] | None = None,
+    ) -> None:
         self._inner = inner
         self._stage = stage
         self._kernels = kernels
+        self._cache_counter = cache_counter
         self.device_type: str = inner.device_type
 
     @property
@@ -167,8 +176,15 @@ class TimedKernelBackend:
 
     def compile(self, sources: Any) -> Any:
         """The wrapped backend's compiled kernels, timed as "compile"."""
+        stats = getattr(self._inner, "stats", None)
+        before = (getattr(stats, "libraries", 0), getattr(stats, "cache_hits", 0))
         with self._stage("compile"):
-            return self._inner.compile(sources)
+            compiled = self._inner.compile(sources)
+        if self._cache_counter is not None and stats is not None:
+            libraries, hits = getattr(stats, "libraries", 0), getattr(stats, "cache_hits", 0)
+            if isinstance(libraries, int) and isinstance(hits, int):
+                self._cache_counter(libraries - before[0], hits - before[1])
+        return compiled
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)

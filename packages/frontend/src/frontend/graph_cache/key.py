@@ -42,7 +42,9 @@ FORMAT_VERSION = "1"
 
 KILN_PACKAGES: tuple[str, ...] = ("capture", "aotgrad", "inductor_ir", "codegen_cpp", "codegen_triton", "frontend")
 # Options that do not change compiled code (where things are written, what is logged).
-_NEUTRAL_OPTIONS = frozenset({"debug", "debug_dir", "logs", "cache_dir", "graph_cache"})
+_NEUTRAL_OPTIONS = frozenset({"debug", "debug_dir", "logs", "cache_dir", "graph_cache"}) | frozenset(
+    {"repro_after", "repro_level", "repro_dir", "report", "progress"}  # diagnostics: what is written or shown
+)
 _NEUTRAL_BACKEND_FIELDS = frozenset({"cache_dir", "debug_dir", "compile_workers"})
 
 
