@@ -23,7 +23,7 @@ if str(ROOT) not in sys.path:  # `pytest` (unlike `python -m pytest`) does not p
 from tools.fuzz import harness  # noqa: E402
 from tools.fuzz.compare import RunOutcome, compare, compare_tensors  # noqa: E402
 from tools.fuzz.edit import bypass, drop_output, remove_unused  # noqa: E402
-from tools.fuzz.execute import load, precision_floor, run_eager  # noqa: E402
+from tools.fuzz.execute import eager_depends_on_layout, load, precision_floor, run_eager  # noqa: E402
 from tools.fuzz.generator import GenConfig, check_eager, generate  # noqa: E402
 from tools.fuzz.program import Leaf, Param, Program, Stmt, render  # noqa: E402
 from tools.fuzz.report import (  # noqa: E402
@@ -341,3 +341,37 @@ def test_a_device_side_assert_skips_the_program_and_restarts_the_worker() -> Non
     assert _device_assert(RunOutcome.of_exception(RuntimeError("CUDA error: device-side assert triggered")))
     assert not _device_assert(RunOutcome.of_exception(IndexError("index 3 is out of bounds")))
     assert not _device_assert(RunOutcome({"outputs": []}))
+
+
+# ----- eager's own layout bugs -------------------------------------------------------------------
+def _batch_norm_on_a_stepped_weight() -> Program:
+    leaves = (Leaf("l0", (1, 33), "float32", seed=5, requires_grad=True), Leaf("l1", (33,), "float32", seed=6),
+              Leaf("l2", (33,), "float32", seed=7, fill="positive"), Leaf("l3", (66,), "float32", seed=8),
+              Leaf("l4", (33,), "float32", seed=9))
+    params = (Param("a0", "l0"), Param("a1", "l1"), Param("a2", "l2"), Param("a3", "l3", "{0}[::2]"), Param("a4", "l4"))
+    stmt = Stmt("t5", "batch_norm_eval", "F.batch_norm({0}, {1}, {2}, {3}, {4}, training=False)", ("a0", "a1", "a2", "a3", "a4"))
+    return Program(0, "grad", leaves, params, (stmt,), ("t5",))
+
+
+def test_an_eager_result_that_depends_on_strides_is_eagers_bug() -> None:
+    """torch's CPU batch-norm backward reads a stepped weight wrongly: the gradient changes when the
+    weight is made contiguous. A Kiln run that matches the contiguous run is not Kiln's mismatch."""
+    program = _batch_norm_on_a_stepped_weight()
+    namespace = load(program)
+    original = namespace["program"]
+
+    def on_contiguous_inputs(*args: Any) -> Any:
+        return original(*(a.contiguous() for a in args))
+
+    right = RunOutcome(harness.run(on_contiguous_inputs, namespace["make_inputs"], program.mode))
+    eager = run_eager(program)
+    if compare(eager, right, None, torch.float32).ok:
+        pytest.skip("this torch's batch-norm backward reads a stepped weight correctly")
+    assert eager_depends_on_layout(program, right, "cpu", torch.float32)
+    assert not eager_depends_on_layout(program, _fake_kiln(program), "cpu", torch.float32)
+
+
+def test_a_kiln_mismatch_on_strided_inputs_stays_a_mismatch() -> None:
+    program = _program([Stmt("t1", "mul", "{0} * 3", ("a1",))], shape=(4, 4))
+    program = dataclasses.replace(program, params=(program.params[0], Param("a1", "l1", "{0}.t()")))
+    assert not eager_depends_on_layout(program, _fake_kiln(program), "cpu", torch.float32)

@@ -26,6 +26,7 @@ import torch
 from tools.fuzz import harness
 from tools.fuzz.compare import RunOutcome, Verdict, compare
 from tools.fuzz.program import Program, render
+from tools.fuzz.report import layout_kinds
 
 TARGETS = ("cpp", "triton", "cuda", "aot_eager", "eager")
 
@@ -118,12 +119,48 @@ def check(program: Program, target: str = "cpp") -> Verdict:
         # comparison with eager's run means anything now (the worker restarts after this program).
         return Verdict("skipped", "exception", f"a GPU kernel asserted ({(first.error or second.error)[:200]})")
     verdict = compare(eager, first, ref, floor)
+    if verdict.kind == "mismatch" and eager_depends_on_layout(program, first, device_of(target), floor):
+        return Verdict("eager_layout_bug", verdict.where, "eager's own values change when its inputs are made "
+                       f"contiguous, and Kiln's match that contiguous run: {verdict.detail}")
     if not verdict.ok or eager.result is None:
         return verdict
     again = compare(eager, second, ref, floor)
     if again.ok:
         return again
     return Verdict(again.kind, f"second call: {again.where}", f"the first call matched; the second: {again.detail}")
+
+
+def eager_depends_on_layout(program: Program, kiln: RunOutcome, device: str, floor: torch.dtype | None) -> bool:
+    """Whether eager is the one that is wrong: its result changes when every input is made
+    contiguous first, and Kiln's result is the contiguous one.
+
+    A pure function's values do not depend on its inputs' strides, so such a difference is an eager
+    kernel reading a strided input wrongly (torch's CPU batch-norm backward with a stepped weight is
+    one). Inputs the program writes into (their version counter moves, through any alias) stay as
+    they are: there a contiguous copy would rightly change what the program does.
+    """
+    if not layout_kinds(program):
+        return False
+    namespace = load(program, device=device)
+    original = namespace["program"]
+    written: set[int] = set()
+
+    def noting_writes(*args: Any) -> Any:
+        before = [a._version if isinstance(a, torch.Tensor) else None for a in args]
+        try:
+            return original(*args)
+        finally:
+            written.update(i for i, (a, v) in enumerate(zip(args, before)) if v is not None and a._version != v)
+
+    if _outcome(noting_writes, namespace, program.mode, False).result is None:
+        return False
+
+    def on_contiguous_inputs(*args: Any) -> Any:
+        return original(*(a.contiguous() if isinstance(a, torch.Tensor) and i not in written else a
+                          for i, a in enumerate(args)))
+
+    contiguous = _outcome(on_contiguous_inputs, namespace, program.mode, False)
+    return contiguous.result is not None and compare(contiguous, kiln, None, floor).ok
 
 
 def _device_assert(outcome: RunOutcome) -> bool:

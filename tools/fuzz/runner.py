@@ -139,7 +139,7 @@ class Fuzzer:
             return
         stats.programs += 1
         stats.kinds[verdict["kind"]] += 1
-        if verdict["kind"] in ("ok", "skipped") or program is None:
+        if verdict["kind"] in ("ok", "skipped", "eager_layout_bug") or program is None:
             return
         stats.failures += 1
         print(f"[fuzz] seed {seed} {target}: {verdict['kind']} {verdict.get('where', '')}: {describe(program)}", flush=True)
