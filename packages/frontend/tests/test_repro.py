@@ -200,3 +200,28 @@ def test_repro_script_rebuilds_modules_and_parameters(isolated: Path) -> None:
     torch.testing.assert_close(rebuilt(*namespace["make_inputs"]())[0], model(x))  # saved weights and inputs
     ran = _run([sys.executable, str(script)], isolated / "cache")
     assert ran.returncode == 0 and "did not reproduce" in ran.stderr, ran.stderr
+
+
+def test_a_raising_backend_gets_a_repro_note(isolated: Path) -> None:
+    def sine_hater(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Any:
+        if any(node.target is torch.sin for node in gm.graph.nodes):
+            raise ValueError("this backend rejects sines")
+        return gm.forward
+
+    frontend.register_backend(sine_hater, name="kiln_test_sine_hater")
+    compiled = frontend.compile(
+        sine_chain, backend="kiln_test_sine_hater", options={"repro_after": "capture", "repro_dir": isolated / "repros"}
+    )
+    with pytest.raises(Exception, match="rejects sines") as raised:
+        compiled(*_inputs())
+    chain: list[BaseException] = [raised.value]
+    while chain[-1].__cause__ is not None:  # capture re-raises it, naming the backend: the note is on the original
+        chain.append(chain[-1].__cause__)  # type: ignore[arg-type]
+    notes = "\n".join(note for error in chain for note in getattr(error, "__notes__", []))
+    found = REPRO_PATH.search(notes)
+    assert found is not None, notes
+    namespace: dict[str, Any] = {"__name__": "kiln_repro"}
+    script = Path(found.group(1))
+    exec(compile(script.read_text(), str(script), "exec"), namespace)
+    with pytest.raises(ValueError, match="rejects sines"):  # the backend is registered in this process
+        run_repro(namespace["Repro"](), namespace["make_inputs"](), **namespace["KILN_REPRO"])

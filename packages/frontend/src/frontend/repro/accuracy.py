@@ -8,6 +8,7 @@ rounds differently). NaN/Inf where eager is finite, or a shape or dtype change, 
 
 from __future__ import annotations
 
+import copy
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -68,6 +69,11 @@ def relative_error(actual: torch.Tensor, expected: torch.Tensor) -> float:
 def to_float64(value: Any) -> Any:
     """`value` with every floating-point tensor converted to float64 (for the reference run)."""
     return pytree.tree_map(lambda x: x.detach().double() if isinstance(x, torch.Tensor) and x.is_floating_point() else x, value)
+
+
+def float64_copy(gm: torch.nn.Module) -> torch.nn.Module:
+    """A copy of `gm` whose floating-point parameters and buffers are float64 (for the reference run)."""
+    return copy.deepcopy(gm).double()
 
 
 def compare(actual: Any, expected: Any, reference: Callable[[], Any] | None = None) -> Mismatch | None:

@@ -20,7 +20,7 @@ import torch
 from frontend.config import Config
 from frontend.errors import describe_error
 from frontend.logs import EventLog
-from frontend.repro.accuracy import compare, to_float64
+from frontend.repro.accuracy import compare, float64_copy, to_float64
 from frontend.repro.inputs import DEFAULT_SAVED_BYTES
 from frontend.repro.minifier import root_cause, write_minified
 from frontend.repro.script import ReproSpec, render_script, write_script
@@ -137,7 +137,7 @@ class ReproRecorder:
         try:
             with torch.no_grad():
                 expected = gm(*clone_inputs(inputs))
-            mismatch = compare(outputs, expected, lambda: gm(*to_float64(clone_inputs(inputs))))
+            mismatch = compare(outputs, expected, lambda: float64_copy(gm)(*to_float64(clone_inputs(inputs))))
         except Exception as problem:
             self.log.emit("repro", f"{self.label}: could not check this graph against eager ({describe_error(problem)})")
             return

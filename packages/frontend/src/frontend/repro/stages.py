@@ -20,7 +20,8 @@ from frontend.backends.kernel_backends import load_kernel_backend
 from frontend.backends.registry import lookup_backend
 from frontend.config import Config, config
 from frontend.context import CompileContext
-from frontend.repro.accuracy import Mismatch, compare, to_float64
+from frontend.errors import UnknownBackendError
+from frontend.repro.accuracy import Mismatch, compare, float64_copy, to_float64
 
 _QUIET = {"fallback_to_eager": False, "repro_after": None, "repro_level": "crash", "report": None, "debug": False}
 """What a repro's own compile must not do: fall back, write repros of itself, report, debug."""
@@ -63,7 +64,14 @@ def compile_stage(
     cfg = repro_config(options)
     if after == "capture":
         context = CompileContext.for_config(cfg, "repro")
-        return lookup_backend(backend)(gm, list(inputs), context)
+        try:
+            compiler = lookup_backend(backend)
+        except UnknownBackendError as error:
+            raise UnknownBackendError(
+                f"{error}\nA repro of a graph compiled by your own backend needs it registered under that name: "
+                f"call frontend.register_backend(your_backend, name={backend!r}) before run_repro(...)"
+            ) from None
+        return compiler(gm, list(inputs), context)
     if after == "aotgrad":
         return _aten_graph_compiler(backend, cfg)(gm, list(inputs))
     raise ValueError(f"after must be 'capture' or 'aotgrad', got {after!r}")
@@ -86,7 +94,7 @@ def check_accuracy(
     actual = compiled(*clone_inputs(inputs))
     with torch.no_grad():
         expected = gm(*clone_inputs(inputs))
-    return compare(actual, expected, lambda: gm(*to_float64(clone_inputs(inputs))))
+    return compare(actual, expected, lambda: float64_copy(gm)(*to_float64(clone_inputs(inputs))))
 
 
 def as_graph_module(model: torch.nn.Module) -> torch.fx.GraphModule:
