@@ -7,6 +7,8 @@ g++ folds `(x + x) != 0` to `x != 0`.
 
 from __future__ import annotations
 
+import platform
+
 import pytest
 import torch
 from torch.fx.experimental.proxy_tensor import make_fx
@@ -126,3 +128,23 @@ def test_products_are_rounded_before_a_subtraction(backend: CppBackend, dtype: t
     for k, (got, want) in enumerate(zip(compiled(a, b, c), _product_minus(a, b, c), strict=True)):
         assert torch.equal(got.isnan(), want.isnan()), f"result {k}: {got} != {want}"
         assert torch.equal(got.nan_to_num(), want.nan_to_num()), f"result {k}: {got} != {want}"
+
+
+def _to_ints(x: torch.Tensor, one: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    nan = torch.var_mean(one, 0)[0]  # NaN, which g++ knows at compile time
+    return (x.to(torch.int64), x.to(torch.int32), x.to(torch.int16), x.to(torch.int8), x.to(torch.uint8),
+            nan.sum(0, dtype=torch.int64), nan.to(torch.int32), (x * 1e10).to(torch.int32))  # fmt: skip
+
+
+@pytest.mark.skipif(platform.machine().lower() not in ("x86_64", "amd64"), reason="eager converts as x86 does")
+@pytest.mark.parametrize("dtype", (torch.float32, torch.float64, torch.float16), ids=str)
+def test_floats_out_of_an_integers_range_convert_as_eager_does(backend: CppBackend, dtype: torch.dtype) -> None:
+    """NaN, infinities and out-of-range floats become the integer's minimum (through int32 and
+    wrapped for narrow ints), in vector lanes, the scalar tail and constants g++ folds."""
+    special = [float("nan"), float("inf"), float("-inf"), 3e9, -3e9, 1e20, 300.7, -129.5, 2.5, -2.5]
+    x = torch.randn(40, generator=torch.Generator().manual_seed(5), dtype=torch.float64) * 200
+    x[: len(special)] = torch.tensor(special)
+    x, one = x.to(dtype), torch.ones((), dtype=dtype)
+    compiled = inductor_ir.compile_graph(make_fx(_to_ints)(x, one), [x, one], backends={"cpu": backend})
+    for k, (got, want) in enumerate(zip(compiled(x, one), _to_ints(x, one), strict=True)):
+        assert got.dtype == want.dtype and torch.equal(got, want), f"result {k}: {got} != {want}"

@@ -349,12 +349,16 @@ class CppOpsHandler(RuntimeChecks):
                 expr = f"kiln::mask_to<{target.vector}>({text})"
             elif target.vector == source.vector:
                 expr = text
+            elif src.is_floating_point and dtype == torch.int64:
+                expr = f"kiln::float_to_int64({text})"
             else:
                 expr = f"kiln::convert<{target.vector}>({text})"
             expr = self._narrow(expr, dtype, vector=True)
         else:
             if dtype == torch.bool:
                 expr = f"({text} != 0)"
+            elif src.is_floating_point and not dtype.is_floating_point:
+                expr = f"kiln::float_to_int<{target.scalar}>({text})"
             else:
                 expr = f"static_cast<{target.scalar}>({text})"
             expr = self._narrow(expr, dtype, vector=False)

@@ -233,6 +233,24 @@ template <class To, class From>
 inline To convert(From v) { return __builtin_convertvector(v, To); }
 template <class To>
 inline To mask_to(maskx m) { return __builtin_convertvector(m & 1, To); }
+// A float to an integer as x86 converts it (cvttss2si / cvttsd2si, what eager's kernels compile
+// to): NaN and values outside the integer's range give its minimum. A plain static_cast is
+// undefined there, and g++ folds a constant NaN to 0. Narrow integers convert through int32_t
+// and wrap, as eager's static_cast<int8_t>(float) does on x86.
+template <class I, class F>
+inline I float_to_int(F v) {
+#if defined(__x86_64__) || defined(__i386__)
+  constexpr F limit = -static_cast<F>(std::numeric_limits<I>::min());  // 2^31 or 2^63, exact
+  if (!(v >= -limit && v < limit)) return std::numeric_limits<I>::min();
+#endif
+  return static_cast<I>(v);
+}
+template <class V>
+inline i64x float_to_int64(V v) {
+  i64x r;
+  for (int64_t i = 0; i < VEC; ++i) r[i] = float_to_int<int64_t>(v[i]);
+  return r;
+}
 template <class V>
 inline maskx to_mask(V v) { return __builtin_convertvector(v != 0, maskx); }
 // Rounding to a narrower dtype's precision or range, staying in the compute type.
