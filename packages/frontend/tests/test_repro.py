@@ -225,3 +225,12 @@ def test_a_raising_backend_gets_a_repro_note(isolated: Path) -> None:
     exec(compile(script.read_text(), str(script), "exec"), namespace)
     with pytest.raises(ValueError, match="rejects sines"):  # the backend is registered in this process
         run_repro(namespace["Repro"](), namespace["make_inputs"](), **namespace["KILN_REPRO"])
+
+
+def test_script_survives_any_error_text_and_shrink_stops_at_its_budget() -> None:
+    gm = torch.fx.symbolic_trace(_SineModule())
+    inputs = list(_inputs())
+    text = render_script(gm, inputs, ReproSpec("aotgrad", "inductor", "crash", {}, 'odd \\ """ text'), 0)
+    compile(text, "repro.py", "exec")  # still valid Python
+    shrunk = shrink(gm, inputs, lambda candidate, values: True, max_tries=3)
+    assert shrunk.tries == 3 and len(operations(shrunk.graph_module)) < len(operations(gm))

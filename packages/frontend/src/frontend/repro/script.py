@@ -142,11 +142,12 @@ def render_script(gm: torch.fx.GraphModule, inputs: list[Any], spec: ReproSpec, 
     make_inputs = textwrap.indent(inputs_source(inputs, budget), "    ")
     ops = sum(1 for node in gm.graph.nodes if node.op in ("call_function", "call_method", "call_module"))
     stamp = datetime.datetime.now().isoformat(timespec="seconds")
+    seen = spec.error.replace("\\", "/").replace('"""', "'''")  # it goes into the docstring
     what = "compiling or running this graph fails" if spec.kind == "crash" else "this graph's compiled result differs from eager"
     return f'''"""Kiln repro ({stamp}): {what}.
 
 Graph after {spec.after}, backend {spec.backend!r}, {ops} ops.
-{("Seen: " + spec.error) if spec.error else ""}
+{("Seen: " + seen) if seen else ""}
 
 Run it:     python {{this file}}            (reproduces the failure, or says it did not)
 Shrink it:  python -m frontend.minify {{this file}}

@@ -95,11 +95,16 @@ def subgraph(
     return torch.fx.GraphModule(gm, graph), inputs
 
 
-def shrink(gm: torch.fx.GraphModule, inputs: list[Any], fails: Predicate) -> Shrunk:
+MAX_TRIES = 400
+"""Candidates `shrink` tries at most (each may compile kernels); past it, the smallest so far is kept."""
+
+
+def shrink(gm: torch.fx.GraphModule, inputs: list[Any], fails: Predicate, max_tries: int = MAX_TRIES) -> Shrunk:
     """The smallest subgraph of `gm` for which `fails` still holds (1-minimal over its operations).
 
     `fails(gm, inputs)` must hold for the whole graph; candidates that cannot stand alone, or for
-    which `fails` raises, count as not failing.
+    which `fails` raises, count as not failing. After `max_tries` candidates the search stops with
+    the smallest failing graph found so far (no longer necessarily 1-minimal).
     """
     values = eager_values(gm, inputs)
     order = {node: index for index, node in enumerate(gm.graph.nodes)}
@@ -107,6 +112,8 @@ def shrink(gm: torch.fx.GraphModule, inputs: list[Any], fails: Predicate) -> Shr
 
     def test(candidate: list[torch.fx.Node]) -> bool:
         key = frozenset(candidate)
+        if key not in seen and len(seen) >= max_tries:
+            return False
         if key not in seen:
             built = subgraph(gm, sorted(candidate, key=order.__getitem__), values)
             try:
