@@ -118,6 +118,7 @@ def test_report_loads_and_expands_in_headless_chromium(recorded: str, tmp_path: 
     body = re.search(r"<body([^>]*)>", dom)
     assert body is not None, dom[:500]
     assert 'data-ready="yes"' in body.group(1), "the page's script did not run"
+    assert 'data-toggled="true"' in body.group(1), "clicking a section's summary did not open it"
     assert "data-errors" not in body.group(1), body.group(1)
     console = [line for line in done.stderr.splitlines() if "CONSOLE" in line]
     assert not console, console

@@ -4,7 +4,8 @@ Layout: a summary (graphs, breaks, recompilations, fallbacks, kernels, seconds p
 collapsible section per compiled function with its graph breaks (reason, the user's line), its
 recompilations (the failing guard), and per graph its frame, guards, seconds per stage, kernels,
 cache hits, fallbacks and every stage's code (FX, ATen forward/backward, IR, kernels, wrapper),
-highlighted. Opening the page with ``#expand-all`` opens every section (the browser test uses it).
+highlighted. Opening the page with ``#expand-all`` clicks the first section's summary, then the
+"expand all" button (the browser test uses it, as a reader would click).
 """
 
 from __future__ import annotations
@@ -40,7 +41,12 @@ _SCRIPT = """
   }
   document.getElementById('expand').addEventListener('click', function () { setAll(true); });
   document.getElementById('collapse').addEventListener('click', function () { setAll(false); });
-  if (location.hash === '#expand-all') { setAll(true); }
+  if (location.hash === '#expand-all') {
+    // What a reader does: open one section by its summary, then press "expand all".
+    var first = document.querySelector('details > summary');
+    if (first) { first.click(); document.body.dataset.toggled = String(first.parentElement.open); }
+    document.getElementById('expand').click();
+  }
   document.body.dataset.ready = 'yes';
 })();
 """
