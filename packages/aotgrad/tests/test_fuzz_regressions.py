@@ -506,3 +506,33 @@ def test_in_place_write_into_an_input_whose_elements_overlap_is_refused_clearly(
     with torch.no_grad():
         torch.testing.assert_close(with_fallback(a), fn(b))
     torch.testing.assert_close(a, b)
+
+
+def _writes_through_one_copy_of_an_expand(a: torch.Tensor, m: torch.Tensor, w: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    e = a.expand(3, *a.shape)
+    e.narrow(0, 1, 1).add_(-129)  # fuzz 7455664f14: one copy of each element written, through a view
+    f = (m * 1).expand(2, *m.shape)
+    f.select(0, -1).floor_()  # fuzz 98f463645b
+    g = (w * 1e8).expand(2, *w.shape)
+    g[0].mul_(1e-8)  # folded as base + (new - base), rounding lost the small result
+    return e * 1, f * 1, g * 1, a
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+def test_a_write_through_one_copy_of_an_expanded_view_is_exact(dtype: torch.dtype) -> None:
+    # Inference only: with gradients the write still folds through the expand (see overlap.py).
+    check_against_eager(
+        _writes_through_one_copy_of_an_expand,
+        lambda: [_with_infinities(31, (1, 4), dtype), _with_infinities(32, (2, 5), dtype, grad=True), _leaf(33, (6,), grad=True)],
+        no_grad=True,
+    )
+
+
+def _scales_one_copy_of_an_expand(w: torch.Tensor) -> torch.Tensor:
+    g = (w * 2).expand(2, *w.shape)
+    g[0].mul_(3)
+    return g * 1
+
+
+def test_a_write_through_one_copy_of_an_expanded_view_keeps_its_gradient() -> None:
+    check_against_eager(_scales_one_copy_of_an_expand, lambda: [_leaf(34, (6,), grad=True)])

@@ -17,6 +17,9 @@ most once, and the sum is right. So:
 * the others, which eager refuses ("more than one element of the written-to tensor refers to a
   single memory location"), raise that same error (`OverlappingWriteError`) when the compiled
   graph runs;
+* a write into a view of an `expand` output that touches each location once (`e.narrow(0, 1, 1).add_(1)`)
+  is made, with gradients off, into an `as_strided` view of the expand's source: folded back
+  through the expand it would be `base + sum(new - base)` too;
 * writes into tensors that may overlap without a stride-0 dim (`unfold`, `as_strided` views; eager
   writes those element by element) are refused with a `TracingError`: the graph runs eagerly.
 
@@ -129,18 +132,30 @@ class OverlapChecks(TorchDispatchMode):
         super().__init__()
         # id of an `expand` output -> (that output, its source); the output is kept so ids stay unique.
         self._expand_sources: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
+        # id of an `expand` output or of a view of one -> (that tensor, the expand's source).
+        self._over_expand: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         kwargs = kwargs or {}
         if func is aten.expand.default:
             out = func(*args, **kwargs)
             self._expand_sources[id(out)] = (out, args[0])
+            self._over_expand[id(out)] = (out, args[0])
+            return out
+        if getattr(func, "is_view", False) and args and self._source_of(args[0]) is not None:
+            out = func(*args, **kwargs)
+            if isinstance(out, torch.Tensor):
+                self._over_expand[id(out)] = (out, self._source_of(args[0]))
             return out
         if isinstance(func, torch._ops.OpOverload) and func._schema.is_mutable:
             for written in _written_tensors(func, args, kwargs):
                 repeated = repeated_dims(written)
                 if repeated:
                     return self._repeated(func, args, kwargs, written, repeated)
+                source = self._source_of(written)
+                if source is not None and args and args[0] is written and provably_distinct(written) \
+                        and not torch.is_grad_enabled():
+                    return self._through_source(func, args, kwargs, written, source)
                 if not provably_distinct(written):
                     raise TracingError(
                         f"`{func}` writes in place into a tensor whose elements may overlap in memory (an "
@@ -149,6 +164,23 @@ class OverlapChecks(TorchDispatchMode):
                         location_from_current_stack(),
                     )
         return func(*args, **kwargs)
+
+    def _source_of(self, t: Any) -> torch.Tensor | None:
+        """The `expand` source `t` is a view of (through the expand), or None."""
+        entry = self._over_expand.get(id(t))
+        return entry[1] if entry is not None and entry[0] is t else None
+
+    @staticmethod
+    def _through_source(func: Any, args: Any, kwargs: dict[str, Any], written: torch.Tensor, source: torch.Tensor) -> Any:
+        """A write into a view of an `expand` output that touches each memory location once, made
+        into the same locations as an `as_strided` view of the expand's source: functionalization
+        folds it back exactly, where through the expand it would fold ``base + sum(new - base)``
+        (NaN over an infinite element, rounded elsewhere). Only with gradients off: traced with
+        gradients, the write through `as_strided` got a wrong gradient (16 where eager gives 12
+        for ``(w * 2).expand(2, n)[0].mul_(3)``), so there the fold through the expand stays."""
+        target = source.as_strided(written.shape, written.stride(), written.storage_offset())
+        func(target, *args[1:], **kwargs)
+        return written
 
     def _repeated(self, func: Any, args: Any, kwargs: dict[str, Any], written: torch.Tensor, repeated: list[int]) -> Any:
         tolerated = func in _FILLS or func in _MASKED_FILLS  # eager accepts these
@@ -192,6 +224,10 @@ class OverlapWatch(TorchFunctionMode):
     """For the one-pass trace: gives up (`SinglePassUnsupported`) at an in-place call on a tensor
     with repeated elements, which only the two-pass trace sees as in place."""
 
+    def __init__(self) -> None:
+        super().__init__()
+        self._saw_repeated = False  # a tensor with repeated elements exists: views of it may be written
+
     def __torch_function__(self, func: Any, types: Any, args: Sequence[Any] = (), kwargs: Any = None) -> Any:
         kwargs = kwargs or {}
         name = getattr(func, "__name__", "")
@@ -204,6 +240,9 @@ class OverlapWatch(TorchFunctionMode):
         targets = [kwargs.get("out")] if "out" in kwargs else ([args[0]] if in_place and args else [])
         for target in targets:
             for t in target if isinstance(target, (tuple, list)) else [target]:
-                if isinstance(t, torch.Tensor) and (repeated_dims(t) or not provably_distinct(t)):
-                    raise SinglePassUnsupported(f"in-place `{name}` on a tensor whose elements overlap")
-        return func(*args, **kwargs)
+                if isinstance(t, torch.Tensor) and (self._saw_repeated or repeated_dims(t) or not provably_distinct(t)):
+                    raise SinglePassUnsupported(f"in-place `{name}` on a tensor whose elements overlap, or after one exists")
+        out = func(*args, **kwargs)
+        if not self._saw_repeated and isinstance(out, torch.Tensor) and repeated_dims(out):
+            self._saw_repeated = True
+        return out
