@@ -91,7 +91,8 @@ class CachedCompile:
         if not config.graph_cache or config.debug or config.cudagraphs or getattr(context, "repro", None) is not None:
             return None
         try:
-            key = graph_key(key_components(gm, example_inputs, config, backends, device_type))
+            with context.stage("cache"):
+                key = graph_key(key_components(gm, example_inputs, config, backends, device_type))
         except Exception as error:  # a graph the key cannot describe is compiled, not cached
             warn_once("graph-cache-key", f"Kiln's graph cache skips a graph it cannot key ({type(error).__name__}: {error})")
             return None
