@@ -4,7 +4,9 @@ Sessions:
   tests              one venv, all six packages installed editable, pytest over every package (CPU;
                      Triton kernels run under TRITON_INTERPRET=1)
   tests-<package>    the same, for one package's tests
-  tests-py313        capture's tests under Python 3.13 (installs torch's large build; not in CI)
+  tests-py312        capture's tests (and corpus) under Python 3.12 (installs torch's large build; not in CI);
+  tests-py313        the same under Python 3.13. With pyenv, make the interpreter visible first:
+                     `PYENV_VERSION=3.11.7:3.13.0 nox -s tests-py313`
   lint               ruff and the architecture check (tools/check_architecture.py)
   typecheck          mypy, one run per package
   build              wheels of all six distributions into dist/
@@ -116,14 +118,22 @@ def bench(session: nox.Session) -> None:
     session.run("python", "-m", "tools.bench", *session.posargs)
 
 
-@nox.session(name="tests-py313", python="3.13", default=False)
-def tests_py313(session: nox.Session) -> None:
-    """capture's tests under Python 3.13. torch for 3.13 is the registry's large CUDA build, so CI does
-    not run this session; with pyenv, make the interpreter visible first:
-    `PYENV_VERSION=3.11.7:3.13.0 nox -s tests-py313`."""
-    session.install(os.environ.get("KILN_TORCH_PY313", "torch"))
-    session.install("-e", str(ROOT / "packages" / "capture"), "pytest>=8", "pytest-xdist>=3", "numpy", "scipy", "expecttest")
-    _pytest(session, ["packages/capture/tests"])
+def _versioned_capture_tests(version: str) -> None:
+    """capture's tests under another Python than the default session's, as `tests-py3NN`."""
+    name = f"tests-py{version.replace('.', '')}"
+
+    @nox.session(name=name, python=version, default=False)
+    def versioned_tests(session: nox.Session) -> None:
+        session.install(os.environ.get(f"KILN_TORCH_PY{version.replace('.', '')}", "torch"))
+        session.install("-e", str(ROOT / "packages" / "capture"), "pytest>=8", "pytest-xdist>=3", "numpy", "scipy",
+                        "expecttest", "transformers>=4.40")
+        _pytest(session, ["packages/capture/tests"])
+
+    versioned_tests.__doc__ = f"capture's tests and corpus under Python {version} (the registry's large torch build; not in CI)."
+
+
+for _version in ("3.12", "3.13"):
+    _versioned_capture_tests(_version)
 
 
 @nox.session
