@@ -98,7 +98,12 @@ class TorchFunctionVariable(VariableTracker):
             return ConstantVariable(value)
         if isinstance(fn, type) and issubclass(fn, torch.nn.Module):
             return construct_module(tx, fn, args, kwargs)
+        from capture.variables.data_checked import data_checked_call
         from capture.variables.folding import has_opaque_argument
+
+        traced = data_checked_call(tx, fn, args, kwargs)
+        if traced is not None:
+            return traced
 
         if isinstance(fn, types.FunctionType) and has_opaque_argument([*args, *kwargs.values()]):
             from capture.variables.functions import UserFunctionVariable
