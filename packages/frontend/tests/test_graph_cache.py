@@ -237,6 +237,15 @@ def test_versions_and_module_settings_change_the_key(monkeypatch: pytest.MonkeyP
     assert _key(gm, inputs) != base, "torch's version"
 
 
+def test_functions_with_nested_code_key_the_same_in_every_process() -> None:
+    from frontend.graph_cache.key import _code_text
+
+    def helper(x: torch.Tensor) -> list[torch.Tensor]:
+        return [(lambda t: t + i)(x) for i in range(2)]
+
+    assert "0x" not in _code_text(helper.__code__), "no memory addresses (they differ per process)"
+
+
 class _FakeBackend:
     def hash(self) -> str:
         return "another code generator"

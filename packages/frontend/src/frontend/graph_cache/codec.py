@@ -30,7 +30,7 @@ BUNDLE_MAGIC = b"kiln-graph-bundle 1\n"
 
 _ALLOWED_ROOTS = frozenset(
     {"torch", "sympy", "mpmath", "aotgrad", "inductor_ir", "codegen_cpp", "codegen_triton", "frontend", "capture",
-     "collections", "copyreg", "pathlib", "_codecs", "functools", "enum"}
+     "collections", "copyreg", "pathlib", "_codecs", "functools", "enum", "operator", "_operator", "math"}
 )
 _ALLOWED_BUILTINS = frozenset(
     {"tuple", "list", "dict", "set", "frozenset", "int", "float", "complex", "bool", "str", "bytes", "bytearray",

@@ -139,8 +139,6 @@ class CachedCompile:
 
     def save_after_first_call(self, compiled: Callable[..., Any]) -> Callable[..., Any]:
         """`compiled` (just compiled: a miss), saving its entry after its first call."""
-        self.context.times.count_cache("aotgrad", False)
-        self.context.times.count_cache("inductor", False)
         self._count_kernels()
         return _SaveAfterFirstCall(compiled, self._save)
 
@@ -153,13 +151,17 @@ class CachedCompile:
             plans = export_plans(guarded, lambda runner: export_runner(runner, self.backends))
             data = encode_entry(self.key, GraphEntry(self.key, plans))
         except NotPlannable as reason:
+            self.context.times.count_cache("aotgrad", False)
             self.context.events.emit("compile", f"{self.context.label}: graph not cached: {reason}")
             return
         except Exception as error:
             warn_once("graph-cache-save", f"Kiln's graph cache could not save a graph ({type(error).__name__}: {error})")
             return
         self.store.write(self.key, data)
-        self.context.times.add("cache", time.perf_counter() - started)
+        times = self.context.times
+        times.count_cache("aotgrad", False, len(plans))
+        times.count_cache("inductor", False, sum(1 + (p.training is not None) for p in plans))
+        times.add("cache", time.perf_counter() - started)
 
 
 class _SaveAfterFirstCall:
@@ -177,4 +179,6 @@ class _SaveAfterFirstCall:
         return result
 
     def __getattr__(self, name: str) -> Any:
+        if name == "compiled":  # not set yet (a copy made without __init__)
+            raise AttributeError(name)
         return getattr(self.compiled, name)
