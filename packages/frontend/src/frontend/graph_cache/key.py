@@ -56,13 +56,20 @@ def _code_digest(fn: Any) -> str | None:
     """A digest of a Python function's (or class's) source; None for builtins and C functions."""
     code = getattr(fn, "__code__", None)
     if isinstance(code, types.CodeType):
-        return _digest(repr((code.co_code, code.co_consts, code.co_names)))
+        return _digest(_code_text(code))
     if isinstance(fn, type):
         try:
             return _digest(inspect.getsource(fn))
         except (OSError, TypeError):
             return f"{fn.__module__}.{fn.__qualname__}"
     return None
+
+
+def _code_text(code: types.CodeType) -> str:
+    """A code object's bytecode, names and constants, nested code objects (lambdas, comprehensions)
+    spelled the same way (their repr holds a memory address, different in every process)."""
+    consts = [_code_text(c) if isinstance(c, types.CodeType) else repr(c) for c in code.co_consts]
+    return repr((code.co_code, consts, code.co_names))
 
 
 def _torch_owned(obj: Any) -> bool:
