@@ -133,7 +133,8 @@ def test_products_are_rounded_before_a_subtraction(backend: CppBackend, dtype: t
 def _to_ints(x: torch.Tensor, one: torch.Tensor) -> tuple[torch.Tensor, ...]:
     nan = torch.var_mean(one, 0)[0]  # NaN, which g++ knows at compile time
     return (x.to(torch.int64), x.to(torch.int32), x.to(torch.int16), x.to(torch.int8), x.to(torch.uint8),
-            nan.sum(0, dtype=torch.int64), nan.to(torch.int32), (x * 1e10).to(torch.int32))  # fmt: skip
+            nan.sum(0, dtype=torch.int64), nan.to(torch.int32), (x * 1e10).to(torch.int32),
+            x.reshape(4, 10).sum(1, dtype=torch.int32), x.reshape(4, 10).sum(0, dtype=torch.int16))  # fmt: skip
 
 
 @pytest.mark.skipif(platform.machine().lower() not in ("x86_64", "amd64"), reason="eager converts as x86 does")

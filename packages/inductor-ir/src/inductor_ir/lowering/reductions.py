@@ -109,6 +109,11 @@ def _simple(reduction_type: str) -> Any:
             acc = compute_dtype_for(x.dtype)
         if x.dtype == torch.bool and reduction_type in ("max", "min"):
             raise NotLowerable("bool max/min")
+        if acc == torch.int64 and x.dtype.is_floating_point and out != torch.int64:
+            # Floats become the result's integer dtype first, as eager casts the input: a NaN
+            # summed into int32 is int32's minimum, not int64's cut down to 32 bits.
+            load, src = x.make_loader(), x.dtype
+            x = Pointwise(lambda index: convert(load(index), out, src), x.get_size(), out, x.device, (ctx.origin,))
         red = make_reduction(ctx, x, dim, keepdim, reduction_type, src_dtype=acc, dtype=acc)
         return _cast(ctx, red, out)
 
