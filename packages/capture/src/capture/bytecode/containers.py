@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from capture.bytecode.registry import Instruction, opcode
@@ -120,7 +121,7 @@ def get_iter(tx: InstructionTranslator, instr: Instruction) -> None:
     tx.push(iterator_over(tx, tx.pop()))
 
 
-_CONVERSIONS = {0: lambda raw: raw, 1: str, 2: repr, 3: ascii}
+_CONVERSIONS: dict[int, Callable[[Any], Any]] = {0: lambda raw: raw, 1: str, 2: repr, 3: ascii}
 
 
 def _formatted_constant(value: VariableTracker) -> Any:
