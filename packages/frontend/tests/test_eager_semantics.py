@@ -56,13 +56,19 @@ def _raises_like_eager(fn: Callable[..., Any], compiled: Callable[..., Any], *ar
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-@pytest.mark.parametrize("case", ["abs_of_bool", "max_of_empty", "max_of_empty_intermediate", "max_over_an_empty_dim"])
+@pytest.mark.parametrize("case", ["abs_of_bool", "max_of_empty", "max_of_empty_intermediate", "max_over_an_empty_dim",
+                                  "fill_overflowing_int8", "fill_of_an_expanded_int8", "full_like_overflowing_int16"])
 def test_errors_eager_raises_are_raised(backend: str, case: str) -> None:
+    int8 = torch.tensor([1, -3], dtype=torch.int8)
     cases: dict[str, tuple[Callable[[torch.Tensor], Any], torch.Tensor]] = {
         "abs_of_bool": (lambda t: t.abs() * 2, torch.randn(4) > 0),
         "max_of_empty": (lambda t: t.max(), torch.empty(0)),
         "max_of_empty_intermediate": (lambda t: (t + 1).max() * 2, torch.empty(0)),
         "max_over_an_empty_dim": (lambda t: torch.max(t * 2, dim=0), torch.empty(0, 3)),
+        # "value cannot be converted to type int8_t without overflow" (fuzz 455c6abc1a)
+        "fill_overflowing_int8": (lambda t: t.clone().fill_(300) * 2, int8),
+        "fill_of_an_expanded_int8": (lambda t: t[:1].expand(2, 1).fill_(300), int8),
+        "full_like_overflowing_int16": (lambda t: torch.full_like(t.short(), 70000), int8),
     }
     fn, value = cases[case]
     _raises_like_eager(fn, frontend.compile(fn, backend=backend), value)

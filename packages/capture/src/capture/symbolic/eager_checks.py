@@ -10,6 +10,8 @@ runs in Python and raises eager's own error.
 * Pointwise ops and reductions on bool, integer or complex tensors run on one-element tensors of the
   same dtypes, device and ranks (their dtype support does not depend on sizes).
 * Any op whose tensor arguments are all empty runs on real empty tensors of the same sizes (cheap).
+* Ops writing a number (`fill_`, `full_like`, `new_full`, `index_fill`, `masked_fill`) run on
+  one-element tensors of every dtype: eager refuses a number the dtype cannot hold.
 """
 
 from __future__ import annotations
@@ -32,6 +34,10 @@ _OPERATOR_OPS = {operator.abs: "abs", builtins.abs: "abs", operator.invert: "bit
                  operator.mul: "mul"}
 _TORCH_MODULES = ("torch", "torch._C._nn", "torch._C._special", "torch._C._linalg", "torch.functional")
 _PLAIN_DTYPES = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
+# Ops writing a number into a tensor: eager's kernel refuses one its dtype cannot hold (300 into
+# int8, 1e6 into float16), their meta functions do not.
+_NUMBER_WRITES = frozenset({"fill_", "fill", "full_like", "new_full", "index_fill", "index_fill_", "masked_fill",
+                            "masked_fill_"})
 
 
 def _aten_name(kind: str, target: Any) -> str | None:
@@ -83,12 +89,13 @@ class EagerChecks:
         if not tensors or any(_symbolic_or_nested(v) for v in values):
             return
         empty = all(t.numel() == 0 for t in tensors)
-        if not empty and all(t.dtype in _PLAIN_DTYPES for t in tensors):
+        writes_number = name in _NUMBER_WRITES
+        if not empty and not writes_number and all(t.dtype in _PLAIN_DTYPES for t in tensors):
             return
         tags = _tags(name)
         if torch.Tag.nondeterministic_seeded in tags:
             return  # a real run would consume the program's random numbers
-        if not empty and not tags & {torch.Tag.pointwise, torch.Tag.reduction}:
+        if not empty and not writes_number and not tags & {torch.Tag.pointwise, torch.Tag.reduction}:
             return
         key = (kind, name, target if kind == "call_function" else None, empty,
                tuple(_describe(v, empty) for v in args), tuple((k, _describe(v, empty)) for k, v in kwargs.items()))
