@@ -215,6 +215,12 @@ def test_every_key_component_changes_the_key() -> None:
         changed["grad mode"] = _key(gm, inputs)
     with torch.autocast("cpu", dtype=torch.bfloat16):
         changed["autocast"] = _key(gm, inputs)
+    default = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        changed["default dtype"] = _key(gm, inputs)
+    finally:
+        torch.set_default_dtype(default)
     for name, key in changed.items():
         assert key != base, f"a change of {name} must miss"
 

@@ -9,7 +9,8 @@
 * ``inputs`` and ``state``: each example input's and parameter's shape (sizes as symbols where
   dynamic), strides, dtype, device and requires_grad; non-tensor inputs by value;
 * ``shapes``: the ranges of the size symbols and the shape guards recorded so far;
-* ``modes``: grad mode and autocast, which the traced graphs bake in;
+* ``modes``: grad mode, autocast, the default dtype, deterministic algorithms and float32 matmul
+  precision, which the traced graphs bake in;
 * ``options``: the frontend's options that reach the compiled code and the kernel backend's identity;
 * ``versions``: Python, torch and triton versions, Kiln's package versions and a fingerprint of
   their installed files (a development checkout changes without a new version);
@@ -146,7 +147,13 @@ def _modes_part() -> dict[str, Any]:
             autocast[device] = [enabled, str(torch.get_autocast_dtype(device)) if enabled else None]
         except (RuntimeError, TypeError, AttributeError):
             autocast[device] = None
-    return {"grad": torch.is_grad_enabled(), "autocast": autocast}
+    return {
+        "grad": torch.is_grad_enabled(),
+        "autocast": autocast,
+        "default dtype": str(torch.get_default_dtype()),
+        "deterministic": torch.are_deterministic_algorithms_enabled(),
+        "matmul precision": torch.get_float32_matmul_precision(),
+    }
 
 
 def _backend_identity(backend: Any) -> Any:
