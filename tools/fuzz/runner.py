@@ -24,6 +24,9 @@ from tools.fuzz.program import Program, used_names
 from tools.fuzz.report import Finding, failure_class, innermost_error, markdown, signature, write_test
 from tools.fuzz.shrink import shrink
 
+GIVE_UP_AFTER = 20
+"""A run whose first this-many seeds all fail in the worker (no CUDA device, a broken install) stops."""
+
 
 @dataclass
 class RunConfig:
@@ -116,6 +119,9 @@ class Fuzzer:
                     break
                 for target in config.targets:
                     self.one(config.seed + i, target)
+                if i + 1 >= GIVE_UP_AFTER and all(s.kinds["tool_error"] == i + 1 for s in self.stats.values()):
+                    print(f"[fuzz] stopped: the first {i + 1} seeds all failed in the worker (see above)", flush=True)
+                    break
         except (KeyboardInterrupt, SystemExit):
             print("[fuzz] stopped; the summary covers the programs run so far", flush=True)
         finally:
