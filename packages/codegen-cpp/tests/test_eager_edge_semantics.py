@@ -8,6 +8,7 @@ g++ folds `(x + x) != 0` to `x != 0`.
 from __future__ import annotations
 
 import platform
+import warnings
 
 import pytest
 import torch
@@ -149,3 +150,21 @@ def test_floats_out_of_an_integers_range_convert_as_eager_does(backend: CppBacke
     compiled = inductor_ir.compile_graph(make_fx(_to_ints)(x, one), [x, one], backends={"cpu": backend})
     for k, (got, want) in enumerate(zip(compiled(x, one), _to_ints(x, one), strict=True)):
         assert got.dtype == want.dtype and torch.equal(got, want), f"result {k}: {got} != {want}"
+
+
+def _variances(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    return (a.var(-1, correction=0), *torch.var_mean(a, -1, correction=0), b.var(0, correction=0),
+            b.std(0, correction=0), a.var(-1))  # fmt: skip
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), -2.5, 0.0])
+def test_the_variance_of_one_element_is_nan_where_eager_says_so(backend: CppBackend, value: float) -> None:
+    """A 0-d input has nothing to reduce: its deviation is (x - x)^2, NaN for inf and NaN (fuzz 2abebc449d)."""
+    a, b = torch.tensor(value), torch.tensor([value, 1.0, float("inf"), -3.0])
+    compiled = inductor_ir.compile_graph(make_fx(_variances)(a, b), [a, b], backends={"cpu": backend})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # var's "degrees of freedom is <= 0"
+        wanted = _variances(a, b)
+    for k, (got, want) in enumerate(zip(compiled(a, b), wanted, strict=True)):
+        torch.testing.assert_close(got, want, equal_nan=True, msg=f"result {k}")
+        assert torch.equal(got.signbit(), want.signbit()), f"result {k}: {got} != {want}"

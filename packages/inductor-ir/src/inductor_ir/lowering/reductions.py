@@ -228,11 +228,17 @@ def welford(
     acc = compute_dtype_for(x.dtype)
     first = make_reduction(ctx, x, dims, keepdim, "welford_reduce", src_dtype=acc, dtype=acc)
     if not isinstance(first, Reduction):
-        # Nothing to reduce (a 0-d input): the element itself, no deviation, one element.
-        def constant(value: float) -> Pointwise:
-            return Pointwise(lambda index: ops.constant(value, acc), first.ranges, acc, x.device, (ctx.origin,))
+        # Nothing to reduce (a 0-d input): the element itself, one element, and a deviation of
+        # (x - x)^2: +0, but NaN for an infinite or NaN element, as eager's first Welford step gives.
+        load = first.make_loader()
 
-        trivial = [first, constant(0.0), constant(1.0)]
+        def squared_deviation(index: Index) -> Any:
+            difference = ops.sub(load(index), load(index))
+            return ops.mul(difference, difference)
+
+        deviation = Pointwise(squared_deviation, first.ranges, acc, x.device, (ctx.origin,))
+        count = Pointwise(lambda index: ops.constant(1.0, acc), first.ranges, acc, x.device, (ctx.origin,))
+        trivial = [first, deviation, count]
         return [trivial[k] for k in outputs]
     split = split_factor(sympy.Mul(*first.ranges), sympy.Mul(*first.reduction_ranges))
     if split > 1:
