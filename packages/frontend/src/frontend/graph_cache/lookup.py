@@ -12,6 +12,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -29,12 +30,10 @@ _STORES: dict[str, GraphStore] = {}
 """One store per cache folder in this process (entries read or written are remembered there)."""
 
 
-def store_for(cache_dir: Any) -> GraphStore:
+def store_for(cache_dir: Path | str) -> GraphStore:
     """The process's store of the cache folder `cache_dir`."""
     name = str(cache_dir)
     if name not in _STORES:
-        from pathlib import Path
-
         _STORES[name] = GraphStore(Path(name))
     return _STORES[name]
 
