@@ -509,13 +509,15 @@ def test_in_place_write_into_an_input_whose_elements_overlap_is_refused_clearly(
 
 
 def _writes_through_one_copy_of_an_expand(a: torch.Tensor, m: torch.Tensor, w: torch.Tensor) -> tuple[torch.Tensor, ...]:
-    e = a.expand(3, *a.shape)
-    e.narrow(0, 1, 1).add_(-129)  # fuzz 7455664f14: one copy of each element written, through a view
+    e = (a * 1).expand(3, *a.shape)
+    e.narrow(0, 1, 1).add_(-129)  # fuzz 7455664f14 (there on an input): one copy of each element written
     f = (m * 1).expand(2, *m.shape)
     f.select(0, -1).floor_()  # fuzz 98f463645b
     g = (w * 1e8).expand(2, *w.shape)
     g[0].mul_(1e-8)  # folded as base + (new - base), rounding lost the small result
-    return e * 1, f * 1, g * 1, a
+    h = (m * 1).unsqueeze(-1).expand(2, 5, 3)
+    h[1:].masked_fill_(h[1:] > 0, 100.0)  # fuzz 72dcf48ad8: a fill through a slice of an expand
+    return e * 1, f * 1, g * 1, h * 1, a
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])

@@ -400,7 +400,7 @@ def _trace_in_two_passes(
     flat_fn = _flat_traceable(fn, training, spec_box)
 
     def checked(*args: Any) -> list[Any]:
-        with OverlapChecks():  # in-place writes into tensors whose elements share memory
+        with OverlapChecks(args):  # in-place writes into tensors whose elements share memory
             return flat_fn(*args)
 
     with torch.enable_grad() if training else torch.no_grad():

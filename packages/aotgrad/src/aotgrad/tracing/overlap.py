@@ -17,9 +17,10 @@ most once, and the sum is right. So:
 * the others, which eager refuses ("more than one element of the written-to tensor refers to a
   single memory location"), raise that same error (`OverlappingWriteError`) when the compiled
   graph runs;
-* a write into a view of an `expand` output that touches each location once (`e.narrow(0, 1, 1).add_(1)`)
-  is made, with gradients off, into an `as_strided` view of the expand's source: folded back
-  through the expand it would be `base + sum(new - base)` too;
+* a write into a view of an `expand` output that touches each location once (`e.narrow(0, 1, 1).add_(1)`),
+  and a fill through a view of one, are made, with gradients off, into an `as_strided` view of the
+  memory's owner: folded back through the expand it would be `base + sum(new - base)` too. Not where
+  that memory is an input's (the write must stay an input mutation): there the fold stays;
 * writes into tensors that may overlap without a stride-0 dim (`unfold`, `as_strided` views; eager
   writes those element by element) are refused with a `TracingError`: the graph runs eagerly.
 
@@ -128,8 +129,11 @@ class OverlapChecks(TorchDispatchMode):
     """Handles in-place ops on tensors whose elements share memory, during the two-pass trace's
     first pass (see the module docstring)."""
 
-    def __init__(self) -> None:
+    def __init__(self, inputs: Sequence[Any] = ()) -> None:
         super().__init__()
+        # The traced function's inputs: a write into their memory stays a write through views (it
+        # becomes an input mutation, which `as_strided` on the input would not).
+        self._inputs = [t for t in inputs if isinstance(t, torch.Tensor)]
         # id of an `expand` output -> (that output, its source); the output is kept so ids stay unique.
         self._expand_sources: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
         # id of an `expand` output or of a view of one -> (that tensor, the expand's source).
@@ -166,9 +170,16 @@ class OverlapChecks(TorchDispatchMode):
         return func(*args, **kwargs)
 
     def _source_of(self, t: Any) -> torch.Tensor | None:
-        """The `expand` source `t` is a view of (through the expand), or None."""
+        """The `expand` source `t` is a view of (through the expand), or None; None too where that
+        memory belongs to an input of the traced function."""
         entry = self._over_expand.get(id(t))
-        return entry[1] if entry is not None and entry[0] is t else None
+        if entry is None or entry[0] is not t:
+            return None
+        source = entry[1]
+        owner = source._base if source._base is not None else source
+        if any(owner is t or owner is t._base for t in self._inputs):
+            return None
+        return source
 
     @staticmethod
     def _through_source(func: Any, args: Any, kwargs: dict[str, Any], written: torch.Tensor, source: torch.Tensor) -> Any:
@@ -178,8 +189,7 @@ class OverlapChecks(TorchDispatchMode):
         (NaN over an infinite element, rounded elsewhere). Only with gradients off: traced with
         gradients, the write through `as_strided` got a wrong gradient (16 where eager gives 12
         for ``(w * 2).expand(2, n)[0].mul_(3)``), so there the fold through the expand stays."""
-        target = source.as_strided(written.shape, written.stride(), written.storage_offset())
-        func(target, *args[1:], **kwargs)
+        func(_storage_view(source, written), *args[1:], **kwargs)
         return written
 
     def _repeated(self, func: Any, args: Any, kwargs: dict[str, Any], written: torch.Tensor, repeated: list[int]) -> Any:
@@ -209,12 +219,22 @@ class OverlapChecks(TorchDispatchMode):
         narrowed = distinct_elements(written, repeated)
         expanded = self._expand_sources.get(id(written))
         if expanded is None or expanded[0] is not written:
+            source = self._source_of(written)
+            if source is not None and not torch.is_grad_enabled():  # a view of an expand output
+                return _storage_view(source, narrowed)
             return narrowed
         source = expanded[1]
         view = self._distinct_view(source, repeated_dims(source))
         for _ in range(written.dim() - view.dim()):
             view = view.unsqueeze(0)
         return view if view.shape == narrowed.shape else narrowed
+
+
+def _storage_view(source: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
+    """The elements of `like` (a view sharing `source`'s memory) as an `as_strided` view of the
+    tensor owning that memory: functionalization accepts `as_strided` only first in a view chain."""
+    owner = source._base if source._base is not None else source
+    return owner.as_strided(like.shape, like.stride(), like.storage_offset())
 
 
 _INPLACE_DUNDERS = frozenset({"__setitem__"})
