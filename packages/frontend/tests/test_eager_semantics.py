@@ -168,3 +168,16 @@ def test_shape_after_in_place_unsqueeze_with_dynamic_sizes(backend: str) -> None
         assert got[0] == expected[0] == torch.Size([1, n])
         torch.testing.assert_close(got[1], expected[1])
         assert got_x.shape == expected_x.shape
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_an_op_whose_fake_kernel_misstates_its_dtype_runs_eagerly(backend: str) -> None:
+    """`bool_tensor ** True` is bool in eager and int64 in its meta function: compiled code read the
+    bool buffer as int64 (fuzz 63cddd4172 gave 7424 for 0). The call runs in Python instead."""
+
+    def powers(x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return (torch.isneginf(x) ** True).to(torch.int16), (x > 0) ** True, (x > 0) ** False, (x > 0).int() ** 2
+
+    x = torch.tensor([-1.5, 2.0, float("-inf")], dtype=torch.float16)
+    for got, want in zip(frontend.compile(powers, backend=backend)(x), powers(x), strict=True):
+        assert got.dtype == want.dtype and torch.equal(got, want)

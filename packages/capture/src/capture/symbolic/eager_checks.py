@@ -78,9 +78,13 @@ class EagerChecks:
     """Runs the real-tensor checks of one trace; each (op, dtypes, ranks, arguments) is checked once."""
 
     checked: dict[Any, BaseException | None] = field(default_factory=dict)
+    # dtypes of the tensors the last checked call returned on real stand-ins (None: not run)
+    real_dtypes: dict[Any, list[torch.dtype]] = field(default_factory=dict)
+    last_key: Any = None
 
     def check(self, kind: str, target: Any, args: list[Any], kwargs: dict[str, Any]) -> None:
         """Raise Unsupported (a user error, from eager's exception) when eager raises for this call."""
+        self.last_key = None
         name = _aten_name(kind, target)
         if name is None:
             return
@@ -104,9 +108,24 @@ class EagerChecks:
         except TypeError:
             return  # an unhashable argument: not checked
         if error is _MISSING:
-            error = self.checked[key] = _run(kind, target, args, kwargs, empty)
+            error, dtypes = _run(kind, target, args, kwargs, empty)
+            self.checked[key], self.real_dtypes[key] = error, dtypes
         if error is not None:
             raise Unsupported(f"{type(error).__name__}: {error}", user_error=True) from error
+        self.last_key = key
+
+    def agree(self, name: str, fake_result: Any) -> None:
+        """Raise Unsupported (a graph break) when the last checked call's fake result has other
+        dtypes than eager's kernel gives (``bool_tensor ** True`` is bool in eager, int64 in its meta
+        function): the compiled code would read a buffer of one dtype as another."""
+        real = self.real_dtypes.get(self.last_key) if self.last_key is not None else None
+        self.last_key = None
+        if real is None:
+            return
+        fake = [t.dtype for t in _tensors_of(fake_result)]
+        if fake != real:
+            raise Unsupported(f"{name}: eager's kernel returns {', '.join(map(str, real))} where its fake "
+                              f"kernel says {', '.join(map(str, fake))}; the call runs eagerly")
 
 
 _MISSING: Any = object()
@@ -135,7 +154,17 @@ def _stand_in(value: Any, empty: bool) -> Any:
     return torch.ones(shape, dtype=value.dtype, device=value.device)
 
 
-def _run(kind: str, target: Any, args: list[Any], kwargs: dict[str, Any], empty: bool) -> BaseException | None:
+def _tensors_of(value: Any) -> list[torch.Tensor]:
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, (list, tuple)):
+        return [t for v in value for t in _tensors_of(v)]
+    return []
+
+
+def _run(kind: str, target: Any, args: list[Any], kwargs: dict[str, Any],
+         empty: bool) -> tuple[BaseException | None, list[torch.dtype]]:
+    """The error eager raises on real stand-ins (None: none) and the dtypes of what it returns."""
     real_args = [_stand_in(a, empty) for a in args]
     real_kwargs = {k: _stand_in(v, empty) for k, v in kwargs.items()}
     call: Callable[..., Any] = getattr(real_args[0], target) if kind == "call_method" else target
@@ -143,7 +172,7 @@ def _run(kind: str, target: Any, args: list[Any], kwargs: dict[str, Any], empty:
         real_args = real_args[1:]
     try:
         with torch.no_grad():
-            call(*real_args, **real_kwargs)
+            result = call(*real_args, **real_kwargs)
     except Exception as error:
-        return error
-    return None
+        return error, []
+    return None, [t.dtype for t in _tensors_of(result)]

@@ -328,6 +328,7 @@ class OutputGraph:
             failure = Unsupported(f"{type(error).__name__}: {error}", user_error=True)
             failure.from_tensor_op = True  # type: ignore[attr-defined]  # fake tensors' messages may differ
             raise failure from error
+        self.eager_checks.agree(_target_name(target), result)
         if _unique_indices_not_int64(target, result):
             raise Unsupported(f"{_target_name(target)}: this torch's fake kernel gives the inverse indices and "
                               "counts the input's dtype where the real one gives int64 (fixed in later torch); "
