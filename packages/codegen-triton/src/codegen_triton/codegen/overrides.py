@@ -20,6 +20,14 @@ __all__ = ["TritonMathOps", "constant_literal"]
 V = TritonValue
 
 
+def _divide(dtype: torch.dtype) -> str:
+    """The template of a correctly rounded float division ``{a} / {b}`` of values of `dtype`:
+    Triton's float32 `/` is the approximate `div.full.f32`; float64's is already exact."""
+    if dtype == torch.float64 or not is_float(dtype):
+        return "{a} / {b}"
+    return "tl.math.div_rn(({a}).to(tl.float32), ({b}).to(tl.float32))"
+
+
 def constant_literal(value: bool | int | float, dtype: torch.dtype) -> str:
     """Python source of a scalar constant as Triton accepts it (inf and nan included)."""
     if dtype == torch.bool:
@@ -67,8 +75,9 @@ class TritonMathOps:
         return self._binary("{a} * {b}", a, b)
 
     def truediv(self, a: V, b: V) -> V:
-        """a / b."""
-        return self._binary("{a} / {b}", a, b)
+        """a / b, correctly rounded as eager's: Triton's float32 `/` is `div.full.f32` (up to 2 ulp
+        off: 4.6875 / 0.9375 gave 5.0000005, and trunc(x / x) 0)."""
+        return self._binary(_divide(a.dtype), a, b)
 
     def floordiv(self, a: V, b: V) -> V:
         """a // b toward negative infinity (Triton's integer `//` truncates, so it is corrected)."""
@@ -83,19 +92,20 @@ class TritonMathOps:
         """Float a // b as eager computes it, from the exact fmod rather than floor(a / b), which
         differs where the quotient rounds or overflows (inf // 100 is nan, -1 // inf is -1)."""
         mod = self._binary("libdevice.fmod({a}, {b})", a, b)
-        div = self._binary(f"({{a}} - {mod.name}) / {{b}}", a, b)
+        difference = self._binary(f"{{a}} - {mod.name}", a, b)
+        div = self._binary(_divide(a.dtype).replace("{a}", difference.name), a, b)
         fix = f"({mod.name} != 0) & (({{b}} < 0) != ({mod.name} < 0))"
         div = self._binary(f"tl.where({fix}, {div.name} - 1, {div.name})", a, b)
         floored = self.emit(f"tl.floor({div.name})", a.dtype, div.axes)
         rounded = f"tl.where({div.name} - {floored.name} > 0.5, {floored.name} + 1, {floored.name})"
-        zero = self._binary("({a} / {b}) * 0.0", a, b)  # a zero with the sign of a / b
+        zero = self._binary(f"({_divide(a.dtype)}) * 0.0", a, b)  # a zero with the sign of a / b
         nonzero = f"tl.where({div.name} == 0, {zero.name}, {rounded})"
-        return self._binary(f"tl.where({{b}} == 0, {{a}} / {{b}}, {nonzero})", a, b)
+        return self._binary(f"tl.where({{b}} == 0, {_divide(a.dtype)}, {nonzero})", a, b)
 
     def truncdiv(self, a: V, b: V) -> V:
         """a / b toward zero."""
         if is_float(a.dtype):
-            return self._binary("libdevice.trunc({a} / {b})", a, b)
+            return self._binary(f"libdevice.trunc({_divide(a.dtype)})", a, b)
         return self._binary("{a} // {b}", a, b)
 
     def remainder(self, a: V, b: V) -> V:
