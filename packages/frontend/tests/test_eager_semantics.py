@@ -181,3 +181,20 @@ def test_an_op_whose_fake_kernel_misstates_its_dtype_runs_eagerly(backend: str) 
     x = torch.tensor([-1.5, 2.0, float("-inf")], dtype=torch.float16)
     for got, want in zip(frontend.compile(powers, backend=backend)(x), powers(x), strict=True):
         assert got.dtype == want.dtype and torch.equal(got, want)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+def test_group_norm_with_infinite_weights_gives_eagers_nan(dtype: torch.dtype) -> None:
+    """ATen computes x * (rstd * w) + (b - rstd * w * mean): an infinite weight gives NaN where
+    (x - mean) * rstd * w gave inf (fuzz 8077a37e89, ad1d7797d2)."""
+    generator = torch.Generator().manual_seed(41)
+    x = torch.randn(3, 8, 5, generator=generator).to(dtype)
+    w, b = torch.randn(8, generator=generator).to(dtype), torch.randn(8, generator=generator).to(dtype)
+    w[1], w[5] = float("inf"), float("-inf")
+
+    def norm(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        return torch.nn.functional.group_norm(x, 4, w, b)
+
+    got, want = frontend.compile(norm)(x, w, b), norm(x, w, b)
+    assert torch.equal(got.isnan(), want.isnan())
+    torch.testing.assert_close(got, want, equal_nan=True, atol=1e-2 if dtype == torch.float16 else 1e-5, rtol=1e-2)

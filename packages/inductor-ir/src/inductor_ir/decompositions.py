@@ -99,15 +99,25 @@ def native_group_norm(
     x: torch.Tensor, weight: torch.Tensor | None, bias: torch.Tensor | None,
     batch: int, channels: int, inner: int, groups: int, eps: float,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:  # fmt: skip
-    """``aten.native_group_norm`` as var_mean over each group + pointwise; mean/rstd are (N, groups)."""
+    """``aten.native_group_norm`` as var_mean over each group + pointwise; mean/rstd are (N, groups).
+
+    The output is ATen's algebra (CPU and CUDA alike): per (sample, channel) ``scale = rstd * weight``
+    and ``shift = bias - scale * mean``, then ``x * scale + shift``. ``(x - mean) * rstd * weight``
+    gives other values where they are not finite (an infinite weight: eager NaN, that form inf).
+    """
     grouped = x.reshape(batch, groups, channels // groups * inner)
     x_acc, mean, rstd = _statistics(grouped, [2], eps)
-    out = ((x_acc - mean) * rstd).reshape(x.shape)
-    per_channel = [1, channels] + [1] * (x.dim() - 2)
+
+    def per_channel(statistic: torch.Tensor) -> torch.Tensor:  # (N, G, 1) -> (N, C, 1)
+        return statistic.expand(batch, groups, channels // groups).reshape(batch, channels, 1)
+
+    scale = per_channel(rstd)
     if weight is not None:
-        out = out * weight.reshape(per_channel)
+        scale = scale * weight.reshape(1, channels, 1)
+    shift = -scale * per_channel(mean)
     if bias is not None:
-        out = out + bias.reshape(per_channel)
+        shift = shift + bias.reshape(1, channels, 1)
+    out = (x_acc.reshape(batch, channels, inner) * scale + shift).reshape(x.shape)
     return out.to(x.dtype), mean.reshape(batch, groups).to(x.dtype), rstd.reshape(batch, groups).to(x.dtype)
 
 
