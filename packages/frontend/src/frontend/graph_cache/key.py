@@ -140,7 +140,7 @@ def _shape_part(example_inputs: Sequence[Any]) -> dict[str, Any]:
 
 
 def _modes_part() -> dict[str, Any]:
-    autocast = {}
+    autocast: dict[str, list[Any] | None] = {}
     for device in ("cpu", "cuda"):
         try:
             enabled = torch.is_autocast_enabled(device)

@@ -51,6 +51,11 @@ class GraphEntry:
     plans: tuple[RegionPlan, ...]
 
 
+def _graph_count(plans: Sequence[RegionPlan]) -> int:
+    """How many compiled graphs `plans` hold: a forward each, and a backward for training."""
+    return sum(2 if plan.training is not None else 1 for plan in plans)
+
+
 def _kernel_library_counts(backends: Mapping[str, Any]) -> tuple[int, int]:
     """(libraries taken from the kernel cache, libraries asked for) so far, over `backends`."""
     hits = total = 0
@@ -119,11 +124,10 @@ class CachedCompile:
                     )
                     self.store.forget(self.key)
         times.count_cache("graph", restored is not None)
-        if restored is None:
+        if restored is None or not isinstance(entry, GraphEntry):
             return None
-        count = len(entry.plans)  # type: ignore[union-attr]
-        times.count_cache("aotgrad", True, count)
-        times.count_cache("inductor", True, sum(1 + (p.training is not None) for p in entry.plans))  # type: ignore[union-attr]
+        times.count_cache("aotgrad", True, len(entry.plans))
+        times.count_cache("inductor", True, _graph_count(entry.plans))
         self._count_kernels()
         return restored
 
@@ -159,7 +163,7 @@ class CachedCompile:
         self.store.write(self.key, data)
         times = self.context.times
         times.count_cache("aotgrad", False, len(plans))
-        times.count_cache("inductor", False, sum(1 + (p.training is not None) for p in plans))
+        times.count_cache("inductor", False, _graph_count(plans))
         times.add("cache", time.perf_counter() - started)
 
 

@@ -61,7 +61,7 @@ class _LoadedStaticRunner:
     def __call__(self, args: list[Any]) -> Any:
         """Run the wrapper on the flat inputs (emptied); return its outputs."""
         outputs = self._call(args)
-        if self._flat:
+        if self._flat or self._spec is None:
             return outputs
         return pytree.tree_unflatten(list(outputs), self._spec)
 
