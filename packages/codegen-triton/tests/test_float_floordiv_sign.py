@@ -44,7 +44,8 @@ def _quotients(x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, ...]:
 @pytest.mark.parametrize("dtype", (torch.float32, torch.float16, torch.bfloat16), ids=str)
 def test_float_division_is_correctly_rounded_on_the_gpu(gpu_backend: TritonBackend, dtype: torch.dtype) -> None:
     """Triton's float32 `/` is div.full.f32 (up to 2 ulp): 4.6875 / 0.9375 gave 5.0000005 and
-    trunc(x / x) 0 (fuzz 3927b64fea, bba81c3776). Eager divides exactly rounded."""
+    trunc(x / x) 0 (fuzz 3927b64fea, bba81c3776). Eager divides exactly rounded, and by a number
+    (`(x * 7) / 7`) multiplies by its reciprocal rounded in float32."""
     generator = torch.Generator().manual_seed(37)
     x = (torch.randn(4096, generator=generator) * 1000).to(dtype)
     y = (torch.randn(4096, generator=generator) * 3).to(dtype)

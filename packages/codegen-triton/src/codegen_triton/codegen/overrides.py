@@ -75,8 +75,15 @@ class TritonMathOps:
         return self._binary("{a} * {b}", a, b)
 
     def truediv(self, a: V, b: V) -> V:
-        """a / b, correctly rounded as eager's: Triton's float32 `/` is `div.full.f32` (up to 2 ulp
-        off: 4.6875 / 0.9375 gave 5.0000005, and trunc(x / x) 0)."""
+        """a / b as eager computes it: correctly rounded (Triton's float32 `/` is `div.full.f32`, up
+        to 2 ulp off: 4.6875 / 0.9375 gave 5.0000005, and trunc(x / x) 0); on a GPU, a constant
+        divisor as eager's CUDA kernel takes a CPU scalar: times its reciprocal, rounded once in the
+        computation dtype."""
+        divisor = self.literal_of(b)
+        if not self.interpret and is_float(a.dtype) and isinstance(divisor, (int, float)) and divisor != 0:  # type: ignore[attr-defined]
+            opmath = torch.float64 if a.dtype == torch.float64 else torch.float32
+            reciprocal = (torch.tensor(1.0, dtype=opmath) / torch.tensor(float(divisor), dtype=opmath)).item()
+            return self._binary("{a} * {b}", a, self.constant(reciprocal, a.dtype))  # type: ignore[attr-defined]
         return self._binary(_divide(a.dtype), a, b)
 
     def floordiv(self, a: V, b: V) -> V:
