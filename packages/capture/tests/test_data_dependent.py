@@ -25,6 +25,7 @@ def _inputs(seed: int) -> torch.Tensor:
     return torch.randn(6, 5, generator=torch.Generator().manual_seed(seed))
 
 
+@pytest.mark.fake_unique_int64
 @pytest.mark.parametrize("dynamic", [False, True])
 def test_dynamic_output_shape_ops_are_one_graph_for_every_result_size(dynamic: bool) -> None:
     def fn(x: torch.Tensor) -> tuple[torch.Tensor, ...]:
