@@ -198,3 +198,24 @@ def test_group_norm_with_infinite_weights_gives_eagers_nan(dtype: torch.dtype) -
     got, want = frontend.compile(norm)(x, w, b), norm(x, w, b)
     assert torch.equal(got.isnan(), want.isnan())
     torch.testing.assert_close(got, want, equal_nan=True, atol=1e-2 if dtype == torch.float16 else 1e-5, rtol=1e-2)
+
+
+@pytest.mark.parametrize("case", ["batch_norm_eval", "batch_norm_train", "instance_norm"])
+def test_cpu_batch_norm_with_infinite_weights_gives_eagers_nan(case: str) -> None:
+    """Eager's CPU kernel computes x * alpha + beta per channel, alpha = invstd * w and
+    beta = b - mean * alpha: an infinite weight gives NaN where (x - mean) * invstd * w + b gave
+    inf (fuzz c2c8c2ad6f, bb19d840db, 0172f17172)."""
+    generator = torch.Generator().manual_seed(43)
+    x = torch.randn(4, 6, 5, generator=generator)
+    w, b = torch.randn(6, generator=generator), torch.randn(6, generator=generator)
+    w[2], w[4] = float("inf"), float("-inf")
+    mean, var = torch.randn(6, generator=generator), torch.rand(6, generator=generator) + 0.5
+    functions = {
+        "batch_norm_eval": lambda x, w, b: torch.nn.functional.batch_norm(x, mean, var, w, b, training=False),
+        "batch_norm_train": lambda x, w, b: torch.nn.functional.batch_norm(x, mean.clone(), var.clone(), w, b, training=True),
+        "instance_norm": lambda x, w, b: torch.nn.functional.instance_norm(x, weight=w, bias=b),
+    }
+    fn = functions[case]
+    got, want = frontend.compile(fn)(x, w, b), fn(x, w, b)
+    assert torch.equal(got.isnan(), want.isnan())
+    torch.testing.assert_close(got, want, equal_nan=True)

@@ -58,8 +58,11 @@ def with_eager_running_stats(op: Any, decomposition: Callable[..., Any]) -> Call
     def decompose(*args: Any, **kwargs: Any) -> Any:
         bound = dict(zip(names, args))
         bound.update(kwargs)
-        running_mean = bound.get("running_mean")
         training = trains_always or bool(bound.get("training", False))
+        return _with_cpu_output(bound, training, _with_eager_update(bound, training, args, kwargs))
+
+    def _with_eager_update(bound: dict[str, Any], training: bool, args: Any, kwargs: Any) -> Any:
+        running_mean = bound.get("running_mean")
         momentum = bound.get("momentum", bound.get("exponential_average_factor"))
         if running_mean is None or not training or momentum is None:
             return decomposition(*args, **kwargs)
@@ -80,3 +83,34 @@ def with_eager_running_stats(op: Any, decomposition: Callable[..., Any]) -> Call
         return tuple(result)
 
     return decompose
+
+
+def _with_cpu_output(bound: dict[str, Any], training: bool, result: Any) -> Any:
+    """`result` with its output recomputed as eager's CPU kernel computes it, per channel
+    ``alpha = invstd * weight``, ``beta = bias - mean * alpha``, then ``x * alpha + beta`` (the
+    decomposition's ``(x - mean) * invstd * weight + bias`` gives inf where that gives NaN, with an
+    infinite weight). The statistics are the batch's (the decomposition's saved mean and inverse
+    standard deviation) in training, the running ones in evaluation. Other devices: unchanged."""
+    x = bound.get("input")
+    if not isinstance(x, torch.Tensor) or x.device.type != "cpu" or not isinstance(result, (tuple, list)) or x.dim() < 2:
+        return result
+    if training:
+        mean, invstd = result[1], result[2]
+    else:
+        running_mean, running_var = bound.get("running_mean"), bound.get("running_var")
+        if running_mean is None or running_var is None:
+            return result
+        mean, invstd = running_mean, 1 / torch.sqrt(running_var + bound.get("eps", 1e-5))
+    if not isinstance(mean, torch.Tensor) or not isinstance(invstd, torch.Tensor) or mean.numel() != x.shape[1]:
+        return result
+    acc = torch.float32 if x.dtype in (torch.float16, torch.bfloat16) else x.dtype
+    alpha = invstd.to(acc).reshape(-1)
+    weight, bias = bound.get("weight"), bound.get("bias")
+    if weight is not None:
+        alpha = alpha * weight.to(acc)
+    beta = -(mean.to(acc).reshape(-1) * alpha)
+    if bias is not None:
+        beta = bias.to(acc) + beta
+    shape = [1, x.shape[1]] + [1] * (x.dim() - 2)
+    out = (x.to(acc) * alpha.reshape(shape) + beta.reshape(shape)).to(result[0].dtype)
+    return (out, *result[1:]) if isinstance(result, tuple) else [out, *result[1:]]
