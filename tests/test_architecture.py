@@ -98,3 +98,23 @@ def test_800_line_module_passes(checker, repo_copy: Path) -> None:
     planted = repo_copy / "packages" / "frontend" / "src" / "frontend" / "planted.py"
     planted.write_text("x = 1\n" * 800)
     assert checker.check_repository(repo_copy) == []
+
+
+def test_planted_import_cycle_fails(checker, repo_copy: Path) -> None:
+    folder = repo_copy / "packages" / "aotgrad" / "src" / "aotgrad"
+    (folder / "planted_a.py").write_text("from aotgrad import planted_b\n")
+    (folder / "planted_b.py").write_text("x = 1\nfrom aotgrad.planted_a import *\n")
+    (problem,) = checker.check_repository(repo_copy)
+    assert problem.path == folder / "planted_a.py" and problem.line == 1
+    assert "import cycle: aotgrad.planted_a -> aotgrad.planted_b -> aotgrad.planted_a" in problem.message
+
+
+def test_type_checking_and_function_level_imports_make_no_cycle(checker, repo_copy: Path) -> None:
+    folder = repo_copy / "packages" / "aotgrad" / "src" / "aotgrad"
+    (folder / "planted_a.py").write_text("from aotgrad import planted_b\n")
+    (folder / "planted_b.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from aotgrad import planted_a\n"
+        "def f():\n    from aotgrad import planted_a\n"
+    )
+    assert checker.check_repository(repo_copy) == []
+
