@@ -481,8 +481,11 @@ class _OpsProxy:
         return "<inductor_ir.ops: dispatches to the current OpsHandler>"
 
 
-ops: Any = _OpsProxy()
-"""Where inner functions reach the current handler: ``ops.load(name, index)``, ``ops.add(a, b)``, ..."""
+ops: OpsHandler[Any] = _OpsProxy()  # type: ignore[assignment]
+"""Where inner functions reach the current handler: ``ops.load(name, index)``, ``ops.add(a, b)``, ...
+
+Typed as the `OpsHandler` protocol (the proxy forwards every op of it), so the type checker sees
+every ``ops.*`` call against the vocabulary's signatures."""
 
 
 def verify_ops_handler(handler: object) -> None:

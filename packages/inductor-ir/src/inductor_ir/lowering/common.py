@@ -160,6 +160,12 @@ def convert(x: Any, dtype: torch.dtype, src_dtype: torch.dtype) -> Any:
     return x if dtype == src_dtype else ops.to_dtype(x, dtype, src_dtype)
 
 
+def load_converted(load: Callable[[Any], Any], index: Any, dtype: torch.dtype, src_dtype: torch.dtype) -> Any:
+    """``convert(load(index), dtype, src_dtype)``: a masked body, bound with ``functools.partial``
+    (a typed zero-argument callable, where a lambda with default arguments is not)."""
+    return convert(load(index), dtype, src_dtype)
+
+
 def expand_loader(value: IRNode, out_size: Sequence[sympy.Expr]) -> Callable[[Index], Any]:
     """A loader of ``value`` broadcast to ``out_size`` (right-aligned; dims of 1 read index 0)."""
     size = value.get_size()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from typing import Any
 
@@ -15,6 +16,7 @@ from inductor_ir.lowering.common import (
     broadcast_shapes,
     convert,
     expand_loader,
+    load_converted,
     promote_dtypes,
     require_same_device,
 )
@@ -68,7 +70,7 @@ def cat(ctx: LoweringContext, tensors: Sequence[IRNode], dim: int = 0) -> Pointw
             if k < len(parts) - 1:
                 below = ops.lt(i, ops.index_expr(end, torch.int64))
                 mask = below if mask is None else ops.logical_and(mask, below)
-            value = ops.masked(mask, lambda load=load, src=src, shifted=shifted: convert(load(shifted), dtype, src), _zero(dtype))
+            value = ops.masked(mask, functools.partial(load_converted, load, shifted, dtype, src), _zero(dtype))
             result = value if result is None else ops.where(mask, value, result)
         return result
 

@@ -7,6 +7,7 @@ windows fall back to ATen.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from typing import Any
 
@@ -14,7 +15,7 @@ import sympy
 import torch
 
 from inductor_ir.ir.nodes import IRNode, Pointwise
-from inductor_ir.lowering.common import compute_dtype_for, convert
+from inductor_ir.lowering.common import compute_dtype_for, convert, load_converted
 from inductor_ir.lowering.registry import LoweringContext, NotLowerable, lowering
 from inductor_ir.ops_handler import ops
 from inductor_ir.symbolic import sympify_int
@@ -79,7 +80,7 @@ def max_pool2d_with_indices(ctx: LoweringContext, x: IRNode, kernel_size: Any, s
     def best(index: Index) -> tuple[Any, Any]:
         value, where_at = None, None
         for inside, flat, at in _window(x, index, kernel, steps, pads, dils):
-            v = ops.masked(inside, lambda at=at: convert(load(at), acc, src), float("-inf"))
+            v = ops.masked(inside, functools.partial(load_converted, load, at, acc, src), float("-inf"))
             if value is None:
                 value, where_at = v, flat
                 continue
@@ -117,7 +118,7 @@ def avg_pool2d(ctx: LoweringContext, x: IRNode, kernel_size: Any, stride: Any = 
     def inner(index: Index) -> Any:
         total = None
         for inside, _, at in _window(x, index, kernel, steps, pads, (1, 1)):
-            v = ops.masked(inside, lambda at=at: convert(load(at), acc, src), 0.0)
+            v = ops.masked(inside, functools.partial(load_converted, load, at, acc, src), 0.0)
             total = v if total is None else ops.add(total, v)
         if divisor_override:
             divisor = ops.constant(float(divisor_override), acc)
