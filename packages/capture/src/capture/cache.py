@@ -23,11 +23,13 @@ from typing import Any
 import torch
 
 from capture.bytecode import dialects
+from capture.bytecode.codegen import resume_code
 from capture.bytecode.eager_calls import eager_code_with_captured_call
 from capture.config import CaptureConfig
 from capture.errors import BackendCompilerError, GraphBreakError, InternalCaptureError, RecompileLimitWarning
 from capture.events import CaptureHooks, Recompiled
 from capture.guards import failing_values, first_failure
+from capture.symbolic.output_graph import is_stdlib_or_skipped
 from capture.symbolic.shapes import AutomaticDynamic
 from capture.variables.base import class_attribute
 
@@ -148,8 +150,6 @@ def run_eagerly(fn: types.FunctionType, state: CodeState, args: tuple[Any, ...],
 
 def _traced_into(fn: types.FunctionType) -> bool:
     """False for functions a trace never inlines (torch's own, the stdlib, known non-PyTorch libraries)."""
-    from capture.symbolic.output_graph import is_stdlib_or_skipped
-
     module = getattr(fn, "__module__", "") or ""
     return not (module == "torch" or module.startswith("torch.") or is_stdlib_or_skipped(fn))
 
@@ -213,8 +213,6 @@ class CaptureContext:
                         f_globals: dict[str, Any], closure: tuple[Any, ...] | None,
                         null_slots: frozenset[int] = frozenset()) -> Any:
         """The captured resume function at instruction `target` of `code` (`null_slots`: stack positions of NULLs)."""
-        from capture.bytecode.codegen import resume_code
-
         key = (code, target, depth, names, null_slots, id(f_globals), id(closure), self.backend_key)
         wrapper = self.cache.resume_wrappers.get(key)
         if wrapper is None:

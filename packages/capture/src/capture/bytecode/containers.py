@@ -6,8 +6,10 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from capture.bytecode.registry import Instruction, opcode
+from capture.symbolic.operators import apply_operator
 from capture.variables.base import ConstantVariable, Unsupported, VariableTracker
-from capture.variables.containers import DictVariable, ListVariable, TupleVariable
+from capture.variables.collections_types import SetVariable, constant_elements
+from capture.variables.containers import DictVariable, ListVariable, TupleVariable, iterator_over
 
 if TYPE_CHECKING:
     from capture.symbolic.translator import InstructionTranslator
@@ -67,8 +69,6 @@ def call_intrinsic_1(tx: InstructionTranslator, instr: Instruction) -> None:
     elif kind == "INTRINSIC_UNARY_POSITIVE":
         import operator
 
-        from capture.symbolic.operators import apply_operator
-
         tx.push(apply_operator(tx, operator.pos, [tx.pop()]))
     else:
         raise Unsupported(f"CALL_INTRINSIC_1 {kind}")
@@ -116,8 +116,6 @@ def unpack_ex(tx: InstructionTranslator, instr: Instruction) -> None:
 
 @opcode("GET_ITER")
 def get_iter(tx: InstructionTranslator, instr: Instruction) -> None:
-    from capture.variables.containers import iterator_over
-
     tx.push(iterator_over(tx, tx.pop()))
 
 
@@ -163,15 +161,11 @@ def build_string(tx: InstructionTranslator, instr: Instruction) -> None:
 
 @opcode("BUILD_SET")
 def build_set(tx: InstructionTranslator, instr: Instruction) -> None:
-    from capture.variables.collections_types import SetVariable, constant_elements
-
     tx.push(SetVariable(set(constant_elements(tx, tx.popn(instr.arg), "a set"))))
 
 
 @opcode("SET_ADD")
 def set_add(tx: InstructionTranslator, instr: Instruction) -> None:
-    from capture.variables.collections_types import SetVariable, constant_elements
-
     value = tx.pop()
     target = tx.stack[-instr.arg]
     if not isinstance(target, SetVariable):
@@ -181,8 +175,6 @@ def set_add(tx: InstructionTranslator, instr: Instruction) -> None:
 
 @opcode("SET_UPDATE")
 def set_update(tx: InstructionTranslator, instr: Instruction) -> None:
-    from capture.variables.collections_types import SetVariable, constant_elements
-
     value = tx.pop()
     target = tx.stack[-instr.arg]
     if not isinstance(target, SetVariable):

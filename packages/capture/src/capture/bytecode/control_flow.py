@@ -8,9 +8,14 @@ from typing import TYPE_CHECKING
 from capture.bytecode.dialects import NEWEST, current
 from capture.bytecode.registry import Handler, Instruction, opcode
 from capture.bytecode.stack import truth_tested_next
-from capture.variables.base import ConstantVariable, Unsupported, VariableTracker
+from capture.symbolic.translator import ReturnSignal
+from capture.variables.autocast import AutocastVariable
+from capture.variables.base import ConstantVariable, ExceptionVariable, Unsupported, VariableTracker
 from capture.variables.containers import IteratorVariable
-from capture.variables.objects import GradModeVariable
+from capture.variables.context_managers import GeneratorContextVariable, YieldSignal
+from capture.variables.functions import BoundMethodVariable, UserFunctionVariable
+from capture.variables.objects import GradModeVariable, PythonObjectVariable
+from capture.variables.user_objects import NewObjectVariable
 
 if TYPE_CHECKING:
     from capture.symbolic.translator import InstructionTranslator
@@ -82,17 +87,12 @@ def to_bool(tx: InstructionTranslator, instr: Instruction) -> None:
 
 @opcode("RETURN_VALUE")
 def return_value(tx: InstructionTranslator, instr: Instruction) -> None:
-    from capture.symbolic.translator import ReturnSignal
-
     raise ReturnSignal(tx.pop())
 
 
 @opcode("BEFORE_WITH")
 def before_with(tx: InstructionTranslator, instr: Instruction) -> None:
     context = tx.pop()
-    from capture.variables.autocast import AutocastVariable
-    from capture.variables.context_managers import GeneratorContextVariable
-
     enter_with = getattr(context, "enter_with", None)  # contextlib.suppress, nullcontext
     if enter_with is not None:
         exit_variable, entered = enter_with(tx)
@@ -109,15 +109,10 @@ def before_with(tx: InstructionTranslator, instr: Instruction) -> None:
         tx.push(context.enter(tx))
         tx.push(ConstantVariable(None))
         return
-    from capture.variables.objects import PythonObjectVariable
-    from capture.variables.user_objects import NewObjectVariable
-
     if isinstance(context, (NewObjectVariable, PythonObjectVariable)):
         cls = context.python_type()
         enter, exit_ = getattr(cls, "__enter__", None), getattr(cls, "__exit__", None)
         if isinstance(enter, types.FunctionType) and isinstance(exit_, types.FunctionType):
-            from capture.variables.functions import BoundMethodVariable, UserFunctionVariable
-
             entered = UserFunctionVariable(enter).call(tx, [context], {})
             tx.push(BoundMethodVariable(UserFunctionVariable(exit_), context))
             tx.push(entered)
@@ -144,8 +139,6 @@ def yield_value(tx: InstructionTranslator, instr: Instruction) -> None:
     value = tx.pop()
     tx.push(ConstantVariable(None))
     if tx.suspend_on_yield:
-        from capture.variables.context_managers import YieldSignal
-
         raise YieldSignal(value)
     tx.yielded.append(value)
 
@@ -153,8 +146,6 @@ def yield_value(tx: InstructionTranslator, instr: Instruction) -> None:
 @opcode("WITH_EXCEPT_START")
 def with_except_start(tx: InstructionTranslator, instr: Instruction) -> None:
     """An exception left a with-block: call `__exit__(type, exc, traceback)` (4th on the stack), push its result."""
-    from capture.variables.base import ExceptionVariable
-
     exception = tx.stack[-1]
     if not isinstance(exception, ExceptionVariable):
         raise Unsupported("an unknown exception leaving a with-block")

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from capture.bytecode.registry import Instruction, opcode
 from capture.variables.base import ConstantVariable, ExceptionVariable, Unsupported, VariableTracker
+from capture.variables.builtins import _class_of
 
 if TYPE_CHECKING:
     from capture.symbolic.translator import InstructionTranslator
@@ -50,8 +51,6 @@ def push_exc_info(tx: InstructionTranslator, instr: Instruction) -> None:
 def check_exc_match(tx: InstructionTranslator, instr: Instruction) -> None:
     classes = tx.pop()
     exception = tx.stack[-1]
-    from capture.variables.builtins import _class_of
-
     cls = classes.as_constant() if classes.is_constant() else _class_of(classes)
     tx.push(ConstantVariable(issubclass(exception.python_type(), cls)))
 

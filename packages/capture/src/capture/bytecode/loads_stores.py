@@ -10,12 +10,17 @@ from bytecode import CellVar, FreeVar
 
 from capture.bytecode.registry import Instruction, opcode
 from capture.bytecode.stack import push_callable
-from capture.sources import GlobalSource, Source
+from capture.sources import AttrSource, GlobalSource, ItemSource, Source
+from capture.symbolic.translator import ReturnSignal
+from capture.variables.autograd_calls import TensorRegisterHookVariable
 from capture.variables.base import ConstantVariable, NullVariable, Unsupported, VariableTracker, wrapped_class
-from capture.variables.containers import TupleVariable
+from capture.variables.containers import DictVariable, ListVariable, TupleVariable
+from capture.variables.functional import SuperVariable
 from capture.variables.functions import CellVariable, RealCellVariable
+from capture.variables.model_output import ModelOutputVariable
 from capture.variables.objects import NNModuleVariable, PythonObjectVariable
 from capture.variables.tensor import TensorVariable
+from capture.variables.user_objects import NewObjectVariable
 
 if TYPE_CHECKING:
     from capture.symbolic.translator import InstructionTranslator
@@ -99,8 +104,6 @@ def _wrap_const(value: Any) -> VariableTracker:
 
 @opcode("RETURN_CONST", min_version=(3, 12))
 def return_const(tx: InstructionTranslator, instr: Instruction) -> None:
-    from capture.symbolic.translator import ReturnSignal
-
     raise ReturnSignal(_wrap_const(instr.arg))
 
 
@@ -128,8 +131,6 @@ def load_global_value(tx: InstructionTranslator, name: str) -> VariableTracker:
         if source is None:
             # A global of another module (an inlined callee's): guarded through a private source.
             tx.output.keepalive.append(tx.f_globals)
-            from capture.sources import ItemSource
-
             holder = f"__kiln_globals_{id(tx.f_globals)}"
             tx.output.guards.constants[holder] = tx.f_globals
             source = ItemSource(_NamedSource(holder), name)
@@ -176,8 +177,6 @@ def load_deref(tx: InstructionTranslator, instr: Instruction) -> None:
             contents = cell.cell.cell_contents
         except ValueError as error:
             raise Unsupported(str(error), user_error=True) from error
-        from capture.sources import AttrSource
-
         source = cell.source
         if source is not None and not source.expr().endswith("cell_contents"):
             source = AttrSource(source, "cell_contents")
@@ -257,8 +256,6 @@ def get_attribute(tx: InstructionTranslator, owner: VariableTracker, name: str) 
 def _tensor_attribute(tx: InstructionTranslator, tensor: TensorVariable, name: str) -> VariableTracker | None:
     """`tensor.register_hook`, and the AttributeError of a name no tensor has (None: the usual lookup)."""
     if name == "register_hook":
-        from capture.variables.autograd_calls import TensorRegisterHookVariable
-
         return TensorRegisterHookVariable(tensor)
     if hasattr(torch.Tensor, name) or name.startswith("__"):
         return None
@@ -288,8 +285,6 @@ def _real_tensor(tx: InstructionTranslator, tensor: TensorVariable) -> torch.Ten
 
 
 def _rebuildable(owner: VariableTracker) -> bool:
-    from capture.variables.containers import DictVariable, ListVariable
-
     return isinstance(owner, (TensorVariable, ListVariable, DictVariable, TupleVariable)) or owner.is_constant()
 
 
@@ -326,8 +321,6 @@ def store_attr(tx: InstructionTranslator, instr: Instruction) -> None:
     owner = tx.pop()
     value = tx.pop()
     name = _name(instr.arg)
-    from capture.variables.user_objects import NewObjectVariable
-
     if isinstance(owner, NewObjectVariable):
         owner.setattr(tx, name, value)
         return
@@ -335,8 +328,6 @@ def store_attr(tx: InstructionTranslator, instr: Instruction) -> None:
         # A plain Python attribute on a tensor (`t.tag = ...`): read back from the region, set after the graph.
         tx.output.side_effects.store_attribute(owner, name, value)
         return
-    from capture.variables.model_output import ModelOutputVariable
-
     if isinstance(owner, ModelOutputVariable):
         owner.setattr(name, value)
         return
@@ -385,8 +376,6 @@ def load_assertion_error(tx: InstructionTranslator, instr: Instruction) -> None:
 
 @opcode("LOAD_SUPER_ATTR", min_version=(3, 12))
 def load_super_attr(tx: InstructionTranslator, instr: Instruction) -> None:
-    from capture.variables.functional import SuperVariable
-
     arg = instr.arg
     name = next(a for a in arg if isinstance(a, str)) if isinstance(arg, tuple) else str(arg)
     flags = [a for a in arg if isinstance(a, bool)] if isinstance(arg, tuple) else []

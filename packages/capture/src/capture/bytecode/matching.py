@@ -5,8 +5,10 @@ from __future__ import annotations
 import collections.abc
 from typing import TYPE_CHECKING, Any
 
+from capture.bytecode.loads_stores import get_attribute
 from capture.bytecode.registry import Instruction, opcode
 from capture.variables.base import ConstantVariable, Unsupported, VariableTracker
+from capture.variables.builtins import BUILTIN_HANDLERS, _class_of
 from capture.variables.containers import DictVariable, TupleVariable
 
 if TYPE_CHECKING:
@@ -37,8 +39,6 @@ def match_mapping(tx: InstructionTranslator, instr: Instruction) -> None:
 
 @opcode("GET_LEN")
 def get_len(tx: InstructionTranslator, instr: Instruction) -> None:
-    from capture.variables.builtins import BUILTIN_HANDLERS
-
     tx.push(BUILTIN_HANDLERS[len](tx, [tx.stack[-1]], {}))
 
 
@@ -55,9 +55,6 @@ def match_keys(tx: InstructionTranslator, instr: Instruction) -> None:
 
 @opcode("MATCH_CLASS")
 def match_class(tx: InstructionTranslator, instr: Instruction) -> None:
-    from capture.bytecode.loads_stores import get_attribute
-    from capture.variables.builtins import _class_of
-
     names, cls_var, subject = tx.pop().as_constant(), tx.pop(), tx.pop()
     cls: Any = cls_var.as_constant() if cls_var.is_constant() else _class_of(cls_var)
     if not isinstance(cls, type):

@@ -13,9 +13,25 @@ import torch
 from capture.bytecode.registry import Instruction, opcode
 from capture.bytecode.stack import truth_tested_next
 from capture.symbolic.operators import BINARY_OPERATORS, COMPARE_OPERATORS, INPLACE_OPERATORS, apply_operator
+from capture.variables.autograd_calls import realize_value
 from capture.variables.base import ConstantVariable, Unsupported, VariableTracker
+from capture.variables.builtins import BuiltinVariable
+from capture.variables.collections_types import (
+    CounterVariable,
+    DefaultDictVariable,
+    DequeVariable,
+    SetVariable,
+    counter_operator,
+    existing_collection,
+    set_operator,
+    view_operator,
+)
 from capture.variables.containers import DictVariable, ListVariable, TupleVariable
+from capture.variables.library import EnvironReadVariable, structseq_operator
+from capture.variables.model_output import ModelOutputVariable
 from capture.variables.ndarray import NdarrayVariable, ndarray_setitem
+from capture.variables.objects import PythonObjectVariable, SkippedFunctionVariable, TorchFunctionVariable
+from capture.variables.sym_values import SymNodeVariable, SymSliceVariable
 from capture.variables.tensor import TensorVariable
 
 if TYPE_CHECKING:
@@ -34,8 +50,6 @@ def binary_op(tx: InstructionTranslator, instr: Instruction) -> None:
 
 def _collection_operator(fn: Any, left: VariableTracker, right: VariableTracker) -> VariableTracker | None:
     """Operators of traced sets and Counters (None for other operands)."""
-    from capture.variables.collections_types import counter_operator, set_operator, view_operator
-
     for rule in (set_operator, counter_operator, view_operator):
         result = rule(fn, left, right)
         if result is not None:
@@ -48,9 +62,6 @@ def _generic_alias(tx: InstructionTranslator, container: VariableTracker,
     """`list[torch.Tensor]`, `typing.Optional[int]`: a type expression, evaluated now (types do not change)."""
     import typing
 
-    from capture.variables.builtins import BuiltinVariable
-    from capture.variables.objects import PythonObjectVariable, SkippedFunctionVariable, TorchFunctionVariable
-
     if isinstance(container, BuiltinVariable) and isinstance(container.fn, type):
         origin: Any = container.fn
     elif isinstance(container, SkippedFunctionVariable) and getattr(container.fn, "__module__", None) == "typing":
@@ -62,8 +73,6 @@ def _generic_alias(tx: InstructionTranslator, container: VariableTracker,
         return None
     if isinstance(origin, type) and not hasattr(origin, "__class_getitem__"):
         return None
-    from capture.variables.autograd_calls import realize_value
-
     if not isinstance(index, (PythonObjectVariable, BuiltinVariable, TorchFunctionVariable, TupleVariable)) and \
             not (index.is_constant() and (index.as_constant() is None or isinstance(index.as_constant(), tuple))):
         return None
@@ -78,8 +87,6 @@ def _generic_alias(tx: InstructionTranslator, container: VariableTracker,
 
 def _as_collection(tx: InstructionTranslator, value: VariableTracker) -> VariableTracker:
     """An existing deque / OrderedDict / defaultdict / Counter as its container tracker (others unchanged)."""
-    from capture.variables.collections_types import existing_collection
-
     collection = existing_collection(tx, value)
     return collection if collection is not None else value
 
@@ -93,8 +100,6 @@ def compare_op(tx: InstructionTranslator, instr: Instruction) -> None:
     fn = COMPARE_OPERATORS[int(instr.arg) & 0xF]
     right = tx.pop()
     left = tx.pop()
-    from capture.variables.library import structseq_operator
-
     result = _collection_operator(fn, left, right)
     if result is None:
         result = structseq_operator(tx, fn, left, right)
@@ -174,8 +179,6 @@ def identical(left: VariableTracker, right: VariableTracker, tx: InstructionTran
 def contains_op(tx: InstructionTranslator, instr: Instruction) -> None:
     container = _as_collection(tx, tx.pop())
     item = tx.pop()
-    from capture.variables.collections_types import SetVariable
-
     if isinstance(container, SetVariable):
         if not item.is_constant():
             raise Unsupported(f"`in` a set of constants for {item}")
@@ -189,23 +192,17 @@ def contains_op(tx: InstructionTranslator, instr: Instruction) -> None:
 def binary_subscr(tx: InstructionTranslator, instr: Instruction) -> None:
     index = tx.pop()
     container = _as_collection(tx, tx.pop())
-    from capture.variables.collections_types import CounterVariable, DefaultDictVariable, DequeVariable
-
     if isinstance(container, (CounterVariable, DefaultDictVariable)) and index.is_constant() and \
             index.as_constant() not in container.items:
         if isinstance(container, CounterVariable):
             tx.push(ConstantVariable(0))  # Counter.__missing__: 0, not stored
             return
         container.missing(tx, index.as_constant())
-    from capture.variables.objects import PythonObjectVariable
-
     alias = _generic_alias(tx, container, index)
     if alias is not None:
         tx.push(alias)
         return
     if isinstance(container, PythonObjectVariable) and container.value is os.environ:
-        from capture.variables.library import EnvironReadVariable
-
         tx.push(EnvironReadVariable("__getitem__").call(tx, [index], {}))
         return
     if isinstance(container, PythonObjectVariable) and isinstance(container.value, enum.EnumMeta) and \
@@ -233,8 +230,6 @@ def binary_slice(tx: InstructionTranslator, instr: Instruction) -> None:
 
 def _make_slice(parts: list[VariableTracker]) -> VariableTracker:
     if not all(p.is_constant() for p in parts):
-        from capture.variables.sym_values import SymNodeVariable, SymSliceVariable
-
         if all(p.is_constant() or isinstance(p, SymNodeVariable) for p in parts):
             return SymSliceVariable(parts)  # bounds computed from dynamic sizes
         raise Unsupported("slice with non-constant bounds")
@@ -278,8 +273,6 @@ def _store_item(tx: InstructionTranslator, container: VariableTracker, index: Va
             raise Unsupported(f"{type(error).__name__}: {error}", user_error=True) from error
         container.mark_mutated(tx)
         return
-    from capture.variables.model_output import ModelOutputVariable
-
     if isinstance(container, ModelOutputVariable) and index.is_constant():
         container.setitem(index.as_constant(), value)
         return
@@ -294,8 +287,6 @@ def _store_item(tx: InstructionTranslator, container: VariableTracker, index: Va
 def delete_subscr(tx: InstructionTranslator, instr: Instruction) -> None:
     index = tx.pop()
     container = _as_collection(tx, tx.pop())
-    from capture.variables.model_output import ModelOutputVariable
-
     if isinstance(container, ModelOutputVariable):
         raise Unsupported(f"deleting an item of a {container.cls.__name__}")  # eager raises: run it there
     if isinstance(container, (ListVariable, DictVariable)) and index.is_constant():

@@ -7,13 +7,17 @@ from typing import TYPE_CHECKING, Any, cast
 
 import torch
 
+from capture.sources import ItemSource
 from capture.variables.base import ConstantVariable, Unsupported, VariableTracker
 from capture.variables.containers import DictVariable, ListVariable, TupleVariable
+from capture.variables.mixed_builtins import known_index_or_fail
+from capture.variables.model_output import ModelOutputVariable
 from capture.variables.ndarray import NdarrayVariable, ndarray_operator
-from capture.variables.objects import NNModuleVariable
+from capture.variables.objects import NNModuleVariable, PythonObjectVariable
 from capture.variables.sizes import SizeVariable
 from capture.variables.sym_values import SymNodeVariable, SymSliceVariable, record
 from capture.variables.tensor import TensorVariable
+from capture.variables.user_objects import NewObjectVariable, dunder_call
 
 if TYPE_CHECKING:
     from capture.symbolic.translator import InstructionTranslator
@@ -53,9 +57,6 @@ def apply_operator(tx: InstructionTranslator, fn: Any, args: list[VariableTracke
     if any(isinstance(a, NdarrayVariable) for a in args):  # NumPy's semantics, traced as tensors
         return ndarray_operator(tx, fn, args)
     if fn is operator.getitem:
-        from capture.variables.objects import PythonObjectVariable
-        from capture.variables.user_objects import NewObjectVariable, dunder_call
-
         if isinstance(args[0], (NewObjectVariable, PythonObjectVariable)):
             result = dunder_call(tx, "getitem", args)
             if result is not None:
@@ -75,9 +76,6 @@ def apply_operator(tx: InstructionTranslator, fn: Any, args: list[VariableTracke
 
 
 def _sequence_operator(tx: InstructionTranslator, fn: Any, args: list[VariableTracker]) -> VariableTracker:
-    from capture.variables.objects import PythonObjectVariable
-    from capture.variables.user_objects import NewObjectVariable, dunder_call
-
     binary = _INPLACE_TO_BINARY.get(fn, fn)
     if any(isinstance(a, (NewObjectVariable, PythonObjectVariable)) for a in args):
         result = dunder_call(tx, binary.__name__, args)
@@ -143,8 +141,6 @@ def _structurally_equal(tx: InstructionTranslator, left: VariableTracker, right:
 def _equality_is_identity(value: VariableTracker) -> bool:
     """True when `==` on this value falls back to `is` (None, an object or a class with no `__eq__` of its
     own: `object.__eq__` answers NotImplemented for anything but itself)."""
-    from capture.variables.objects import PythonObjectVariable
-
     if value.is_constant():
         return value.as_constant() is None
     if not isinstance(value, PythonObjectVariable):
@@ -158,8 +154,6 @@ def _getitem(tx: InstructionTranslator, container: VariableTracker, index: Varia
     if isinstance(container, TensorVariable):
         return tx.output.call_graph("call_function", operator.getitem, [container, index], {})
     if isinstance(index, TensorVariable) and isinstance(container, (TupleVariable, ListVariable)):
-        from capture.variables.mixed_builtins import known_index_or_fail
-
         index = known_index_or_fail(index)  # `items[torch.tensor(1)]`: Python calls the tensor's __index__
     if not index.is_constant() and not isinstance(index, (SymNodeVariable, SymSliceVariable)):
         raise Unsupported(f"indexing {type(container).__name__} with a non-constant index")
@@ -174,8 +168,6 @@ def _getitem(tx: InstructionTranslator, container: VariableTracker, index: Varia
                 return SizeVariable(selected)
             return type(container)(selected) if isinstance(container, ListVariable) else TupleVariable(selected)
         return selected
-    from capture.variables.model_output import ModelOutputVariable
-
     if isinstance(container, ModelOutputVariable):
         return container.getitem(key)
     if isinstance(container, DictVariable):
@@ -183,8 +175,6 @@ def _getitem(tx: InstructionTranslator, container: VariableTracker, index: Varia
             raise Unsupported(f"KeyError: {key!r}", user_error=True) from KeyError(key)
         return container.items[key]
     if isinstance(container, NNModuleVariable):
-        from capture.sources import ItemSource
-
         module = container.module
         try:
             selected = cast(Any, module)[key]
@@ -201,8 +191,6 @@ def _getitem(tx: InstructionTranslator, container: VariableTracker, index: Varia
 
 
 def _contains(tx: InstructionTranslator, container: VariableTracker, item: VariableTracker) -> VariableTracker:
-    from capture.variables.objects import PythonObjectVariable
-
     if isinstance(container, PythonObjectVariable) and container.source is not None and item.is_constant():
         # Evaluated now, and guarded by evaluating it again on every call.
         key = item.as_constant()

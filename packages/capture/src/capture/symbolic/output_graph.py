@@ -19,14 +19,17 @@ from torch.fx.experimental.symbolic_shapes import DimDynamic, StatelessSymbolicC
 from capture.config import CaptureConfig
 from capture.errors import UserLocation
 from capture.guards import GuardSet
-from capture.sources import AttrSource, Source
+from capture.sources import AttrSource, ObjectSource, Source
 from capture.symbolic import data_dependent
 from capture.symbolic.eager_checks import EagerChecks
 from capture.symbolic.meta_failures import quiet_meta_failures
 from capture.symbolic.shapes import ShapePolicy, SymbolTable, new_shape_env
 from capture.variables.base import ConstantVariable, Unsupported, VariableTracker, is_constant_value
+from capture.variables.builder import wrap_existing
 from capture.variables.containers import DictVariable, ListVariable, TupleVariable
 from capture.variables.folding import numpy_scalar
+from capture.variables.functions import RealCellVariable
+from capture.variables.objects import NNModuleVariable, PythonObjectVariable, TorchFunctionVariable
 from capture.variables.sym_values import (
     SYMBOLIC_NODE,
     SymNodeVariable,
@@ -278,9 +281,6 @@ class OutputGraph:
     # -- wrapping real values -----------------------------------------------------------------
     def wrap_value(self, value: Any, source: Source | None) -> VariableTracker:
         """A tracker for an existing Python value, adding the guards its use needs."""
-        from capture.variables.builder import wrap_existing
-        from capture.variables.objects import NNModuleVariable, PythonObjectVariable
-
         # One tracker per mutable object, so a mutation made through one path is seen through all.
         memoizable = isinstance(value, (list, dict, torch.nn.Module)) or (
             not is_constant_value(value) and not isinstance(value, (tuple, torch.Tensor, types.FunctionType))
@@ -290,8 +290,6 @@ class OutputGraph:
             if known is not None:
                 return known
         if source is None and _needs_reference(value):
-            from capture.sources import ObjectSource
-
             source = ObjectSource(self.guards.constant(value), type(value).__name__.lower())
         tracker = wrap_existing(self, value, source)
         if memoizable and isinstance(tracker, (ListVariable, DictVariable, NNModuleVariable, PythonObjectVariable)):
@@ -452,8 +450,6 @@ class OutputGraph:
 
     def cell_tracker(self, cell: Any, source: Source | None) -> VariableTracker:
         """The one tracker of an existing closure cell (so a write through one path is seen by all)."""
-        from capture.variables.functions import RealCellVariable
-
         known = self._by_id.get(id(cell))
         if isinstance(known, RealCellVariable):
             return known
@@ -567,8 +563,6 @@ def _unpack(value: Any) -> tuple[Any, Any]:
         pairs_d = {k: _unpack(v) for k, v in value.items()}
         return {k: p[0] for k, p in pairs_d.items()}, {k: p[1] for k, p in pairs_d.items()}
     if isinstance(value, VariableTracker):
-        from capture.variables.objects import TorchFunctionVariable
-
         if isinstance(value, TorchFunctionVariable) and value.fn in (torch.float32,):
             return value.fn, value.fn
         raise Unsupported(f"passing {value} to a torch function")

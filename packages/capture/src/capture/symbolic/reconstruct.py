@@ -15,16 +15,27 @@ from capture.variables.base import ConstantVariable, NullVariable, VariableTrack
 from capture.variables.builtins import BuiltinVariable
 from capture.variables.container_methods import ContainerMethodVariable
 from capture.variables.containers import DictVariable, IteratorVariable, ListVariable, TupleVariable
-from capture.variables.functions import BoundMethodVariable, UserFunctionVariable
+from capture.variables.functional import PartialVariable
+from capture.variables.functions import (
+    BoundMethodVariable,
+    CellVariable,
+    NestedFunctionVariable,
+    RealCellVariable,
+    UserFunctionVariable,
+)
+from capture.variables.model_output import ModelOutputVariable
 from capture.variables.objects import (
     ConstantMethodVariable,
+    GradModeRestorer,
     NNModuleVariable,
     PythonObjectVariable,
     SkippedFunctionVariable,
     TorchFunctionVariable,
+    WithExitVariable,
 )
 from capture.variables.sym_values import SYMBOLIC_NODE, SymNodeVariable
 from capture.variables.tensor import TensorMethodVariable, TensorVariable
+from capture.variables.user_objects import NewObjectVariable
 
 _LITERAL_TYPES = (bool, int, str, type(None))
 
@@ -123,9 +134,6 @@ class Reconstructor:
         rebuild_self = getattr(value, "reconstruct", None)  # trackers that know their own Python form
         if rebuild_self is not None:
             return str(rebuild_self(self))
-        from capture.variables.functions import CellVariable, NestedFunctionVariable, RealCellVariable
-        from capture.variables.user_objects import NewObjectVariable
-
         if isinstance(value, CellVariable):
             contents = self.expr(value.contents) if value.contents is not None else ""
             return self._once(value, f"{self.constant(types.CellType)}({contents})")
@@ -148,8 +156,6 @@ class Reconstructor:
             if value.source is not None:
                 return value.source.expr()
             return self._once(value, "[" + ", ".join(self.expr(item) for item in value.items) + "]")
-        from capture.variables.model_output import ModelOutputVariable
-
         if isinstance(value, ModelOutputVariable) and value.source is not None:
             return value.source.expr()
         if isinstance(value, ModelOutputVariable):
@@ -174,8 +180,6 @@ class Reconstructor:
         if isinstance(value, (PythonObjectVariable,)):
             text = value.source.expr() if value.source is not None else self.constant(value.value)
             return f"{wrap_callee}({text})" if wrap_callee else text  # an object with __call__: wraps that
-        from capture.variables.functional import PartialVariable
-
         if isinstance(value, PartialVariable):
             if value.source is not None:
                 text = value.source.expr()
@@ -187,8 +191,6 @@ class Reconstructor:
             return value.source.expr() if value.source is not None else self.constant(value.fn)
         if isinstance(value, BuiltinVariable):
             return self.constant(value.fn)
-        from capture.variables.objects import GradModeRestorer, WithExitVariable
-
         if isinstance(value, WithExitVariable):
             return f"{self.constant(GradModeRestorer)}({value.previous})"
         if isinstance(value, ConstantMethodVariable):

@@ -28,6 +28,7 @@ from torch.utils._sympy.printers import PythonPrinter
 
 from capture.errors import UserLocation
 from capture.sources import ItemSource, LocalSource, Source
+from capture.symbolic.code_info import code_info, local_names
 
 if TYPE_CHECKING:
     from capture.guards import GuardSet
@@ -208,8 +209,6 @@ def _add_expression_guard(table: SymbolTable, guards: GuardSet, expr: Any, locat
 
 def first_use_location(code: Any, name: str) -> UserLocation | None:
     """Where argument `name` of `code` is first read (the line whose code relies on its guards)."""
-    from capture.symbolic.code_info import code_info, local_names
-
     for instr in code_info(code).instructions:
         if instr.name in ("LOAD_FAST", "LOAD_FAST_CHECK", "LOAD_DEREF", "LOAD_CLOSURE", "LOAD_FAST_LOAD_FAST") and \
                 name in local_names(instr):

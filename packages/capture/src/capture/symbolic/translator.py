@@ -16,11 +16,14 @@ import torch
 from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
 
 from capture.bytecode.registry import handler_for, unsupported_reason
-from capture.errors import UserLocation
+from capture.distributed import DATA_PARALLEL_BREAK_REASON, is_data_parallel
+from capture.errors import CaptureError, UserLocation
 from capture.sources import AttrSource
 from capture.symbolic.code_info import CodeInfo, code_info
-from capture.variables.base import ConstantVariable, Unsupported, VariableTracker
+from capture.symbolic.reconstruct import CannotReconstruct
+from capture.variables.base import ConstantVariable, ExceptionVariable, Unsupported, VariableTracker
 from capture.variables.containers import IteratorVariable, TupleVariable
+from capture.variables.context_managers import YieldSignal
 from capture.variables.functions import BoundMethodVariable, CellVariable, UserFunctionVariable
 from capture.variables.objects import NNModuleVariable
 
@@ -66,10 +69,6 @@ def _unbacked_condition(error: GuardOnDataDependentSymNode) -> str:
 
 def _is_control_flow(error: Exception) -> bool:
     """Exceptions the tracer and its callers use on purpose (returns, yields, breaks, user-facing errors)."""
-    from capture.errors import CaptureError
-    from capture.symbolic.reconstruct import CannotReconstruct
-    from capture.variables.context_managers import YieldSignal
-
     return isinstance(error, (ReturnSignal, FirstBreak, YieldSignal, CaptureError, CannotReconstruct)) or \
         type(error).__module__.startswith("capture.convert_frame")
 
@@ -205,8 +204,6 @@ class InstructionTranslator:
 
     def _unwind_to(self, entry: Any, exception: BaseException) -> None:
         """Continue at the exception handler of `entry`, as CPython's exception table says."""
-        from capture.variables.base import ExceptionVariable
-
         depth = int(entry.stack_depth)
         if len(self.stack) < depth:
             raise Unsupported("exception unwinding below the handler's stack depth")
@@ -287,6 +284,8 @@ class InstructionTranslator:
                     kwargs: dict[str, VariableTracker]) -> VariableTracker:
         """Call an nn.Module: a call_module node for torch.nn leaves, else inline forward (with hooks)."""
         module = module_var.module
+        if is_data_parallel(module):  # DDP's forward drives its reducer: it runs eagerly
+            raise Unsupported(DATA_PARALLEL_BREAK_REASON)
         source = module_var.source
         if source is not None and not source.guard_free:
             # Hooks are read (and inlined) now: one added or removed later must recompile.

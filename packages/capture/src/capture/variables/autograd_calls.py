@@ -17,11 +17,27 @@ import torch
 import torch.fx
 
 from capture.variables.base import Unsupported, VariableTracker
-from capture.variables.builtins import Args, Kwargs
+from capture.variables.builtins import Args, BuiltinVariable, Kwargs
+from capture.variables.containers import TupleVariable
+from capture.variables.functional import PartialVariable
+from capture.variables.functions import (
+    BoundMethodVariable,
+    CellVariable,
+    NestedFunctionVariable,
+    RealCellVariable,
+    UserFunctionVariable,
+    call_in_grad_mode,
+)
+from capture.variables.objects import (
+    NNModuleVariable,
+    PythonObjectVariable,
+    SkippedFunctionVariable,
+    TorchFunctionVariable,
+)
+from capture.variables.tensor import TensorVariable
 
 if TYPE_CHECKING:
     from capture.symbolic.translator import InstructionTranslator
-    from capture.variables.tensor import TensorVariable
 
 
 class GraphCallable:
@@ -47,9 +63,6 @@ def realize_function(tx: InstructionTranslator, fn: VariableTracker) -> Callable
     existing objects, not over tensors computed in the graph.
     """
     from capture.symbolic.reconstruct import make_function
-    from capture.variables.functional import PartialVariable
-    from capture.variables.functions import BoundMethodVariable, NestedFunctionVariable
-
     if isinstance(fn, NestedFunctionVariable):
         defaults = tuple(realize_value(tx, d) for d in fn.defaults)
         kwdefaults = {k: realize_value(tx, v) for k, v in fn.kwdefaults.items()}
@@ -70,11 +83,6 @@ def realize_function(tx: InstructionTranslator, fn: VariableTracker) -> Callable
 
 def realize_value(tx: InstructionTranslator, value: VariableTracker) -> Any:
     """The real Python value of a tracker that stands for an existing object or a constant."""
-    from capture.variables.builtins import BuiltinVariable
-    from capture.variables.containers import TupleVariable
-    from capture.variables.functions import BoundMethodVariable, NestedFunctionVariable, UserFunctionVariable
-    from capture.variables.objects import NNModuleVariable, PythonObjectVariable, TorchFunctionVariable
-
     if isinstance(value, (NestedFunctionVariable, BoundMethodVariable)):
         return realize_function(tx, value)
     if value.is_constant():
@@ -91,8 +99,6 @@ def realize_value(tx: InstructionTranslator, value: VariableTracker) -> Any:
 
 
 def _realize_cell(tx: InstructionTranslator, cell: VariableTracker) -> types.CellType:
-    from capture.variables.functions import CellVariable, RealCellVariable
-
     if isinstance(cell, RealCellVariable):
         if cell.pending is not None:
             raise Unsupported("a closure whose cell the region assigned, called at run time by the graph")
@@ -219,9 +225,6 @@ class CheckpointVariable(VariableTracker):
         if passed:
             message = "Unexpected keyword arguments: " + ",".join(passed)
             raise Unsupported(f"ValueError: {message}", user_error=True) from ValueError(message)
-        from capture.variables.functions import call_in_grad_mode
-        from capture.variables.tensor import TensorVariable
-
         # The reentrant variant is an autograd.Function of its tensor arguments running `fn` without grad:
         # when none of them requires grad, neither does its output (even through parameters).
         if any(isinstance(a, TensorVariable) and a.example.requires_grad for a in args[1:]):
@@ -234,9 +237,6 @@ class CheckpointVariable(VariableTracker):
 
 
 def _is_default_context_fn(value: VariableTracker) -> bool:
-    from capture.variables.functions import UserFunctionVariable
-    from capture.variables.objects import SkippedFunctionVariable, TorchFunctionVariable
-
     noop = getattr(torch.utils.checkpoint, "noop_context_fn", None)
     return isinstance(value, (UserFunctionVariable, TorchFunctionVariable, SkippedFunctionVariable)) and \
         value.fn is noop

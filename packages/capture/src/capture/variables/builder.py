@@ -15,12 +15,19 @@ from capture.sources import AttrSource, ItemSource, Source
 from capture.variables.base import ConstantVariable, VariableTracker, class_attribute, is_constant_value
 from capture.variables.builtins import BREAKING_BUILTINS, BUILTIN_HANDLERS, BuiltinVariable
 from capture.variables.containers import DictVariable, ListVariable, TupleVariable, is_literal_key
-from capture.variables.functions import UserFunctionVariable
+from capture.variables.functional import FunctionalVariable, PartialVariable
+from capture.variables.functions import BoundMethodVariable, UserFunctionVariable
+from capture.variables.library import library_callable
+from capture.variables.model_output import ModelOutputVariable, is_model_output_class
+from capture.variables.ndarray import wrap_ndarray_input
 from capture.variables.objects import (
+    TRACE_TIME_FUNCTIONS,
+    GradModeRestorer,
     NNModuleVariable,
     PythonObjectVariable,
     SkippedFunctionVariable,
     TorchFunctionVariable,
+    WithExitVariable,
 )
 from capture.variables.tensor import TensorSubclassVariable, has_subclass_semantics
 
@@ -45,8 +52,6 @@ def wrap_existing(output: OutputGraph, value: Any, source: Source | None) -> Var
             return output.module_tensor(value, source, "param")
         return output.add_input(value, source)
     if type(value).__name__ == "ndarray" and type(value).__module__ == "numpy":
-        from capture.variables.ndarray import wrap_ndarray_input
-
         return wrap_ndarray_input(output, value, source)  # a graph input, as a tensor with NumPy's semantics
     if isinstance(value, torch.nn.Module):
         if guards is not None and source is not None:
@@ -68,8 +73,6 @@ def wrap_existing(output: OutputGraph, value: Any, source: Source | None) -> Var
         if isinstance(value, list):
             return ListVariable(items, source)
         return TupleVariable(items, source, cls=type(value) if type(value) is not tuple else None)
-    from capture.variables.model_output import ModelOutputVariable, is_model_output_class
-
     if source is not None and is_model_output_class(type(value)) and all(isinstance(k, str) for k in value):
         if guards is not None:
             guards.type_is(source, value)
@@ -95,8 +98,6 @@ def wrap_callable_or_object(output: OutputGraph, value: Any, source: Source | No
     """Functions, builtins, torch callables, modules and plain objects."""
     guards = output.guards if source is not None and not source.guard_free else None
     if isinstance(value, types.MethodType) and not getattr(value, "_kiln_disabled", False):
-        from capture.variables.functions import BoundMethodVariable
-
         inner = classify(value.__func__, None)
         if isinstance(inner, UserFunctionVariable):
             if guards is not None and source is not None:
@@ -117,8 +118,6 @@ def wrap_callable_or_object(output: OutputGraph, value: Any, source: Source | No
 def _wrap_partial(output: OutputGraph, value: functools.partial[Any], source: Source | None) -> VariableTracker:
     """An existing ``functools.partial`` (``partial(F.gelu, approximate="tanh")`` kept on a module): its
     function, arguments and keywords are read through their own sources, so each is guarded as it is used."""
-    from capture.variables.functional import PartialVariable
-
     guards = output.guards if source is not None and not source.guard_free else None
     if guards is not None and source is not None:
         guards.type_is(source, value)
@@ -170,8 +169,6 @@ def classify(value: Any, source: Source | None) -> VariableTracker:
     special = _special_callable(value)
     if special is not None:
         return special
-    from capture.variables.objects import GradModeRestorer, WithExitVariable
-
     if isinstance(value, GradModeRestorer):
         return WithExitVariable(value.previous)
     if isinstance(value, type):
@@ -188,8 +185,6 @@ def classify(value: Any, source: Source | None) -> VariableTracker:
         module = getattr(value, "__module__", "") or ""
         if (module == "torch" or module.startswith("torch.")) and not _is_torch_class_function(value):
             return TorchFunctionVariable(value, source)
-        from capture.variables.objects import TRACE_TIME_FUNCTIONS
-
         if f"{module}.{value.__qualname__}" in TRACE_TIME_FUNCTIONS:
             return SkippedFunctionVariable(value, f"call to {module}.{value.__qualname__} with traced arguments",
                                            source)
@@ -198,8 +193,6 @@ def classify(value: Any, source: Source | None) -> VariableTracker:
                                            source)
         return UserFunctionVariable(value, source)
     if isinstance(value, types.MethodType):
-        from capture.variables.functions import BoundMethodVariable
-
         receiver = value.__self__
         if isinstance(receiver, torch.nn.Module):
             return BoundMethodVariable(classify(value.__func__, None), NNModuleVariable(receiver, None))
@@ -250,9 +243,6 @@ def _special_callable(value: Any) -> VariableTracker | None:
     import functools
     import itertools
     import typing
-
-    from capture.variables.functional import FunctionalVariable
-    from capture.variables.library import library_callable
 
     known = library_callable(value)  # collections types, contextlib, checkpoint, vmap, itertools
     if known is not None:

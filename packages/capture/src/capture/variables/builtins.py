@@ -11,14 +11,32 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from capture.sources import AttrSource
 from capture.variables.base import (
     ConstantVariable,
+    ExceptionVariable,
     Unsupported,
     VariableTracker,
     is_constant_value,
     wrapped_class,
 )
-from capture.variables.containers import DictVariable, IteratorVariable, ListVariable, TupleVariable
+from capture.variables.containers import (
+    DictVariable,
+    IteratorVariable,
+    ListVariable,
+    TupleVariable,
+    iterator_over,
+)
+from capture.variables.functions import CellVariable, RealCellVariable, UserFunctionVariable
+from capture.variables.objects import (
+    NNModuleVariable,
+    PythonObjectVariable,
+    SkippedFunctionVariable,
+    TorchFunctionVariable,
+)
+from capture.variables.sym_values import SymNodeVariable, call_builtin
+from capture.variables.tensor import TensorVariable
+from capture.variables.user_objects import NewObjectVariable
 
 if TYPE_CHECKING:
     from capture.symbolic.translator import InstructionTranslator
@@ -65,12 +83,8 @@ class BuiltinVariable(VariableTracker):
         if self.fn in FRAME_BUILTINS and not args:
             raise Unsupported(f"{self.fn.__name__}() inspects the calling frame", resumable=False)
         if self.fn is builtins.vars and len(args) == 1:
-            from capture.variables.user_objects import NewObjectVariable
-
             if isinstance(args[0], NewObjectVariable):
                 return DictVariable(dict(args[0].attrs))
-        from capture.variables.sym_values import call_builtin
-
         symbolic = call_builtin(tx, self.fn, args, kwargs)  # None unless an argument is a symbolic size
         if symbolic is not None:
             return symbolic
@@ -112,8 +126,6 @@ def _wrap_result(value: Any) -> VariableTracker:
     if is_constant_value(value):
         return ConstantVariable(value)
     if isinstance(value, BaseException):
-        from capture.variables.base import ExceptionVariable
-
         return ExceptionVariable(value)
     if isinstance(value, list):
         return ListVariable([_wrap_result(v) for v in value])
@@ -132,8 +144,6 @@ def _items(tx: InstructionTranslator, value: VariableTracker) -> list[VariableTr
 def _len(tx: InstructionTranslator, args: Args, kwargs: Kwargs) -> VariableTracker:
     (value,) = args
     from capture.variables.collections_types import existing_collection
-    from capture.variables.tensor import TensorVariable
-
     collection = existing_collection(tx, value)
     value = collection if collection is not None else value
     if isinstance(value, TensorVariable):
@@ -153,19 +163,12 @@ def _len(tx: InstructionTranslator, args: Args, kwargs: Kwargs) -> VariableTrack
 def _user_len(tx: InstructionTranslator, value: VariableTracker) -> VariableTracker | None:
     """`len(obj)` through a user class's `__len__` (None when it has none)."""
     from capture.symbolic.output_graph import is_stdlib_or_skipped
-    from capture.variables.objects import PythonObjectVariable
-    from capture.variables.user_objects import NewObjectVariable
-
     if not isinstance(value, (NewObjectVariable, PythonObjectVariable)):
         return None
     method = getattr(value.python_type(), "__len__", None)
     if not isinstance(method, types.FunctionType) or is_stdlib_or_skipped(method):
         return None
-    from capture.variables.functions import UserFunctionVariable
-
     result = UserFunctionVariable(method).call(tx, [value], {})
-    from capture.variables.sym_values import SymNodeVariable
-
     if isinstance(result, SymNodeVariable) and result.python_type() is int:
         return result  # the length of a tensor with a dynamic first dim
     if not result.is_constant() or not isinstance(result.as_constant(), int) or result.as_constant() < 0:
@@ -176,14 +179,6 @@ def _user_len(tx: InstructionTranslator, value: VariableTracker) -> VariableTrac
 @builtin(callable)
 def _callable(tx: InstructionTranslator, args: Args, kwargs: Kwargs) -> VariableTracker:
     (value,) = args
-    from capture.variables.objects import (
-        NNModuleVariable,
-        PythonObjectVariable,
-        SkippedFunctionVariable,
-        TorchFunctionVariable,
-    )
-    from capture.variables.user_objects import NewObjectVariable
-
     if isinstance(value, PythonObjectVariable):
         return ConstantVariable(callable(value.value))
     if isinstance(value, NewObjectVariable):
@@ -208,8 +203,6 @@ def _isinstance(tx: InstructionTranslator, args: Args, kwargs: Kwargs) -> Variab
 
 
 def _class_of(value: VariableTracker) -> Any:
-    from capture.variables.objects import PythonObjectVariable, TorchFunctionVariable
-
     if isinstance(value, (PythonObjectVariable, TorchFunctionVariable)) and isinstance(
             getattr(value, "value", getattr(value, "fn", None)), type):
         return getattr(value, "value", getattr(value, "fn", None))
@@ -224,11 +217,7 @@ def _class_of(value: VariableTracker) -> Any:
 def _type(tx: InstructionTranslator, args: Args, kwargs: Kwargs) -> VariableTracker:
     if len(args) != 1:
         raise Unsupported("type() with three arguments")
-    from capture.variables.tensor import TensorVariable
-
     if args[0].source is not None and not isinstance(args[0], TensorVariable):
-        from capture.sources import AttrSource
-
         return tx.output.wrap_value(args[0].python_type(), AttrSource(args[0].source, "__class__"))
     return tx.output.wrap_value(args[0].python_type(), None)
 
@@ -302,8 +291,6 @@ def _reversed(tx: InstructionTranslator, args: Args, kwargs: Kwargs) -> Variable
 
 @builtin(iter)
 def _iter(tx: InstructionTranslator, args: Args, kwargs: Kwargs) -> VariableTracker:
-    from capture.variables.containers import iterator_over
-
     if len(args) != 1 or kwargs:
         raise Unsupported("iter() with a sentinel")
     return iterator_over(tx, args[0])
@@ -369,8 +356,6 @@ def _bool(tx: InstructionTranslator, args: Args, kwargs: Kwargs) -> VariableTrac
 
 def _numeric_builtin(fn: Any) -> BuiltinHandler:
     def handler(tx: InstructionTranslator, args: Args, kwargs: Kwargs) -> VariableTracker:
-        from capture.variables.tensor import TensorVariable
-
         if all(a.is_constant() for a in [*args, *kwargs.values()]):
             return _fold(fn, args, kwargs)
         if fn is abs and len(args) == 1 and isinstance(args[0], TensorVariable):
@@ -380,14 +365,10 @@ def _numeric_builtin(fn: Any) -> BuiltinHandler:
         if fn is abs and len(args) == 1 and isinstance(args[0], NdarrayVariable):
             return ndarray_operator(tx, operator.abs, args)
         if fn in (str, repr) and len(args) == 1:
-            from capture.variables.objects import PythonObjectVariable, TorchFunctionVariable
-
             target = args[0]
             value = getattr(target, "value", getattr(target, "fn", None))
             if isinstance(target, (PythonObjectVariable, TorchFunctionVariable)) and isinstance(value, type):
                 return ConstantVariable(fn(value))
-            from capture.variables.base import ExceptionVariable
-
             if isinstance(target, ExceptionVariable):
                 return ConstantVariable(fn(target.value))
         if any(isinstance(a, TensorVariable) for a in args):
@@ -434,8 +415,6 @@ def _reduce_builtin(fn: Any) -> BuiltinHandler:
         sized = _over_sizes(tx, fn, values)
         if sized is not None:
             return sized
-        from capture.variables.tensor import TensorVariable
-
         what = "tensors" if any(isinstance(v, TensorVariable) for v in values) else "traced values"
         raise Unsupported(f"{fn.__name__}() over {what} depends on run-time data")
 
@@ -451,8 +430,6 @@ def _over_sizes(tx: InstructionTranslator, fn: Any, values: list[VariableTracker
 
     `all`/`any` branch on each item as Python does (a guard per item looked at); `min`/`max` are traced
     (`torch.sym_min`), so a comparison of the result guards like any comparison of sizes."""
-    from capture.variables.sym_values import SymNodeVariable, call_builtin
-
     if not all(v.is_constant() or isinstance(v, SymNodeVariable) for v in values):
         return None
     if fn in (all, any):
@@ -527,8 +504,6 @@ def _super(tx: InstructionTranslator, args: Args, kwargs: Kwargs) -> VariableTra
     cell = tx.cells.get("__class__")
     if cell is None or not tx.code.co_argcount:
         raise Unsupported("super() outside a method", resumable=False)
-    from capture.variables.functions import CellVariable, RealCellVariable
-
     if isinstance(cell, RealCellVariable):
         cls = cell.cell.cell_contents
     elif isinstance(cell, CellVariable) and cell.contents is not None and hasattr(cell.contents, "value"):
@@ -545,8 +520,6 @@ def _super(tx: InstructionTranslator, args: Args, kwargs: Kwargs) -> VariableTra
 
 @builtin(object.__setattr__)
 def _object_setattr(tx: InstructionTranslator, args: Args, kwargs: Kwargs) -> VariableTracker:
-    from capture.variables.user_objects import NewObjectVariable
-
     target, name, value = args
     if not isinstance(target, NewObjectVariable):
         raise Unsupported("object.__setattr__ on an existing object")
@@ -556,8 +529,6 @@ def _object_setattr(tx: InstructionTranslator, args: Args, kwargs: Kwargs) -> Va
 
 @builtin(setattr)
 def _setattr(tx: InstructionTranslator, args: Args, kwargs: Kwargs) -> VariableTracker:
-    from capture.variables.user_objects import NewObjectVariable
-
     target, name, value = args
     if isinstance(target, NewObjectVariable):
         target.setattr(tx, name.as_constant(), value)

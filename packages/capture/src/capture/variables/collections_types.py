@@ -12,9 +12,11 @@ import collections
 import operator
 from typing import TYPE_CHECKING, Any
 
+from capture.sources import AttrSource, ItemSource
 from capture.variables.base import ConstantVariable, Unsupported, VariableTracker
 from capture.variables.builtins import Args, Kwargs, _items, _wrap_result
 from capture.variables.containers import DictVariable, ListVariable, TupleVariable, is_literal_key
+from capture.variables.objects import PythonObjectVariable
 
 if TYPE_CHECKING:
     from capture.symbolic.reconstruct import Reconstructor
@@ -562,9 +564,6 @@ def existing_collection(tx: InstructionTranslator, value: VariableTracker) -> Va
     Made once per object (later reads get the same tracker, so mutations are seen through every path):
     its keys (or length) are guarded, and each item is wrapped with its own guards.
     """
-    from capture.sources import AttrSource, ItemSource
-    from capture.variables.objects import PythonObjectVariable
-
     if not isinstance(value, PythonObjectVariable) or value.source is None or type(value.value) not in _EXISTING_KINDS:
         return None
     real, source, output = value.value, value.source, tx.output

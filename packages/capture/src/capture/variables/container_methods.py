@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING
 
 from capture.variables.base import ConstantVariable, Unsupported, VariableTracker
 from capture.variables.builtins import Args, Kwargs, _items, _sorted
+from capture.variables.collections_types import DictViewVariable, _dict_entries
 from capture.variables.containers import DictVariable, ListVariable, TupleVariable
 
 if TYPE_CHECKING:
@@ -69,8 +70,6 @@ def _list_method(tx: InstructionTranslator, lst: ListVariable, name: str, args: 
 
 def _dict_method(tx: InstructionTranslator, d: DictVariable, name: str, args: Args, kwargs: Kwargs) -> VariableTracker:
     if name in ("items", "keys", "values"):
-        from capture.variables.collections_types import DictViewVariable
-
         return DictViewVariable.of(d, name)
     if name == "get":
         key = args[0].as_constant()
@@ -80,8 +79,6 @@ def _dict_method(tx: InstructionTranslator, d: DictVariable, name: str, args: Ar
     if name == "update":
         if len(args) > 1:
             raise Unsupported(f"update expected at most 1 argument, got {len(args)}", user_error=True)
-        from capture.variables.collections_types import _dict_entries
-
         d.items.update(_dict_entries(tx, args, kwargs))  # a dict, or pairs (a list of them, a zip)
     elif name == "pop":
         key = args[0].as_constant()

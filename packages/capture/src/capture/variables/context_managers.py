@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from capture.variables.base import ConstantVariable, Unsupported, VariableTracker
-from capture.variables.functions import UserFunctionVariable, bind_arguments
+from capture.variables.functions import UserFunctionVariable, bind_arguments, call_in_grad_mode
 
 if TYPE_CHECKING:
     from capture.symbolic.translator import InstructionTranslator
@@ -222,8 +222,6 @@ class GradModeDecoratedVariable(VariableTracker):
 
     def call(self, tx: InstructionTranslator, args: list[VariableTracker],
              kwargs: dict[str, VariableTracker]) -> VariableTracker:
-        from capture.variables.functions import call_in_grad_mode
-
         return call_in_grad_mode(tx, self.enabled, self.fn, args, kwargs)
 
     def __repr__(self) -> str:

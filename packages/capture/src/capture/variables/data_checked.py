@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from capture.variables.base import ConstantVariable, VariableTracker
+from capture.variables.functions import UserFunctionVariable
 
 if TYPE_CHECKING:
     from capture.symbolic.translator import InstructionTranslator
@@ -189,8 +190,6 @@ def data_checked_call(tx: InstructionTranslator, fn: Any, args: list[VariableTra
     chosen = plan(args, kwargs)
     if chosen is None:
         return None
-    from capture.variables.functions import UserFunctionVariable
-
     implementation, arguments = chosen
     wrapped = [a if isinstance(a, VariableTracker) else ConstantVariable(a) for a in arguments]
     return UserFunctionVariable(implementation).call(tx, wrapped, {})

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from capture.variables.base import Unsupported, VariableTracker
 from capture.variables.collections_types import OrderedDictVariable, _dict_entries, _render_entries
 from capture.variables.containers import DictVariable
+from capture.variables.user_objects import bind_class_attribute
 
 if TYPE_CHECKING:
     from capture.symbolic.reconstruct import Reconstructor
@@ -70,8 +71,6 @@ class _SubclassBehaviour:
             if klass in _BASES:
                 break
             if name in vars(klass):
-                from capture.variables.user_objects import bind_class_attribute
-
                 return bind_class_attribute(tx, self, self.cls, vars(klass)[name], name)  # type: ignore[arg-type]
         if name == "__class__":
             return tx.output.wrap_value(self.cls, None)

@@ -25,6 +25,12 @@ from capture.variables.containers import (
     is_plain_value,
     plain_value,
 )
+from capture.variables.functional import PartialVariable
+from capture.variables.functions import BoundMethodVariable, NestedFunctionVariable, UserFunctionVariable
+from capture.variables.ndarray import call_numpy_function, is_numpy_constant, numpy_function_path
+from capture.variables.objects import NNModuleVariable, PythonObjectVariable, SkippedFunctionVariable
+from capture.variables.sym_values import SymNodeVariable, call_builtin
+from capture.variables.tensor import TensorVariable
 
 if TYPE_CHECKING:
     from capture.symbolic.translator import InstructionTranslator
@@ -50,8 +56,6 @@ def folded_callable(value: Any) -> VariableTracker | None:
             getattr(value, "__objclass__", None) is torch._C.TensorBase:
         return TensorDescriptorVariable(value)
     if _is_numpy_random(value):
-        from capture.variables.objects import SkippedFunctionVariable
-
         name = getattr(value, "__qualname__", getattr(value, "__name__", "?"))
         return SkippedFunctionVariable(value, f"numpy.random ({name}) draws at run time: it runs eagerly, not as a "
                                               "constant of the graph")
@@ -120,8 +124,6 @@ def _is_numpy_callable(value: Any) -> bool:
         return False
     if _folds_at_trace_time(numpy, value):
         return True
-    from capture.variables.ndarray import numpy_function_path
-
     return numpy_function_path(value) is not None  # traced through torch._numpy (variables/ndarray.py)
 
 
@@ -166,8 +168,6 @@ class NumpyCallVariable(VariableTracker):
 
     def call(self, tx: InstructionTranslator, args: list[VariableTracker],
              kwargs: dict[str, VariableTracker]) -> VariableTracker:
-        from capture.variables.ndarray import call_numpy_function, is_numpy_constant
-
         values = [*args, *kwargs.values()]
         name = getattr(self.fn, "__name__", "")
         numpy = sys.modules["numpy"]
@@ -180,8 +180,6 @@ class NumpyCallVariable(VariableTracker):
                 return ConstantVariable(result)
             if not isinstance(result, numpy.ndarray):
                 raise Unsupported(f"numpy.{name} returned a {type(result).__name__}")
-        from capture.variables.sym_values import SymNodeVariable, call_builtin
-
         if any(isinstance(v, SymNodeVariable) for v in values) and hasattr(math, name):
             symbolic = call_builtin(tx, getattr(math, name), args, kwargs)
             if symbolic is not None:
@@ -217,8 +215,6 @@ class FindSpecVariable(VariableTracker):
             raise Unsupported(f"{type(error).__name__}: {error}", user_error=True) from error
         if spec is None:
             return ConstantVariable(None)
-        from capture.variables.objects import PythonObjectVariable
-
         tx.output.keepalive.append(spec)
         return PythonObjectVariable(spec, None)
 
@@ -241,8 +237,6 @@ class TensorDescriptorVariable(VariableTracker):
              kwargs: dict[str, VariableTracker]) -> VariableTracker:
         from capture.bytecode.loads_stores import get_attribute
         from capture.symbolic.operators import apply_operator
-        from capture.variables.tensor import TensorVariable
-
         name = self.descriptor.__name__
         if not args or not isinstance(args[0], TensorVariable):
             raise Unsupported(f"torch.Tensor.{name} called on {args[0] if args else 'nothing'}")
@@ -266,9 +260,6 @@ def has_opaque_argument(values: list[VariableTracker]) -> bool:
     A Python function of torch called with one (`nn.LayerNorm.forward(self, x)`, a loss given an
     `nn.PairwiseDistance()` as its distance, an options dataclass) is traced through instead.
     """
-    from capture.variables.functional import PartialVariable
-    from capture.variables.functions import BoundMethodVariable, NestedFunctionVariable, UserFunctionVariable
-    from capture.variables.objects import NNModuleVariable, PythonObjectVariable
     from capture.variables.pytree import PytreeFunctionVariable, SpecUnflattenVariable
 
     opaque = (NNModuleVariable, PythonObjectVariable, UserFunctionVariable, NestedFunctionVariable, BoundMethodVariable,

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from capture.sources import Source
+from capture.sources import PureCallSource, Source
 from capture.variables.base import ConstantVariable, Unsupported, VariableTracker, is_constant_value
 from capture.variables.builtins import Args, Kwargs, _items
 from capture.variables.containers import IteratorVariable, ListVariable
+from capture.variables.functions import BoundMethodVariable, UserFunctionVariable
 
 if TYPE_CHECKING:
     from capture.symbolic.translator import InstructionTranslator
@@ -22,8 +23,6 @@ class SuperVariable(VariableTracker):
 
     def getattr(self, tx: InstructionTranslator, name: str) -> VariableTracker:
         import types
-
-        from capture.variables.functions import BoundMethodVariable, UserFunctionVariable
 
         mro = self.receiver.python_type().__mro__
         start = mro.index(self.cls) + 1 if self.cls in mro else len(mro)
@@ -107,8 +106,6 @@ class PureMethodVariable(VariableTracker):
         self.name = name
 
     def call(self, tx: InstructionTranslator, args: Args, kwargs: Kwargs) -> VariableTracker:
-        from capture.sources import PureCallSource
-
         if kwargs or not all(a.is_constant() for a in args) or self.receiver.source is None:
             raise Unsupported(f"{self.owner.__name__}.{self.name} with non-constant arguments")
         values = tuple(a.as_constant() for a in args)

@@ -23,9 +23,36 @@ from typing import TYPE_CHECKING, Any, cast
 import torch
 import torch.utils.checkpoint
 
-from capture.variables.base import ConstantVariable, Unsupported, VariableTracker
-from capture.variables.builtins import Args, Kwargs
-from capture.variables.objects import PythonObjectVariable
+from capture.variables.autocast import existing_autocast
+from capture.variables.autograd_calls import CheckpointVariable, FunctorchTransformVariable, realize_value
+from capture.variables.base import ConstantVariable, Unsupported, VariableTracker, is_constant_value
+from capture.variables.builtins import Args, Kwargs, _class_of, _items
+from capture.variables.collections_types import (
+    DefaultDictVariable,
+    OrderedDictVariable,
+    constant_elements,
+    make_collection,
+)
+from capture.variables.containers import (
+    DictVariable,
+    IteratorVariable,
+    TupleVariable,
+    is_plain_value,
+    plain_value,
+)
+from capture.variables.context_managers import (
+    GradModeFactoryVariable,
+    NullContextVariable,
+    ProfilerRangeVariable,
+    SuppressVariable,
+    grad_mode_of,
+)
+from capture.variables.dict_subclasses import plain_dict_subclass, subclass_instance
+from capture.variables.folding import folded_callable
+from capture.variables.functions import UserFunctionVariable
+from capture.variables.objects import TRACE_TIME_FUNCTIONS, PythonObjectVariable
+from capture.variables.pytree import pytree_callable
+from capture.variables.user_objects import NewObjectVariable, construct_user_object, is_plain_user_class
 
 if TYPE_CHECKING:
     from capture.symbolic.translator import InstructionTranslator
@@ -46,8 +73,6 @@ _FUNCTORCH = {id(torch.func.vmap): torch.func.vmap, id(torch.vmap): torch.vmap, 
 
 def library_callable(value: Any) -> VariableTracker | None:
     """The tracker of a library callable capture models, or None."""
-    from capture.variables.folding import folded_callable
-
     folded = folded_callable(value)  # numpy on constants, importlib.util.find_spec, torch.Tensor.__radd__
     if folded is not None:
         return folded
@@ -64,12 +89,8 @@ def library_callable(value: Any) -> VariableTracker | None:
     if value is object.__new__:
         return ObjectNewVariable()
     if isinstance(value, torch.autocast):  # an autocast object made outside (`@torch.autocast(...)` keeps one)
-        from capture.variables.autocast import existing_autocast
-
         return existing_autocast(value)
     if isinstance(value, types.MethodType) and getattr(value, "__name__", "") == "clone":
-        from capture.variables.context_managers import GradModeFactoryVariable, grad_mode_of
-
         if grad_mode_of(value.__self__, True) is not None:  # the decorators' `ctx_factory`
             return GradModeFactoryVariable(value.__self__)
     if isinstance(value, types.BuiltinMethodType) and getattr(value, "__name__", "") == "fromkeys" and \
@@ -90,15 +111,9 @@ def library_callable(value: Any) -> VariableTracker | None:
     if value is dataclasses.fields or value is dataclasses.replace:
         return DataclassFunctionVariable(value)
     if value is torch.utils.checkpoint.checkpoint:
-        from capture.variables.autograd_calls import CheckpointVariable
-
         return CheckpointVariable()
     if id(value) in _FUNCTORCH and _FUNCTORCH[id(value)] is value:
-        from capture.variables.autograd_calls import FunctorchTransformVariable
-
         return FunctorchTransformVariable(cast(Callable[..., Any], value))
-    from capture.variables.pytree import pytree_callable
-
     tree_function = pytree_callable(value)  # torch.utils._pytree.tree_flatten, tree_map, ...
     if tree_function is not None:
         return tree_function
@@ -111,8 +126,6 @@ class CollectionTypeVariable(PythonObjectVariable):
     """`collections.deque`, `OrderedDict`, `defaultdict` or `Counter`: calling it makes a traced container."""
 
     def call(self, tx: InstructionTranslator, args: Args, kwargs: Kwargs) -> VariableTracker:
-        from capture.variables.collections_types import make_collection
-
         return make_collection(tx, self.value, args, kwargs)
 
 
@@ -120,11 +133,7 @@ class ContextTypeVariable(PythonObjectVariable):
     """`contextlib.suppress` or `contextlib.nullcontext`: calling it makes a traced context."""
 
     def call(self, tx: InstructionTranslator, args: Args, kwargs: Kwargs) -> VariableTracker:
-        from capture.variables.context_managers import NullContextVariable, SuppressVariable
-
         if self.value is torch.autograd.profiler.record_function:
-            from capture.variables.context_managers import ProfilerRangeVariable
-
             return ProfilerRangeVariable()
         if self.value is contextlib.nullcontext:
             if len(args) + len(kwargs) > 1:
@@ -134,8 +143,6 @@ class ContextTypeVariable(PythonObjectVariable):
         if kwargs:
             raise Unsupported("suppress() takes no keyword arguments", user_error=True)
         classes: list[type] = []
-        from capture.variables.builtins import _class_of
-
         for arg in args:
             cls = arg.as_constant() if arg.is_constant() else _class_of(arg)
             classes.extend(cls if isinstance(cls, tuple) else [cls])
@@ -161,9 +168,6 @@ class ItertoolsVariable(VariableTracker):
         return str(rebuild.constant(self.fn))
 
     def call(self, tx: InstructionTranslator, args: Args, kwargs: Kwargs) -> VariableTracker:
-        from capture.variables.builtins import _items
-        from capture.variables.containers import IteratorVariable
-
         fn = self.fn
         if fn == itertools.chain.from_iterable:
             return IteratorVariable([item for part in _items(tx, args[0]) for item in _items(tx, part)])
@@ -204,8 +208,6 @@ class ItertoolsVariable(VariableTracker):
         return IteratorVariable([_back(pools, item) for item in produced])
 
     def _with_callback(self, tx: InstructionTranslator, args: Args, kwargs: Kwargs) -> list[VariableTracker]:
-        from capture.variables.builtins import _items
-
         fn, callback = self.fn, args[0]
         if fn is itertools.accumulate:
             callback = kwargs.get("func", args[1] if len(args) > 1 else None)  # type: ignore[assignment]
@@ -239,8 +241,6 @@ class _Index:
 
 
 def _back(pools: list[list[VariableTracker]], value: Any) -> VariableTracker:
-    from capture.variables.containers import TupleVariable
-
     if isinstance(value, _Index):
         return pools[value.pool][value.index]
     if isinstance(value, tuple):
@@ -274,8 +274,6 @@ class OperatorGetterVariable(VariableTracker):
     def call(self, tx: InstructionTranslator, args: Args, kwargs: Kwargs) -> VariableTracker:
         from capture.bytecode.loads_stores import get_attribute
         from capture.symbolic.operators import apply_operator
-        from capture.variables.containers import TupleVariable
-
         if len(args) != 1 or kwargs:
             raise Unsupported(f"{self.kind.__name__} object expects one argument", user_error=True)
         (target,) = args
@@ -313,8 +311,6 @@ class ObjectNewVariable(VariableTracker):
         return types.BuiltinFunctionType
 
     def call(self, tx: InstructionTranslator, args: Args, kwargs: Kwargs) -> VariableTracker:
-        from capture.variables.user_objects import NewObjectVariable, is_plain_user_class
-
         cls = getattr(args[0], "value", None) if args else None
         if len(args) != 1 or kwargs or not isinstance(cls, type) or not is_plain_user_class(cls):
             raise Unsupported("object.__new__ of something other than a plain user class")
@@ -332,21 +328,13 @@ class FromKeysVariable(VariableTracker):
         self.cls = cls
 
     def call(self, tx: InstructionTranslator, args: Args, kwargs: Kwargs) -> VariableTracker:
-        from capture.variables.builtins import _items
-        from capture.variables.collections_types import OrderedDictVariable, constant_elements
-        from capture.variables.containers import DictVariable
-
         if not args or len(args) > 2 or kwargs:
             raise Unsupported("fromkeys() expects one or two positional arguments", user_error=True)
         value = args[1] if len(args) > 1 else ConstantVariable(None)
         entries = {key: value for key in constant_elements(tx, _items(tx, args[0]), "dict keys")}
         if self.cls is collections.defaultdict:
-            from capture.variables.collections_types import DefaultDictVariable
-
             return DefaultDictVariable(ConstantVariable(None), entries)  # no default factory
         if self.cls not in (dict, collections.OrderedDict):
-            from capture.variables.dict_subclasses import subclass_instance
-
             return subclass_instance(self.cls, entries)
         return OrderedDictVariable(entries) if self.cls is collections.OrderedDict else DictVariable(entries)
 
@@ -357,8 +345,6 @@ class FromKeysVariable(VariableTracker):
 
 def _fromkeys_owner(cls: Any) -> bool:
     """True for the classes whose `fromkeys` is modelled: dict, OrderedDict, defaultdict, plain subclasses."""
-    from capture.variables.dict_subclasses import plain_dict_subclass
-
     return cls in (dict, collections.OrderedDict, collections.defaultdict) or plain_dict_subclass(cls)
 
 
@@ -368,8 +354,6 @@ class NamedTupleFactoryVariable(VariableTracker):
     as named tuples. Each compiled call hands out that one class, not a new one per call."""
 
     def call(self, tx: InstructionTranslator, args: Args, kwargs: Kwargs) -> VariableTracker:
-        from capture.variables.containers import is_plain_value, plain_value
-
         if not all(is_plain_value(v) for v in [*args, *kwargs.values()]):
             raise Unsupported("collections.namedtuple() with traced arguments")
         options = {k: plain_value(v) for k, v in kwargs.items()}
@@ -389,9 +373,6 @@ class NamedTupleFactoryVariable(VariableTracker):
 def _cached_function(value: Any) -> VariableTracker | None:
     """A `functools.lru_cache` function: its wrapped function is inlined (caching does not change results)."""
     from capture.symbolic.output_graph import is_stdlib_or_skipped
-    from capture.variables.functions import UserFunctionVariable
-    from capture.variables.objects import TRACE_TIME_FUNCTIONS
-
     wrapped = getattr(value, "__wrapped__", None)
     if not isinstance(wrapped, types.FunctionType) or is_stdlib_or_skipped(wrapped):
         return None
@@ -408,9 +389,6 @@ class DataclassFunctionVariable(VariableTracker):
 
     def call(self, tx: InstructionTranslator, args: Args, kwargs: Kwargs) -> VariableTracker:
         from capture.bytecode.loads_stores import get_attribute
-        from capture.variables.containers import TupleVariable
-        from capture.variables.user_objects import construct_user_object
-
         if len(args) != 1:
             raise Unsupported(f"{self.fn.__name__}() takes one positional argument", user_error=True)
         target = args[0]
@@ -483,8 +461,6 @@ class InspectPredicateVariable(VariableTracker):
         self.predicate = predicate
 
     def call(self, tx: InstructionTranslator, args: Args, kwargs: Kwargs) -> VariableTracker:
-        from capture.variables.autograd_calls import realize_value
-
         if len(args) != 1 or kwargs:
             raise Unsupported(f"{self.predicate.__name__}() takes one argument", user_error=True)
         return ConstantVariable(bool(self.predicate(realize_value(tx, args[0]))))
@@ -497,8 +473,6 @@ class InspectPredicateVariable(VariableTracker):
 def structseq_operator(tx: InstructionTranslator, fn: Any, left: VariableTracker,
                        right: VariableTracker) -> VariableTracker | None:
     """Comparisons with a tuple-like object of constants such as `sys.version_info` (guarded by value)."""
-    from capture.variables.base import is_constant_value
-
     sides = []
     for side in (left, right):
         if side.is_constant():

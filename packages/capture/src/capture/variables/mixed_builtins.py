@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from capture.variables.base import ConstantVariable, Unsupported, VariableTracker
-from capture.variables.sym_values import SymNodeVariable
+from capture.variables.builtins import _fold
+from capture.variables.sym_values import SymNodeVariable, call_builtin
 from capture.variables.tensor import TensorVariable
 
 if TYPE_CHECKING:
@@ -56,9 +57,6 @@ def _pair(tx: InstructionTranslator, fn: Any, left: VariableTracker, right: Vari
     if isinstance(left, TensorVariable) and isinstance(right, TensorVariable):
         return tx.output.call_graph("call_function", torch.minimum if fn is min else torch.maximum, [left, right], {})
     if not isinstance(left, TensorVariable) and not isinstance(right, TensorVariable):
-        from capture.variables.builtins import _fold
-        from capture.variables.sym_values import call_builtin
-
         return call_builtin(tx, fn, [left, right], {}) or _fold(fn, [left, right], {})
     tensor, number = (left, right) if isinstance(left, TensorVariable) else (right, left)
     bound = "max" if fn is min else "min"

@@ -20,8 +20,11 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from capture.sources import PureCallSource
 from capture.variables.base import ConstantVariable, Unsupported, VariableTracker
+from capture.variables.builtins import BuiltinVariable
 from capture.variables.containers import DictVariable, ListVariable, TupleVariable
+from capture.variables.objects import PythonObjectVariable
 from capture.variables.tensor import TensorVariable
 
 if TYPE_CHECKING:
@@ -316,9 +319,6 @@ def torch_from_ndarray(tx: InstructionTranslator, fn: Any, args: list[VariableTr
 def wrap_ndarray_input(output: Any, value: Any, source: Any) -> VariableTracker:
     """An existing ndarray (argument, global, attribute): a graph input holding its values, guarded like a
     tensor (type, dtype, shape, strides) through `torch.as_tensor(source)`."""
-    from capture.sources import PureCallSource
-    from capture.variables.objects import PythonObjectVariable
-
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -398,7 +398,6 @@ def numpy_function_path(fn: Any) -> str | None:
 
 def _graph_argument(tx: InstructionTranslator, value: VariableTracker) -> VariableTracker:
     """An argument of a NumPy node: ndarrays as their tensors, numpy dtypes as torch dtypes."""
-    from capture.variables.builtins import BuiltinVariable
     from capture.variables.folding import NumpyCallVariable
 
     if isinstance(value, NdarrayVariable):

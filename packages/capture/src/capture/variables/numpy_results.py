@@ -20,7 +20,10 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from capture.variables.base import ConstantVariable, Unsupported, VariableTracker
+from capture.variables.builtins import BuiltinVariable
 from capture.variables.containers import ListVariable, TupleVariable
+from capture.variables.ndarray import NdarrayVariable, as_ndarray_trackers, numpy_dtype, torch_dtype
+from capture.variables.sym_values import SymNodeVariable
 from capture.variables.tensor import TensorVariable
 
 if TYPE_CHECKING:
@@ -88,8 +91,6 @@ def as_numpy_gives(tx: InstructionTranslator, result: VariableTracker, real: Cal
 
     `again(graph_args)` records the call once more with other operands (integer operands cast to the expected
     floating dtype)."""
-    from capture.variables.ndarray import NdarrayVariable, as_ndarray_trackers, torch_dtype
-
     expected = expected_results(real, args, kwargs)
     leaves = list(result.items) if isinstance(result, (TupleVariable, ListVariable)) else [result]
     arrays = [leaf for leaf in leaves if isinstance(leaf, NdarrayVariable)]
@@ -163,11 +164,7 @@ class _StandIns:
     def __call__(self, value: VariableTracker) -> Any:
         import numpy
 
-        from capture.variables.builtins import BuiltinVariable
         from capture.variables.folding import NumpyCallVariable
-        from capture.variables.ndarray import NdarrayVariable, numpy_dtype
-        from capture.variables.sym_values import SymNodeVariable
-
         if isinstance(value, (NdarrayVariable, TensorVariable)):
             example = value.tensor.example if isinstance(value, NdarrayVariable) else value.example
             if example.dtype not in _KNOWN:

@@ -9,14 +9,27 @@ from typing import TYPE_CHECKING, Any, cast
 import torch
 
 from capture.sources import AttrSource, ItemSource, Source
+from capture.variables.autocast import make_autocast
 from capture.variables.base import (
     ConstantVariable,
+    ExceptionVariable,
     Unsupported,
     VariableTracker,
     class_attribute,
     is_constant_value,
 )
-from capture.variables.containers import is_plain_value, plain_value
+from capture.variables.containers import (
+    IteratorVariable,
+    ListVariable,
+    TupleVariable,
+    is_plain_value,
+    plain_value,
+)
+from capture.variables.context_managers import GradModeDecoratedVariable
+from capture.variables.functions import BoundMethodVariable, UserFunctionVariable
+from capture.variables.sizes import SizeVariable
+from capture.variables.sym_values import call_builtin
+from capture.variables.tensor import TensorVariable
 
 if TYPE_CHECKING:
     from capture.symbolic.translator import InstructionTranslator
@@ -63,15 +76,11 @@ class TorchFunctionVariable(VariableTracker):
         if fn is torch.is_grad_enabled:
             return ConstantVariable(tx.grad_enabled)
         if fn is torch.Size and len(args) <= 1 and not kwargs:
-            from capture.variables.sizes import SizeVariable
-
             return SizeVariable(args[0].iterate(tx) if args else [])
         if fn in _COMPILING_QUERIES:
             # Code under capture is being compiled; libraries use this to pick compile-friendly paths.
             return ConstantVariable(tx.output.export if fn is _IS_EXPORTING else True)
         if fn in (torch.is_tensor,) and len(args) == 1:
-            from capture.variables.tensor import TensorVariable
-
             return ConstantVariable(isinstance(args[0], TensorVariable))
         if fn in (torch.from_numpy, torch.as_tensor, torch.tensor, torch.asarray) and args:
             from capture.variables.ndarray import NdarrayVariable, torch_from_ndarray
@@ -86,8 +95,6 @@ class TorchFunctionVariable(VariableTracker):
         if fn in (torch.no_grad, torch.enable_grad) and not args and not kwargs:
             return GradModeVariable(fn is torch.enable_grad)
         if fn is torch.autocast:
-            from capture.variables.autocast import make_autocast
-
             return make_autocast(args, kwargs)
         if fn is torch.inference_mode:
             # Traced as no_grad: the region's results are the same, though not marked as inference tensors.
@@ -106,8 +113,6 @@ class TorchFunctionVariable(VariableTracker):
             return traced
 
         if isinstance(fn, types.FunctionType) and has_opaque_argument([*args, *kwargs.values()]):
-            from capture.variables.functions import UserFunctionVariable
-
             return UserFunctionVariable(fn).call(tx, args, kwargs)  # `nn.LayerNorm.forward(self, x)`: traced
         return tx.output.call_graph("call_function", fn, args, kwargs)
 
@@ -156,8 +161,6 @@ class SkippedFunctionVariable(VariableTracker):
             return folded
         constant_foldable = getattr(self.fn, "__module__", None) in ("math", "operator", "_operator")
         if constant_foldable:
-            from capture.variables.sym_values import call_builtin
-
             symbolic = call_builtin(tx, self.fn, args, kwargs)  # math.sqrt(x.shape[-1]) on a dynamic size
             if symbolic is not None:
                 return symbolic
@@ -191,8 +194,6 @@ def _fold_introspection(fn: Any, args: list[VariableTracker],
                         kwargs: dict[str, VariableTracker]) -> VariableTracker | None:
     """`inspect.signature(f)` of a function whose identity is fixed at trace time: computed once."""
     import inspect
-
-    from capture.variables.functions import BoundMethodVariable, UserFunctionVariable
 
     function = getattr(fn, "__func__", fn)
     if f"{getattr(function, '__module__', '')}.{getattr(function, '__qualname__', '')}" in TRACE_TIME_FUNCTIONS:
@@ -269,8 +270,6 @@ class NNModuleVariable(VariableTracker):
         except Exception:  # pragma: no cover - defensive
             static = None
         if name not in module.__dict__ and callable(static) and hasattr(static, "__code__"):
-            from capture.variables.functions import BoundMethodVariable, UserFunctionVariable
-
             if self.source is not None and not self.source.guard_free:
                 tx.output.guards.absent_attribute(self.source, name)  # `module.name = ...` later must recompile
             return BoundMethodVariable(UserFunctionVariable(static), self)
@@ -354,8 +353,6 @@ class ModuleIterationVariable(VariableTracker):
 
     def call(self, tx: InstructionTranslator, args: list[VariableTracker],
              kwargs: dict[str, VariableTracker]) -> VariableTracker:
-        from capture.variables.containers import IteratorVariable, TupleVariable
-
         const_args = [a.as_constant() for a in args]
         const_kwargs = {k: v.as_constant() for k, v in kwargs.items()}
         module, base = self.module_var.module, self.module_var.source
@@ -422,8 +419,6 @@ class PythonObjectVariable(VariableTracker):
         unguarded = isinstance(self.value, types.ModuleType) and is_fixed_library_attribute(self.value, value)
         source = AttrSource(self.source, name, of_python_module=unguarded) if self.source is not None else None
         if isinstance(value, types.MethodType) and value.__self__ is self.value:
-            from capture.variables.functions import BoundMethodVariable
-
             # Guarded through the instance: a function stored on it later (or on its class) recompiles.
             # (Never on the bound method itself: each attribute read makes a new one. Its function may be
             # any callable, as transformers' `logger.warning_once`, an lru_cache wrapper.)
@@ -444,8 +439,6 @@ class PythonObjectVariable(VariableTracker):
         value, source = self.value, self.source
         method = getattr(type(value), "__iter__", None)
         if isinstance(method, types.FunctionType) and not is_stdlib_or_skipped(method):
-            from capture.variables.functions import UserFunctionVariable
-
             return UserFunctionVariable(method).call(tx, [self], {}).iterate(tx)
         if isinstance(value, enum.EnumMeta):
             # The members of an Enum class (fixed once the class exists; the class itself is guarded).
@@ -453,8 +446,6 @@ class PythonObjectVariable(VariableTracker):
                     for member in cast(Any, value)]
         if source is not None and isinstance(value, (collections.abc.Sequence, collections.abc.Mapping)):
             # Read through the source item by item, guarding the length (or the keys).
-            from capture.sources import ItemSource
-
             expr = source.expr()
             if isinstance(value, collections.abc.Mapping):
                 keys = list(value.keys())
@@ -474,12 +465,8 @@ class PythonObjectVariable(VariableTracker):
 
         call_method = class_attribute(type(self.value), "__call__")
         if isinstance(call_method, types.FunctionType) and not isinstance(self.value, type):
-            from capture.variables.functions import UserFunctionVariable
-
             return UserFunctionVariable(call_method).call(tx, [self, *args], kwargs)
         if isinstance(self.value, type) and issubclass(self.value, BaseException):
-            from capture.variables.base import ExceptionVariable
-
             if not all(a.is_constant() for a in [*args, *kwargs.values()]):
                 raise Unsupported(f"{self.value.__name__}(...) with non-constant arguments")
             return ExceptionVariable(self.value(*[a.as_constant() for a in args],
@@ -526,8 +513,6 @@ class GradModeVariable(VariableTracker):
         """`torch.no_grad()(fn)`: decorating a function inside the region."""
         if len(args) != 1 or kwargs or self.already_entered_from is not None:
             raise Unsupported(f"calling {self} with these arguments")
-        from capture.variables.context_managers import GradModeDecoratedVariable
-
         return GradModeDecoratedVariable(self.enabled, args[0])
 
     def enter(self, tx: InstructionTranslator) -> VariableTracker:
@@ -595,7 +580,5 @@ class ConstantMethodVariable(VariableTracker):
         if not is_constant_value(value) and not isinstance(value, list):
             raise Unsupported(f"{self.method!r} returned {type(value).__name__}")
         if isinstance(value, list):
-            from capture.variables.containers import ListVariable
-
             return ListVariable([ConstantVariable(v) for v in value])
         return ConstantVariable(value)

@@ -19,7 +19,9 @@ import torch.utils._pytree as pytree
 
 from capture.variables.base import ConstantVariable, Unsupported, VariableTracker, is_constant_value
 from capture.variables.builtins import Args, Kwargs
+from capture.variables.collections_types import DefaultDictVariable, DequeVariable, OrderedDictVariable
 from capture.variables.containers import DictVariable, IteratorVariable, ListVariable, TupleVariable
+from capture.variables.sizes import SizeVariable
 
 if TYPE_CHECKING:
     from capture.symbolic.translator import InstructionTranslator
@@ -126,9 +128,6 @@ def unflatten(tx: InstructionTranslator, leaves: list[VariableTracker], spec: py
 def _skeleton(tx: InstructionTranslator, node: VariableTracker, leaves: list[VariableTracker],
               is_leaf: VariableTracker | None) -> Any:
     """`node` as real containers with `_Leaf` markers (numbered into `leaves`) for its leaves."""
-    from capture.variables.collections_types import DefaultDictVariable, DequeVariable, OrderedDictVariable
-    from capture.variables.sizes import SizeVariable
-
     def leaf() -> _Leaf:
         leaves.append(node)
         return _Leaf(len(leaves) - 1)
@@ -180,8 +179,6 @@ def _is_leaf_type(kind: type) -> bool:
 
 def _rebuild(tx: InstructionTranslator, value: Any, leaves: list[VariableTracker]) -> VariableTracker:
     """Trackers for a skeleton made by `tree_unflatten` on markers."""
-    from capture.variables.collections_types import DefaultDictVariable, DequeVariable, OrderedDictVariable
-
     if isinstance(value, _Leaf):
         return leaves[value.index]
     kind = type(value)

@@ -18,7 +18,7 @@ import torch
 import torch.fx
 from torch.fx.experimental.symbolic_shapes import is_concrete_bool, is_concrete_float, is_concrete_int
 
-from capture.variables.base import ConstantVariable, Unsupported, VariableTracker
+from capture.variables.base import ConstantVariable, Unsupported, VariableTracker, is_constant_value
 
 if TYPE_CHECKING:
     from capture.symbolic.output_graph import OutputGraph
@@ -149,8 +149,6 @@ def call_builtin(tx: InstructionTranslator, fn: Any, args: list[VariableTracker]
         raise
     except Exception as error:
         raise Unsupported(f"{type(error).__name__}: {error}", user_error=True) from error
-    from capture.variables.base import is_constant_value
-
     if not is_constant_value(result):
         raise Unsupported(f"{getattr(fn, '__name__', fn)}() of a symbolic size returned a {type(result).__name__}")
     return ConstantVariable(result)

@@ -13,7 +13,8 @@ from capture.variables.base import (
     class_attribute,
     is_constant_value,
 )
-from capture.variables.containers import TupleVariable
+from capture.variables.containers import DictVariable, TupleVariable
+from capture.variables.functions import BoundMethodVariable, UserFunctionVariable
 
 if TYPE_CHECKING:
     from capture.symbolic.translator import InstructionTranslator
@@ -72,8 +73,6 @@ def construct_user_object(tx: InstructionTranslator, cls_var: PythonObjectVariab
         return instance
     if not isinstance(init, types.FunctionType):
         raise Unsupported(f"{cls.__name__}.__init__ is not a Python function")
-    from capture.variables.functions import UserFunctionVariable
-
     UserFunctionVariable(init).call(tx, [instance, *args], kwargs)
     return instance
 
@@ -131,16 +130,12 @@ class NewObjectVariable(VariableTracker):
         if name == "__class__":
             return tx.output.wrap_value(self.cls, None)
         if name == "__dict__":
-            from capture.variables.containers import DictVariable
-
             return DictVariable(dict(self.attrs))
         try:
             static = inspect.getattr_static(self.cls, name)
         except AttributeError:
             fallback = getattr(self.cls, "__getattr__", None)
             if isinstance(fallback, types.FunctionType):
-                from capture.variables.functions import UserFunctionVariable
-
                 return UserFunctionVariable(fallback).call(tx, [self, ConstantVariable(name)], {})
             message = f"'{self.cls.__name__}' object has no attribute '{name}'"
             raise Unsupported(message, user_error=True) from AttributeError(message)
@@ -150,8 +145,6 @@ class NewObjectVariable(VariableTracker):
         method = getattr(self.cls, "__iter__", None)
         if not isinstance(method, types.FunctionType):
             raise Unsupported(f"'{self.cls.__name__}' object is not iterable", user_error=True)
-        from capture.variables.functions import UserFunctionVariable
-
         return UserFunctionVariable(method).call(tx, [self], {}).iterate(tx)
 
     def call(self, tx: InstructionTranslator, args: list[VariableTracker],
@@ -159,8 +152,6 @@ class NewObjectVariable(VariableTracker):
         method = class_attribute(self.cls, "__call__")
         if not isinstance(method, types.FunctionType):
             raise Unsupported(f"'{self.cls.__name__}' object is not callable", user_error=True)
-        from capture.variables.functions import UserFunctionVariable
-
         return UserFunctionVariable(method).call(tx, [self, *args], kwargs)
 
     def setattr(self, tx: InstructionTranslator, name: str, value: VariableTracker) -> None:
@@ -172,8 +163,6 @@ class NewObjectVariable(VariableTracker):
         if isinstance(static, property):
             if static.fset is None:
                 raise Unsupported(f"property '{name}' of '{self.cls.__name__}' has no setter", user_error=True)
-            from capture.variables.functions import UserFunctionVariable
-
             UserFunctionVariable(static.fset).call(tx, [self, value], {})  # type: ignore[arg-type]
             return
         if isinstance(static, types.MemberDescriptorType) and _is_slotted(self.cls):
@@ -211,8 +200,6 @@ def new_slotted_object(cls: type, attrs: dict[str, Any]) -> Any:
 def bind_class_attribute(tx: InstructionTranslator, receiver: VariableTracker, cls: type, static: Any,
                          name: str) -> VariableTracker:
     """A class attribute seen through an instance: methods bind, properties run, constants fold."""
-    from capture.variables.functions import BoundMethodVariable, UserFunctionVariable
-
     if isinstance(static, types.FunctionType):
         return BoundMethodVariable(UserFunctionVariable(static), receiver)
     if isinstance(static, staticmethod):
@@ -233,8 +220,6 @@ def bind_class_attribute(tx: InstructionTranslator, receiver: VariableTracker, c
 
 def dunder_call(tx: InstructionTranslator, op_name: str, args: list[VariableTracker]) -> VariableTracker | None:
     """Python-level operator overloading on user objects (`__add__`, `__radd__`, ...), or None."""
-    from capture.variables.functions import UserFunctionVariable
-
     dunder = DUNDERS.get(op_name.strip("_").replace("i", "", 1) if op_name.startswith("i") and
                          op_name not in DUNDERS else op_name)
     if dunder is None:

@@ -1,0 +1,128 @@
+"""Modules wrapped in torch.distributed's `DistributedDataParallel` (DDP).
+
+DDP's own forward is bookkeeping for its C++ reducer (marking which gradients to expect,
+rebuilding buckets, syncing buffers, Join), written against objects capture cannot trace and must
+not replay from a graph: it runs eagerly, exactly as without compiling. The module DDP wraps is
+what holds the tensor work, so that is what capture compiles: `DataParallelModule` runs DDP's
+forward eagerly and, for the length of that call, routes DDP's call of its wrapped module through
+the wrapped module's captured forward.
+
+While DDP runs its wrapped module it names itself as the active DDP module
+(``DistributedDataParallel._get_active_ddp_module()``), the hook DDP provides for compilers: a
+backend reads it to learn the bucket sizes its graphs feed (see ``frontend.distributed``).
+
+A DDP module called from inside a captured function is a graph break at that call (with this
+module's reason): DDP and the module it wraps then run eagerly.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import torch
+
+_MISSING = object()
+
+
+def data_parallel_class() -> type[torch.nn.Module] | None:
+    """torch's `DistributedDataParallel` class, or None where torch.distributed is not built."""
+    if not torch.distributed.is_available():
+        return None
+    from torch.nn.parallel import DistributedDataParallel
+
+    return DistributedDataParallel
+
+
+def is_data_parallel(module: object) -> bool:
+    """Whether `module` is a `torch.nn.parallel.DistributedDataParallel` (or a subclass)."""
+    cls = data_parallel_class()
+    return cls is not None and isinstance(module, cls)
+
+
+def active_data_parallel_module() -> torch.nn.Module | None:
+    """The DDP module whose wrapped module is running now (DDP sets it around that call), or None."""
+    cls = data_parallel_class()
+    if cls is None:
+        return None
+    getter = getattr(cls, "_get_active_ddp_module", None)
+    return getter() if callable(getter) else None
+
+
+DATA_PARALLEL_BREAK_REASON = (
+    "a DistributedDataParallel module called inside a compiled function runs eagerly (DDP's forward drives "
+    "its gradient reducer); compile the DDP module itself (frontend.compile(ddp_model)) to have the module it "
+    "wraps compiled"
+)
+"""The graph-break reason capture gives for a DDP module called from a captured function."""
+
+
+class DataParallelModule:
+    """What capture makes of a DDP module: DDP's forward runs eagerly, its wrapped module is captured.
+
+    Calling it calls the DDP module (its hooks, its forward, its reducer bookkeeping) with the wrapped
+    module's ``forward`` replaced, for that call only, by the wrapped module's captured forward; hooks
+    registered on the wrapped module run eagerly around it, as ``nn.Module.__call__`` runs them.
+    Attribute reads and writes go to the DDP module, as with `capture.api.OptimizedModule`.
+
+    Args:
+        module: the DDP module.
+        wrapped_forward: the captured forward of ``module.module`` (capture's wrapper of it).
+
+    Example::
+
+        ddp = DistributedDataParallel(model)
+        compiled = capture.optimize(backend)(ddp)    # model's forward is captured; DDP's runs eagerly
+    """
+
+    def __init__(self, module: torch.nn.Module, wrapped_forward: Callable[..., Any]) -> None:
+        object.__setattr__(self, "_orig_mod", module)
+        object.__setattr__(self, "_kiln_original", module)
+        object.__setattr__(self, "_wrapped_forward", wrapped_forward)
+        object.__setattr__(self, "_lock", threading.RLock())
+
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        """Call the DDP module with its wrapped module's forward captured."""
+        module: torch.nn.Module = self._orig_mod
+        with self._lock, _forward_replaced(module.module, self._wrapped_forward):
+            return module(*args, **kwargs)
+
+    __call__ = forward
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(object.__getattribute__(self, "_orig_mod"), name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        setattr(self._orig_mod, name, value)
+
+    def __dir__(self) -> list[str]:
+        return dir(self._orig_mod)
+
+    def train(self, mode: bool = True) -> DataParallelModule:
+        """Set training mode on the DDP module (and so on the module it wraps)."""
+        self._orig_mod.train(mode)
+        return self
+
+    def eval(self) -> DataParallelModule:
+        """Set eval mode on the DDP module."""
+        self._orig_mod.eval()
+        return self
+
+    def __repr__(self) -> str:
+        return f"DataParallelModule({self._orig_mod!r})"
+
+
+@contextlib.contextmanager
+def _forward_replaced(module: torch.nn.Module, forward: Any) -> Iterator[None]:
+    """`module.forward` is `forward` inside the block; the instance's own forward (if any) after."""
+    saved = module.__dict__.get("forward", _MISSING)
+    module.__dict__["forward"] = forward
+    try:
+        yield
+    finally:
+        if saved is _MISSING:
+            module.__dict__.pop("forward", None)
+        else:
+            module.__dict__["forward"] = saved
