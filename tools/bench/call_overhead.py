@@ -26,6 +26,8 @@ from typing import Any
 import torch
 from torch import nn
 
+import aotgrad
+
 
 class TwoLayers(nn.Module):
     """Linear(8, 8) -> ReLU -> Linear(8, 8)."""
@@ -80,7 +82,7 @@ def kiln_stages(model: nn.Module, compiled: Any, x: torch.Tensor, grad: bool) ->
     flat = [*aot.state_tensors(), x]
     region = aot._dispatch.lookup(flat).region
     runner = region.compiled.forward  # the first-call guard around the static-shape runner
-    boxed = getattr(runner, "_boxed_call", False)
+    boxed = aotgrad.is_boxed(runner)
     stages: dict[str, Callable[[], Any]] = {
         "eager module": lambda: model(x),
         "kiln: whole call (frontend module)": lambda: compiled(x),

@@ -53,8 +53,7 @@ class StrictCompiler:
                 raise AssertionError(f"stale compiled graph: compiled for {expected}, called with {got}")
             return graph(args)
 
-        run._boxed_call = True  # type: ignore[attr-defined]
-        return run
+        return aotgrad.mark_boxed(run)
 
 
 def _compiled(module: nn.Module, x: torch.Tensor, compiler: StrictCompiler | None = None) -> Any:

@@ -31,8 +31,7 @@ class FirstOrderOnly:
             assert not torch.is_grad_enabled(), "a compiled graph ran with grad mode on"
             return graph(args)
 
-        run._boxed_call = True  # type: ignore[attr-defined]
-        return run
+        return aotgrad.mark_boxed(run)
 
 
 def _compiled(fn: Callable[..., Any]) -> Callable[..., Any]:

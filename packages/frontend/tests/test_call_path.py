@@ -15,6 +15,7 @@ import pytest
 import torch
 from torch import nn
 
+import aotgrad
 import frontend
 from frontend.backends.fallback import compile_or_fall_back
 from frontend.config import Config
@@ -150,7 +151,7 @@ def test_second_backward_through_compiled_graph_matches_eager() -> None:
 class _BoxedCrash:
     """A boxed compiled graph that empties its inputs and then fails (a kernel launch error)."""
 
-    _boxed_call = True
+    boxed_call = True
 
     def __init__(self) -> None:
         self.calls = 0
@@ -162,7 +163,7 @@ class _BoxedCrash:
 
 
 class _BoxedDouble:
-    _boxed_call = True
+    boxed_call = True
 
     def __call__(self, args: list[Any]) -> Any:
         (x,) = args
@@ -175,7 +176,7 @@ def test_boxed_runner_falls_back_with_the_original_inputs() -> None:
     context = CompileContext.for_config(Config(), "test")
     crash = _BoxedCrash()
     runner = compile_or_fall_back(lambda: crash, gm, context, "the forward graph")
-    assert getattr(runner, "_boxed_call", False)
+    assert aotgrad.is_boxed(runner)
     x = torch.randn(5)
     args = [x]
     assert torch.equal(runner(args)[0], x * 3)

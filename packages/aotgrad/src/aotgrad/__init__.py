@@ -14,11 +14,13 @@ Example:
 from aotgrad import partition, plans
 from aotgrad._version import __version__
 from aotgrad.api import AotCallable, AotModule, aot_eager, aot_function, aot_graph, aot_module, eager_compiler
+from aotgrad.compile import CompilerFn
 from aotgrad.config import AotConfig
 from aotgrad.decompositions import default_decompositions
 from aotgrad.errors import AotGradError, TracingError, UnsupportedOperatorError
 from aotgrad.partition import min_cut, save_all
 from aotgrad.report import SavedBytesReport, saved_bytes_report
+from aotgrad.runtime.boxed import BoxedCallable, is_boxed, mark_boxed
 from aotgrad.tracing import FunctionalGraph, JointGraph
 
 __all__ = [
@@ -26,6 +28,8 @@ __all__ = [
     "AotConfig",
     "AotGradError",
     "AotModule",
+    "BoxedCallable",
+    "CompilerFn",
     "FunctionalGraph",
     "JointGraph",
     "SavedBytesReport",
@@ -38,6 +42,8 @@ __all__ = [
     "aot_module",
     "default_decompositions",
     "eager_compiler",
+    "is_boxed",
+    "mark_boxed",
     "min_cut",
     "partition",
     "plans",

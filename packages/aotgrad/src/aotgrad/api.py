@@ -12,7 +12,7 @@ import torch
 import torch.fx
 from torch.utils import _pytree as pytree
 
-from aotgrad.compile import Compilers, Partitioner, compile_region
+from aotgrad.compile import CompilerFn, Compilers, Partitioner, compile_region
 from aotgrad.config import AotConfig
 from aotgrad.decompositions import DecompositionTable
 from aotgrad.partition import min_cut
@@ -23,9 +23,6 @@ from aotgrad.tracing.locate import LocatingModule, detached_copy
 from aotgrad.tracing.opaque import split_at_opaque_nodes
 
 log = logging.getLogger("aotgrad")
-
-CompilerFn = Callable[[torch.fx.GraphModule, list[Any]], Callable[..., Any]]
-
 
 DynamicDims = tuple[frozenset[int], ...]
 

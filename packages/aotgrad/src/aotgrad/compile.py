@@ -40,6 +40,9 @@ from aotgrad.tracing.overlap import OverlappingWriteError, distinct_elements, re
 log = logging.getLogger("aotgrad")
 
 CompilerFn = Callable[[torch.fx.GraphModule, list[Any]], Callable[..., Any]]
+"""A forward or backward compiler: a functional ATen graph and its example inputs (tensors and
+symbolic sizes) in, a callable running it out (plain, or a `BoxedCallable`). The same shape as a
+capture backend, so one can be handed to the other."""
 Partitioner = Callable[[JointGraph], tuple[torch.fx.GraphModule, torch.fx.GraphModule]]
 
 

@@ -26,8 +26,8 @@ from typing import Any, cast
 import torch
 from torch.utils import _pytree as pytree
 
-from aotgrad.api import AotCallable, CompilerFn, dynamic_dims_of
-from aotgrad.compile import Compilers, Partitioner, trace_region
+from aotgrad.api import AotCallable, dynamic_dims_of
+from aotgrad.compile import CompilerFn, Compilers, Partitioner, trace_region
 from aotgrad.config import AotConfig
 from aotgrad.decompositions import DecompositionTable, default_decompositions, with_eager_values
 from aotgrad.partition import min_cut

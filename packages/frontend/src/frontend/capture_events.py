@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import capture
 from frontend.context import CompileContext
@@ -48,10 +47,9 @@ def _where(filename: str, lineno: int, text: str = "") -> str:
     return f"{filename}:{lineno}" + (f": {text}" if text else "")
 
 
-def adapt_event(raw: Any) -> CaptureEvent:
+def adapt_event(raw: capture.GraphCompiled | capture.Recompiled | capture.GraphBroken) -> CaptureEvent:
     """A capture event (GraphCompiled, Recompiled, GraphBroken) as a `CaptureEvent`."""
-    kind = type(raw).__name__
-    if kind == "GraphCompiled":
+    if isinstance(raw, capture.GraphCompiled):
         nodes = raw.graph_module.graph.nodes
         ops = sum(1 for node in nodes if node.op in ("call_function", "call_method", "call_module"))
         return CaptureEvent(
@@ -61,12 +59,11 @@ def adapt_event(raw: Any) -> CaptureEvent:
             raw.code_name,
             tuple(raw.guards),
         )
-    if kind == "Recompiled":
+    if isinstance(raw, capture.Recompiled):
         # The location is the user's line that installed the failing guard (e.g. the line whose
         # code relied on a size), falling back to the function's definition.
-        guard = getattr(raw, "guard", None)
-        where = guard.where() if guard is not None else ""
-        values = getattr(raw, "failing_values", "")
+        where = raw.guard.where() if raw.guard is not None else ""
+        values = raw.failing_values
         return CaptureEvent(
             "recompile",
             f"recompiling (cache entry {raw.cache_size}) because this guard failed: {raw.failed_guard}"
@@ -74,12 +71,12 @@ def adapt_event(raw: Any) -> CaptureEvent:
             where or _where(raw.filename, raw.firstlineno),
             raw.code_name,
         )
-    if kind == "GraphBroken":
+    if isinstance(raw, capture.GraphBroken):
         reason = raw.reason
-        location = getattr(reason, "location", None)
+        location = reason.location
         where = _where(location.filename, location.lineno, location.source_line) if location is not None else ""
-        return CaptureEvent("graph_break", str(getattr(reason, "reason", reason)), where, raw.code_name)
-    return CaptureEvent(kind, str(raw))
+        return CaptureEvent("graph_break", reason.reason, where, raw.code_name)
+    return CaptureEvent(type(raw).__name__, str(raw))
 
 
 def _log(context: CompileContext, event: CaptureEvent) -> None:
@@ -96,7 +93,7 @@ def build_capture_hooks(context: CompileContext, listeners: Sequence[Listener] =
     """A `capture.CaptureHooks` wired to `context` and `listeners`."""
     hooks = capture.CaptureHooks()
 
-    def forward(raw: Any) -> None:
+    def forward(raw: capture.GraphCompiled | capture.Recompiled | capture.GraphBroken) -> None:
         event = adapt_event(raw)
         if event.kind == "graph_break":
             context.graph_breaks += 1
@@ -108,14 +105,14 @@ def build_capture_hooks(context: CompileContext, listeners: Sequence[Listener] =
         for listener in listeners:
             listener(event)
 
-    def on_graph(raw: Any) -> None:
-        context.times.add("capture", float(getattr(raw, "capture_seconds", 0.0)))
+    def on_graph(raw: capture.GraphCompiled) -> None:
+        context.times.add("capture", raw.capture_seconds)
         artifacts = context.artifacts
         if artifacts is not None:
-            artifacts.write("guards.txt", "\n".join(getattr(raw, "guards", ())) + "\n")
-            artifacts.add_timing("capture", float(getattr(raw, "capture_seconds", 0.0)))
+            artifacts.write("guards.txt", "\n".join(raw.guards) + "\n")
+            artifacts.add_timing("capture", raw.capture_seconds)
         if context.report is not None:
-            context.report.add_capture_seconds(context, float(getattr(raw, "capture_seconds", 0.0)))
+            context.report.add_capture_seconds(context, raw.capture_seconds)
         forward(raw)
 
     hooks.on_graph.append(on_graph)

@@ -1,14 +1,16 @@
 """The boxed calling convention: a compiled graph takes one list of inputs and may empty it.
 
-A callable with `_boxed_call = True` is called as `fn(args)`; it may `args.clear()` so that
-inputs it no longer needs are freed while it runs (the compiled backward frees saved activations
-as it goes, as eager's backward does). Other callables are called as `fn(*args)`.
+A `BoxedCallable` (one whose ``boxed_call`` is True; `is_boxed` tells) is called as `fn(args)`; it
+may `args.clear()` so that inputs it no longer needs are freed while it runs (the compiled backward
+frees saved activations as it goes, as eager's backward does). Other callables are called as
+`fn(*args)`. A compiler handing aotgrad a boxed graph declares it so: a class with
+``boxed_call = True``, or a function marked with `mark_boxed`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal, Protocol, TypeGuard
 
 import torch
 import torch.fx
@@ -16,9 +18,34 @@ import torch.fx
 from aotgrad.tracing.graph_passes import placeholders
 
 
+class BoxedCallable(Protocol):
+    """A compiled graph taking the boxed convention: ``fn(args)``, one list of inputs it may empty.
+
+    Attributes:
+        boxed_call: always True: how a caller tells this convention from ``fn(*args)`` (`is_boxed`).
+    """
+
+    boxed_call: Literal[True]
+
+    def __call__(self, args: list[Any], /) -> Any:
+        """Run on `args` (which may be emptied); return the outputs."""
+        ...
+
+
+def is_boxed(fn: object) -> TypeGuard[BoxedCallable]:
+    """Whether `fn` takes the boxed convention (its ``boxed_call`` is True)."""
+    return getattr(fn, "boxed_call", False) is True
+
+
+def mark_boxed(fn: Callable[[list[Any]], Any]) -> BoxedCallable:
+    """`fn`, a function of one list of inputs, marked as taking the boxed convention; returns it."""
+    fn.boxed_call = True  # type: ignore[attr-defined]
+    return fn  # type: ignore[return-value]
+
+
 def call_boxed(fn: Callable[..., Any], args: list[Any]) -> Any:
     """Call `fn` on `args`, boxed when it says it takes that convention (`args` may be emptied)."""
-    if getattr(fn, "_boxed_call", False):
+    if is_boxed(fn):
         return fn(args)
     return fn(*args)
 
@@ -26,7 +53,7 @@ def call_boxed(fn: Callable[..., Any], args: list[Any]) -> Any:
 class BoxedGraph:
     """A GraphModule called boxed: `BoxedGraph(gm)(args)`; `gm` empties `args` as it reads them."""
 
-    _boxed_call = True
+    boxed_call: Literal[True] = True
 
     def __init__(self, gm: torch.fx.GraphModule) -> None:
         self.graph_module = gm

@@ -18,7 +18,7 @@ import torch
 from torch._functorch.utils import unwrap_dead_wrappers
 from torch.utils import _pytree as pytree
 
-from aotgrad.runtime.boxed import call_boxed
+from aotgrad.runtime.boxed import call_boxed, is_boxed
 from aotgrad.runtime.higher_order import DifferentiableBackward, graph_task_keeps_graph
 from aotgrad.runtime.writeback import WriteBack
 from aotgrad.tracing.functional import FunctionalGraph
@@ -36,7 +36,7 @@ class CompiledInference:
     _boxed: bool = dataclasses.field(default=False, init=False, repr=False)
 
     def __post_init__(self) -> None:
-        self._boxed = bool(getattr(self.forward, "_boxed_call", False))
+        self._boxed = is_boxed(self.forward)
 
     def run(self, inputs: Sequence[Any]) -> Sequence[Any]:
         """Call the compiled forward on the flat inputs (grad mode off while it runs)."""
@@ -183,8 +183,8 @@ def _autograd_function_for(plan: CompiledTraining, num_inputs: int) -> type[torc
     all_differentiable = differentiable == tuple(range(num_outputs))
     non_differentiable = tuple(i for i in range(num_outputs) if i not in set(differentiable))
     compiled_forward, compiled_backward = plan.forward, plan.backward
-    forward_boxed = bool(getattr(compiled_forward, "_boxed_call", False))
-    backward_boxed = bool(getattr(compiled_backward, "_boxed_call", False))
+    forward_boxed = is_boxed(compiled_forward)
+    backward_boxed = is_boxed(compiled_backward)
     # Per input, its gradient's index in `[*backward results, None]` (-1: no gradient, None).
     positions = [-1] * num_inputs
     for slot, index in enumerate(plan.grad_inputs):

@@ -1,5 +1,6 @@
 """Kiln's backends registry and its built-in backends: eager, aot_eager, inductor, cudagraphs."""
 
+from capture import CompilerFn  # the shape of a backend: capture, which calls backends, owns it
 from frontend.backends.cudagraphs import cudagraphs_backend
 from frontend.backends.eager import aot_eager_backend, eager_backend
 from frontend.backends.inductor import inductor_backend
@@ -8,7 +9,6 @@ from frontend.backends.registry import (
     REGISTRY,
     BackendEntry,
     BackendRegistry,
-    CompilerFn,
     ContextBackend,
     list_backends,
     lookup_backend,

@@ -10,7 +10,8 @@ import torch
 import aotgrad
 from frontend.context import CompileContext
 
-GraphCompiler = Callable[[torch.fx.GraphModule, list[Any]], Callable[..., Any]]
+GraphCompiler = aotgrad.CompilerFn
+"""aotgrad's forward/backward compiler shape."""
 
 
 def aot_config(context: CompileContext) -> aotgrad.AotConfig:

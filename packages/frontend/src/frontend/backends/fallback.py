@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Literal
 
 import torch
 
+import aotgrad
 from frontend.context import CompileContext
 from frontend.errors import BackendCompileError, describe_error
 from inductor_ir import failed_check
@@ -79,14 +80,14 @@ def compile_or_fall_back(
         raise
     except Exception as error:
         return fall_back(gm, context, what, f"compiling it failed ({describe_error(error)})", error)
-    if getattr(compiled, "_boxed_call", False):
+    if aotgrad.is_boxed(compiled):
         return _BoxedFirstCallGuard(compiled, gm, context, what)
     return _FirstCallGuard(compiled, gm, context, what)
 
 
 def unboxed(fn: Callable[..., Any]) -> Callable[..., Any]:
     """`fn` called with its inputs as arguments, whether it takes them boxed (one list) or not."""
-    if not getattr(fn, "_boxed_call", False):
+    if not aotgrad.is_boxed(fn):
         return fn
 
     def call(*args: Any) -> Any:
@@ -127,7 +128,7 @@ class _FirstCallGuard:
 class _BoxedFirstCallGuard(_FirstCallGuard):
     """`_FirstCallGuard` for a compiled graph called boxed (``fn(args)``, which may empty `args`)."""
 
-    _boxed_call = True
+    boxed_call: Literal[True] = True
 
     def __call__(self, args: list[Any]) -> Any:  # type: ignore[override]
         if self._gm is None:

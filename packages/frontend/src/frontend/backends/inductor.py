@@ -10,7 +10,7 @@ kernel backend cannot compile, runs eagerly instead (logged; ``fallback_to_eager
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Literal
 
 import torch
 import torch.utils._pytree as pytree
@@ -65,7 +65,7 @@ class _StaticGraphRunner:
     goes straight to the wrapper's ``call(args)``, which empties it as it reads the inputs.
     """
 
-    _boxed_call = True
+    boxed_call: Literal[True] = True
 
     def __init__(self, compiled: Any) -> None:
         self.compiled = compiled

@@ -23,8 +23,6 @@ from frontend.errors import UnknownBackendError
 ENTRY_POINT_GROUP = "kiln.backends"
 """The entry-point group where third-party packages register frontend backends."""
 
-CompilerFn = Callable[[torch.fx.GraphModule, list[torch.Tensor]], Callable[..., Any]]
-"""torch's backend shape: an FX graph and example inputs in, a callable running the graph out."""
 
 _log = logging.getLogger("kiln.backends")
 

@@ -10,7 +10,7 @@ cached. `load_runner` loads a saved graph and wraps it the way aotgrad called th
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Literal
 
 import torch.utils._pytree as pytree
 
@@ -47,7 +47,7 @@ class _LoadedStaticRunner:
     the region it was compiled for, whose key pins every input's dtype, shape and strides.
     """
 
-    _boxed_call = True
+    boxed_call: Literal[True] = True
 
     def __init__(self, loaded: inductor_ir.LoadedGraph) -> None:
         self.compiled = loaded

@@ -13,10 +13,11 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import torch
 
+import aotgrad
 from frontend.config import Config
 from frontend.errors import describe_error
 from frontend.logs import EventLog
@@ -127,8 +128,7 @@ class ReproRecorder:
             return compiled
         if record.after == "aotgrad" and record.backend not in ATEN_LEVEL_BACKENDS:
             return compiled
-        boxed = bool(getattr(compiled, "_boxed_call", False))
-        checker = _BoxedAccuracyCheck if boxed else _AccuracyCheck
+        checker = _BoxedAccuracyCheck if aotgrad.is_boxed(compiled) else _AccuracyCheck
         return checker(compiled, lambda inputs, outputs: self._check(record, inputs, outputs))
 
     def _check(self, record: GraphRecord, inputs: list[Any], outputs: Any) -> None:
@@ -197,7 +197,7 @@ class _AccuracyCheck:
 class _BoxedAccuracyCheck(_AccuracyCheck):
     """`_AccuracyCheck` for a compiled graph called boxed (``fn(args)``)."""
 
-    _boxed_call = True
+    boxed_call: Literal[True] = True
 
     def __call__(self, args: list[Any]) -> Any:  # type: ignore[override]
         check, self._check = self._check, None
