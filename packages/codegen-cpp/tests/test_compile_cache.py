@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -97,12 +98,7 @@ def test_missing_compiler_falls_back_to_eager_when_asked(tmp_path: Path) -> None
 
 def test_compiler_error_names_the_source_file_and_message(tmp_path: Path, backend: CppBackend) -> None:
     source = backend.generate(_affine_group(4.0))
-    broken = type(source)(
-        name=source.name,
-        source=source.source.replace("kiln::load", "kiln::no_such_load"),
-        group=source.group,
-        metadata=source.metadata,
-    )
+    broken = dataclasses.replace(source, source=source.source.replace("kiln::load", "kiln::no_such_load"))
     fresh = CppBackend(CppConfig(cache_dir=tmp_path))
     with pytest.raises(CppCompileError) as info:
         fresh.compile([broken])

@@ -81,9 +81,9 @@ def test_reductions(backend: CppBackend) -> None:
     compiled = compile_and_check(backend, f, x, torch.rand(53, 131), torch.randn(70001), rtol=1e-5, atol=1e-5)
     assert any("split across threads" in s.source for s in compiled.sources)
     # Row reductions vectorize along the row; column reductions across the outputs.
-    assert any(s.metadata["vectorized_across_outputs"] for s in compiled.sources)
+    assert any(s.vectorized_across_outputs for s in compiled.sources)
     assert any(
-        s.metadata["vectorized"] and not s.metadata["vectorized_across_outputs"] for s in compiled.sources
+        s.vectorized and not s.vectorized_across_outputs for s in compiled.sources
     )
 
 
@@ -142,7 +142,7 @@ def test_talk_sin_cos_example_is_one_vectorized_kernel_with_a_scalar_tail(backen
     compiled = compile_and_check(backend, f, x, tracing_mode="symbolic")
     assert len(compiled.sources) == 1
     (source,) = compiled.sources
-    assert source.metadata["vectorized"]
+    assert source.vectorized
     text = source.source
     assert "kiln::sin(" in text and "kiln::cos(" in text
     assert "kiln::load(" in text and "kiln::store(" in text  # vector loop
@@ -169,7 +169,7 @@ def test_masked_and_indirect_loads_are_vectorized(backend: CppBackend) -> None:
     x, y = torch.randn(33, 40), torch.randn(33, 23)
     idx, table = torch.randint(0, 50, (6, 9)), torch.randn(50, 48)
     compiled = compile_and_check(backend, f, x, y, idx, table)
-    assert all(s.metadata["vectorized"] for s in compiled.sources)
+    assert all(s.vectorized for s in compiled.sources)
     assert any("kiln::gather_masked" in s.source for s in compiled.sources)
 
 

@@ -9,6 +9,7 @@ PUBLIC = {
     "CppCompilerNotFoundError",
     "CppConfig",
     "CppError",
+    "CppKernelSource",
     "CppOpsHandler",
     "Toolchain",
     "__version__",

@@ -88,7 +88,7 @@ def kernels(backend: CppBackend) -> dict[str, Callable[..., None]]:
         _random_group(),
     ]
     sources = [backend.generate(group) for group in groups]
-    assert all(source.metadata["vectorized"] for source in sources)
+    assert all(source.vectorized for source in sources)
     # 4099 elements are below CppConfig.parallel_threshold: no thread start-up in these kernels.
     assert not any("#pragma omp" in source.source for source in sources)
     compiled = backend.compile(sources)

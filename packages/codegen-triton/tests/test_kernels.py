@@ -13,9 +13,9 @@ import pytest
 import sympy
 import torch
 
-from codegen_triton import TritonBackend, TritonConfig, TritonKernelCall
+from codegen_triton import TritonBackend, TritonConfig, TritonKernelCall, TritonKernelSource
 from codegen_triton.codegen.kernel import KernelPlan, KernelWriter
-from inductor_ir import BufferRecord, KernelGroup, KernelNode, KernelSource, ops, verify_ops_handler
+from inductor_ir import BufferRecord, KernelGroup, KernelNode, ops, verify_ops_handler
 
 Body = Callable[[Sequence[sympy.Expr], Sequence[sympy.Expr]], None]
 
@@ -324,7 +324,7 @@ def test_int64_indexing_variant_computes_the_same(cpu_backend: TritonBackend) ->
     backend = TritonBackend("cpu", cpu_backend.config.replace(persistent_reduction_limit=8, max_rblock=16))
     generated = backend._generate(group, force_int64=True)
     assert "tl.program_id(0).to(tl.int64)" in generated.source
-    source = KernelSource(generated.name, generated.source, group, {"generated": generated})
+    source = TritonKernelSource(generated.name, generated.source, group, generated)
     (kernel,) = backend.compile([source])
     a, o = torch.randn(3, 40), torch.empty(3, 40)
     kernel(a, o)

@@ -2,7 +2,7 @@
 
 import codegen_triton
 
-PUBLIC = ["RandomFallbackRequired", "TritonBackend", "TritonConfig", "TritonKernelCall", "__version__"]
+PUBLIC = ["RandomFallbackRequired", "TritonBackend", "TritonConfig", "TritonKernelCall", "TritonKernelSource", "__version__"]
 
 
 def test_version_is_single_sourced() -> None:

@@ -18,7 +18,7 @@ def _hints(fn: Callable[..., torch.Tensor], shapes: list[tuple[int, ...]], backe
     compiled = inductor_ir.compile_graph(gm, example, backends={"cpu": backend})
     fresh = [torch.randn(*shape) for shape in shapes]
     torch.testing.assert_close(compiled(*fresh), fn(*fresh), rtol=1e-4, atol=1e-4)
-    return [source.metadata["generated"].hint for source in compiled.sources if "_red_" in source.name]
+    return [source.generated.hint for source in compiled.sources if "_red_" in source.name]
 
 
 def test_row_and_column_sums(cpu_backend: TritonBackend) -> None:

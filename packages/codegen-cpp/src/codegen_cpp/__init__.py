@@ -13,7 +13,7 @@ compiled by the system C++ compiler into one shared library per graph and cached
 from codegen_cpp._version import __version__
 from codegen_cpp.backend import CppBackend, library_source
 from codegen_cpp.codegen.handler import CppOpsHandler
-from codegen_cpp.codegen.kernel import generate_kernel
+from codegen_cpp.codegen.kernel import CppKernelSource, generate_kernel
 from codegen_cpp.codegen.printer import cpp_index
 from codegen_cpp.compile.build import CompileStats
 from codegen_cpp.compile.toolchain import Toolchain, find_toolchain
@@ -27,6 +27,7 @@ __all__ = [
     "CppCompilerNotFoundError",
     "CppConfig",
     "CppError",
+    "CppKernelSource",
     "CppOpsHandler",
     "Toolchain",
     "__version__",

@@ -12,6 +12,7 @@ import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from codegen_cpp.codegen.kernel import CppKernelSource
 from codegen_cpp.compile.build import PART_SEPARATOR
 from inductor_ir.backend import KernelSource
 from inductor_ir.ir.checks import RuntimeCheck
@@ -41,17 +42,25 @@ class SavedLibrary:
 
 
 def kernel_specs(sources: Sequence[KernelSource]) -> tuple[KernelSpec, ...]:
-    """The calling convention of each kernel of ``sources``, from its generator's metadata."""
+    """The calling convention of each kernel of ``sources`` (each a `CppKernelSource`)."""
     return tuple(
         KernelSpec(
             source.name,
-            int(source.metadata["num_pointers"]),
-            int(source.metadata["num_sizes"]),
-            source.metadata.get("checks"),
+            source.num_pointers,
+            source.num_sizes,
+            source.checks,
             ", ".join(sorted({o for node in source.group.nodes for o in node.origins})),
         )
-        for source in sources
+        for source in cpp_sources(sources)
     )
+
+
+def cpp_sources(sources: Sequence[KernelSource]) -> list[CppKernelSource]:
+    """`sources`, checked to be kernels this backend generated (`CppKernelSource`)."""
+    foreign = [type(s).__name__ for s in sources if not isinstance(s, CppKernelSource)]
+    if foreign:
+        raise TypeError(f"the C++ backend compiles only sources its own generate() made, not {', '.join(foreign)}")
+    return list(sources)  # type: ignore[arg-type]
 
 
 def library_key(parts: Sequence[str], fingerprint: str) -> str:

@@ -6,7 +6,14 @@ group (pointwise, 2-D tiled, persistent and looped reductions), launched with au
 """
 
 from codegen_triton._version import __version__
-from codegen_triton.backend import RandomFallbackRequired, TritonBackend, TritonKernelCall
+from codegen_triton.backend import RandomFallbackRequired, TritonBackend, TritonKernelCall, TritonKernelSource
 from codegen_triton.config import TritonConfig
 
-__all__ = ["RandomFallbackRequired", "TritonBackend", "TritonConfig", "TritonKernelCall", "__version__"]
+__all__ = [
+    "RandomFallbackRequired",
+    "TritonBackend",
+    "TritonConfig",
+    "TritonKernelCall",
+    "TritonKernelSource",
+    "__version__",
+]

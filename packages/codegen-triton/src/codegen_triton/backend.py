@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import sympy
@@ -15,9 +16,21 @@ from codegen_triton.runtime.compile_pool import CompilePool, PrecompileJob, shar
 from codegen_triton.runtime.launcher import KernelSpec, TritonLauncher
 from inductor_ir.backend import RANDOM_OPS, KernelGroup, KernelSource
 
-__all__ = ["RandomFallbackRequired", "TritonBackend", "TritonKernelCall"]
+__all__ = ["RandomFallbackRequired", "TritonBackend", "TritonKernelCall", "TritonKernelSource"]
 
 _INT32_MAX = 2**31 - 1
+
+
+@dataclass(frozen=True)
+class TritonKernelSource(KernelSource):
+    """One generated Triton kernel: its module source, and the generator's plan of how to launch it.
+
+    Attributes:
+        generated: the kernel as `write_kernel` made it (kind, argument names, numels, the
+            split-reduction and persistent variants, its runtime checks).
+    """
+
+    generated: GeneratedKernel
 
 
 class RandomFallbackRequired(NotImplementedError):
@@ -96,7 +109,7 @@ class TritonBackend:
             runtime_checks=self.config.runtime_checks,
         )
 
-    def generate(self, group: KernelGroup) -> KernelSource:
+    def generate(self, group: KernelGroup) -> TritonKernelSource:
         """The Triton source of one kernel computing `group` (written to the debug folder if set)."""
         try:
             kernel = self._generate(group)
@@ -118,8 +131,7 @@ class TritonBackend:
             path = self.config.debug_dir / "kernels" / f"{kernel.name}.py"
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(kernel.source)
-        metadata = {"kind": kernel.kind, "arg_names": kernel.arg_names, "generated": kernel}
-        return KernelSource(kernel.name, kernel.source, group, metadata)
+        return TritonKernelSource(kernel.name, kernel.source, group, kernel)
 
     def compile(self, sources: Sequence[KernelSource]) -> Sequence[Callable[..., None]]:
         """Callables running each kernel as `(*input_tensors, *output_tensors, *size_ints)`.
@@ -180,10 +192,8 @@ class TritonKernelCall:
         """Args: backend: the generating backend (config, regeneration); source: from `generate`."""
         self.backend = backend
         self.group = source.group
-        generated = source.metadata.get("generated")
-        if not isinstance(generated, GeneratedKernel):
-            generated = backend._generate(source.group)
-        self.generated = generated
+        self.generated = source.generated if isinstance(source, TritonKernelSource) else backend._generate(source.group)
+        generated = self.generated
         # Static sizes were checked when generating; symbolic ones are checked on each new size.
         self._may_overflow_int32 = (
             bool(source.group.size_symbols) and ".to(tl.int64) * XBLOCK" not in generated.source

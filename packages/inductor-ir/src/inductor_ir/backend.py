@@ -17,8 +17,8 @@ eager under the same seed).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any, Literal, Protocol, runtime_checkable
 
 import sympy
@@ -210,12 +210,16 @@ class KernelGroup:
 
 @dataclass(frozen=True)
 class KernelSource:
-    """Generated source of one kernel: its name (a valid identifier), text, and the group it came from."""
+    """Generated source of one kernel: its name (a valid identifier), text, and the group it came from.
+
+    `compile_graph` hands each source back to the backend that generated it. A backend that needs
+    more per kernel (its calling convention, its generator's plan) subclasses this frozen dataclass
+    with typed fields of its own (``codegen_cpp.CppKernelSource``, ``codegen_triton.TritonKernelSource``).
+    """
 
     name: str
     source: str
     group: KernelGroup
-    metadata: Mapping[str, Any] = field(default_factory=dict)
 
 
 @runtime_checkable

@@ -15,7 +15,7 @@ kernel is generated as scalar code.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import sympy
@@ -35,9 +35,10 @@ from codegen_cpp.codegen.space import IterationSpace, plan_space
 from codegen_cpp.codegen.tiling import TiledAccumulators, tile_loop, tile_vectors
 from codegen_cpp.config import CppConfig
 from inductor_ir.backend import KernelGroup, KernelNode, KernelSource
+from inductor_ir.ir.checks import RuntimeCheck
 from inductor_ir.ops_handler import set_ops_handler
 
-__all__ = ["VECTOR_LANES", "generate_kernel", "kernel_name"]
+__all__ = ["VECTOR_LANES", "CppKernelSource", "generate_kernel", "kernel_name"]
 
 
 
@@ -503,13 +504,33 @@ def _prefers_outer(group: KernelGroup, space: IterationSpace) -> bool:
     return _strided_loads(space.loads, x_last) < _strided_loads(space.loads, r_last)
 
 
-def generate_kernel(group: KernelGroup, config: CppConfig) -> KernelSource:
+@dataclass(frozen=True)
+class CppKernelSource(KernelSource):
+    """One generated C++ kernel: its source, and what calling and describing it needs.
+
+    Attributes:
+        vectorized: its loops use SIMD vectors.
+        vectorized_across_outputs: the vectors run across outputs (reductions along the outer dim).
+        parallel: its outer loop runs on OpenMP threads.
+        num_pointers: tensor arguments (inputs, then outputs; an in-place pair counts once).
+        num_sizes: int size arguments after them (one per ``group.size_symbols``).
+        checks: its runtime checks by site, raised from Python after a failed call.
+    """
+
+    vectorized: bool
+    vectorized_across_outputs: bool
+    parallel: bool
+    num_pointers: int
+    num_sizes: int
+    checks: Mapping[int, RuntimeCheck]
+
+
+def generate_kernel(group: KernelGroup, config: CppConfig) -> CppKernelSource:
     """C++ source of one kernel for ``group`` (vectorized where its bodies allow).
 
     Returns:
-        A ``KernelSource`` whose ``source`` is one ``extern "C"`` function named
-        ``cpp_<group.name>`` and whose metadata records ``vectorized``, ``parallel``,
-        ``num_pointers`` and ``num_sizes``.
+        A ``CppKernelSource`` whose ``source`` is one ``extern "C"`` function named
+        ``cpp_<group.name>``.
     """
     space = plan_space(group, merge=config.merge_dims)
     try:
@@ -524,12 +545,14 @@ def generate_kernel(group: KernelGroup, config: CppConfig) -> KernelSource:
     except Unvectorizable:
         writer = _KernelWriter(group, config, space, vectorize=False)
         source = writer.write()
-    metadata = {
-        "vectorized": writer.plan.vector_var is not None,
-        "vectorized_across_outputs": writer.plan.outer,
-        "parallel": writer.plan.parallel is not None,
-        "num_pointers": len(group.inputs) + len(group.outputs),
-        "num_sizes": len(group.size_symbols),
-        "checks": {site: check for check, site in writer.state.checks.items()},  # runtime checks by site
-    }
-    return KernelSource(name=kernel_name(group), source=source, group=group, metadata=metadata)
+    return CppKernelSource(
+        name=kernel_name(group),
+        source=source,
+        group=group,
+        vectorized=writer.plan.vector_var is not None,
+        vectorized_across_outputs=writer.plan.outer,
+        parallel=writer.plan.parallel is not None,
+        num_pointers=len(group.inputs) + len(group.outputs),
+        num_sizes=len(group.size_symbols),
+        checks={site: check for check, site in writer.state.checks.items()},
+    )
