@@ -29,7 +29,7 @@ from capture.config import CaptureConfig
 from capture.errors import BackendCompilerError, GraphBreakError, InternalCaptureError, RecompileLimitWarning
 from capture.events import CaptureHooks, Recompiled
 from capture.guards import failing_values, first_failure
-from capture.symbolic.output_graph import is_stdlib_or_skipped
+from capture.libraries import is_stdlib_or_skipped
 from capture.symbolic.shapes import AutomaticDynamic
 from capture.variables.base import class_attribute
 

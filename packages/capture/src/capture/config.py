@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import hashlib
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,6 +35,29 @@ class CaptureConfig:
     verbose: bool = bool(os.environ.get("KILN_CAPTURE_VERBOSE"))
     capture_scalar_outputs: bool = os.environ.get("KILN_CAPTURE_SCALAR_OUTPUTS", "1") != "0"
     capture_dynamic_output_shape_ops: bool = os.environ.get("KILN_CAPTURE_DYNAMIC_OUTPUT_SHAPE_OPS", "1") != "0"
+
+    @classmethod
+    def parse_options(cls, options: Mapping[str, Any], base: CaptureConfig | None = None) -> CaptureConfig:
+        """A new config: `base` (default: the defaults) with ``{field: value}`` applied.
+
+        An unknown key raises ValueError listing the valid ones; a value of another type than the
+        field's (an int for a bool) raises ValueError saying what was expected.
+        """
+        start = base if base is not None else cls()
+        names = [field.name for field in dataclasses.fields(cls)]
+        unknown = sorted(str(key) for key in options if key not in names)
+        if unknown:
+            raise ValueError(f"unknown capture option(s) {unknown}; valid options are: {', '.join(names)}")
+        for name, value in options.items():
+            expected = type(getattr(start, name))
+            if type(value) is not expected:
+                raise ValueError(f"capture option {name!r} expects {expected.__name__}, got {value!r}")
+        return dataclasses.replace(start, **options)
+
+    def hash(self) -> str:
+        """This config's identity for cache keys: every field that changes what is captured."""
+        fields = [f"{f.name}={getattr(self, f.name)!r}" for f in dataclasses.fields(self) if f.name != "verbose"]
+        return hashlib.sha256("\n".join(fields).encode()).hexdigest()
 
     @contextlib.contextmanager
     def patch(self, **changes: Any) -> Iterator[CaptureConfig]:

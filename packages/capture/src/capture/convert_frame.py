@@ -27,11 +27,12 @@ from capture.sources import ClosureSource, LocalSource
 from capture.symbolic.aliasing import guard_written_inputs
 from capture.symbolic.code_info import code_info
 from capture.symbolic.output_graph import OutputGraph
-from capture.symbolic.reconstruct import CannotReconstruct, Reconstructor
+from capture.symbolic.reconstruct import Reconstructor
 from capture.symbolic.shapes import ShapePolicy, first_use_location, shape_guards
 from capture.symbolic.translator import BreakPoint, FirstBreak, InstructionTranslator, StoppedAt
 from capture.variables.base import NullVariable, VariableTracker
 from capture.variables.functions import NestedFunctionVariable, RealCellVariable
+from capture.variables.rebuilding import CannotReconstruct
 
 if TYPE_CHECKING:
     from capture.cache import CaptureContext

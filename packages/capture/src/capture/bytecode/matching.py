@@ -5,8 +5,8 @@ from __future__ import annotations
 import collections.abc
 from typing import TYPE_CHECKING, Any
 
-from capture.bytecode.loads_stores import get_attribute
 from capture.bytecode.registry import Instruction, opcode
+from capture.symbolic.attributes import get_attribute
 from capture.variables.base import ConstantVariable, Unsupported, VariableTracker
 from capture.variables.builtins import BUILTIN_HANDLERS, _class_of
 from capture.variables.containers import DictVariable, TupleVariable

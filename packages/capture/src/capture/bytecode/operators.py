@@ -8,11 +8,9 @@ import os
 import types
 from typing import TYPE_CHECKING, Any
 
-import torch
-
 from capture.bytecode.registry import Instruction, opcode
 from capture.bytecode.stack import truth_tested_next
-from capture.symbolic.operators import BINARY_OPERATORS, COMPARE_OPERATORS, INPLACE_OPERATORS, apply_operator
+from capture.symbolic.operators import apply_operator, identical
 from capture.variables.autograd_calls import realize_value
 from capture.variables.base import ConstantVariable, Unsupported, VariableTracker
 from capture.variables.builtins import BuiltinVariable
@@ -26,6 +24,7 @@ from capture.variables.collections_types import (
     set_operator,
     view_operator,
 )
+from capture.variables.common import BINARY_OPERATORS, COMPARE_OPERATORS, INPLACE_OPERATORS
 from capture.variables.containers import DictVariable, ListVariable, TupleVariable
 from capture.variables.library import EnvironReadVariable, structseq_operator
 from capture.variables.model_output import ModelOutputVariable
@@ -135,44 +134,6 @@ def is_op(tx: InstructionTranslator, instr: Instruction) -> None:
     right = tx.pop()
     left = tx.pop()
     tx.push(ConstantVariable(identical(left, right, tx) != bool(instr.arg)))
-
-
-def _same_tensor(tx: InstructionTranslator, left: TensorVariable, right: TensorVariable) -> bool:
-    """`left is right` for tensors: the same fake (an in-place op returns its input); two existing
-    tensors found distinct must stay distinct on later calls (a guard)."""
-    if left.example is right.example:
-        return True
-    sources = [v.value_source for v in (left, right)]
-    if left.value is not None and right.value is not None and sources[0] is not None and sources[1] is not None:
-        check = f"{sources[0].expr()} is not {sources[1].expr()}"
-        tx.output.guards.add("DISTINCT_INPUT", sources[0], check, check, subjects=(sources[0].expr(), sources[1].expr()))
-    return False
-
-
-def identical(left: VariableTracker, right: VariableTracker, tx: InstructionTranslator) -> bool:
-    """`left is right` for trackers, decided at trace time (guarded where it relies on the inputs)."""
-    if left is right:
-        return True
-    if left.is_constant() and right.is_constant():
-        return left.as_constant() is right.as_constant()
-    if isinstance(left, TensorVariable) and isinstance(right, TensorVariable):
-        return _same_tensor(tx, left, right)
-    for side in (left, right):
-        if side.is_constant() and side.as_constant() is None:
-            return False
-    values = [getattr(v, "module", getattr(v, "value", getattr(v, "fn", None))) for v in (left, right)]
-    if values[0] is not None and values[1] is not None:
-        same = values[0] is values[1]
-        sources = [v.source for v in (left, right)]
-        identity_guarded = all(isinstance(v, (torch.nn.Module, type, types.ModuleType)) for v in values)
-        if sources[0] is not None and sources[1] is not None and not sources[0].guard_free and \
-                not sources[1].guard_free and sources[0].expr() != sources[1].expr() and not identity_guarded:
-            # Objects guarded by type only (user instances) may be the same object on one call and not
-            # on the next: the answer holds while the identity does.
-            check = f"({sources[0].expr()} is {sources[1].expr()}) is {same}"
-            tx.output.guards.add("IDENTITY", sources[0], check, check, subjects=(sources[0].expr(), sources[1].expr()))
-        return same
-    raise Unsupported(f"`is` between {left} and {right}")
 
 
 @opcode("CONTAINS_OP")

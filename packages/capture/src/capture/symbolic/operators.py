@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import operator
+import types
 from typing import TYPE_CHECKING, Any, cast
 
 import torch
 
 from capture.sources import ItemSource
 from capture.variables.base import ConstantVariable, Unsupported, VariableTracker
+from capture.variables.common import BINARY_OPERATORS, INPLACE_OPERATORS
 from capture.variables.containers import DictVariable, ListVariable, TupleVariable
 from capture.variables.mixed_builtins import known_index_or_fail
 from capture.variables.model_output import ModelOutputVariable
@@ -22,16 +24,6 @@ from capture.variables.user_objects import NewObjectVariable, dunder_call
 if TYPE_CHECKING:
     from capture.symbolic.translator import InstructionTranslator
 
-BINARY_OPERATORS = [operator.add, operator.and_, operator.floordiv, operator.lshift, operator.matmul,
-                    operator.mul, operator.mod, operator.or_, operator.pow, operator.rshift, operator.sub,
-                    operator.truediv, operator.xor]
-INPLACE_OPERATORS = [operator.iadd, operator.iand, operator.ifloordiv, operator.ilshift, operator.imatmul,
-                     operator.imul, operator.imod, operator.ior, operator.ipow, operator.irshift, operator.isub,
-                     operator.itruediv, operator.ixor]
-COMPARE_OPERATORS = [operator.lt, operator.le, operator.eq, operator.ne, operator.gt, operator.ge]
-UNARY_OPERATORS = [operator.neg, operator.pos, operator.invert, operator.not_]
-OPERATOR_FUNCTIONS = set(BINARY_OPERATORS + INPLACE_OPERATORS + COMPARE_OPERATORS + UNARY_OPERATORS
-                         + [operator.getitem, operator.contains, operator.abs, operator.truth])
 _INPLACE_TO_BINARY = dict(zip(INPLACE_OPERATORS, BINARY_OPERATORS))
 
 
@@ -132,8 +124,6 @@ def _structurally_equal(tx: InstructionTranslator, left: VariableTracker, right:
     if isinstance(left, sequences) != isinstance(right, sequences) and (left.is_constant() or right.is_constant()):
         return False
     if _equality_is_identity(left) and _equality_is_identity(right):
-        from capture.bytecode.operators import identical
-
         return identical(left, right, tx)  # `obj == None`, `cls == type(x)`: neither defines __eq__
     raise Unsupported(f"== between {left} and {right}")
 
@@ -223,8 +213,6 @@ def _contains_by_items(tx: InstructionTranslator, items: list[VariableTracker], 
     """`item in [1, 2, t]` as CPython runs it: each element in turn is the item (`is`) or equal to it, and
     the walk stops at the first match, so a tensor only past a match is never compared. Comparing a tensor
     with `==` reads its data: a graph break there."""
-    from capture.bytecode.operators import identical
-
     for element in items:
         tensors = isinstance(element, TensorVariable), isinstance(item, TensorVariable)
         if any(tensors) and (element.is_constant() or item.is_constant()):
@@ -236,3 +224,41 @@ def _contains_by_items(tx: InstructionTranslator, items: list[VariableTracker], 
         if _structurally_equal(tx, element, item):
             return True
     return False
+
+
+def _same_tensor(tx: InstructionTranslator, left: TensorVariable, right: TensorVariable) -> bool:
+    """`left is right` for tensors: the same fake (an in-place op returns its input); two existing
+    tensors found distinct must stay distinct on later calls (a guard)."""
+    if left.example is right.example:
+        return True
+    sources = [v.value_source for v in (left, right)]
+    if left.value is not None and right.value is not None and sources[0] is not None and sources[1] is not None:
+        check = f"{sources[0].expr()} is not {sources[1].expr()}"
+        tx.output.guards.add("DISTINCT_INPUT", sources[0], check, check, subjects=(sources[0].expr(), sources[1].expr()))
+    return False
+
+
+def identical(left: VariableTracker, right: VariableTracker, tx: InstructionTranslator) -> bool:
+    """`left is right` for trackers, decided at trace time (guarded where it relies on the inputs)."""
+    if left is right:
+        return True
+    if left.is_constant() and right.is_constant():
+        return left.as_constant() is right.as_constant()
+    if isinstance(left, TensorVariable) and isinstance(right, TensorVariable):
+        return _same_tensor(tx, left, right)
+    for side in (left, right):
+        if side.is_constant() and side.as_constant() is None:
+            return False
+    values = [getattr(v, "module", getattr(v, "value", getattr(v, "fn", None))) for v in (left, right)]
+    if values[0] is not None and values[1] is not None:
+        same = values[0] is values[1]
+        sources = [v.source for v in (left, right)]
+        identity_guarded = all(isinstance(v, (torch.nn.Module, type, types.ModuleType)) for v in values)
+        if sources[0] is not None and sources[1] is not None and not sources[0].guard_free and \
+                not sources[1].guard_free and sources[0].expr() != sources[1].expr() and not identity_guarded:
+            # Objects guarded by type only (user instances) may be the same object on one call and not
+            # on the next: the answer holds while the identity does.
+            check = f"({sources[0].expr()} is {sources[1].expr()}) is {same}"
+            tx.output.guards.add("IDENTITY", sources[0], check, check, subjects=(sources[0].expr(), sources[1].expr()))
+        return same
+    raise Unsupported(f"`is` between {left} and {right}")

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import re
-import sys
 import types
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,10 +23,16 @@ from capture.symbolic import data_dependent
 from capture.symbolic.eager_checks import EagerChecks
 from capture.symbolic.meta_failures import quiet_meta_failures
 from capture.symbolic.shapes import ShapePolicy, SymbolTable, new_shape_env
-from capture.variables.base import ConstantVariable, Unsupported, VariableTracker, is_constant_value
+from capture.variables.base import (
+    ConstantVariable,
+    Unsupported,
+    VariableTracker,
+    graph_constant,
+    is_constant_value,
+    numpy_scalar,
+)
 from capture.variables.builder import wrap_existing
 from capture.variables.containers import DictVariable, ListVariable, TupleVariable
-from capture.variables.folding import numpy_scalar
 from capture.variables.functions import RealCellVariable
 from capture.variables.objects import NNModuleVariable, PythonObjectVariable, TorchFunctionVariable
 from capture.variables.sym_values import (
@@ -574,20 +579,6 @@ _FAKE_DATA_READ = "data is not allocated yet"
 _DTYPE_INFERRING_CONSTRUCTORS = (torch.tensor, torch.as_tensor, torch.asarray, torch.scalar_tensor)
 
 
-def graph_constant(value: Any) -> Any:
-    """A constant as a graph argument: numpy scalars become the Python numbers they hold (the graph's
-    generated code cannot name numpy), inside tuples, lists, dicts and slices too."""
-    if numpy_scalar(value):
-        return value.item()
-    if type(value) in (tuple, list):
-        return type(value)(graph_constant(item) for item in value)
-    if type(value) is dict:
-        return {key: graph_constant(item) for key, item in value.items()}
-    if type(value) is slice:
-        return slice(graph_constant(value.start), graph_constant(value.stop), graph_constant(value.step))
-    return value
-
-
 def _has_numpy_scalar(value: Any) -> bool:
     return any(numpy_scalar(leaf) for leaf in pytree.tree_leaves(value)) or \
         any(isinstance(leaf, slice) and _has_numpy_scalar([leaf.start, leaf.stop, leaf.step])
@@ -604,11 +595,3 @@ def _unique_indices_not_int64(target: Any, result: Any) -> bool:
     return any(isinstance(t, torch.Tensor) and t.dtype != torch.int64 for t in result[1:])
 
 
-def is_stdlib_or_skipped(fn: types.FunctionType) -> bool:
-    """True for functions capture does not trace into (stdlib and known non-PyTorch libraries)."""
-    module = (getattr(fn, "__module__", None) or "").split(".")[0]
-    return module in sys.stdlib_module_names or module in SKIPPED_LIBRARIES
-
-
-SKIPPED_LIBRARIES = frozenset({"numpy", "scipy", "pandas", "sklearn", "matplotlib", "PIL", "cv2", "tqdm", "einops",
-                               "pytest", "_pytest", "IPython", "jax", "tensorflow", "capture"})

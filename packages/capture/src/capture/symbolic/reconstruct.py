@@ -11,7 +11,7 @@ import torch.fx
 from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
 
 from capture.bytecode.codegen import invoke
-from capture.variables.base import ConstantVariable, NullVariable, VariableTracker
+from capture.variables.base import ConstantVariable, DeferredAttributeVariable, NullVariable, VariableTracker
 from capture.variables.builtins import BuiltinVariable
 from capture.variables.container_methods import ContainerMethodVariable
 from capture.variables.containers import DictVariable, IteratorVariable, ListVariable, TupleVariable
@@ -33,31 +33,12 @@ from capture.variables.objects import (
     TorchFunctionVariable,
     WithExitVariable,
 )
+from capture.variables.rebuilding import CannotReconstruct, make_function, new_object
 from capture.variables.sym_values import SYMBOLIC_NODE, SymNodeVariable
 from capture.variables.tensor import TensorMethodVariable, TensorVariable
 from capture.variables.user_objects import NewObjectVariable
 
 _LITERAL_TYPES = (bool, int, str, type(None))
-
-
-def new_object(cls: type, attrs: dict[str, Any]) -> Any:
-    """Rebuild an object made in the traced region (attributes set directly, as its __init__ did)."""
-    instance: Any = object.__new__(cls)
-    instance.__dict__.update(attrs)
-    return instance
-
-
-def make_function(code: types.CodeType, f_globals: dict[str, Any], defaults: tuple[Any, ...],
-                  kwdefaults: dict[str, Any], closure: tuple[Any, ...] = ()) -> types.FunctionType:
-    """Rebuild a function made in the traced region (a lambda, a comprehension, a closure over cells)."""
-    fn = types.FunctionType(code, f_globals, code.co_name, defaults or None, closure or None)
-    fn.__kwdefaults__ = kwdefaults or None
-    fn.__qualname__ = code.co_qualname
-    return fn
-
-
-class CannotReconstruct(Exception):
-    """A live value has no Python form (e.g. a closure made in the region): resume is impossible."""
 
 
 class Reconstructor:
@@ -199,8 +180,6 @@ class Reconstructor:
             return f"{self.expr(value.tensor)}.{value.name}"
         if isinstance(value, ContainerMethodVariable):
             return f"{self.expr(value.container)}.{value.name}"
-        from capture.bytecode.loads_stores import DeferredAttributeVariable
-
         if isinstance(value, DeferredAttributeVariable):
             return f"getattr({self.expr(value.owner)}, {value.name!r})"
         raise CannotReconstruct(f"cannot rebuild {value} after a graph break")

@@ -19,13 +19,15 @@ from capture.bytecode.registry import handler_for, unsupported_reason
 from capture.distributed import DATA_PARALLEL_BREAK_REASON, is_data_parallel
 from capture.errors import CaptureError, UserLocation
 from capture.sources import AttrSource
+from capture.symbolic.attributes import get_attribute
 from capture.symbolic.code_info import CodeInfo, code_info
-from capture.symbolic.reconstruct import CannotReconstruct
+from capture.symbolic.operators import apply_operator
 from capture.variables.base import ConstantVariable, ExceptionVariable, Unsupported, VariableTracker
 from capture.variables.containers import IteratorVariable, TupleVariable
 from capture.variables.context_managers import YieldSignal
 from capture.variables.functions import BoundMethodVariable, CellVariable, UserFunctionVariable
 from capture.variables.objects import NNModuleVariable
+from capture.variables.rebuilding import CannotReconstruct
 
 if TYPE_CHECKING:
     from capture.symbolic.output_graph import OutputGraph
@@ -246,6 +248,20 @@ class InstructionTranslator:
             if not hasattr(error, "user_stack"):
                 error.user_stack = self.user_stack()  # type: ignore[attr-defined]
             raise
+
+    # -- what trackers call back (the `Tracer` protocol, variables/tracer.py) --------------------
+    def apply_operator(self, fn: Any, args: list[VariableTracker]) -> VariableTracker:
+        """`fn(*args)` for an `operator` function, as the bytecode's operators do."""
+        return apply_operator(self, fn, args)
+
+    def get_attribute(self, owner: VariableTracker, name: str) -> VariableTracker:
+        """`owner.name` as LOAD_ATTR reads it (attribute stores made earlier in the region included)."""
+        return get_attribute(self, owner, name)
+
+    def child_frame(self, code: types.CodeType, f_globals: dict[str, Any], bound: dict[str, VariableTracker],
+                    cells: dict[str, VariableTracker]) -> InstructionTranslator:
+        """A frame called from this one, sharing its graph, not yet run (a contextmanager's generator)."""
+        return InstructionTranslator(self.output, code, f_globals, bound, cells, parent=self)
 
     # -- calls ---------------------------------------------------------------------------------
     def inline_call(self, code: types.CodeType, f_globals: dict[str, Any], bound: dict[str, VariableTracker],

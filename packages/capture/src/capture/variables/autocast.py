@@ -10,7 +10,7 @@ from torch.amp import autocast_mode
 from capture.variables.base import ConstantVariable, Unsupported, VariableTracker
 
 if TYPE_CHECKING:
-    from capture.symbolic.translator import InstructionTranslator
+    from capture.variables.tracer import Tracer
 
 AutocastArgs = tuple[str, torch.dtype, bool, bool]
 
@@ -42,7 +42,7 @@ class AutocastVariable(VariableTracker):
     def python_type(self) -> type:
         return autocast_mode.autocast
 
-    def enter(self, tx: InstructionTranslator) -> VariableTracker:
+    def enter(self, tx: Tracer) -> VariableTracker:
         """Record the enter node and apply the mode to fake propagation; returns the exit callable."""
         node = tx.output.graph.call_function(autocast_mode._enter_autocast, self.values)
         tx.output.autocast_modes.append(self.values)
@@ -59,7 +59,7 @@ class AutocastExitVariable(VariableTracker):
         self.enter_node = enter_node
         self.values = values
 
-    def call(self, tx: InstructionTranslator, args: list[VariableTracker],
+    def call(self, tx: Tracer, args: list[VariableTracker],
              kwargs: dict[str, VariableTracker]) -> VariableTracker:
         modes = tx.output.autocast_modes
         if not modes or modes[-1] != self.values:

@@ -17,7 +17,8 @@ import torch
 import torch.fx
 
 from capture.variables.base import Unsupported, VariableTracker
-from capture.variables.builtins import Args, BuiltinVariable, Kwargs
+from capture.variables.builtins import BuiltinVariable
+from capture.variables.common import Args, Kwargs
 from capture.variables.containers import TupleVariable
 from capture.variables.functional import PartialVariable
 from capture.variables.functions import (
@@ -34,10 +35,11 @@ from capture.variables.objects import (
     SkippedFunctionVariable,
     TorchFunctionVariable,
 )
+from capture.variables.rebuilding import make_function
 from capture.variables.tensor import TensorVariable
 
 if TYPE_CHECKING:
-    from capture.symbolic.translator import InstructionTranslator
+    from capture.variables.tracer import Tracer
 
 
 class GraphCallable:
@@ -56,13 +58,12 @@ class GraphCallable:
         return f"GraphCallable({self.__name__})"
 
 
-def realize_function(tx: InstructionTranslator, fn: VariableTracker) -> Callable[..., Any]:
+def realize_function(tx: Tracer, fn: VariableTracker) -> Callable[..., Any]:
     """The real Python callable behind a tracker, for a node that calls it at run time.
 
     A closure made in the region is rebuilt from its code and cells; it may close over constants and
     existing objects, not over tensors computed in the graph.
     """
-    from capture.symbolic.reconstruct import make_function
     if isinstance(fn, NestedFunctionVariable):
         defaults = tuple(realize_value(tx, d) for d in fn.defaults)
         kwdefaults = {k: realize_value(tx, v) for k, v in fn.kwdefaults.items()}
@@ -81,7 +82,7 @@ def realize_function(tx: InstructionTranslator, fn: VariableTracker) -> Callable
     return value  # type: ignore[no-any-return]
 
 
-def realize_value(tx: InstructionTranslator, value: VariableTracker) -> Any:
+def realize_value(tx: Tracer, value: VariableTracker) -> Any:
     """The real Python value of a tracker that stands for an existing object or a constant."""
     if isinstance(value, (NestedFunctionVariable, BoundMethodVariable)):
         return realize_function(tx, value)
@@ -98,7 +99,7 @@ def realize_value(tx: InstructionTranslator, value: VariableTracker) -> Any:
     raise Unsupported(f"a function called at run time by the graph closes over {value}")
 
 
-def _realize_cell(tx: InstructionTranslator, cell: VariableTracker) -> types.CellType:
+def _realize_cell(tx: Tracer, cell: VariableTracker) -> types.CellType:
     if isinstance(cell, RealCellVariable):
         if cell.pending is not None:
             raise Unsupported("a closure whose cell the region assigned, called at run time by the graph")
@@ -120,7 +121,7 @@ class AutogradFunctionApplyVariable(VariableTracker):
     def python_type(self) -> type:
         return types.MethodType
 
-    def call(self, tx: InstructionTranslator, args: Args, kwargs: Kwargs) -> VariableTracker:
+    def call(self, tx: Tracer, args: Args, kwargs: Kwargs) -> VariableTracker:
         if kwargs:
             raise Unsupported(f"{self.cls.__name__}.apply() with keyword arguments")
         target = GraphCallable(self.cls.apply, f"{self.cls.__name__}_apply")
@@ -172,7 +173,7 @@ class TensorRegisterHookVariable(VariableTracker):
     def __init__(self, tensor: TensorVariable) -> None:
         self.tensor = tensor
 
-    def call(self, tx: InstructionTranslator, args: Args, kwargs: Kwargs) -> VariableTracker:
+    def call(self, tx: Tracer, args: Args, kwargs: Kwargs) -> VariableTracker:
         if len(args) != 1 or kwargs:
             raise Unsupported("register_hook() takes exactly one argument", user_error=True)
         if not self.tensor.example.requires_grad:
@@ -192,7 +193,7 @@ class TensorRegisterHookVariable(VariableTracker):
 class HookHandleVariable(VariableTracker):
     """The handle `register_hook` returns; removing the hook inside the region is not modelled."""
 
-    def getattr(self, tx: InstructionTranslator, name: str) -> VariableTracker:
+    def getattr(self, tx: Tracer, name: str) -> VariableTracker:
         raise Unsupported(f"hook handle .{name} inside the captured region")
 
 
@@ -209,7 +210,7 @@ class CheckpointVariable(VariableTracker):
     def python_type(self) -> type:
         return types.FunctionType
 
-    def call(self, tx: InstructionTranslator, args: Args, kwargs: Kwargs) -> VariableTracker:
+    def call(self, tx: Tracer, args: Args, kwargs: Kwargs) -> VariableTracker:
         if not args:
             raise Unsupported("checkpoint() needs a function", user_error=True)
         reentrant_var = kwargs.get("use_reentrant")
@@ -254,7 +255,7 @@ class FunctorchTransformVariable(VariableTracker):
     def python_type(self) -> type:
         return types.FunctionType
 
-    def call(self, tx: InstructionTranslator, args: Args, kwargs: Kwargs) -> VariableTracker:
+    def call(self, tx: Tracer, args: Args, kwargs: Kwargs) -> VariableTracker:
         if not args:
             raise Unsupported(f"{self.transform.__name__}() needs a function", user_error=True)
         options = [a.as_constant() for a in args[1:]]
@@ -279,7 +280,7 @@ class TransformedFunctionVariable(VariableTracker):
     def python_type(self) -> type:
         return types.FunctionType
 
-    def call(self, tx: InstructionTranslator, args: Args, kwargs: Kwargs) -> VariableTracker:
+    def call(self, tx: Tracer, args: Args, kwargs: Kwargs) -> VariableTracker:
         real = self.transform(realize_function(tx, self.fn), *self.options, **self.keywords)
         name = getattr(self.transform, "__name__", "transform")
         return tx.output.call_graph("call_function", GraphCallable(real, f"{name}_call"), args, kwargs)

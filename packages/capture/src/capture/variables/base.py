@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from capture.sources import Source
 
 if TYPE_CHECKING:
-    from capture.symbolic.translator import InstructionTranslator
+    from capture.variables.tracer import Tracer
 
 
 class Unsupported(Exception):
@@ -48,20 +48,20 @@ class VariableTracker:
         """The Python constant (raises Unsupported for non-constants)."""
         raise Unsupported(f"{self} is not a Python constant")
 
-    def truth(self, tx: InstructionTranslator) -> bool:
+    def truth(self, tx: Tracer) -> bool:
         """`bool(value)` at trace time, or a graph break when it depends on data."""
         raise Unsupported(f"truth value of {self} depends on run-time data")
 
-    def getattr(self, tx: InstructionTranslator, name: str) -> VariableTracker:
+    def getattr(self, tx: Tracer, name: str) -> VariableTracker:
         """`value.name`."""
         raise Unsupported(f"attribute {name!r} of {self}")
 
-    def call(self, tx: InstructionTranslator, args: list[VariableTracker],
+    def call(self, tx: Tracer, args: list[VariableTracker],
              kwargs: dict[str, VariableTracker]) -> VariableTracker:
         """`value(*args, **kwargs)`."""
         raise Unsupported(f"call to {self}")
 
-    def iterate(self, tx: InstructionTranslator) -> list[VariableTracker]:
+    def iterate(self, tx: Tracer) -> list[VariableTracker]:
         """The items `iter(value)` yields, when known at trace time."""
         raise Unsupported(f"iteration over {self}")
 
@@ -85,10 +85,10 @@ class ConstantVariable(VariableTracker):
     def as_constant(self) -> Any:
         return self.value
 
-    def truth(self, tx: InstructionTranslator) -> bool:
+    def truth(self, tx: Tracer) -> bool:
         return bool(self.value)
 
-    def getattr(self, tx: InstructionTranslator, name: str) -> VariableTracker:
+    def getattr(self, tx: Tracer, name: str) -> VariableTracker:
         try:
             attribute = getattr(self.value, name)
         except AttributeError as error:
@@ -97,7 +97,7 @@ class ConstantVariable(VariableTracker):
 
         return wrap_constant_attribute(attribute)
 
-    def iterate(self, tx: InstructionTranslator) -> list[VariableTracker]:
+    def iterate(self, tx: Tracer) -> list[VariableTracker]:
         if isinstance(self.value, (range, tuple, list, str, bytes, frozenset, set)):
             return [ConstantVariable(item) for item in self.value]
         raise Unsupported(f"iteration over constant {self.value!r}")
@@ -149,7 +149,7 @@ class ExceptionVariable(VariableTracker):
     def python_type(self) -> type:
         return type(self.value)
 
-    def getattr(self, tx: InstructionTranslator, name: str) -> VariableTracker:
+    def getattr(self, tx: Tracer, name: str) -> VariableTracker:
         if name == "args" and all(is_constant_value(a) for a in self.value.args):
             return ConstantVariable(tuple(self.value.args))
         raise Unsupported(f"attribute {name!r} of an exception")
@@ -166,3 +166,52 @@ def wrapped_class(variable: VariableTracker) -> type | None:
         if isinstance(candidate, type):
             return candidate
     return None
+
+
+def numpy_scalar(value: Any) -> bool:
+    """True for a numpy scalar (`np.float64(2.0)`, `np.int32(3)`, `np.bool_(True)`)."""
+    numpy = sys.modules.get("numpy")
+    return numpy is not None and isinstance(value, numpy.generic) and \
+        isinstance(value, (numpy.number, numpy.bool_))
+
+
+def graph_constant(value: Any) -> Any:
+    """A constant as a graph argument: numpy scalars become the Python numbers they hold (the graph's
+    generated code cannot name numpy), inside tuples, lists, dicts and slices too."""
+    if numpy_scalar(value):
+        return value.item()
+    if type(value) in (tuple, list):
+        return type(value)(graph_constant(item) for item in value)
+    if type(value) is dict:
+        return {key: graph_constant(item) for key, item in value.items()}
+    if type(value) is slice:
+        return slice(graph_constant(value.start), graph_constant(value.stop), graph_constant(value.step))
+    return value
+
+
+class DeferredAttributeVariable(VariableTracker):
+    """An attribute capture cannot model: any use of it is a graph break (at the use, not the read)."""
+
+    def __init__(self, owner: VariableTracker, name: str, error: Unsupported) -> None:
+        self.owner = owner
+        self.name = name
+        self.error = error
+
+    def _fail(self) -> Unsupported:
+        return Unsupported(self.error.reason, user_error=self.error.user_error, resumable=self.error.resumable)
+
+    def call(self, tx: Tracer, args: list[VariableTracker],
+             kwargs: dict[str, VariableTracker]) -> VariableTracker:
+        raise self._fail()
+
+    def getattr(self, tx: Tracer, name: str) -> VariableTracker:
+        raise self._fail()
+
+    def truth(self, tx: Tracer) -> bool:
+        raise self._fail()
+
+    def iterate(self, tx: Tracer) -> list[VariableTracker]:
+        raise self._fail()
+
+    def __repr__(self) -> str:
+        return f"DeferredAttributeVariable({self.owner}.{self.name})"

@@ -10,10 +10,12 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from capture.libraries import is_stdlib_or_skipped
 from capture.registry import MARKS
 from capture.sources import AttrSource, ItemSource, Source
 from capture.variables.base import ConstantVariable, VariableTracker, class_attribute, is_constant_value
 from capture.variables.builtins import BREAKING_BUILTINS, BUILTIN_HANDLERS, BuiltinVariable
+from capture.variables.common import OPERATOR_FUNCTIONS
 from capture.variables.containers import DictVariable, ListVariable, TupleVariable, is_literal_key
 from capture.variables.functional import FunctionalVariable, PartialVariable
 from capture.variables.functions import BoundMethodVariable, UserFunctionVariable
@@ -156,8 +158,6 @@ def classify(value: Any, source: Source | None) -> VariableTracker:
         is_builtin = False
     if is_builtin:
         return BuiltinVariable(value)
-    from capture.symbolic.operators import OPERATOR_FUNCTIONS
-
     try:
         if value in OPERATOR_FUNCTIONS:
             return BuiltinVariable(value)
@@ -180,8 +180,6 @@ def classify(value: Any, source: Source | None) -> VariableTracker:
     if isinstance(value, types.ModuleType):
         return PythonObjectVariable(value, source)
     if isinstance(value, types.FunctionType):
-        from capture.symbolic.output_graph import is_stdlib_or_skipped
-
         module = getattr(value, "__module__", "") or ""
         if (module == "torch" or module.startswith("torch.")) and not _is_torch_class_function(value):
             return TorchFunctionVariable(value, source)
@@ -202,8 +200,6 @@ def classify(value: Any, source: Source | None) -> VariableTracker:
         return SkippedFunctionVariable(value, f"call to method {_name(value)}", source)
     call_method = class_attribute(type(value), "__call__")
     if isinstance(call_method, types.FunctionType) and not isinstance(value, type):
-        from capture.symbolic.output_graph import is_stdlib_or_skipped
-
         if not is_stdlib_or_skipped(call_method) and not (type(value).__module__ or "").startswith("torch"):
             return PythonObjectVariable(value, source)
     if callable(value):

@@ -11,15 +11,16 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from capture.libraries import is_stdlib_or_skipped
 from capture.sources import AttrSource
 from capture.variables.base import (
     ConstantVariable,
     ExceptionVariable,
     Unsupported,
     VariableTracker,
-    is_constant_value,
     wrapped_class,
 )
+from capture.variables.common import OPERATOR_FUNCTIONS, Args, Kwargs, _fold, _items, _sorted
 from capture.variables.containers import (
     DictVariable,
     IteratorVariable,
@@ -39,11 +40,9 @@ from capture.variables.tensor import TensorVariable
 from capture.variables.user_objects import NewObjectVariable
 
 if TYPE_CHECKING:
-    from capture.symbolic.translator import InstructionTranslator
+    from capture.variables.tracer import Tracer
 
-Args = list[VariableTracker]
-Kwargs = dict[str, VariableTracker]
-BuiltinHandler = Callable[["InstructionTranslator", Args, Kwargs], VariableTracker]
+BuiltinHandler = Callable[["Tracer", Args, Kwargs], VariableTracker]
 BUILTIN_HANDLERS: dict[Any, BuiltinHandler] = {}
 
 # Builtins that always end the graph: their effect is outside the tensor world.
@@ -77,7 +76,7 @@ class BuiltinVariable(VariableTracker):
     def python_type(self) -> type:
         return type(self.fn)
 
-    def call(self, tx: InstructionTranslator, args: Args, kwargs: Kwargs) -> VariableTracker:
+    def call(self, tx: Tracer, args: Args, kwargs: Kwargs) -> VariableTracker:
         if self.fn in BREAKING_BUILTINS:
             raise Unsupported(BREAKING_BUILTINS[self.fn])
         if self.fn in FRAME_BUILTINS and not args:
@@ -93,15 +92,13 @@ class BuiltinVariable(VariableTracker):
             return handler(tx, args, kwargs)
         if all(a.is_constant() for a in [*args, *kwargs.values()]):
             return _fold(self.fn, args, kwargs)
-        from capture.symbolic.operators import OPERATOR_FUNCTIONS, apply_operator
-
         if self.fn in OPERATOR_FUNCTIONS and not kwargs:
-            return apply_operator(tx, self.fn, args)
+            return tx.apply_operator(self.fn, args)
         if self.fn is builtins.pow and len(args) == 2 and not kwargs:
-            return apply_operator(tx, operator.pow, args)
+            return tx.apply_operator(operator.pow, args)
         raise Unsupported(f"builtin {getattr(self.fn, '__name__', self.fn)}() on traced values")
 
-    def getattr(self, tx: InstructionTranslator, name: str) -> VariableTracker:
+    def getattr(self, tx: Tracer, name: str) -> VariableTracker:
         try:
             value = getattr(self.fn, name)
         except AttributeError as error:
@@ -114,34 +111,8 @@ class BuiltinVariable(VariableTracker):
         return f"BuiltinVariable({getattr(self.fn, '__name__', self.fn)})"
 
 
-def _fold(fn: Any, args: Args, kwargs: Kwargs) -> VariableTracker:
-    try:
-        value = fn(*[a.as_constant() for a in args], **{k: v.as_constant() for k, v in kwargs.items()})
-    except Exception as error:
-        raise Unsupported(f"{type(error).__name__}: {error}", user_error=True) from error
-    return _wrap_result(value)
-
-
-def _wrap_result(value: Any) -> VariableTracker:
-    if is_constant_value(value):
-        return ConstantVariable(value)
-    if isinstance(value, BaseException):
-        return ExceptionVariable(value)
-    if isinstance(value, list):
-        return ListVariable([_wrap_result(v) for v in value])
-    if isinstance(value, tuple):
-        return TupleVariable([_wrap_result(v) for v in value])
-    if isinstance(value, dict):
-        return DictVariable({k: _wrap_result(v) for k, v in value.items()})
-    raise Unsupported(f"builtin returned {type(value).__name__}")
-
-
-def _items(tx: InstructionTranslator, value: VariableTracker) -> list[VariableTracker]:
-    return value.iterate(tx)
-
-
 @builtin(len)
-def _len(tx: InstructionTranslator, args: Args, kwargs: Kwargs) -> VariableTracker:
+def _len(tx: Tracer, args: Args, kwargs: Kwargs) -> VariableTracker:
     (value,) = args
     from capture.variables.collections_types import existing_collection
     collection = existing_collection(tx, value)
@@ -160,9 +131,8 @@ def _len(tx: InstructionTranslator, args: Args, kwargs: Kwargs) -> VariableTrack
     return ConstantVariable(len(value.iterate(tx)))
 
 
-def _user_len(tx: InstructionTranslator, value: VariableTracker) -> VariableTracker | None:
+def _user_len(tx: Tracer, value: VariableTracker) -> VariableTracker | None:
     """`len(obj)` through a user class's `__len__` (None when it has none)."""
-    from capture.symbolic.output_graph import is_stdlib_or_skipped
     if not isinstance(value, (NewObjectVariable, PythonObjectVariable)):
         return None
     method = getattr(value.python_type(), "__len__", None)
@@ -177,7 +147,7 @@ def _user_len(tx: InstructionTranslator, value: VariableTracker) -> VariableTrac
 
 
 @builtin(callable)
-def _callable(tx: InstructionTranslator, args: Args, kwargs: Kwargs) -> VariableTracker:
+def _callable(tx: Tracer, args: Args, kwargs: Kwargs) -> VariableTracker:
     (value,) = args
     if isinstance(value, PythonObjectVariable):
         return ConstantVariable(callable(value.value))
@@ -196,7 +166,7 @@ def _callable(tx: InstructionTranslator, args: Args, kwargs: Kwargs) -> Variable
 
 
 @builtin(isinstance)
-def _isinstance(tx: InstructionTranslator, args: Args, kwargs: Kwargs) -> VariableTracker:
+def _isinstance(tx: Tracer, args: Args, kwargs: Kwargs) -> VariableTracker:
     value, classes = args
     cls = classes.as_constant() if classes.is_constant() else _class_of(classes)
     return ConstantVariable(issubclass(value.python_type(), cls))
@@ -214,7 +184,7 @@ def _class_of(value: VariableTracker) -> Any:
 
 
 @builtin(type)
-def _type(tx: InstructionTranslator, args: Args, kwargs: Kwargs) -> VariableTracker:
+def _type(tx: Tracer, args: Args, kwargs: Kwargs) -> VariableTracker:
     if len(args) != 1:
         raise Unsupported("type() with three arguments")
     if args[0].source is not None and not isinstance(args[0], TensorVariable):
@@ -222,9 +192,8 @@ def _type(tx: InstructionTranslator, args: Args, kwargs: Kwargs) -> VariableTrac
     return tx.output.wrap_value(args[0].python_type(), None)
 
 
-
 @builtin(getattr)
-def _getattr(tx: InstructionTranslator, args: Args, kwargs: Kwargs) -> VariableTracker:
+def _getattr(tx: Tracer, args: Args, kwargs: Kwargs) -> VariableTracker:
     obj, name = args[0], args[1].as_constant()
     try:
         return obj.getattr(tx, name)
@@ -235,7 +204,7 @@ def _getattr(tx: InstructionTranslator, args: Args, kwargs: Kwargs) -> VariableT
 
 
 @builtin(hasattr)
-def _hasattr(tx: InstructionTranslator, args: Args, kwargs: Kwargs) -> VariableTracker:
+def _hasattr(tx: Tracer, args: Args, kwargs: Kwargs) -> VariableTracker:
     obj, name = args[0], args[1].as_constant()
     try:
         obj.getattr(tx, name)
@@ -267,37 +236,37 @@ def _attribute_missing(obj: VariableTracker, name: str, error: Unsupported) -> b
 
 
 @builtin(range)
-def _range(tx: InstructionTranslator, args: Args, kwargs: Kwargs) -> VariableTracker:
+def _range(tx: Tracer, args: Args, kwargs: Kwargs) -> VariableTracker:
     return ConstantVariable(range(*[a.as_constant() for a in args]))
 
 
 @builtin(enumerate)
-def _enumerate(tx: InstructionTranslator, args: Args, kwargs: Kwargs) -> VariableTracker:
+def _enumerate(tx: Tracer, args: Args, kwargs: Kwargs) -> VariableTracker:
     start = args[1].as_constant() if len(args) > 1 else kwargs["start"].as_constant() if "start" in kwargs else 0
     return IteratorVariable([TupleVariable([ConstantVariable(i + start), item])
                              for i, item in enumerate(_items(tx, args[0]))])
 
 
 @builtin(zip)
-def _zip(tx: InstructionTranslator, args: Args, kwargs: Kwargs) -> VariableTracker:
+def _zip(tx: Tracer, args: Args, kwargs: Kwargs) -> VariableTracker:
     columns = [_items(tx, a) for a in args]
     return IteratorVariable([TupleVariable(list(row)) for row in zip(*columns)])
 
 
 @builtin(reversed)
-def _reversed(tx: InstructionTranslator, args: Args, kwargs: Kwargs) -> VariableTracker:
+def _reversed(tx: Tracer, args: Args, kwargs: Kwargs) -> VariableTracker:
     return IteratorVariable(list(reversed(_items(tx, args[0]))))
 
 
 @builtin(iter)
-def _iter(tx: InstructionTranslator, args: Args, kwargs: Kwargs) -> VariableTracker:
+def _iter(tx: Tracer, args: Args, kwargs: Kwargs) -> VariableTracker:
     if len(args) != 1 or kwargs:
         raise Unsupported("iter() with a sentinel")
     return iterator_over(tx, args[0])
 
 
 @builtin(next)
-def _next(tx: InstructionTranslator, args: Args, kwargs: Kwargs) -> VariableTracker:
+def _next(tx: Tracer, args: Args, kwargs: Kwargs) -> VariableTracker:
     iterator = args[0]
     if not isinstance(iterator, IteratorVariable):
         raise Unsupported("next() on an unknown iterator")
@@ -310,17 +279,17 @@ def _next(tx: InstructionTranslator, args: Args, kwargs: Kwargs) -> VariableTrac
 
 
 @builtin(tuple)
-def _tuple(tx: InstructionTranslator, args: Args, kwargs: Kwargs) -> VariableTracker:
+def _tuple(tx: Tracer, args: Args, kwargs: Kwargs) -> VariableTracker:
     return TupleVariable(_items(tx, args[0]) if args else [])
 
 
 @builtin(list)
-def _list(tx: InstructionTranslator, args: Args, kwargs: Kwargs) -> VariableTracker:
+def _list(tx: Tracer, args: Args, kwargs: Kwargs) -> VariableTracker:
     return ListVariable(_items(tx, args[0]) if args else [])
 
 
 @builtin(dict)
-def _dict(tx: InstructionTranslator, args: Args, kwargs: Kwargs) -> VariableTracker:
+def _dict(tx: Tracer, args: Args, kwargs: Kwargs) -> VariableTracker:
     items: dict[Any, VariableTracker] = {}
     if args:
         source = args[0]
@@ -335,7 +304,7 @@ def _dict(tx: InstructionTranslator, args: Args, kwargs: Kwargs) -> VariableTrac
 
 
 def _set_builtin(cls: type) -> BuiltinHandler:
-    def handler(tx: InstructionTranslator, args: Args, kwargs: Kwargs) -> VariableTracker:
+    def handler(tx: Tracer, args: Args, kwargs: Kwargs) -> VariableTracker:
         from capture.variables.collections_types import make_set
 
         if kwargs:
@@ -350,12 +319,12 @@ BUILTIN_HANDLERS[frozenset] = _set_builtin(frozenset)
 
 
 @builtin(bool)
-def _bool(tx: InstructionTranslator, args: Args, kwargs: Kwargs) -> VariableTracker:
+def _bool(tx: Tracer, args: Args, kwargs: Kwargs) -> VariableTracker:
     return ConstantVariable(args[0].truth(tx)) if args else ConstantVariable(False)
 
 
 def _numeric_builtin(fn: Any) -> BuiltinHandler:
-    def handler(tx: InstructionTranslator, args: Args, kwargs: Kwargs) -> VariableTracker:
+    def handler(tx: Tracer, args: Args, kwargs: Kwargs) -> VariableTracker:
         if all(a.is_constant() for a in [*args, *kwargs.values()]):
             return _fold(fn, args, kwargs)
         if fn is abs and len(args) == 1 and isinstance(args[0], TensorVariable):
@@ -383,7 +352,7 @@ for _fn in (int, float, str, abs, round, complex):
 
 
 def _reduce_builtin(fn: Any) -> BuiltinHandler:
-    def handler(tx: InstructionTranslator, args: Args, kwargs: Kwargs) -> VariableTracker:
+    def handler(tx: Tracer, args: Args, kwargs: Kwargs) -> VariableTracker:
         if fn is sorted:
             return _sorted(tx, args, kwargs)
         if all(a.is_constant() for a in [*args, *kwargs.values()]):
@@ -395,11 +364,9 @@ def _reduce_builtin(fn: Any) -> BuiltinHandler:
             return ordered[0] if fn is min else _last_max(tx, args, kwargs["key"])
         if fn is sum and set(kwargs) <= {"start"} and len(args) + len(kwargs) <= 2 and args:
             items = _items(tx, args[0])
-            from capture.symbolic.operators import apply_operator
-
             total: VariableTracker = args[1] if len(args) > 1 else kwargs.get("start", ConstantVariable(0))
             for item in items:
-                total = apply_operator(tx, operator.add, [total, item])
+                total = tx.apply_operator(operator.add, [total, item])
             return total
         if kwargs:
             raise Unsupported(f"{fn.__name__}() with keyword arguments over traced values")
@@ -425,7 +392,7 @@ for _reducer in (sum, min, max, any, all, sorted):
     BUILTIN_HANDLERS[_reducer] = _reduce_builtin(_reducer)
 
 
-def _over_sizes(tx: InstructionTranslator, fn: Any, values: list[VariableTracker]) -> VariableTracker | None:
+def _over_sizes(tx: Tracer, fn: Any, values: list[VariableTracker]) -> VariableTracker | None:
     """`all(x.shape)`, `min(input_resolution)` over constants and symbolic sizes (None for anything else).
 
     `all`/`any` branch on each item as Python does (a guard per item looked at); `min`/`max` are traced
@@ -445,7 +412,7 @@ def _over_sizes(tx: InstructionTranslator, fn: Any, values: list[VariableTracker
     return None
 
 
-def _last_max(tx: InstructionTranslator, args: Args, key: VariableTracker) -> VariableTracker:
+def _last_max(tx: Tracer, args: Args, key: VariableTracker) -> VariableTracker:
     """max(items, key=...): the first item with the largest key, as Python returns it."""
     items = _items(tx, args[0])
     keys = [key.call(tx, [item], {}).as_constant() for item in items]
@@ -456,44 +423,8 @@ def _last_max(tx: InstructionTranslator, args: Args, key: VariableTracker) -> Va
     return items[best]
 
 
-def _sorted(tx: InstructionTranslator, args: Args, kwargs: Kwargs) -> VariableTracker:
-    """sorted(iterable, key=..., reverse=...): keys must be constants at trace time."""
-    items = _items(tx, args[0])
-    key = kwargs.get("key")
-    reverse = bool(kwargs["reverse"].as_constant()) if "reverse" in kwargs else False
-    if key is None or (key.is_constant() and key.as_constant() is None):
-        ranked = list(items)
-    else:
-        ranked = [key.call(tx, [item], {}) for item in items]
-    def compare(i: int, j: int) -> int:
-        return _compare_trackers(ranked[i], ranked[j])
-
-    order = sorted(range(len(items)), key=functools.cmp_to_key(compare), reverse=reverse)
-    return ListVariable([items[i] for i in order])
-
-
-def _compare_trackers(left: VariableTracker, right: VariableTracker) -> int:
-    """Python's ordering of two trackers: constants, and tuples compared item by item up to the first
-    difference (so `sorted(d.items())` never compares the tensor values of distinct keys)."""
-    if left.is_constant() and right.is_constant():
-        a, b = left.as_constant(), right.as_constant()
-        try:
-            return -1 if a < b else 1 if b < a else 0
-        except TypeError as error:
-            raise Unsupported(f"TypeError: {error}", user_error=True) from error
-    if isinstance(left, TupleVariable) and isinstance(right, TupleVariable):
-        for a, b in zip(left.items, right.items):
-            if a is b:
-                continue
-            outcome = _compare_trackers(a, b)
-            if outcome:
-                return outcome
-        return (len(left.items) > len(right.items)) - (len(left.items) < len(right.items))
-    raise Unsupported(f"ordering {left} and {right} depends on traced values")
-
-
 @builtin(super)
-def _super(tx: InstructionTranslator, args: Args, kwargs: Kwargs) -> VariableTracker:
+def _super(tx: Tracer, args: Args, kwargs: Kwargs) -> VariableTracker:
     if args:
         cls = (args[0].as_constant() if args[0].is_constant() else wrapped_class(args[0])) if len(args) == 2 else None
         if not isinstance(cls, type):
@@ -519,7 +450,7 @@ def _super(tx: InstructionTranslator, args: Args, kwargs: Kwargs) -> VariableTra
 
 
 @builtin(object.__setattr__)
-def _object_setattr(tx: InstructionTranslator, args: Args, kwargs: Kwargs) -> VariableTracker:
+def _object_setattr(tx: Tracer, args: Args, kwargs: Kwargs) -> VariableTracker:
     target, name, value = args
     if not isinstance(target, NewObjectVariable):
         raise Unsupported("object.__setattr__ on an existing object")
@@ -528,7 +459,7 @@ def _object_setattr(tx: InstructionTranslator, args: Args, kwargs: Kwargs) -> Va
 
 
 @builtin(setattr)
-def _setattr(tx: InstructionTranslator, args: Args, kwargs: Kwargs) -> VariableTracker:
+def _setattr(tx: Tracer, args: Args, kwargs: Kwargs) -> VariableTracker:
     target, name, value = args
     if isinstance(target, NewObjectVariable):
         target.setattr(tx, name.as_constant(), value)

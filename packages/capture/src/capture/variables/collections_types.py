@@ -14,13 +14,13 @@ from typing import TYPE_CHECKING, Any
 
 from capture.sources import AttrSource, ItemSource
 from capture.variables.base import ConstantVariable, Unsupported, VariableTracker
-from capture.variables.builtins import Args, Kwargs, _items, _wrap_result
+from capture.variables.common import Args, Kwargs, _items, _wrap_result
 from capture.variables.containers import DictVariable, ListVariable, TupleVariable, is_literal_key
 from capture.variables.objects import PythonObjectVariable
 
 if TYPE_CHECKING:
     from capture.symbolic.reconstruct import Reconstructor
-    from capture.symbolic.translator import InstructionTranslator
+    from capture.variables.tracer import Tracer
 
 SET_METHODS = {"add", "discard", "remove", "pop", "clear", "update", "union", "intersection", "difference",
                "symmetric_difference", "issubset", "issuperset", "isdisjoint", "copy", "intersection_update",
@@ -29,7 +29,7 @@ _MUTATING_SET_METHODS = {"add", "discard", "remove", "pop", "clear", "update", "
                          "difference_update", "symmetric_difference_update"}
 
 
-def constant_elements(tx: InstructionTranslator, items: list[VariableTracker], what: str) -> list[Any]:
+def constant_elements(tx: Tracer, items: list[VariableTracker], what: str) -> list[Any]:
     """The constant values of `items` (a graph break when one is a tensor or another traced value)."""
     values = []
     for item in items:
@@ -81,13 +81,13 @@ class SetVariable(VariableTracker):
     def python_type(self) -> type:
         return set
 
-    def truth(self, tx: InstructionTranslator) -> bool:
+    def truth(self, tx: Tracer) -> bool:
         return bool(self.value)
 
-    def iterate(self, tx: InstructionTranslator) -> list[VariableTracker]:
+    def iterate(self, tx: Tracer) -> list[VariableTracker]:
         return [ConstantVariable(item) for item in self.value]
 
-    def getattr(self, tx: InstructionTranslator, name: str) -> VariableTracker:
+    def getattr(self, tx: Tracer, name: str) -> VariableTracker:
         if name in SET_METHODS:
             return SetMethodVariable(self, name)
         raise Unsupported(f"'set' object has no attribute '{name}'", user_error=True) from AttributeError(name)
@@ -112,7 +112,7 @@ class SetMethodVariable(VariableTracker):
         """The bound method of the rebuilt container."""
         return f"{rebuild.expr(self.target)}.{self.name}"
 
-    def call(self, tx: InstructionTranslator, args: Args, kwargs: Kwargs) -> VariableTracker:
+    def call(self, tx: Tracer, args: Args, kwargs: Kwargs) -> VariableTracker:
         if kwargs:
             raise Unsupported(f"set.{self.name}() takes no keyword arguments", user_error=True)
         values: list[Any] = []
@@ -151,7 +151,7 @@ def set_operator(fn: Any, left: VariableTracker, right: VariableTracker) -> Vari
     return wrap_set_result(result)
 
 
-def make_set(tx: InstructionTranslator, cls: type, args: Args) -> VariableTracker:
+def make_set(tx: Tracer, cls: type, args: Args) -> VariableTracker:
     """`set(iterable)` / `frozenset(iterable)`."""
     if len(args) > 1:
         raise Unsupported(f"{cls.__name__} expected at most 1 argument, got {len(args)}", user_error=True)
@@ -194,7 +194,7 @@ class DictViewVariable(ListVariable):
     def python_type(self) -> type:
         return type(getattr({}, self.kind)())
 
-    def getattr(self, tx: InstructionTranslator, name: str) -> VariableTracker:
+    def getattr(self, tx: Tracer, name: str) -> VariableTracker:
         if name == "isdisjoint" and self.kind == "keys":
             return SetMethodVariable(SetVariable(set(constant_elements(tx, self.items, "keys"))), name)
         raise Unsupported(f"'{self.python_type().__name__}' object has no attribute '{name}'")
@@ -221,7 +221,7 @@ class DequeVariable(ListVariable):
         return collections.deque
 
 
-    def getattr(self, tx: InstructionTranslator, name: str) -> VariableTracker:
+    def getattr(self, tx: Tracer, name: str) -> VariableTracker:
         if name == "maxlen":
             return ConstantVariable(self.maxlen)
         if name in DEQUE_METHODS:
@@ -255,7 +255,7 @@ class DequeMethodVariable(VariableTracker):
         """The bound method of the rebuilt container."""
         return f"{rebuild.expr(self.target)}.{self.name}"
 
-    def call(self, tx: InstructionTranslator, args: Args, kwargs: Kwargs) -> VariableTracker:
+    def call(self, tx: Tracer, args: Args, kwargs: Kwargs) -> VariableTracker:
         deque, items, name = self.target, self.target.items, self.name
         if kwargs:
             raise Unsupported(f"deque.{name}() takes no keyword arguments", user_error=True)
@@ -305,7 +305,7 @@ class DequeMethodVariable(VariableTracker):
         return result
 
 
-def make_deque(tx: InstructionTranslator, args: Args, kwargs: Kwargs) -> VariableTracker:
+def make_deque(tx: Tracer, args: Args, kwargs: Kwargs) -> VariableTracker:
     """`collections.deque(iterable=(), maxlen=None)`."""
     iterable = args[0] if args else kwargs.get("iterable")
     maxlen_var = args[1] if len(args) > 1 else kwargs.get("maxlen")
@@ -318,7 +318,7 @@ def make_deque(tx: InstructionTranslator, args: Args, kwargs: Kwargs) -> Variabl
 # --- dict subclasses -------------------------------------------------------------------------------
 
 
-def _dict_entries(tx: InstructionTranslator, args: Args, kwargs: Kwargs) -> dict[Any, VariableTracker]:
+def _dict_entries(tx: Tracer, args: Args, kwargs: Kwargs) -> dict[Any, VariableTracker]:
     """The entries `dict(*args, **kwargs)` would have."""
     entries: dict[Any, VariableTracker] = {}
     if args:
@@ -346,7 +346,7 @@ class OrderedDictVariable(DictVariable):
     def python_type(self) -> type:
         return collections.OrderedDict
 
-    def getattr(self, tx: InstructionTranslator, name: str) -> VariableTracker:
+    def getattr(self, tx: Tracer, name: str) -> VariableTracker:
         if name in ("move_to_end", "popitem"):
             return OrderedDictMethodVariable(self, name)
         return super().getattr(tx, name)
@@ -370,7 +370,7 @@ class OrderedDictMethodVariable(VariableTracker):
         """The bound method of the rebuilt container."""
         return f"{rebuild.expr(self.target)}.{self.name}"
 
-    def call(self, tx: InstructionTranslator, args: Args, kwargs: Kwargs) -> VariableTracker:
+    def call(self, tx: Tracer, args: Args, kwargs: Kwargs) -> VariableTracker:
         items = self.target.items
         last = bool((args[1] if len(args) > 1 else kwargs["last"]).as_constant()) \
             if len(args) > 1 or "last" in kwargs else True
@@ -407,12 +407,12 @@ class DefaultDictVariable(DictVariable):
     def python_type(self) -> type:
         return collections.defaultdict
 
-    def getattr(self, tx: InstructionTranslator, name: str) -> VariableTracker:
+    def getattr(self, tx: Tracer, name: str) -> VariableTracker:
         if name == "default_factory":
             return self.factory
         return super().getattr(tx, name)
 
-    def missing(self, tx: InstructionTranslator, key: Any) -> None:
+    def missing(self, tx: Tracer, key: Any) -> None:
         """`d[key]` on a missing key: store `factory()` under it, as `defaultdict.__missing__` does."""
         if self.factory.is_constant() and self.factory.as_constant() is None:
             raise Unsupported(f"KeyError: {key!r}", user_error=True) from KeyError(key)
@@ -437,7 +437,7 @@ class CounterVariable(DictVariable):
     def python_type(self) -> type:
         return collections.Counter
 
-    def getattr(self, tx: InstructionTranslator, name: str) -> VariableTracker:
+    def getattr(self, tx: Tracer, name: str) -> VariableTracker:
         if name in COUNTER_METHODS:
             return CounterMethodVariable(self, name)
         return super().getattr(tx, name)
@@ -472,7 +472,7 @@ class CounterMethodVariable(VariableTracker):
         """The bound method of the rebuilt container."""
         return f"{rebuild.expr(self.target)}.{self.name}"
 
-    def call(self, tx: InstructionTranslator, args: Args, kwargs: Kwargs) -> VariableTracker:
+    def call(self, tx: Tracer, args: Args, kwargs: Kwargs) -> VariableTracker:
         counter = self.target.real()
         values = [counter_argument(tx, a) for a in args]
         const_kwargs = {k: v.as_constant() for k, v in kwargs.items()}
@@ -489,7 +489,7 @@ class CounterMethodVariable(VariableTracker):
         return _wrap_result(result)
 
 
-def counter_argument(tx: InstructionTranslator, value: VariableTracker) -> Any:
+def counter_argument(tx: Tracer, value: VariableTracker) -> Any:
     """A Counter method's argument as a real value: a counter, a mapping or an iterable of constants."""
     if isinstance(value, CounterVariable):
         return value.real()
@@ -526,7 +526,7 @@ def counter_operator(fn: Any, left: VariableTracker, right: VariableTracker) -> 
     return made
 
 
-def make_counter(tx: InstructionTranslator, args: Args, kwargs: Kwargs) -> VariableTracker:
+def make_counter(tx: Tracer, args: Args, kwargs: Kwargs) -> VariableTracker:
     """`collections.Counter(iterable_or_mapping, **counts)`."""
     real: collections.Counter[Any] = collections.Counter()
     if args:
@@ -538,7 +538,7 @@ def make_counter(tx: InstructionTranslator, args: Args, kwargs: Kwargs) -> Varia
     return made
 
 
-def make_collection(tx: InstructionTranslator, cls: type, args: Args, kwargs: Kwargs) -> VariableTracker:
+def make_collection(tx: Tracer, cls: type, args: Args, kwargs: Kwargs) -> VariableTracker:
     """A new `collections` container of class `cls`."""
     if cls is collections.deque:
         return make_deque(tx, args, kwargs)
@@ -558,7 +558,7 @@ def make_collection(tx: InstructionTranslator, cls: type, args: Args, kwargs: Kw
 _EXISTING_KINDS = (collections.OrderedDict, collections.defaultdict, collections.Counter, collections.deque)
 
 
-def existing_collection(tx: InstructionTranslator, value: VariableTracker) -> VariableTracker | None:
+def existing_collection(tx: Tracer, value: VariableTracker) -> VariableTracker | None:
     """The container tracker of an existing OrderedDict, defaultdict, Counter or deque (None for others).
 
     Made once per object (later reads get the same tracker, so mutations are seen through every path):

@@ -5,12 +5,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from capture.variables.base import ConstantVariable, Unsupported, VariableTracker
-from capture.variables.builtins import Args, Kwargs, _items, _sorted
 from capture.variables.collections_types import DictViewVariable, _dict_entries
+from capture.variables.common import Args, Kwargs, _items, _sorted
 from capture.variables.containers import DictVariable, ListVariable, TupleVariable
 
 if TYPE_CHECKING:
-    from capture.symbolic.translator import InstructionTranslator
+    from capture.variables.tracer import Tracer
 
 
 class ContainerMethodVariable(VariableTracker):
@@ -20,7 +20,7 @@ class ContainerMethodVariable(VariableTracker):
         self.container = container
         self.name = name
 
-    def call(self, tx: InstructionTranslator, args: Args, kwargs: Kwargs) -> VariableTracker:
+    def call(self, tx: Tracer, args: Args, kwargs: Kwargs) -> VariableTracker:
         container, name = self.container, self.name
         if isinstance(container, ListVariable):
             return _list_method(tx, container, name, args, kwargs)
@@ -32,7 +32,7 @@ class ContainerMethodVariable(VariableTracker):
         raise Unsupported(f"method {name} of {container}")
 
 
-def _list_method(tx: InstructionTranslator, lst: ListVariable, name: str, args: Args,
+def _list_method(tx: Tracer, lst: ListVariable, name: str, args: Args,
                  kwargs: Kwargs) -> VariableTracker:
     if name == "append":
         lst.items.append(args[0])
@@ -68,7 +68,7 @@ def _list_method(tx: InstructionTranslator, lst: ListVariable, name: str, args: 
     return ConstantVariable(None)
 
 
-def _dict_method(tx: InstructionTranslator, d: DictVariable, name: str, args: Args, kwargs: Kwargs) -> VariableTracker:
+def _dict_method(tx: Tracer, d: DictVariable, name: str, args: Args, kwargs: Kwargs) -> VariableTracker:
     if name in ("items", "keys", "values"):
         return DictViewVariable.of(d, name)
     if name == "get":

@@ -11,7 +11,7 @@ from capture.sources import Source
 from capture.variables.base import ConstantVariable, Unsupported, VariableTracker
 
 if TYPE_CHECKING:
-    from capture.symbolic.translator import InstructionTranslator
+    from capture.variables.tracer import Tracer
 
 
 class TupleVariable(VariableTracker):
@@ -31,13 +31,13 @@ class TupleVariable(VariableTracker):
     def as_constant(self) -> Any:
         return tuple(item.as_constant() for item in self.items)
 
-    def truth(self, tx: InstructionTranslator) -> bool:
+    def truth(self, tx: Tracer) -> bool:
         return bool(self.items)
 
-    def iterate(self, tx: InstructionTranslator) -> list[VariableTracker]:
+    def iterate(self, tx: Tracer) -> list[VariableTracker]:
         return list(self.items)
 
-    def getattr(self, tx: InstructionTranslator, name: str) -> VariableTracker:
+    def getattr(self, tx: Tracer, name: str) -> VariableTracker:
         fields = _fields_of(self.cls) if self.cls is not None else None
         if fields and name in fields:
             return self.items[list(fields).index(name)]
@@ -83,19 +83,19 @@ class ListVariable(VariableTracker):
     def python_type(self) -> type:
         return list
 
-    def truth(self, tx: InstructionTranslator) -> bool:
+    def truth(self, tx: Tracer) -> bool:
         return bool(self.items)
 
-    def iterate(self, tx: InstructionTranslator) -> list[VariableTracker]:
+    def iterate(self, tx: Tracer) -> list[VariableTracker]:
         return list(self.items)
 
-    def mark_mutated(self, tx: InstructionTranslator) -> None:
+    def mark_mutated(self, tx: Tracer) -> None:
         """Record that the list changed, so the change is replayed on the real list."""
         self.mutated = True
         if self.source is not None:
             tx.output.side_effects.track_container(self)
 
-    def getattr(self, tx: InstructionTranslator, name: str) -> VariableTracker:
+    def getattr(self, tx: Tracer, name: str) -> VariableTracker:
         from capture.variables.container_methods import ContainerMethodVariable
 
         if name in ("append", "extend", "pop", "insert", "index", "count", "clear", "reverse", "copy", "remove", "sort"):
@@ -117,19 +117,19 @@ class DictVariable(VariableTracker):
     def python_type(self) -> type:
         return dict
 
-    def truth(self, tx: InstructionTranslator) -> bool:
+    def truth(self, tx: Tracer) -> bool:
         return bool(self.items)
 
-    def iterate(self, tx: InstructionTranslator) -> list[VariableTracker]:
+    def iterate(self, tx: Tracer) -> list[VariableTracker]:
         return [ConstantVariable(key) for key in self.items]
 
-    def mark_mutated(self, tx: InstructionTranslator) -> None:
+    def mark_mutated(self, tx: Tracer) -> None:
         """Record that the dict changed, so the change is replayed on the real dict."""
         self.mutated = True
         if self.source is not None:
             tx.output.side_effects.track_container(self)
 
-    def getattr(self, tx: InstructionTranslator, name: str) -> VariableTracker:
+    def getattr(self, tx: Tracer, name: str) -> VariableTracker:
         from capture.variables.container_methods import ContainerMethodVariable
 
         if name in ("items", "keys", "values", "get", "update", "pop", "setdefault", "clear", "copy"):
@@ -155,7 +155,7 @@ class IteratorVariable(VariableTracker):
         self.position += 1
         return item
 
-    def iterate(self, tx: InstructionTranslator) -> list[VariableTracker]:
+    def iterate(self, tx: Tracer) -> list[VariableTracker]:
         rest = self.items[self.position:]
         self.position = len(self.items)
         return rest
@@ -183,7 +183,7 @@ class DictIteratorVariable(IteratorVariable):
         return super().next_item()
 
 
-def iterator_over(tx: InstructionTranslator, value: VariableTracker) -> IteratorVariable:
+def iterator_over(tx: Tracer, value: VariableTracker) -> IteratorVariable:
     """`iter(value)` (GET_ITER) on a tracker: a dict's iterator checks its dict's size on every step."""
     if isinstance(value, IteratorVariable):
         return value
@@ -201,7 +201,7 @@ class NamedTupleMethodVariable(VariableTracker):
         self.fields = fields
         self.name = name
 
-    def call(self, tx: InstructionTranslator, args: list[VariableTracker],
+    def call(self, tx: Tracer, args: list[VariableTracker],
              kwargs: dict[str, VariableTracker]) -> VariableTracker:
         current = dict(zip(self.fields, self.value.items))
         if self.name == "_asdict":

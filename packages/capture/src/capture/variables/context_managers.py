@@ -14,7 +14,7 @@ from capture.variables.base import ConstantVariable, Unsupported, VariableTracke
 from capture.variables.functions import UserFunctionVariable, bind_arguments, call_in_grad_mode
 
 if TYPE_CHECKING:
-    from capture.symbolic.translator import InstructionTranslator
+    from capture.variables.tracer import Tracer
 
 
 @contextlib.contextmanager
@@ -53,10 +53,8 @@ class GeneratorContextVariable(VariableTracker):
     def python_type(self) -> type:
         return contextlib._GeneratorContextManager
 
-    def enter(self, tx: InstructionTranslator) -> tuple[VariableTracker, VariableTracker]:
+    def enter(self, tx: Tracer) -> tuple[VariableTracker, VariableTracker]:
         """Inline the generator up to its first yield; returns (exit callable, yielded value)."""
-        from capture.symbolic.translator import InstructionTranslator
-
         if self.entered:
             raise Unsupported("a contextmanager context entered twice", user_error=True)
         self.entered = True
@@ -67,8 +65,7 @@ class GeneratorContextVariable(VariableTracker):
         kwdefaults = {k: tx.output.wrap_value(v, None) for k, v in (fn.__kwdefaults__ or {}).items()}
         bound = bind_arguments(fn.__code__, fn.__qualname__, defaults, kwdefaults, self.args, self.kwargs)
         closure = UserFunctionVariable(fn).closure_cells(tx)
-        child = InstructionTranslator(tx.output, fn.__code__, fn.__globals__, bound,
-                                      dict(zip(fn.__code__.co_freevars, closure)), parent=tx)
+        child = tx.child_frame(fn.__code__, fn.__globals__, bound, dict(zip(fn.__code__.co_freevars, closure)))
         child.yielded = []
         child.suspend_on_yield = True
         try:
@@ -88,7 +85,7 @@ class GeneratorExitVariable(VariableTracker):
     def __init__(self, child: Any) -> None:
         self.child = child
 
-    def call(self, tx: InstructionTranslator, args: list[VariableTracker],
+    def call(self, tx: Tracer, args: list[VariableTracker],
              kwargs: dict[str, VariableTracker]) -> VariableTracker:
         if args and not (args[0].is_constant() and args[0].as_constant() is None):
             raise Unsupported("an exception leaving a contextmanager block")
@@ -114,7 +111,7 @@ class SuppressVariable(VariableTracker):
     def python_type(self) -> type:
         return contextlib.suppress
 
-    def enter_with(self, tx: InstructionTranslator) -> tuple[VariableTracker, VariableTracker]:
+    def enter_with(self, tx: Tracer) -> tuple[VariableTracker, VariableTracker]:
         """BEFORE_WITH: (the exit callable, the value bound by `as`)."""
         return SuppressExitVariable(self.classes), ConstantVariable(None)
 
@@ -128,7 +125,7 @@ class SuppressExitVariable(VariableTracker):
     def __init__(self, classes: tuple[type, ...]) -> None:
         self.classes = classes
 
-    def call(self, tx: InstructionTranslator, args: list[VariableTracker],
+    def call(self, tx: Tracer, args: list[VariableTracker],
              kwargs: dict[str, VariableTracker]) -> VariableTracker:
         if not args or (args[0].is_constant() and args[0].as_constant() is None):
             return ConstantVariable(False)
@@ -145,7 +142,7 @@ class NullContextVariable(VariableTracker):
     def python_type(self) -> type:
         return contextlib.nullcontext
 
-    def enter_with(self, tx: InstructionTranslator) -> tuple[VariableTracker, VariableTracker]:
+    def enter_with(self, tx: Tracer) -> tuple[VariableTracker, VariableTracker]:
         """BEFORE_WITH: (the exit callable, the value bound by `as`)."""
         return NoopExitVariable(), self.entered
 
@@ -153,7 +150,7 @@ class NullContextVariable(VariableTracker):
 class NoopExitVariable(VariableTracker):
     """An `__exit__` that does nothing and lets exceptions through."""
 
-    def call(self, tx: InstructionTranslator, args: list[VariableTracker],
+    def call(self, tx: Tracer, args: list[VariableTracker],
              kwargs: dict[str, VariableTracker]) -> VariableTracker:
         return ConstantVariable(None)
 
@@ -196,7 +193,7 @@ class GradModeFactoryVariable(VariableTracker):
     def __init__(self, context: Any) -> None:
         self.context = context
 
-    def call(self, tx: InstructionTranslator, args: list[VariableTracker],
+    def call(self, tx: Tracer, args: list[VariableTracker],
              kwargs: dict[str, VariableTracker]) -> VariableTracker:
         from capture.variables.objects import GradModeVariable
 
@@ -220,7 +217,7 @@ class GradModeDecoratedVariable(VariableTracker):
     def python_type(self) -> type:
         return types.FunctionType
 
-    def call(self, tx: InstructionTranslator, args: list[VariableTracker],
+    def call(self, tx: Tracer, args: list[VariableTracker],
              kwargs: dict[str, VariableTracker]) -> VariableTracker:
         return call_in_grad_mode(tx, self.enabled, self.fn, args, kwargs)
 
@@ -235,7 +232,7 @@ class ProfilerRangeVariable(VariableTracker):
     def python_type(self) -> type:
         return torch.autograd.profiler.record_function
 
-    def enter_with(self, tx: InstructionTranslator) -> tuple[VariableTracker, VariableTracker]:
+    def enter_with(self, tx: Tracer) -> tuple[VariableTracker, VariableTracker]:
         """BEFORE_WITH: (the exit callable, the value bound by `as`)."""
         return NoopExitVariable(), OpaqueVariable("the record_function object")
 
@@ -246,9 +243,9 @@ class OpaqueVariable(VariableTracker):
     def __init__(self, what: str) -> None:
         self.what = what
 
-    def getattr(self, tx: InstructionTranslator, name: str) -> VariableTracker:
+    def getattr(self, tx: Tracer, name: str) -> VariableTracker:
         raise Unsupported(f"using {self.what} inside the captured region")
 
-    def call(self, tx: InstructionTranslator, args: list[VariableTracker],
+    def call(self, tx: Tracer, args: list[VariableTracker],
              kwargs: dict[str, VariableTracker]) -> VariableTracker:
         raise Unsupported(f"using {self.what} inside the captured region")

@@ -24,7 +24,7 @@ from capture.variables.base import ConstantVariable, VariableTracker
 from capture.variables.functions import UserFunctionVariable
 
 if TYPE_CHECKING:
-    from capture.symbolic.translator import InstructionTranslator
+    from capture.variables.tracer import Tracer
 
 _FLOATS = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
 _INTERPOLATIONS = ("linear", "lower", "higher", "midpoint", "nearest")
@@ -180,7 +180,7 @@ _CALLS: dict[Any, Callable[..., tuple[Callable[..., Any], list[Any]] | None]] = 
 }
 
 
-def data_checked_call(tx: InstructionTranslator, fn: Any, args: list[VariableTracker],
+def data_checked_call(tx: Tracer, fn: Any, args: list[VariableTracker],
                       kwargs: dict[str, VariableTracker]) -> VariableTracker | None:
     """`fn(*args, **kwargs)` traced through its tensor code where `fn` is one of the functions above
     and its data check has an answer now; None where the call is recorded as usual."""

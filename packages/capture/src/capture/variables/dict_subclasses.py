@@ -17,7 +17,7 @@ from capture.variables.user_objects import bind_class_attribute
 
 if TYPE_CHECKING:
     from capture.symbolic.reconstruct import Reconstructor
-    from capture.symbolic.translator import InstructionTranslator
+    from capture.variables.tracer import Tracer
 
 # Methods whose override would change what the dict does with its entries.
 _BEHAVIOUR = frozenset({
@@ -41,7 +41,7 @@ def plain_dict_subclass(cls: Any) -> bool:
     return True
 
 
-def make_dict_subclass(tx: InstructionTranslator, cls: type, args: list[VariableTracker],
+def make_dict_subclass(tx: Tracer, cls: type, args: list[VariableTracker],
                        kwargs: dict[str, VariableTracker]) -> VariableTracker:
     """`cls(*args, **kwargs)` for a plain dict subclass: the entries `dict(*args, **kwargs)` would have."""
     if len(args) > 1:
@@ -66,7 +66,7 @@ class _SubclassBehaviour:
     def python_type(self) -> type:
         return self.cls
 
-    def getattr(self, tx: InstructionTranslator, name: str) -> VariableTracker:
+    def getattr(self, tx: Tracer, name: str) -> VariableTracker:
         for klass in self.cls.__mro__:
             if klass in _BASES:
                 break

@@ -33,7 +33,7 @@ from capture.variables.sym_values import SymNodeVariable, call_builtin
 from capture.variables.tensor import TensorVariable
 
 if TYPE_CHECKING:
-    from capture.symbolic.translator import InstructionTranslator
+    from capture.variables.tracer import Tracer
 
 # Pure numpy functions (besides ufuncs and scalar types) folded when their arguments are Python constants.
 # Anything else numpy offers (np.random, file I/O, np.seterr, array constructors) is left a graph break.
@@ -97,7 +97,7 @@ class ConstantResultVariable(VariableTracker):
     def python_type(self) -> type:
         return type(self.fn)
 
-    def call(self, tx: InstructionTranslator, args: list[VariableTracker],
+    def call(self, tx: Tracer, args: list[VariableTracker],
              kwargs: dict[str, VariableTracker]) -> VariableTracker:
         name = getattr(self.fn, "__qualname__", self.fn)
         if not all(is_plain_value(v) for v in [*args, *kwargs.values()]):
@@ -139,13 +139,6 @@ def _folds_at_trace_time(numpy: Any, value: Any) -> bool:
         getattr(numpy, value.__name__, None) is value
 
 
-def numpy_scalar(value: Any) -> bool:
-    """True for a numpy scalar (`np.float64(2.0)`, `np.int32(3)`, `np.bool_(True)`)."""
-    numpy = sys.modules.get("numpy")
-    return numpy is not None and isinstance(value, numpy.generic) and \
-        isinstance(value, (numpy.number, numpy.bool_))
-
-
 class NumpyCallVariable(VariableTracker):
     """A numpy ufunc, scalar type or pure function: evaluated at trace time on Python constants.
 
@@ -166,7 +159,7 @@ class NumpyCallVariable(VariableTracker):
     def as_constant(self) -> Any:
         return self.fn if isinstance(self.fn, type) else super().as_constant()
 
-    def call(self, tx: InstructionTranslator, args: list[VariableTracker],
+    def call(self, tx: Tracer, args: list[VariableTracker],
              kwargs: dict[str, VariableTracker]) -> VariableTracker:
         values = [*args, *kwargs.values()]
         name = getattr(self.fn, "__name__", "")
@@ -204,7 +197,7 @@ class FindSpecVariable(VariableTracker):
     def python_type(self) -> type:
         return types.FunctionType
 
-    def call(self, tx: InstructionTranslator, args: list[VariableTracker],
+    def call(self, tx: Tracer, args: list[VariableTracker],
              kwargs: dict[str, VariableTracker]) -> VariableTracker:
         if not all(v.is_constant() for v in [*args, *kwargs.values()]):
             raise Unsupported("importlib.util.find_spec with non-constant arguments")
@@ -233,18 +226,16 @@ class TensorDescriptorVariable(VariableTracker):
     def python_type(self) -> type:
         return type(self.descriptor)
 
-    def call(self, tx: InstructionTranslator, args: list[VariableTracker],
+    def call(self, tx: Tracer, args: list[VariableTracker],
              kwargs: dict[str, VariableTracker]) -> VariableTracker:
-        from capture.bytecode.loads_stores import get_attribute
-        from capture.symbolic.operators import apply_operator
         name = self.descriptor.__name__
         if not args or not isinstance(args[0], TensorVariable):
             raise Unsupported(f"torch.Tensor.{name} called on {args[0] if args else 'nothing'}")
         if name in _REFLECTED and len(args) == 2 and not kwargs:
-            return apply_operator(tx, _REFLECTED[name], [args[1], args[0]])
+            return tx.apply_operator(_REFLECTED[name], [args[1], args[0]])
         if name == "__getitem__" and len(args) == 2 and not kwargs:
-            return apply_operator(tx, operator.getitem, args)
-        return get_attribute(tx, args[0], name).call(tx, list(args[1:]), kwargs)
+            return tx.apply_operator(operator.getitem, args)
+        return tx.get_attribute(args[0], name).call(tx, list(args[1:]), kwargs)
 
     def reconstruct(self, rebuild: Any) -> str:
         """The real descriptor."""

@@ -6,12 +6,12 @@ from typing import TYPE_CHECKING, Any
 
 from capture.sources import PureCallSource, Source
 from capture.variables.base import ConstantVariable, Unsupported, VariableTracker, is_constant_value
-from capture.variables.builtins import Args, Kwargs, _items
+from capture.variables.common import Args, Kwargs, _items
 from capture.variables.containers import IteratorVariable, ListVariable
 from capture.variables.functions import BoundMethodVariable, UserFunctionVariable
 
 if TYPE_CHECKING:
-    from capture.symbolic.translator import InstructionTranslator
+    from capture.variables.tracer import Tracer
 
 
 class SuperVariable(VariableTracker):
@@ -21,7 +21,7 @@ class SuperVariable(VariableTracker):
         self.cls = cls
         self.receiver = receiver
 
-    def getattr(self, tx: InstructionTranslator, name: str) -> VariableTracker:
+    def getattr(self, tx: Tracer, name: str) -> VariableTracker:
         import types
 
         mro = self.receiver.python_type().__mro__
@@ -45,7 +45,7 @@ class FunctionalVariable(VariableTracker):
     def __init__(self, fn: Any) -> None:
         self.fn = fn
 
-    def call(self, tx: InstructionTranslator, args: Args, kwargs: Kwargs) -> VariableTracker:
+    def call(self, tx: Tracer, args: Args, kwargs: Kwargs) -> VariableTracker:
         import functools
         import itertools
 
@@ -90,7 +90,7 @@ class PartialVariable(VariableTracker):
         self.kwargs = kwargs
         self.source = source  # an existing partial object (reconstructed as itself)
 
-    def call(self, tx: InstructionTranslator, args: Args, kwargs: Kwargs) -> VariableTracker:
+    def call(self, tx: Tracer, args: Args, kwargs: Kwargs) -> VariableTracker:
         return self.fn.call(tx, [*self.args, *args], {**self.kwargs, **kwargs})
 
 
@@ -105,7 +105,7 @@ class PureMethodVariable(VariableTracker):
         self.owner = owner
         self.name = name
 
-    def call(self, tx: InstructionTranslator, args: Args, kwargs: Kwargs) -> VariableTracker:
+    def call(self, tx: Tracer, args: Args, kwargs: Kwargs) -> VariableTracker:
         if kwargs or not all(a.is_constant() for a in args) or self.receiver.source is None:
             raise Unsupported(f"{self.owner.__name__}.{self.name} with non-constant arguments")
         values = tuple(a.as_constant() for a in args)

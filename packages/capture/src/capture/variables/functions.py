@@ -11,7 +11,7 @@ from capture.variables.base import ConstantVariable, Unsupported, VariableTracke
 from capture.variables.containers import DictVariable, TupleVariable
 
 if TYPE_CHECKING:
-    from capture.symbolic.translator import InstructionTranslator
+    from capture.variables.tracer import Tracer
 
 CO_VARARGS = inspect.CO_VARARGS
 CO_VARKEYWORDS = inspect.CO_VARKEYWORDS
@@ -46,7 +46,7 @@ class UserFunctionVariable(VariableTracker):
     def python_type(self) -> type:
         return types.FunctionType
 
-    def getattr(self, tx: InstructionTranslator, name: str) -> VariableTracker:
+    def getattr(self, tx: Tracer, name: str) -> VariableTracker:
         if name in ("__name__", "__qualname__", "__module__", "__doc__", "__code__"):
             return ConstantVariable(getattr(self.fn, name))
         try:
@@ -56,7 +56,7 @@ class UserFunctionVariable(VariableTracker):
         source = AttrSource(self.source, name) if self.source is not None else None
         return tx.output.wrap_value(value, source)
 
-    def closure_cells(self, tx: InstructionTranslator) -> list[VariableTracker]:
+    def closure_cells(self, tx: Tracer) -> list[VariableTracker]:
         """The function's closure cells as trackers (guarded through the function's source)."""
         cells: list[VariableTracker] = []
         for index, cell in enumerate(self.fn.__closure__ or ()):
@@ -66,7 +66,7 @@ class UserFunctionVariable(VariableTracker):
             cells.append(tx.output.cell_tracker(cell, source))
         return cells
 
-    def call(self, tx: InstructionTranslator, args: list[VariableTracker],
+    def call(self, tx: Tracer, args: list[VariableTracker],
              kwargs: dict[str, VariableTracker]) -> VariableTracker:
         from capture.variables.context_managers import (
             GeneratorContextVariable,
@@ -90,7 +90,7 @@ class UserFunctionVariable(VariableTracker):
         return f"UserFunctionVariable({self.fn.__qualname__})"
 
 
-def call_in_grad_mode(tx: InstructionTranslator, enabled: bool, fn: VariableTracker, args: list[VariableTracker],
+def call_in_grad_mode(tx: Tracer, enabled: bool, fn: VariableTracker, args: list[VariableTracker],
                        kwargs: dict[str, VariableTracker]) -> VariableTracker:
     """Inline `fn(*args, **kwargs)` with grad mode `enabled`, restoring the previous mode after (as a with-block)."""
     previous = tx.grad_enabled
@@ -117,7 +117,7 @@ class NestedFunctionVariable(VariableTracker):
     def python_type(self) -> type:
         return types.FunctionType
 
-    def call(self, tx: InstructionTranslator, args: list[VariableTracker],
+    def call(self, tx: Tracer, args: list[VariableTracker],
              kwargs: dict[str, VariableTracker]) -> VariableTracker:
         bound = bind_arguments(self.code, self.qualname, self.defaults, self.kwdefaults, args, kwargs)
         return tx.inline_call(self.code, self.f_globals, bound, self.closure, self.qualname)
@@ -137,7 +137,7 @@ class BoundMethodVariable(VariableTracker):
     def python_type(self) -> type:
         return types.MethodType
 
-    def call(self, tx: InstructionTranslator, args: list[VariableTracker],
+    def call(self, tx: Tracer, args: list[VariableTracker],
              kwargs: dict[str, VariableTracker]) -> VariableTracker:
         return self.function.call(tx, [self.receiver, *args], kwargs)
 

@@ -23,16 +23,18 @@ from typing import TYPE_CHECKING, Any, cast
 import torch
 import torch.utils.checkpoint
 
+from capture.libraries import is_stdlib_or_skipped
 from capture.variables.autocast import existing_autocast
 from capture.variables.autograd_calls import CheckpointVariable, FunctorchTransformVariable, realize_value
 from capture.variables.base import ConstantVariable, Unsupported, VariableTracker, is_constant_value
-from capture.variables.builtins import Args, Kwargs, _class_of, _items
+from capture.variables.builtins import _class_of
 from capture.variables.collections_types import (
     DefaultDictVariable,
     OrderedDictVariable,
     constant_elements,
     make_collection,
 )
+from capture.variables.common import Args, Kwargs, _items
 from capture.variables.containers import (
     DictVariable,
     IteratorVariable,
@@ -52,10 +54,11 @@ from capture.variables.folding import folded_callable
 from capture.variables.functions import UserFunctionVariable
 from capture.variables.objects import TRACE_TIME_FUNCTIONS, PythonObjectVariable
 from capture.variables.pytree import pytree_callable
+from capture.variables.rebuilding import CannotReconstruct
 from capture.variables.user_objects import NewObjectVariable, construct_user_object, is_plain_user_class
 
 if TYPE_CHECKING:
-    from capture.symbolic.translator import InstructionTranslator
+    from capture.variables.tracer import Tracer
 
 _COLLECTION_TYPES = (collections.deque, collections.OrderedDict, collections.defaultdict, collections.Counter)
 _CONTEXT_TYPES = (contextlib.suppress, contextlib.nullcontext, torch.autograd.profiler.record_function)
@@ -125,14 +128,14 @@ def library_callable(value: Any) -> VariableTracker | None:
 class CollectionTypeVariable(PythonObjectVariable):
     """`collections.deque`, `OrderedDict`, `defaultdict` or `Counter`: calling it makes a traced container."""
 
-    def call(self, tx: InstructionTranslator, args: Args, kwargs: Kwargs) -> VariableTracker:
+    def call(self, tx: Tracer, args: Args, kwargs: Kwargs) -> VariableTracker:
         return make_collection(tx, self.value, args, kwargs)
 
 
 class ContextTypeVariable(PythonObjectVariable):
     """`contextlib.suppress` or `contextlib.nullcontext`: calling it makes a traced context."""
 
-    def call(self, tx: InstructionTranslator, args: Args, kwargs: Kwargs) -> VariableTracker:
+    def call(self, tx: Tracer, args: Args, kwargs: Kwargs) -> VariableTracker:
         if self.value is torch.autograd.profiler.record_function:
             return ProfilerRangeVariable()
         if self.value is contextlib.nullcontext:
@@ -158,7 +161,7 @@ class ItertoolsVariable(VariableTracker):
     def python_type(self) -> type:
         return type(self.fn)
 
-    def getattr(self, tx: InstructionTranslator, name: str) -> VariableTracker:
+    def getattr(self, tx: Tracer, name: str) -> VariableTracker:
         if self.fn is itertools.chain and name == "from_iterable":
             return ItertoolsVariable(itertools.chain.from_iterable)
         raise Unsupported(f"attribute {name!r} of {self.fn}")
@@ -167,7 +170,7 @@ class ItertoolsVariable(VariableTracker):
         """The real itertools callable."""
         return str(rebuild.constant(self.fn))
 
-    def call(self, tx: InstructionTranslator, args: Args, kwargs: Kwargs) -> VariableTracker:
+    def call(self, tx: Tracer, args: Args, kwargs: Kwargs) -> VariableTracker:
         fn = self.fn
         if fn == itertools.chain.from_iterable:
             return IteratorVariable([item for part in _items(tx, args[0]) for item in _items(tx, part)])
@@ -207,7 +210,7 @@ class ItertoolsVariable(VariableTracker):
             raise Unsupported(f"{type(error).__name__}: {error}", user_error=True) from error
         return IteratorVariable([_back(pools, item) for item in produced])
 
-    def _with_callback(self, tx: InstructionTranslator, args: Args, kwargs: Kwargs) -> list[VariableTracker]:
+    def _with_callback(self, tx: Tracer, args: Args, kwargs: Kwargs) -> list[VariableTracker]:
         fn, callback = self.fn, args[0]
         if fn is itertools.accumulate:
             callback = kwargs.get("func", args[1] if len(args) > 1 else None)  # type: ignore[assignment]
@@ -254,7 +257,7 @@ def _back(pools: list[list[VariableTracker]], value: Any) -> VariableTracker:
 class OperatorGetterTypeVariable(PythonObjectVariable):
     """`operator.itemgetter`, `attrgetter` or `methodcaller`: calling it makes a traced getter."""
 
-    def call(self, tx: InstructionTranslator, args: Args, kwargs: Kwargs) -> VariableTracker:
+    def call(self, tx: Tracer, args: Args, kwargs: Kwargs) -> VariableTracker:
         if self.value is not operator.methodcaller and (kwargs or not args):
             raise Unsupported(f"{self.value.__name__}() expects at least one positional argument", user_error=True)
         return OperatorGetterVariable(self.value, args, kwargs)
@@ -271,30 +274,26 @@ class OperatorGetterVariable(VariableTracker):
     def python_type(self) -> type:
         return self.kind
 
-    def call(self, tx: InstructionTranslator, args: Args, kwargs: Kwargs) -> VariableTracker:
-        from capture.bytecode.loads_stores import get_attribute
-        from capture.symbolic.operators import apply_operator
+    def call(self, tx: Tracer, args: Args, kwargs: Kwargs) -> VariableTracker:
         if len(args) != 1 or kwargs:
             raise Unsupported(f"{self.kind.__name__} object expects one argument", user_error=True)
         (target,) = args
         if self.kind is operator.methodcaller:
             name = self.args[0].as_constant()
-            return get_attribute(tx, target, name).call(tx, list(self.args[1:]), dict(self.kwargs))
+            return tx.get_attribute(target, name).call(tx, list(self.args[1:]), dict(self.kwargs))
         results: list[VariableTracker] = []
         for key in self.args:
             if self.kind is operator.itemgetter:
-                results.append(apply_operator(tx, operator.getitem, [target, key]))
+                results.append(tx.apply_operator(operator.getitem, [target, key]))
                 continue
             value = target
             for part in str(key.as_constant()).split("."):
-                value = get_attribute(tx, value, part)
+                value = tx.get_attribute(value, part)
             results.append(value)
         return results[0] if len(results) == 1 else TupleVariable(results)
 
     def reconstruct(self, rebuild: Any) -> str:
         """The real getter, when its arguments are constants."""
-        from capture.symbolic.reconstruct import CannotReconstruct
-
         if not all(a.is_constant() for a in [*self.args, *self.kwargs.values()]):
             raise CannotReconstruct(f"cannot rebuild {self.kind.__name__} over traced values")
         real = self.kind(*[a.as_constant() for a in self.args], **{k: v.as_constant() for k, v in self.kwargs.items()})
@@ -310,7 +309,7 @@ class ObjectNewVariable(VariableTracker):
     def python_type(self) -> type:
         return types.BuiltinFunctionType
 
-    def call(self, tx: InstructionTranslator, args: Args, kwargs: Kwargs) -> VariableTracker:
+    def call(self, tx: Tracer, args: Args, kwargs: Kwargs) -> VariableTracker:
         cls = getattr(args[0], "value", None) if args else None
         if len(args) != 1 or kwargs or not isinstance(cls, type) or not is_plain_user_class(cls):
             raise Unsupported("object.__new__ of something other than a plain user class")
@@ -327,7 +326,7 @@ class FromKeysVariable(VariableTracker):
     def __init__(self, cls: type) -> None:
         self.cls = cls
 
-    def call(self, tx: InstructionTranslator, args: Args, kwargs: Kwargs) -> VariableTracker:
+    def call(self, tx: Tracer, args: Args, kwargs: Kwargs) -> VariableTracker:
         if not args or len(args) > 2 or kwargs:
             raise Unsupported("fromkeys() expects one or two positional arguments", user_error=True)
         value = args[1] if len(args) > 1 else ConstantVariable(None)
@@ -353,7 +352,7 @@ class NamedTupleFactoryVariable(VariableTracker):
     is made at trace time (named after the calling module, as eager names it) and its instances are traced
     as named tuples. Each compiled call hands out that one class, not a new one per call."""
 
-    def call(self, tx: InstructionTranslator, args: Args, kwargs: Kwargs) -> VariableTracker:
+    def call(self, tx: Tracer, args: Args, kwargs: Kwargs) -> VariableTracker:
         if not all(is_plain_value(v) for v in [*args, *kwargs.values()]):
             raise Unsupported("collections.namedtuple() with traced arguments")
         options = {k: plain_value(v) for k, v in kwargs.items()}
@@ -372,7 +371,6 @@ class NamedTupleFactoryVariable(VariableTracker):
 
 def _cached_function(value: Any) -> VariableTracker | None:
     """A `functools.lru_cache` function: its wrapped function is inlined (caching does not change results)."""
-    from capture.symbolic.output_graph import is_stdlib_or_skipped
     wrapped = getattr(value, "__wrapped__", None)
     if not isinstance(wrapped, types.FunctionType) or is_stdlib_or_skipped(wrapped):
         return None
@@ -387,8 +385,7 @@ class DataclassFunctionVariable(VariableTracker):
     def __init__(self, fn: Callable[..., Any]) -> None:
         self.fn = fn
 
-    def call(self, tx: InstructionTranslator, args: Args, kwargs: Kwargs) -> VariableTracker:
-        from capture.bytecode.loads_stores import get_attribute
+    def call(self, tx: Tracer, args: Args, kwargs: Kwargs) -> VariableTracker:
         if len(args) != 1:
             raise Unsupported(f"{self.fn.__name__}() takes one positional argument", user_error=True)
         target = args[0]
@@ -399,7 +396,7 @@ class DataclassFunctionVariable(VariableTracker):
         fields = dataclasses.fields(cls)
         if self.fn is dataclasses.fields:
             return TupleVariable([PythonObjectVariable(field, None) for field in fields])
-        values = {field.name: kwargs.get(field.name) or get_attribute(tx, target, field.name)
+        values = {field.name: kwargs.get(field.name) or tx.get_attribute(target, field.name)
                   for field in fields if field.init}
         return construct_user_object(tx, PythonObjectVariable(cls, None), [], values)
 
@@ -414,7 +411,7 @@ class WrapsVariable(VariableTracker):
     (The copied `__name__`, `__doc__`, ... are not modelled; reading them from the wrapper is a graph break.)
     """
 
-    def call(self, tx: InstructionTranslator, args: Args, kwargs: Kwargs) -> VariableTracker:
+    def call(self, tx: Tracer, args: Args, kwargs: Kwargs) -> VariableTracker:
         return _IdentityDecoratorVariable()
 
     def reconstruct(self, rebuild: Any) -> str:
@@ -425,7 +422,7 @@ class WrapsVariable(VariableTracker):
 class _IdentityDecoratorVariable(VariableTracker):
     """The decorator `functools.wraps(fn)` returns, as traced: gives back the function it decorates."""
 
-    def call(self, tx: InstructionTranslator, args: Args, kwargs: Kwargs) -> VariableTracker:
+    def call(self, tx: Tracer, args: Args, kwargs: Kwargs) -> VariableTracker:
         if len(args) != 1 or kwargs:
             raise Unsupported("functools.wraps(...) decorator expects one function", user_error=True)
         return args[0]
@@ -440,7 +437,7 @@ class EnvironReadVariable(VariableTracker):
     def __init__(self, method: str) -> None:
         self.method = method
 
-    def call(self, tx: InstructionTranslator, args: Args, kwargs: Kwargs) -> VariableTracker:
+    def call(self, tx: Tracer, args: Args, kwargs: Kwargs) -> VariableTracker:
         if kwargs or not args or not all(a.is_constant() for a in args):
             raise Unsupported("reading os.environ with non-constant arguments")
         key, *default = [a.as_constant() for a in args]
@@ -460,7 +457,7 @@ class InspectPredicateVariable(VariableTracker):
     def __init__(self, predicate: Callable[[Any], bool]) -> None:
         self.predicate = predicate
 
-    def call(self, tx: InstructionTranslator, args: Args, kwargs: Kwargs) -> VariableTracker:
+    def call(self, tx: Tracer, args: Args, kwargs: Kwargs) -> VariableTracker:
         if len(args) != 1 or kwargs:
             raise Unsupported(f"{self.predicate.__name__}() takes one argument", user_error=True)
         return ConstantVariable(bool(self.predicate(realize_value(tx, args[0]))))
@@ -470,7 +467,7 @@ class InspectPredicateVariable(VariableTracker):
         return str(rebuild.constant(self.predicate))
 
 
-def structseq_operator(tx: InstructionTranslator, fn: Any, left: VariableTracker,
+def structseq_operator(tx: Tracer, fn: Any, left: VariableTracker,
                        right: VariableTracker) -> VariableTracker | None:
     """Comparisons with a tuple-like object of constants such as `sys.version_info` (guarded by value)."""
     sides = []
@@ -493,7 +490,7 @@ def structseq_operator(tx: InstructionTranslator, fn: Any, left: VariableTracker
 class AnnotateVariable(VariableTracker):
     """`torch.jit.annotate(type, value)`: the value itself (the type is for TorchScript only)."""
 
-    def call(self, tx: InstructionTranslator, args: Args, kwargs: Kwargs) -> VariableTracker:
+    def call(self, tx: Tracer, args: Args, kwargs: Kwargs) -> VariableTracker:
         if len(args) != 2 or kwargs:
             raise Unsupported("torch.jit.annotate() takes a type and a value", user_error=True)
         return args[1]

@@ -8,15 +8,15 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from capture.variables.base import ConstantVariable, Unsupported, VariableTracker
-from capture.variables.builtins import _fold
+from capture.variables.common import _fold
 from capture.variables.sym_values import SymNodeVariable, call_builtin
 from capture.variables.tensor import TensorVariable
 
 if TYPE_CHECKING:
-    from capture.symbolic.translator import InstructionTranslator
+    from capture.variables.tracer import Tracer
 
 
-def min_max_with_tensors(tx: InstructionTranslator, fn: Any, values: list[VariableTracker]) -> VariableTracker | None:
+def min_max_with_tensors(tx: Tracer, fn: Any, values: list[VariableTracker]) -> VariableTracker | None:
     """`min(a, b, ...)`/`max(...)` where some values are one-element tensors and the others numbers or
     tensors of the same shape and dtype (None when that is not the case).
 
@@ -53,7 +53,7 @@ def min_max_with_tensors(tx: InstructionTranslator, fn: Any, values: list[Variab
     return result
 
 
-def _pair(tx: InstructionTranslator, fn: Any, left: VariableTracker, right: VariableTracker) -> VariableTracker:
+def _pair(tx: Tracer, fn: Any, left: VariableTracker, right: VariableTracker) -> VariableTracker:
     if isinstance(left, TensorVariable) and isinstance(right, TensorVariable):
         return tx.output.call_graph("call_function", torch.minimum if fn is min else torch.maximum, [left, right], {})
     if not isinstance(left, TensorVariable) and not isinstance(right, TensorVariable):

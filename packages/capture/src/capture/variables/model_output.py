@@ -10,7 +10,7 @@ from capture.variables.containers import DictVariable, TupleVariable
 
 if TYPE_CHECKING:
     from capture.sources import Source
-    from capture.symbolic.translator import InstructionTranslator
+    from capture.variables.tracer import Tracer
 
 
 def is_model_output_class(cls: Any) -> bool:
@@ -78,7 +78,7 @@ class ModelOutputVariable(DictVariable):
             raise Unsupported(f"{type(error).__name__}: {error}", user_error=True) from error
         return TupleVariable(selected) if isinstance(key, slice) else selected
 
-    def getattr(self, tx: InstructionTranslator, name: str) -> VariableTracker:
+    def getattr(self, tx: Tracer, name: str) -> VariableTracker:
         if name in self.items:
             return self.items[name]
         if name in self.fields:
@@ -125,7 +125,7 @@ class _ToTupleMethod(VariableTracker):
     def __init__(self, output: ModelOutputVariable) -> None:
         self.output = output
 
-    def call(self, tx: InstructionTranslator, args: list[VariableTracker],
+    def call(self, tx: Tracer, args: list[VariableTracker],
              kwargs: dict[str, VariableTracker]) -> VariableTracker:
         if args or kwargs:
             raise Unsupported("to_tuple() takes no arguments", user_error=True)

@@ -23,6 +23,7 @@ import torch
 from capture.sources import PureCallSource
 from capture.variables.base import ConstantVariable, Unsupported, VariableTracker
 from capture.variables.builtins import BuiltinVariable
+from capture.variables.common import BINARY_OPERATORS, INPLACE_OPERATORS
 from capture.variables.containers import DictVariable, ListVariable, TupleVariable
 from capture.variables.objects import PythonObjectVariable
 from capture.variables.tensor import TensorVariable
@@ -30,7 +31,7 @@ from capture.variables.tensor import TensorVariable
 if TYPE_CHECKING:
     from types import ModuleType
 
-    from capture.symbolic.translator import InstructionTranslator
+    from capture.variables.tracer import Tracer
 
 # numpy's namespaces traced through torch._numpy (np.random is not: its draws are not a function of the inputs).
 _NAMESPACES = {"numpy": "", "numpy.linalg": "linalg.", "numpy.fft": "fft."}
@@ -136,10 +137,10 @@ class NdarrayVariable(VariableTracker):
         numpy = _numpy()
         return numpy_dtype(self.tensor.example.dtype).type if self.scalar else numpy.ndarray
 
-    def truth(self, tx: InstructionTranslator) -> bool:
+    def truth(self, tx: Tracer) -> bool:
         raise Unsupported("data-dependent control flow: the branch depends on a NumPy value computed in the graph")
 
-    def getattr(self, tx: InstructionTranslator, name: str) -> VariableTracker:
+    def getattr(self, tx: Tracer, name: str) -> VariableTracker:
         example = self.tensor.example
         if name in _METADATA:
             if name == "shape":
@@ -166,7 +167,7 @@ class NdarrayVariable(VariableTracker):
         message = f"'numpy.{cls.__name__}' object has no attribute '{name}'"
         raise Unsupported(f"AttributeError: {message}", user_error=True, exception=AttributeError(message))
 
-    def iterate(self, tx: InstructionTranslator) -> list[VariableTracker]:
+    def iterate(self, tx: Tracer) -> list[VariableTracker]:
         if self.tensor.example.dim() == 0:
             raise Unsupported("TypeError: iteration over a 0-d array", user_error=True)
         return [ndarray_operator(tx, operator.getitem, [self, ConstantVariable(i)])
@@ -189,7 +190,7 @@ class NdarrayMethodVariable(VariableTracker):
         self.array = array
         self.name = name
 
-    def call(self, tx: InstructionTranslator, args: list[VariableTracker],
+    def call(self, tx: Tracer, args: list[VariableTracker],
              kwargs: dict[str, VariableTracker]) -> VariableTracker:
         name = self.name
         if name in _WRITING_METHODS:
@@ -213,7 +214,7 @@ class NdarrayMethodVariable(VariableTracker):
 # --- entry points from other trackers ------------------------------------------------------------------------
 
 
-def tensor_to_ndarray(tx: InstructionTranslator, tensor: TensorVariable, args: list[VariableTracker],
+def tensor_to_ndarray(tx: Tracer, tensor: TensorVariable, args: list[VariableTracker],
                       kwargs: dict[str, VariableTracker], what: str = "Tensor.numpy()") -> NdarrayVariable:
     """`tensor.numpy()` (also `np.asarray(tensor)`): the same tensor as an ndarray, with eager's errors."""
     force = bool(kwargs["force"].as_constant()) if "force" in kwargs else \
@@ -235,10 +236,8 @@ def tensor_to_ndarray(tx: InstructionTranslator, tensor: TensorVariable, args: l
     return NdarrayVariable(tensor)
 
 
-def ndarray_operator(tx: InstructionTranslator, fn: Any, args: list[VariableTracker]) -> VariableTracker:
+def ndarray_operator(tx: Tracer, fn: Any, args: list[VariableTracker]) -> VariableTracker:
     """A Python operator with an ndarray operand, with NumPy's semantics."""
-    from capture.symbolic.operators import BINARY_OPERATORS, INPLACE_OPERATORS
-
     if fn in INPLACE_OPERATORS:
         if not isinstance(args[0], NdarrayVariable):  # `total += array` rebinds `total`
             return ndarray_operator(tx, BINARY_OPERATORS[INPLACE_OPERATORS.index(fn)], args)
@@ -253,14 +252,14 @@ def ndarray_operator(tx: InstructionTranslator, fn: Any, args: list[VariableTrac
                    array=fn is operator.getitem and _keeps_array(args), real=fn, args=args, kwargs={})
 
 
-def ndarray_setitem(tx: InstructionTranslator, array: NdarrayVariable, index: VariableTracker,
+def ndarray_setitem(tx: Tracer, array: NdarrayVariable, index: VariableTracker,
                     value: VariableTracker) -> None:
     """`a[index] = value`: written into the array's tensor in the graph (a tensor sharing its memory, such as
     the one `a = t.numpy()` came from, sees the write, as in eager)."""
     _written(tx, array, "setitem", [index, value])
 
 
-def _written(tx: InstructionTranslator, array: NdarrayVariable, name: str, operands: list[VariableTracker]) -> \
+def _written(tx: Tracer, array: NdarrayVariable, name: str, operands: list[VariableTracker]) -> \
         NdarrayVariable:
     """An in-place operator (`a += b`, `a[i] = v`) as a graph node that writes into `array`'s tensor."""
     if any(isinstance(a, TensorVariable) for a in operands):
@@ -275,7 +274,7 @@ def _written(tx: InstructionTranslator, array: NdarrayVariable, name: str, opera
     return array
 
 
-def call_numpy_function(tx: InstructionTranslator, fn: Any, args: list[VariableTracker],
+def call_numpy_function(tx: Tracer, fn: Any, args: list[VariableTracker],
                         kwargs: dict[str, VariableTracker]) -> VariableTracker:
     """`np.<name>(...)` (also `np.linalg.*`, `np.fft.*`) on traced values or making arrays: one graph node."""
     path = numpy_function_path(fn)
@@ -299,7 +298,7 @@ def call_numpy_function(tx: InstructionTranslator, fn: Any, args: list[VariableT
                    real=fn, args=args, kwargs=kwargs)
 
 
-def torch_from_ndarray(tx: InstructionTranslator, fn: Any, args: list[VariableTracker],
+def torch_from_ndarray(tx: Tracer, fn: Any, args: list[VariableTracker],
                        kwargs: dict[str, VariableTracker]) -> VariableTracker:
     """`torch.from_numpy(a)`, `torch.as_tensor(a)`, `torch.tensor(a)`, `torch.asarray(a)` of a traced ndarray."""
     array = args[0]
@@ -396,7 +395,7 @@ def numpy_function_path(fn: Any) -> str | None:
     return path if callable(_resolve(path)) else None
 
 
-def _graph_argument(tx: InstructionTranslator, value: VariableTracker) -> VariableTracker:
+def _graph_argument(tx: Tracer, value: VariableTracker) -> VariableTracker:
     """An argument of a NumPy node: ndarrays as their tensors, numpy dtypes as torch dtypes."""
     from capture.variables.folding import NumpyCallVariable
 
@@ -419,7 +418,7 @@ def _graph_argument(tx: InstructionTranslator, value: VariableTracker) -> Variab
     return value
 
 
-def _traced(tx: InstructionTranslator, target: Any, graph_args: list[VariableTracker],
+def _traced(tx: Tracer, target: Any, graph_args: list[VariableTracker],
             graph_kwargs: dict[str, VariableTracker], *, array: bool, real: Any = None,
             args: list[VariableTracker] | None = None, kwargs: dict[str, VariableTracker] | None = None
             ) -> VariableTracker:
@@ -453,7 +452,7 @@ def _keeps_array(args: list[VariableTracker]) -> bool:
     return index.is_constant() and index.as_constant() is Ellipsis
 
 
-def _mixed_operator(tx: InstructionTranslator, fn: Any, args: list[VariableTracker]) -> VariableTracker:
+def _mixed_operator(tx: Tracer, fn: Any, args: list[VariableTracker]) -> VariableTracker:
     """An operator between a torch tensor and a numpy scalar: torch's rules apply (the scalar is a Python
     number to torch), traced where that matches the scalar as a 0-d tensor (same or lower dtype category)."""
     tensor = next(a for a in args if isinstance(a, TensorVariable))
@@ -475,8 +474,6 @@ def _category(dtype: torch.dtype) -> int:
     return 2 if dtype.is_floating_point else 1
 
 
-def apply_size(tx: InstructionTranslator, numel: VariableTracker, itemsize: int) -> VariableTracker:
+def apply_size(tx: Tracer, numel: VariableTracker, itemsize: int) -> VariableTracker:
     """`numel * itemsize` (`a.nbytes`), symbolic when the size is."""
-    from capture.symbolic.operators import apply_operator
-
-    return apply_operator(tx, operator.mul, [numel, ConstantVariable(itemsize)])
+    return tx.apply_operator(operator.mul, [numel, ConstantVariable(itemsize)])

@@ -27,7 +27,7 @@ from capture.variables.sym_values import SymNodeVariable
 from capture.variables.tensor import TensorVariable
 
 if TYPE_CHECKING:
-    from capture.symbolic.translator import InstructionTranslator
+    from capture.variables.tracer import Tracer
 
 # Operands with more elements than this are simulated with one element per dim (ufuncs and operators) or not
 # at all (the check is skipped: torch._numpy's result stands).
@@ -83,7 +83,7 @@ def expected_results(real: Callable[..., Any], args: list[VariableTracker],
             for leaf in leaves]
 
 
-def as_numpy_gives(tx: InstructionTranslator, result: VariableTracker, real: Callable[..., Any],
+def as_numpy_gives(tx: Tracer, result: VariableTracker, real: Callable[..., Any],
                    args: list[VariableTracker], kwargs: dict[str, VariableTracker],
                    again: Callable[[list[VariableTracker]], VariableTracker],
                    graph_args: list[VariableTracker]) -> VariableTracker:
@@ -122,13 +122,13 @@ def as_numpy_gives(tx: InstructionTranslator, result: VariableTracker, real: Cal
     return ListVariable(fixed) if isinstance(result, ListVariable) else fixed[0]
 
 
-def _call(tx: InstructionTranslator, method: str, tensor: TensorVariable, arg: VariableTracker) -> TensorVariable:
+def _call(tx: Tracer, method: str, tensor: TensorVariable, arg: VariableTracker) -> TensorVariable:
     out = tx.output.call_graph("call_method", method, [tensor, arg], {})
     assert isinstance(out, TensorVariable)
     return out
 
 
-def _with_integer_operands_cast(tx: InstructionTranslator, again: Callable[[list[VariableTracker]], VariableTracker],
+def _with_integer_operands_cast(tx: Tracer, again: Callable[[list[VariableTracker]], VariableTracker],
                                 graph_args: list[VariableTracker], dtype: torch.dtype) -> VariableTracker | None:
     """The call again with its integer and bool array operands cast to `dtype` first (`int_array / 2` computed
     in float64, as NumPy does), or None when that does not give `dtype`."""

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import torch
 
+from capture.libraries import SKIPPED_LIBRARIES, is_stdlib_or_skipped
 from capture.sources import AttrSource, ItemSource, Source
 from capture.variables.autocast import make_autocast
 from capture.variables.base import (
@@ -32,7 +33,7 @@ from capture.variables.sym_values import call_builtin
 from capture.variables.tensor import TensorVariable
 
 if TYPE_CHECKING:
-    from capture.symbolic.translator import InstructionTranslator
+    from capture.variables.tracer import Tracer
 
 # Torch callables that answer from trace-time state instead of becoming graph nodes.
 _FOLDABLE_TORCH = {torch.is_tensor, torch.is_floating_point, torch.get_default_dtype, torch.is_grad_enabled,
@@ -50,8 +51,6 @@ def is_fixed_library_attribute(module: types.ModuleType, value: object) -> bool:
     between calls. torch's Python scalars are flags that do (``torch.backends.cudnn.enabled``), and
     everything in the user's own modules (a config module's ``scale``, a function monkeypatched later)
     is guarded."""
-    from capture.symbolic.output_graph import SKIPPED_LIBRARIES
-
     root = (getattr(module, "__name__", None) or "").split(".")[0]
     if isinstance(value, torch.Tensor):
         return False
@@ -70,7 +69,7 @@ class TorchFunctionVariable(VariableTracker):
     def python_type(self) -> type:
         return type(self.fn)
 
-    def call(self, tx: InstructionTranslator, args: list[VariableTracker],
+    def call(self, tx: Tracer, args: list[VariableTracker],
              kwargs: dict[str, VariableTracker]) -> VariableTracker:
         fn = self.fn
         if fn is torch.is_grad_enabled:
@@ -116,7 +115,7 @@ class TorchFunctionVariable(VariableTracker):
             return UserFunctionVariable(fn).call(tx, args, kwargs)  # `nn.LayerNorm.forward(self, x)`: traced
         return tx.output.call_graph("call_function", fn, args, kwargs)
 
-    def getattr(self, tx: InstructionTranslator, name: str) -> VariableTracker:
+    def getattr(self, tx: Tracer, name: str) -> VariableTracker:
         value = getattr(self.fn, name)
         return tx.output.wrap_value(value, None)
 
@@ -124,7 +123,7 @@ class TorchFunctionVariable(VariableTracker):
         return f"TorchFunctionVariable({getattr(self.fn, '__qualname__', self.fn)})"
 
 
-def construct_module(tx: InstructionTranslator, cls: type, args: list[VariableTracker],
+def construct_module(tx: Tracer, cls: type, args: list[VariableTracker],
                      kwargs: dict[str, VariableTracker]) -> VariableTracker:
     """`nn.SomeModule(consts...)` inside the region: built once at trace time, then traced.
 
@@ -154,7 +153,7 @@ class SkippedFunctionVariable(VariableTracker):
     def python_type(self) -> type:
         return type(self.fn)
 
-    def call(self, tx: InstructionTranslator, args: list[VariableTracker],
+    def call(self, tx: Tracer, args: list[VariableTracker],
              kwargs: dict[str, VariableTracker]) -> VariableTracker:
         folded = _fold_introspection(self.fn, args, kwargs)
         if folded is not None:
@@ -172,7 +171,7 @@ class SkippedFunctionVariable(VariableTracker):
             return ConstantVariable(value)
         raise Unsupported(self.reason)
 
-    def getattr(self, tx: InstructionTranslator, name: str) -> VariableTracker:
+    def getattr(self, tx: Tracer, name: str) -> VariableTracker:
         source = AttrSource(self.source, name) if self.source is not None else None
         return tx.output.wrap_value(getattr(self.fn, name), source)
 
@@ -231,7 +230,7 @@ class NNModuleVariable(VariableTracker):
     def python_type(self) -> type:
         return type(self.module)
 
-    def truth(self, tx: InstructionTranslator) -> bool:
+    def truth(self, tx: Tracer) -> bool:
         """`if self.norm:`: a module is true unless its class defines `__bool__` or `__len__` (containers)."""
         module, cls = self.module, type(self.module)
         if class_attribute(cls, "__bool__") is None and class_attribute(cls, "__len__") is None:
@@ -244,7 +243,7 @@ class NNModuleVariable(VariableTracker):
             return len(module) > 0
         raise Unsupported(f"truth value of {self}: {cls.__name__} defines __bool__ or __len__")
 
-    def getattr(self, tx: InstructionTranslator, name: str) -> VariableTracker:
+    def getattr(self, tx: Tracer, name: str) -> VariableTracker:
         module = self.module
         source = AttrSource(self.source, name) if self.source is not None else None
         if name == "training":
@@ -279,7 +278,7 @@ class NNModuleVariable(VariableTracker):
             raise Unsupported(str(error), user_error=True) from error
         return tx.output.wrap_value(value, source)
 
-    def iterate(self, tx: InstructionTranslator) -> list[VariableTracker]:
+    def iterate(self, tx: Tracer) -> list[VariableTracker]:
         module = self.module
         if self.source is not None and not self.source.guard_free:
             # Iteration depends on which entries exist: an appended layer must recompile.
@@ -310,7 +309,7 @@ class NNModuleVariable(VariableTracker):
             return self.child_sources[index]
         return ItemSource(self.source, index) if self.source is not None else None
 
-    def sliced(self, tx: InstructionTranslator, key: slice) -> NNModuleVariable:
+    def sliced(self, tx: Tracer, key: slice) -> NNModuleVariable:
         """``module[key]`` of a ModuleList or Sequential: guards the parent's length, never the new object."""
         module = self.module
         if self.source is not None and not self.source.guard_free and self.child_sources is None:
@@ -321,7 +320,7 @@ class NNModuleVariable(VariableTracker):
         indices = range(len(module))[key]
         return NNModuleVariable(selected, None, tuple(self.child_source(i) for i in indices))
 
-    def call(self, tx: InstructionTranslator, args: list[VariableTracker],
+    def call(self, tx: Tracer, args: list[VariableTracker],
              kwargs: dict[str, VariableTracker]) -> VariableTracker:
         return tx.call_module(self, args, kwargs)
 
@@ -351,7 +350,7 @@ class ModuleIterationVariable(VariableTracker):
         self.module_var = module_var
         self.name = name
 
-    def call(self, tx: InstructionTranslator, args: list[VariableTracker],
+    def call(self, tx: Tracer, args: list[VariableTracker],
              kwargs: dict[str, VariableTracker]) -> VariableTracker:
         const_args = [a.as_constant() for a in args]
         const_kwargs = {k: v.as_constant() for k, v in kwargs.items()}
@@ -384,19 +383,19 @@ class PythonObjectVariable(VariableTracker):
     def python_type(self) -> type:
         return type(self.value)
 
-    def as_collection(self, tx: InstructionTranslator) -> VariableTracker | None:
+    def as_collection(self, tx: Tracer) -> VariableTracker | None:
         """This object as a container tracker, when it is an existing deque, OrderedDict, defaultdict or Counter."""
         from capture.variables.collections_types import existing_collection
 
         return existing_collection(tx, self)
 
-    def truth(self, tx: InstructionTranslator) -> bool:
+    def truth(self, tx: Tracer) -> bool:
         collection = self.as_collection(tx)
         if collection is not None:
             return collection.truth(tx)
         return bool(self.value)
 
-    def getattr(self, tx: InstructionTranslator, name: str) -> VariableTracker:
+    def getattr(self, tx: Tracer, name: str) -> VariableTracker:
         import types
 
         collection = self.as_collection(tx)
@@ -426,12 +425,10 @@ class PythonObjectVariable(VariableTracker):
             return BoundMethodVariable(tx.output.wrap_value(value.__func__, function_source), self)
         return tx.output.wrap_value(value, source)
 
-    def iterate(self, tx: InstructionTranslator) -> list[VariableTracker]:
+    def iterate(self, tx: Tracer) -> list[VariableTracker]:
         import collections.abc
         import enum
         import types
-
-        from capture.symbolic.output_graph import is_stdlib_or_skipped
 
         collection = self.as_collection(tx)
         if collection is not None:
@@ -459,7 +456,7 @@ class PythonObjectVariable(VariableTracker):
             return [tx.output.wrap_value(value[i], ItemSource(source, i)) for i in range(length)]
         raise Unsupported(f"iteration over {type(value).__name__} object")
 
-    def call(self, tx: InstructionTranslator, args: list[VariableTracker],
+    def call(self, tx: Tracer, args: list[VariableTracker],
              kwargs: dict[str, VariableTracker]) -> VariableTracker:
         import types
 
@@ -508,14 +505,14 @@ class GradModeVariable(VariableTracker):
         self.enabled = enabled
         self.already_entered_from = already_entered_from
 
-    def call(self, tx: InstructionTranslator, args: list[VariableTracker],
+    def call(self, tx: Tracer, args: list[VariableTracker],
              kwargs: dict[str, VariableTracker]) -> VariableTracker:
         """`torch.no_grad()(fn)`: decorating a function inside the region."""
         if len(args) != 1 or kwargs or self.already_entered_from is not None:
             raise Unsupported(f"calling {self} with these arguments")
         return GradModeDecoratedVariable(self.enabled, args[0])
 
-    def enter(self, tx: InstructionTranslator) -> VariableTracker:
+    def enter(self, tx: Tracer) -> VariableTracker:
         """BEFORE_WITH: switch grad mode; returns the exit callable to push."""
         previous = self.already_entered_from if self.already_entered_from is not None else tx.grad_enabled
         tx.set_grad_enabled(self.enabled)
@@ -533,7 +530,7 @@ class WithExitVariable(VariableTracker):
     def __init__(self, previous: bool) -> None:
         self.previous = previous
 
-    def call(self, tx: InstructionTranslator, args: list[VariableTracker],
+    def call(self, tx: Tracer, args: list[VariableTracker],
              kwargs: dict[str, VariableTracker]) -> VariableTracker:
         tx.set_grad_enabled(self.previous)
         if self in tx.grad_blocks:
@@ -569,7 +566,7 @@ class ConstantMethodVariable(VariableTracker):
     def __init__(self, method: Any) -> None:
         self.method = method
 
-    def call(self, tx: InstructionTranslator, args: list[VariableTracker],
+    def call(self, tx: Tracer, args: list[VariableTracker],
              kwargs: dict[str, VariableTracker]) -> VariableTracker:
         if not all(is_plain_value(a) for a in [*args, *kwargs.values()]):
             raise Unsupported(f"{self.method!r} with non-constant arguments")

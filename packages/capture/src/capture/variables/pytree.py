@@ -18,13 +18,13 @@ import torch
 import torch.utils._pytree as pytree
 
 from capture.variables.base import ConstantVariable, Unsupported, VariableTracker, is_constant_value
-from capture.variables.builtins import Args, Kwargs
 from capture.variables.collections_types import DefaultDictVariable, DequeVariable, OrderedDictVariable
+from capture.variables.common import Args, Kwargs
 from capture.variables.containers import DictVariable, IteratorVariable, ListVariable, TupleVariable
 from capture.variables.sizes import SizeVariable
 
 if TYPE_CHECKING:
-    from capture.symbolic.translator import InstructionTranslator
+    from capture.variables.tracer import Tracer
 
 _MODELLED = ("tree_flatten", "tree_leaves", "tree_structure", "tree_unflatten", "tree_map", "tree_map_",
              "tree_iter")
@@ -62,7 +62,7 @@ class PytreeFunctionVariable(VariableTracker):
         """The real pytree function."""
         return str(rebuild.constant(getattr(pytree, self.name)))
 
-    def call(self, tx: InstructionTranslator, args: Args, kwargs: Kwargs) -> VariableTracker:
+    def call(self, tx: Tracer, args: Args, kwargs: Kwargs) -> VariableTracker:
         kwargs = dict(kwargs)
         if self.name == "tree_unflatten":
             leaves, spec = _bind(args, kwargs, ("leaves", "treespec"))
@@ -95,12 +95,12 @@ class SpecUnflattenVariable(VariableTracker):
         """The real function."""
         return str(rebuild.constant(pytree.TreeSpec.unflatten))
 
-    def call(self, tx: InstructionTranslator, args: Args, kwargs: Kwargs) -> VariableTracker:
+    def call(self, tx: Tracer, args: Args, kwargs: Kwargs) -> VariableTracker:
         spec, leaves = _bind(args, dict(kwargs), ("self", "leaves"))
         return unflatten(tx, _items(tx, leaves), _spec(spec))
 
 
-def flatten(tx: InstructionTranslator, tree: VariableTracker,
+def flatten(tx: Tracer, tree: VariableTracker,
             is_leaf: VariableTracker | None = None) -> tuple[list[VariableTracker], pytree.TreeSpec]:
     """The traced leaves of `tree` in pytree order, and its real spec."""
     leaves: list[VariableTracker] = []
@@ -112,7 +112,7 @@ def flatten(tx: InstructionTranslator, tree: VariableTracker,
     return [leaves[m.index] if isinstance(m, _Leaf) else ConstantVariable(m) for m in markers], spec
 
 
-def unflatten(tx: InstructionTranslator, leaves: list[VariableTracker], spec: pytree.TreeSpec) -> VariableTracker:
+def unflatten(tx: Tracer, leaves: list[VariableTracker], spec: pytree.TreeSpec) -> VariableTracker:
     """`tree_unflatten(leaves, spec)`: the traced containers of `spec`'s structure around `leaves`."""
     if len(leaves) != spec.num_leaves:
         message = f"treespec.unflatten(leaves): `leaves` has length {len(leaves)} but the spec refers to a " \
@@ -125,7 +125,7 @@ def unflatten(tx: InstructionTranslator, leaves: list[VariableTracker], spec: py
     return _rebuild(tx, skeleton, leaves)
 
 
-def _skeleton(tx: InstructionTranslator, node: VariableTracker, leaves: list[VariableTracker],
+def _skeleton(tx: Tracer, node: VariableTracker, leaves: list[VariableTracker],
               is_leaf: VariableTracker | None) -> Any:
     """`node` as real containers with `_Leaf` markers (numbered into `leaves`) for its leaves."""
     def leaf() -> _Leaf:
@@ -177,7 +177,7 @@ def _is_leaf_type(kind: type) -> bool:
     return kind not in pytree.SUPPORTED_NODES and not pytree.is_namedtuple_class(kind)
 
 
-def _rebuild(tx: InstructionTranslator, value: Any, leaves: list[VariableTracker]) -> VariableTracker:
+def _rebuild(tx: Tracer, value: Any, leaves: list[VariableTracker]) -> VariableTracker:
     """Trackers for a skeleton made by `tree_unflatten` on markers."""
     if isinstance(value, _Leaf):
         return leaves[value.index]
@@ -200,7 +200,7 @@ def _rebuild(tx: InstructionTranslator, value: Any, leaves: list[VariableTracker
     raise Unsupported(f"tree_unflatten into a {kind.__qualname__}, a pytree node capture does not model")
 
 
-def _tree_map(tx: InstructionTranslator, fn: VariableTracker, tree: VariableTracker, rests: list[VariableTracker],
+def _tree_map(tx: Tracer, fn: VariableTracker, tree: VariableTracker, rests: list[VariableTracker],
               is_leaf: VariableTracker | None, *, in_place: bool) -> VariableTracker:
     leaves, spec = flatten(tx, tree, is_leaf)
     columns = [leaves]
@@ -213,7 +213,7 @@ def _tree_map(tx: InstructionTranslator, fn: VariableTracker, tree: VariableTrac
     return tree if in_place else unflatten(tx, results, spec)
 
 
-def _spec_tracker(tx: InstructionTranslator, spec: pytree.TreeSpec) -> VariableTracker:
+def _spec_tracker(tx: Tracer, spec: pytree.TreeSpec) -> VariableTracker:
     tx.output.keepalive.append(spec)
     return tx.output.wrap_value(spec, None)
 
@@ -225,7 +225,7 @@ def _spec(value: VariableTracker) -> pytree.TreeSpec:
     return spec
 
 
-def _items(tx: InstructionTranslator, leaves: VariableTracker) -> list[VariableTracker]:
+def _items(tx: Tracer, leaves: VariableTracker) -> list[VariableTracker]:
     return list(leaves.iterate(tx))
 
 

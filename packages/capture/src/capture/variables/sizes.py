@@ -17,7 +17,7 @@ from capture.variables.containers import TupleVariable
 
 if TYPE_CHECKING:
     from capture.sources import Source
-    from capture.symbolic.translator import InstructionTranslator
+    from capture.variables.tracer import Tracer
 
 
 class SizeVariable(TupleVariable):
@@ -35,7 +35,7 @@ class SizeVariable(TupleVariable):
     def as_constant(self) -> Any:
         return torch.Size([int(item.as_constant()) for item in self.items])
 
-    def getattr(self, tx: InstructionTranslator, name: str) -> VariableTracker:
+    def getattr(self, tx: Tracer, name: str) -> VariableTracker:
         if name in ("numel", "index", "count"):
             return SizeMethodVariable(self, name)
         raise Unsupported(f"attribute {name!r} of a torch.Size")
@@ -51,10 +51,8 @@ class SizeMethodVariable(VariableTracker):
         self.size = size
         self.name = name
 
-    def call(self, tx: InstructionTranslator, args: list[VariableTracker],
+    def call(self, tx: Tracer, args: list[VariableTracker],
              kwargs: dict[str, VariableTracker]) -> VariableTracker:
-        from capture.symbolic.operators import apply_operator
-
         if kwargs:
             raise Unsupported(f"torch.Size.{self.name}() with keyword arguments", user_error=True)
         if self.name == "numel":
@@ -62,7 +60,7 @@ class SizeMethodVariable(VariableTracker):
                 raise Unsupported("torch.Size.numel() takes no arguments", user_error=True)
             product: VariableTracker = ConstantVariable(1)
             for item in self.size.items:
-                product = apply_operator(tx, operator.mul, [product, item])
+                product = tx.apply_operator(operator.mul, [product, item])
             return product
         items = [item.as_constant() for item in self.size.items]  # index/count specialize the sizes
         try:

@@ -18,11 +18,17 @@ import torch
 import torch.fx
 from torch.fx.experimental.symbolic_shapes import is_concrete_bool, is_concrete_float, is_concrete_int
 
-from capture.variables.base import ConstantVariable, Unsupported, VariableTracker, is_constant_value
+from capture.variables.base import (
+    ConstantVariable,
+    Unsupported,
+    VariableTracker,
+    graph_constant,
+    is_constant_value,
+)
 
 if TYPE_CHECKING:
     from capture.symbolic.output_graph import OutputGraph
-    from capture.symbolic.translator import InstructionTranslator
+    from capture.variables.tracer import Tracer
 
 SymValue = torch.SymInt | torch.SymFloat | torch.SymBool
 SYMBOLIC_NODE = "kiln_symbolic"
@@ -68,10 +74,10 @@ class SymNodeVariable(VariableTracker):
         kind = self.python_type()
         return kind(self.value)
 
-    def truth(self, tx: InstructionTranslator) -> bool:
+    def truth(self, tx: Tracer) -> bool:
         return bool(self.value)  # guards the sizes the branch depends on
 
-    def getattr(self, tx: InstructionTranslator, name: str) -> VariableTracker:
+    def getattr(self, tx: Tracer, name: str) -> VariableTracker:
         raise Unsupported(f"attribute {name!r} of a symbolic size")
 
     def __repr__(self) -> str:
@@ -92,8 +98,6 @@ def wrap_symbolic(output: OutputGraph, node: torch.fx.Node, value: Any) -> Varia
 
 def record(output: OutputGraph, fn: Any, args: list[VariableTracker]) -> VariableTracker:
     """`fn(*args)` on symbolic and constant numbers: a call_function node computing it."""
-    from capture.symbolic.output_graph import graph_constant
-
     node_args = tuple(a.node if isinstance(a, SymNodeVariable) else graph_constant(a.as_constant()) for a in args)
     values = [a.value if isinstance(a, SymNodeVariable) else a.as_constant() for a in args]
     try:
@@ -118,7 +122,7 @@ _SPECIALIZING_BUILTINS = {builtins.range, builtins.round, builtins.str, builtins
                           builtins.bool}
 
 
-def call_builtin(tx: InstructionTranslator, fn: Any, args: list[VariableTracker],
+def call_builtin(tx: Tracer, fn: Any, args: list[VariableTracker],
                  kwargs: dict[str, VariableTracker]) -> VariableTracker | None:
     """A builtin or `math` function applied to symbolic sizes; None when no argument is symbolic.
 

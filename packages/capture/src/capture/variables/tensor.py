@@ -14,7 +14,7 @@ from capture.variables.containers import TupleVariable
 from capture.variables.sizes import SizeVariable
 
 if TYPE_CHECKING:
-    from capture.symbolic.translator import InstructionTranslator
+    from capture.variables.tracer import Tracer
 
 # Methods that turn tensor data into Python values, or leave the torch world: always a graph break.
 BREAKING_METHODS = {
@@ -59,10 +59,10 @@ class TensorVariable(VariableTracker):
     def python_type(self) -> type:
         return torch.nn.Parameter if isinstance(self.example, torch.nn.Parameter) else torch.Tensor
 
-    def truth(self, tx: InstructionTranslator) -> bool:
+    def truth(self, tx: Tracer) -> bool:
         raise Unsupported("data-dependent control flow: the branch depends on a tensor's value")
 
-    def getattr(self, tx: InstructionTranslator, name: str) -> VariableTracker:
+    def getattr(self, tx: Tracer, name: str) -> VariableTracker:
         example = self.example
         if name == "__class__":  # `x.__class__.__name__`, `x.__class__ is torch.Tensor`: as `type(x)`
             return tx.output.wrap_value(self.python_type(), None)
@@ -85,7 +85,7 @@ class TensorVariable(VariableTracker):
             return TensorMethodVariable(self, name)
         return self._python_attribute(tx, name)
 
-    def _python_attribute(self, tx: InstructionTranslator, name: str) -> VariableTracker:
+    def _python_attribute(self, tx: Tracer, name: str) -> VariableTracker:
         """An attribute the program set on an existing tensor (``x.scale = 2.0``), read and guarded like any
         object's; a tensor the graph made has none."""
         source = self.value_source
@@ -100,7 +100,7 @@ class TensorVariable(VariableTracker):
         message = f"'{type(self.value).__name__}' object has no attribute '{name}'"
         raise Unsupported(f"AttributeError: {message}", user_error=True, exception=AttributeError(message))
 
-    def iterate(self, tx: InstructionTranslator) -> list[VariableTracker]:
+    def iterate(self, tx: Tracer) -> list[VariableTracker]:
         if self.example.dim() == 0:
             raise Unsupported("iteration over a 0-d tensor", user_error=True)
         return [tx.output.call_graph("call_function", operator.getitem, [self, ConstantVariable(i)], {})
@@ -137,17 +137,17 @@ class TensorSubclassVariable(VariableTracker):
         return Unsupported(f"a {type(self.value).__name__} (a tensor subclass with __torch_function__) is not "
                            "captured: operations on it run in Python")
 
-    def truth(self, tx: InstructionTranslator) -> bool:
+    def truth(self, tx: Tracer) -> bool:
         raise self._refuse()
 
-    def getattr(self, tx: InstructionTranslator, name: str) -> VariableTracker:
+    def getattr(self, tx: Tracer, name: str) -> VariableTracker:
         raise self._refuse()
 
-    def call(self, tx: InstructionTranslator, args: list[VariableTracker],
+    def call(self, tx: Tracer, args: list[VariableTracker],
              kwargs: dict[str, VariableTracker]) -> VariableTracker:
         raise self._refuse()
 
-    def iterate(self, tx: InstructionTranslator) -> list[VariableTracker]:
+    def iterate(self, tx: Tracer) -> list[VariableTracker]:
         raise self._refuse()
 
     def reconstruct(self, rebuild: Any) -> str:
@@ -165,7 +165,7 @@ class TensorMethodVariable(VariableTracker):
         self.tensor = tensor
         self.name = name
 
-    def call(self, tx: InstructionTranslator, args: list[VariableTracker],
+    def call(self, tx: Tracer, args: list[VariableTracker],
              kwargs: dict[str, VariableTracker]) -> VariableTracker:
         if self.name in SCALAR_METHODS and not args and not kwargs and tx.output.config.capture_scalar_outputs:
             # Unbacked symbolic numbers (``u0 = t.item()``): arithmetic and sizes built from them stay
@@ -199,7 +199,7 @@ class TensorMethodVariable(VariableTracker):
                 return tx.output.call_graph("call_method", "to", [self.tensor], {"device": device, "dtype": dtype})
         return tx.output.call_graph("call_method", self.name, [self.tensor, *args], kwargs)
 
-    def _size_method(self, tx: InstructionTranslator, args: list[Any]) -> VariableTracker:
+    def _size_method(self, tx: Tracer, args: list[Any]) -> VariableTracker:
         """`size()`, `size(d)`, `stride()`, `stride(d)`, `numel()`: symbolic where the sizes are."""
         example, output = self.tensor.example, tx.output
         if self.name in ("numel", "nelement"):

@@ -6,6 +6,7 @@ import inspect
 import types
 from typing import TYPE_CHECKING, Any
 
+from capture.libraries import SKIPPED_LIBRARIES, is_stdlib_or_skipped
 from capture.variables.base import (
     ConstantVariable,
     Unsupported,
@@ -15,10 +16,11 @@ from capture.variables.base import (
 )
 from capture.variables.containers import DictVariable, TupleVariable
 from capture.variables.functions import BoundMethodVariable, UserFunctionVariable
+from capture.variables.rebuilding import new_object
 
 if TYPE_CHECKING:
-    from capture.symbolic.translator import InstructionTranslator
     from capture.variables.objects import PythonObjectVariable
+    from capture.variables.tracer import Tracer
 
 DUNDERS = {"add": "__add__", "sub": "__sub__", "mul": "__mul__", "truediv": "__truediv__",
            "matmul": "__matmul__", "neg": "__neg__", "getitem": "__getitem__", "eq": "__eq__", "lt": "__lt__",
@@ -30,8 +32,6 @@ REVERSED = {"__add__": "__radd__", "__sub__": "__rsub__", "__mul__": "__rmul__",
 
 def is_plain_user_class(cls: type) -> bool:
     """True for classes whose instances capture models field by field (no custom `__new__`, no builtin base)."""
-    from capture.symbolic.output_graph import SKIPPED_LIBRARIES
-
     module = (cls.__module__ or "").split(".")[0]
     import abc
 
@@ -50,7 +50,7 @@ def _is_slotted(cls: type) -> bool:
     return cls.__dictoffset__ == 0 and all("__slots__" in klass.__dict__ for klass in cls.__mro__[:-1])
 
 
-def construct_user_object(tx: InstructionTranslator, cls_var: PythonObjectVariable, args: list[VariableTracker],
+def construct_user_object(tx: Tracer, cls_var: PythonObjectVariable, args: list[VariableTracker],
                           kwargs: dict[str, VariableTracker]) -> VariableTracker:
     """`cls(*args, **kwargs)` for a user class: a new object whose `__init__` is inlined."""
     cls = cls_var.value
@@ -82,7 +82,7 @@ def _is_frozen_dataclass(cls: type) -> bool:
     return params is not None and bool(getattr(params, "frozen", False))
 
 
-def _frozen_constant(tx: InstructionTranslator, cls: type, args: list[VariableTracker],
+def _frozen_constant(tx: Tracer, cls: type, args: list[VariableTracker],
                      kwargs: dict[str, VariableTracker]) -> VariableTracker:
     """A frozen dataclass given only constants (a library's options object such as torch's
     ``LinearCrossEntropyOptions``, whose slotted class cannot be modelled field by field): made for real
@@ -119,12 +119,12 @@ class NewObjectVariable(VariableTracker):
     def python_type(self) -> type:
         return self.cls
 
-    def truth(self, tx: InstructionTranslator) -> bool:
+    def truth(self, tx: Tracer) -> bool:
         if hasattr(self.cls, "__bool__") or hasattr(self.cls, "__len__"):
             raise Unsupported(f"truth value of a {self.cls.__name__} with __bool__/__len__")
         return True
 
-    def getattr(self, tx: InstructionTranslator, name: str) -> VariableTracker:
+    def getattr(self, tx: Tracer, name: str) -> VariableTracker:
         if name in self.attrs:
             return self.attrs[name]
         if name == "__class__":
@@ -141,20 +141,20 @@ class NewObjectVariable(VariableTracker):
             raise Unsupported(message, user_error=True) from AttributeError(message)
         return bind_class_attribute(tx, self, self.cls, static, name)
 
-    def iterate(self, tx: InstructionTranslator) -> list[VariableTracker]:
+    def iterate(self, tx: Tracer) -> list[VariableTracker]:
         method = getattr(self.cls, "__iter__", None)
         if not isinstance(method, types.FunctionType):
             raise Unsupported(f"'{self.cls.__name__}' object is not iterable", user_error=True)
         return UserFunctionVariable(method).call(tx, [self], {}).iterate(tx)
 
-    def call(self, tx: InstructionTranslator, args: list[VariableTracker],
+    def call(self, tx: Tracer, args: list[VariableTracker],
              kwargs: dict[str, VariableTracker]) -> VariableTracker:
         method = class_attribute(self.cls, "__call__")
         if not isinstance(method, types.FunctionType):
             raise Unsupported(f"'{self.cls.__name__}' object is not callable", user_error=True)
         return UserFunctionVariable(method).call(tx, [self, *args], kwargs)
 
-    def setattr(self, tx: InstructionTranslator, name: str, value: VariableTracker) -> None:
+    def setattr(self, tx: Tracer, name: str, value: VariableTracker) -> None:
         """`obj.name = value` (through a property's setter when the class defines one)."""
         try:
             static = inspect.getattr_static(self.cls, name)
@@ -178,8 +178,6 @@ class NewObjectVariable(VariableTracker):
     def reconstruct(self, rebuild: Any) -> str:
         """A new instance with the attributes the region gave it (slots are set one by one)."""
         if not _is_slotted(self.cls):
-            from capture.symbolic.reconstruct import new_object
-
             attrs = "{" + ", ".join(f"{k!r}: {rebuild.expr(v)}" for k, v in self.attrs.items()) + "}"
             return str(rebuild._once(self, f"{rebuild.constant(new_object)}({rebuild.constant(self.cls)}, {attrs})"))
         attrs = "{" + ", ".join(f"{k!r}: {rebuild.expr(v)}" for k, v in self.attrs.items()) + "}"
@@ -197,7 +195,7 @@ def new_slotted_object(cls: type, attrs: dict[str, Any]) -> Any:
     return instance
 
 
-def bind_class_attribute(tx: InstructionTranslator, receiver: VariableTracker, cls: type, static: Any,
+def bind_class_attribute(tx: Tracer, receiver: VariableTracker, cls: type, static: Any,
                          name: str) -> VariableTracker:
     """A class attribute seen through an instance: methods bind, properties run, constants fold."""
     if isinstance(static, types.FunctionType):
@@ -218,7 +216,7 @@ def bind_class_attribute(tx: InstructionTranslator, receiver: VariableTracker, c
     return tx.output.wrap_value(static, None)
 
 
-def dunder_call(tx: InstructionTranslator, op_name: str, args: list[VariableTracker]) -> VariableTracker | None:
+def dunder_call(tx: Tracer, op_name: str, args: list[VariableTracker]) -> VariableTracker | None:
     """Python-level operator overloading on user objects (`__add__`, `__radd__`, ...), or None."""
     dunder = DUNDERS.get(op_name.strip("_").replace("i", "", 1) if op_name.startswith("i") and
                          op_name not in DUNDERS else op_name)
@@ -229,8 +227,6 @@ def dunder_call(tx: InstructionTranslator, op_name: str, args: list[VariableTrac
         left_type = left.python_type()
     except Unsupported:
         left_type = None
-    from capture.symbolic.output_graph import is_stdlib_or_skipped
-
     method = getattr(left_type, dunder, None) if left_type is not None else None
     if isinstance(method, types.FunctionType) and not is_stdlib_or_skipped(method):
         result = UserFunctionVariable(method).call(tx, list(args), {})
