@@ -14,6 +14,7 @@ PUBLIC = {
     "current_ops_handler", "decompositions", "describe_group", "eval_index", "failed_check", "interpret", "lower", "lowering",
     "KernelArtifact", "LoadedGraph", "NotSaveable", "ReloadableKernelBackend", "SavedGraph", "load_saved_graph",
     "save_compiled_graph",
+    "COMMON_BACKEND_OPTIONS", "ConfigurableKernelBackend", "OptionError", "options_hash", "parse_dataclass_options",
     "ops", "schedule", "set_ops_handler", "simplify_index", "verify_ops_handler", "wrapper_source",
 }  # fmt: skip
 

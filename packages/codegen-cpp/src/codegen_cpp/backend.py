@@ -5,7 +5,7 @@ from __future__ import annotations
 import ctypes
 import functools
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -69,6 +69,16 @@ class CppBackend:
     """
 
     device_type = "cpu"
+
+    @classmethod
+    def parse_options(cls, options: Mapping[str, Any]) -> CppConfig:
+        """The `CppConfig` of ``options`` (its fields and inductor_ir's common backend options; see
+        `CppConfig.parse_options`); build the backend with ``CppBackend(config=...)``."""
+        return CppConfig.parse_options(options)
+
+    def hash(self) -> str:
+        """This backend's identity for cache keys: its class and the config fields that change its code."""
+        return f"codegen_cpp.CppBackend:{self.config.hash()}"
 
     def __init__(self, config: CppConfig | None = None) -> None:
         self.config = config if config is not None else CppConfig.from_env()

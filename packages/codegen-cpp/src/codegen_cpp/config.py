@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from inductor_ir.options import options_hash, parse_dataclass_options
 
 __all__ = ["CppConfig", "default_cache_dir"]
 
@@ -72,6 +75,27 @@ class CppConfig:
     kernels_per_part: int = 8
     runtime_checks: bool = True
     precompiled_header: bool = True
+
+    @classmethod
+    def parse_options(cls, options: Mapping[str, Any]) -> CppConfig:
+        """A config from a dictionary of its fields and inductor_ir's common backend options.
+
+        ``cache_root`` (Kiln's cache folder) puts the libraries in its ``cpp`` subfolder unless
+        ``cache_dir`` is given; ``max_autotune`` changes nothing here (no launch configurations to
+        tune). The compiler still comes from ``$CXX`` unless ``compiler`` is given. An unknown key
+        raises ``inductor_ir.OptionError`` listing the valid ones.
+        """
+        own = dict(options)
+        own.pop("max_autotune", None)
+        root = own.pop("cache_root", None)
+        if root is not None and "cache_dir" not in own:
+            own["cache_dir"] = Path(root) / "cpp"
+        return parse_dataclass_options(cls, own, owner="C++ backend ('cpu.*')", base=cls.from_env())
+
+    def hash(self) -> str:
+        """The identity of the code this config generates: every field but where files go and how
+        many compiler processes run."""
+        return options_hash(self, exclude=("cache_dir", "compile_workers"))
 
     @classmethod
     def from_env(cls, **overrides: Any) -> CppConfig:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -50,6 +50,17 @@ class TritonBackend:
         >>> import inductor_ir
         >>> compiled = inductor_ir.compile_graph(gm, inputs, backends={"cuda": TritonBackend()})  # doctest: +SKIP
     """
+
+    @classmethod
+    def parse_options(cls, options: Mapping[str, Any]) -> TritonConfig:
+        """The `TritonConfig` of ``options`` (its fields and inductor_ir's common backend options; see
+        `TritonConfig.parse_options`); build the backend with ``TritonBackend(config=...)``."""
+        return TritonConfig.parse_options(options)
+
+    def hash(self) -> str:
+        """This backend's identity for cache keys: its class, device type and the config fields that
+        change its kernels."""
+        return f"codegen_triton.TritonBackend:{self.device_type}:{self.config.hash()}"
 
     def __init__(self, device_type: str = "cuda", config: TritonConfig | None = None) -> None:
         """See the class docstring."""

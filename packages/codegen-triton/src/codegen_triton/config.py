@@ -4,11 +4,17 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["TritonConfig", "default_cache_dir", "interpreter_enabled", "interpreter_ready"]
+from inductor_ir.options import options_hash, parse_dataclass_options
+
+__all__ = ["WIDE_AUTOTUNE_CONFIGS", "TritonConfig", "default_cache_dir", "interpreter_enabled", "interpreter_ready"]
+
+WIDE_AUTOTUNE_CONFIGS = 16
+"""How many launch configurations a kernel may try under ``max_autotune`` (mode="max-autotune")."""
 
 
 def interpreter_enabled() -> bool:
@@ -76,6 +82,29 @@ class TritonConfig:
     interpret: bool | None = None
     compile_workers: int = dataclasses.field(default_factory=lambda: min(16, os.cpu_count() or 1))
     runtime_checks: bool = True
+
+    @classmethod
+    def parse_options(cls, options: Mapping[str, Any]) -> TritonConfig:
+        """A config from a dictionary of its fields and inductor_ir's common backend options.
+
+        ``max_autotune`` tries up to `WIDE_AUTOTUNE_CONFIGS` launch configurations per kernel unless
+        ``max_configs`` is given; ``cache_root`` (Kiln's cache folder) is the cache folder unless
+        ``cache_dir`` is given. Nothing comes from the environment (no ``KILN_DEBUG`` debug folder:
+        ``debug_dir`` only when given). An unknown key raises ``inductor_ir.OptionError`` listing the
+        valid ones.
+        """
+        own = dict(options)
+        if own.pop("max_autotune", False) and "max_configs" not in own:
+            own["max_configs"] = WIDE_AUTOTUNE_CONFIGS
+        root = own.pop("cache_root", None)
+        if root is not None and "cache_dir" not in own:
+            own["cache_dir"] = root
+        return parse_dataclass_options(cls, own, owner="Triton backend ('cuda.*')", base=cls(debug_dir=None))
+
+    def hash(self) -> str:
+        """The identity of the code this config generates and how it is tuned: every field but where
+        files go and how many compiler processes run."""
+        return options_hash(self, exclude=("cache_dir", "debug_dir", "compile_workers"))
 
     def resolved_cache_dir(self) -> Path:
         """The cache folder this configuration uses."""

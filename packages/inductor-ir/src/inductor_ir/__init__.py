@@ -8,7 +8,9 @@ plan), :func:`wrapper_source`, all composed by :func:`compile_graph`. Code gener
 
 from inductor_ir._version import __version__
 from inductor_ir.backend import (
+    COMMON_BACKEND_OPTIONS,
     BufferRecord,
+    ConfigurableKernelBackend,
     InPlaceBuffer,
     KernelBackend,
     KernelGroup,
@@ -19,11 +21,11 @@ from inductor_ir.backend import (
 from inductor_ir.compile import (
     CompiledGraph,
     CompileTimings,
-    InductorIRConfig,
     MissingBackendError,
     collector_paused,
     compile_graph,
 )
+from inductor_ir.config import InductorIRConfig
 from inductor_ir.debug import describe_group
 from inductor_ir.decompositions import decompositions
 from inductor_ir.interpreter import TorchOpsHandler, eval_index, interpret
@@ -59,6 +61,7 @@ from inductor_ir.ops_handler import (
     set_ops_handler,
     verify_ops_handler,
 )
+from inductor_ir.options import OptionError, options_hash, parse_dataclass_options
 from inductor_ir.saved import (
     KernelArtifact,
     LoadedGraph,
@@ -73,6 +76,7 @@ from inductor_ir.symbolic import FloorDiv, ModularIndexing, simplify_index
 from inductor_ir.wrapper import wrapper_source
 
 __all__ = [
+    "COMMON_BACKEND_OPTIONS",
     "LOWERINGS",
     "OP_NAMES",
     "REDUCTION_TYPES",
@@ -81,6 +85,7 @@ __all__ = [
     "CompileTimings",
     "CompiledGraph",
     "ComputedBuffer",
+    "ConfigurableKernelBackend",
     "DivisionCheck",
     "ExternKernel",
     "ExternStep",
@@ -109,6 +114,7 @@ __all__ = [
     "NotLowerable",
     "NotSaveable",
     "OpsHandler",
+    "OptionError",
     "Pointwise",
     "Program",
     "Reduction",
@@ -132,6 +138,8 @@ __all__ = [
     "lower",
     "lowering",
     "ops",
+    "options_hash",
+    "parse_dataclass_options",
     "save_compiled_graph",
     "schedule",
     "set_ops_handler",

@@ -9,6 +9,12 @@ text (:meth:`KernelBackend.generate`), then compiles all kernels of one graph at
 output written over a dying input's memory (``KernelGroup.in_place``) is one argument: the kernel
 loads that input and stores that output through the same pointer. See docs/kernel-backend.md.
 
+A backend a frontend builds from user options (what a ``kiln.kernel_backends`` entry point loads)
+is a :class:`ConfigurableKernelBackend`: its class parses its own options
+(``parse_options(dict)``, rejecting unknown keys with the list of known ones, as Triton's backends
+do) and is constructed with the result (``cls(config=...)``); ``hash()`` states its identity for
+cache keys.
+
 A backend may also have an ``eager_ops`` attribute: ATen ops that ``compile_graph`` must not lower
 (nor should a frontend decompose them) but run as ATen calls (``FallbackKernel``), e.g.
 :data:`RANDOM_OPS` when random numbers must come from torch's own generator (bit-identical to
@@ -17,7 +23,7 @@ eager under the same seed).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol, runtime_checkable
 
@@ -25,8 +31,10 @@ import sympy
 import torch
 
 __all__ = [
+    "COMMON_BACKEND_OPTIONS",
     "RANDOM_OPS",
     "BufferRecord",
+    "ConfigurableKernelBackend",
     "InPlaceBuffer",
     "KernelBackend",
     "KernelGroup",
@@ -246,4 +254,33 @@ class KernelBackend(Protocol):
         Each callable takes ``(*input_tensors, *output_tensors, *size_ints)`` in the group's
         order and writes its outputs in place.
         """
+        ...
+
+
+COMMON_BACKEND_OPTIONS: Mapping[str, str] = {
+    "max_autotune": "bool: spend longer tuning kernels (more launch configurations tried)",
+    "fallback_random": "bool: random ops draw from torch's generator (bit-identical to eager)",
+    "runtime_checks": "bool: kernels check indirect indices and integer divisors, raising eager's errors",
+    "cache_root": "Path: Kiln's cache folder; the backend keeps its files under it",
+}
+"""The options a frontend passes every configurable backend's ``parse_options`` besides the user's
+own for that device (each backend accepts them all; one that has no use for an option ignores it)."""
+
+
+@runtime_checkable
+class ConfigurableKernelBackend(KernelBackend, Protocol):
+    """A `KernelBackend` built from user options, with an identity for cache keys.
+
+    A frontend builds one as ``cls(config=cls.parse_options(options))``, where ``options`` holds
+    :data:`COMMON_BACKEND_OPTIONS` and the user's options for this device.
+    """
+
+    @classmethod
+    def parse_options(cls, options: Mapping[str, Any]) -> Any:
+        """This backend's typed options from a dictionary (its own keys and the common ones); an
+        unknown key raises ``inductor_ir.OptionError`` listing the valid ones."""
+        ...
+
+    def hash(self) -> str:
+        """A unique identifier of this backend and the options that change the code it generates."""
         ...

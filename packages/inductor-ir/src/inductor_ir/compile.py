@@ -15,6 +15,7 @@ import torch
 import torch.utils._pytree as pytree
 
 from inductor_ir.backend import KernelBackend, KernelSource
+from inductor_ir.config import InductorIRConfig
 from inductor_ir.debug import describe_group, dump_artifacts
 from inductor_ir.ir.nodes import InputBuffer
 from inductor_ir.ir.program import Program
@@ -27,34 +28,10 @@ from inductor_ir.wrapper import load_wrapper
 __all__ = [
     "CompileTimings",
     "CompiledGraph",
-    "InductorIRConfig",
     "MissingBackendError",
     "collector_paused",
     "compile_graph",
 ]
-
-
-@dataclass(frozen=True)
-class InductorIRConfig:
-    """Options of ``compile_graph``.
-
-    fuse: fuse kernels (False: one kernel per computed buffer).
-    debug_dir: when set, every artifact (IR, groups, kernels, wrapper) is written there.
-    layout_optimization: store the feature maps of CUDA convolution graphs channels-last (see ``lower``;
-        off by default: less GPU time, more CPU time per convolution call, so it pays under CUDA graphs).
-    check_inputs: check each call's inputs against the compiled dtypes and sizes (a caller that guards
-        its inputs already, as the frontend's capture does, can save that per-call cost).
-    pause_gc: pause Python's cyclic garbage collector while compiling (restored afterwards). Lowering
-        and scheduling allocate millions of small objects, and each automatic collection rescans the
-        whole heap (torch, the model, the graphs): on large graphs that was a third to half of the
-        lowering and scheduling time. Unreachable cycles made meanwhile are freed by the next collection.
-    """
-
-    fuse: bool = True
-    debug_dir: str | None = None
-    layout_optimization: bool = True
-    check_inputs: bool = True
-    pause_gc: bool = True
 
 
 @dataclass

@@ -17,6 +17,7 @@ import torch
 import torch.fx
 import torch.utils._pytree as pytree
 
+from inductor_ir.config import DEFAULT_CONFIG
 from inductor_ir.ir.layout import Layout
 from inductor_ir.ir.nodes import (
     Buffer,
@@ -70,7 +71,7 @@ def lower(
     gm: torch.fx.GraphModule,
     example_inputs: Sequence[Any],
     *,
-    layout_optimization: bool = False,
+    layout_optimization: bool = DEFAULT_CONFIG.layout_optimization,
     eager_ops: Collection[Any] = frozenset(),
 ) -> Program:
     """Lower an ATen-level FX graph (``make_fx`` / ``aotgrad`` output) to a :class:`Program`.
@@ -79,8 +80,8 @@ def lower(
         gm: a graph of ``torch.ops.aten.*`` (and ``prims``) calls.
         example_inputs: one value per placeholder (real or fake tensors, ints), used for sizes.
         layout_optimization: store the 4-D buffers of a CUDA convolution graph channels-last (see
-            ``_wants_channels_last``); graph outputs keep the layouts FX recorded. Off by default: it
-            cuts GPU time but adds CPU time per convolution call (see docs/inductor-ir.md).
+            ``_wants_channels_last``); graph outputs keep the layouts FX recorded. The default is
+            `InductorIRConfig`'s (on; see its docstring and docs/inductor-ir.md).
         eager_ops: ATen ops run as ``FallbackKernel`` calls even where a lowering exists (the kernel
             backends' ``eager_ops``, e.g. random ops that must draw from torch's generator).
 
