@@ -118,3 +118,12 @@ def test_type_checking_and_function_level_imports_make_no_cycle(checker, repo_co
     )
     assert checker.check_repository(repo_copy) == []
 
+
+
+def test_function_level_import_of_own_module_fails_where_enforced(checker, repo_copy: Path, monkeypatch) -> None:
+    monkeypatch.setattr(checker, "NO_FUNCTION_LEVEL_IMPORTS", frozenset({"aotgrad"}))
+    planted = repo_copy / "packages" / "aotgrad" / "src" / "aotgrad" / "planted.py"
+    planted.write_text("import numpy\n\n\ndef f():\n    import torch\n    from aotgrad import errors\n")
+    (problem,) = checker.check_repository(repo_copy)
+    assert problem.path == planted and problem.line == 6
+    assert "imports `aotgrad.errors` inside a function" in problem.message

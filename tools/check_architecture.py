@@ -311,11 +311,21 @@ def check_repository(root: Path) -> list[Problem]:
     return problems
 
 
+def function_level_import_counts(root: Path) -> dict[str, int]:
+    """How many function-level imports of its own modules each package has (reported, not failed, where
+    `NO_FUNCTION_LEVEL_IMPORTS` does not list the package)."""
+    return {package.import_name: sum(item.in_function for item in own_imports(package))
+            for package in discover_packages(root)}
+
+
 def main(argv: list[str]) -> int:
     root = Path(argv[1]) if len(argv) > 1 else Path(__file__).resolve().parent.parent
     problems = check_repository(root)
     for problem in problems:
         print(problem)
+    for name, count in function_level_import_counts(root).items():
+        if count and name not in NO_FUNCTION_LEVEL_IMPORTS:
+            print(f"note: {name} imports its own modules inside functions {count} time(s)")
     if problems:
         print(f"architecture check: {len(problems)} problem(s)")
         return 1
