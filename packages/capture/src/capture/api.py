@@ -13,6 +13,7 @@ from torch.utils._device import DeviceContext
 
 from capture.cache import DEFAULT_CACHE, FROZEN, CaptureContext, CompilerFn
 from capture.config import CaptureConfig, config
+from capture.distributed import DataParallelModule, forward_replaced, is_data_parallel
 from capture.errors import CaptureError
 from capture.events import CaptureHooks
 from capture.registry import MARKS
@@ -96,6 +97,10 @@ class OptimizedModule:
         module: torch.nn.Module = self._orig_mod
         if not (module._forward_hooks or module._forward_pre_hooks):
             return self.forward(*args, **kwargs)
+        if module._forward_pre_hooks_with_kwargs or module._forward_hooks_with_kwargs:
+            # Hooks taking keyword arguments (FSDP2's): nn.Module's own call runs them around the captured forward.
+            with forward_replaced(module, self.forward):
+                return module(*args, **kwargs)
         for hook in list(module._forward_pre_hooks.values()):
             result = hook(module, args)
             if result is not None:
@@ -146,11 +151,13 @@ def _calling(builtin: Callable[..., Any]) -> types.FunctionType:
 
 def wrap_for_capture(target: Any, ctx: CaptureContext) -> Any:
     """The capturing wrapper for a function, bound method, nn.Module or callable object."""
-    if isinstance(target, OptimizedModule):
+    if isinstance(target, (OptimizedModule, DataParallelModule)):
         target = target._orig_mod
     elif isinstance(target, CapturedFunction):
         target = target._kiln_original
     if isinstance(target, torch.nn.Module):
+        if is_data_parallel(target):  # DDP's forward runs eagerly, the module it wraps is captured
+            return DataParallelModule(target, OptimizedModule(target.module, ctx).forward)
         return OptimizedModule(target, ctx)
     if isinstance(target, types.MethodType):
         return types.MethodType(wrap_for_capture(target.__func__, ctx), target.__self__)

@@ -86,7 +86,7 @@ class DataParallelModule:
     def forward(self, *args: Any, **kwargs: Any) -> Any:
         """Call the DDP module with its wrapped module's forward captured."""
         module: torch.nn.Module = self._orig_mod
-        with self._lock, _forward_replaced(module.module, self._wrapped_forward):
+        with self._lock, forward_replaced(module.module, self._wrapped_forward):
             return module(*args, **kwargs)
 
     __call__ = forward
@@ -115,7 +115,7 @@ class DataParallelModule:
 
 
 @contextlib.contextmanager
-def _forward_replaced(module: torch.nn.Module, forward: Any) -> Iterator[None]:
+def forward_replaced(module: torch.nn.Module, forward: Any) -> Iterator[None]:
     """`module.forward` is `forward` inside the block; the instance's own forward (if any) after."""
     saved = module.__dict__.get("forward", _MISSING)
     module.__dict__["forward"] = forward
