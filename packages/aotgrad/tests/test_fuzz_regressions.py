@@ -538,3 +538,34 @@ def _scales_one_copy_of_an_expand(w: torch.Tensor) -> torch.Tensor:
 
 def test_a_write_through_one_copy_of_an_expanded_view_keeps_its_gradient() -> None:
     check_against_eager(_scales_one_copy_of_an_expand, lambda: [_leaf(34, (6,), grad=True)])
+
+
+# --- writes through an unfold view --------------------------------------------------------------
+
+
+def _scales_windows_of_an_input(a: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    # fuzz 28f170bec4: functionalization folds the write back with unfold_backward, which zeroed
+    # the elements no window covers (here every third column of `a`)
+    a.unfold(1, 2, 3).select(0, -1).mul_(2.0)
+    return y + 1
+
+
+def _scales_windows_of_an_intermediate(a: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    b = a * 1
+    b.unfold(1, 2, 3).mul_(2.0)
+    return b, b.sum()
+
+
+def test_a_write_through_an_unfold_view_of_an_input_keeps_the_uncovered_elements() -> None:
+    check_against_eager(_scales_windows_of_an_input, lambda: [_leaf(35, (2, 8)), _leaf(36, (2,))], no_grad=True)
+
+
+@pytest.mark.parametrize("no_grad", [True, False])
+def test_a_write_through_an_unfold_view_of_an_intermediate_keeps_the_uncovered_elements(no_grad: bool) -> None:
+    check_against_eager(_scales_windows_of_an_intermediate, lambda: [_leaf(37, (3, 8))], no_grad=no_grad)
+
+
+def test_a_write_through_an_unfold_view_with_a_gradient_is_refused() -> None:
+    compiled = aotgrad.aot_function(_scales_windows_of_an_intermediate, fw_compiler=aotgrad.eager_compiler, config=strict())
+    with pytest.raises(aotgrad.TracingError, match="through an `unfold` view"):
+        compiled(_leaf(38, (3, 8), grad=True))

@@ -21,6 +21,9 @@ most once, and the sum is right. So:
   and a fill through a view of one, are made, with gradients off, into an `as_strided` view of the
   memory's owner: folded back through the expand it would be `base + sum(new - base)` too. Not where
   that memory is an input's (the write must stay an input mutation): there the fold stays;
+* a write through an `unfold` view whose windows do not overlap is made, where no gradient flows
+  through it, into an `as_strided` view of the memory's owner: functionalization folds a write
+  through `unfold` back with `unfold_backward`, which zeroes every element no window covers;
 * writes into tensors that may overlap without a stride-0 dim (`unfold`, `as_strided` views; eager
   writes those element by element) are refused with a `TracingError`: the graph runs eagerly.
 
@@ -36,6 +39,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import torch
+import torch.utils._pytree as pytree
 from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
@@ -138,6 +142,8 @@ class OverlapChecks(TorchDispatchMode):
         self._expand_sources: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
         # id of an `expand` output or of a view of one -> (that tensor, the expand's source).
         self._over_expand: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
+        # id of an `unfold` output or of a view of one -> (that tensor, the unfolded tensor).
+        self._over_unfold: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         kwargs = kwargs or {}
@@ -145,6 +151,15 @@ class OverlapChecks(TorchDispatchMode):
             out = func(*args, **kwargs)
             self._expand_sources[id(out)] = (out, args[0])
             self._over_expand[id(out)] = (out, args[0])
+            return out
+        if func is aten.unfold.default:
+            out = func(*args, **kwargs)
+            self._over_unfold[id(out)] = (out, args[0])
+            return out
+        if getattr(func, "is_view", False) and args and self._unfolded(args[0]) is not None:
+            out = func(*args, **kwargs)
+            if isinstance(out, torch.Tensor):
+                self._over_unfold[id(out)] = (out, self._unfolded(args[0]))
             return out
         if getattr(func, "is_view", False) and args and self._source_of(args[0]) is not None:
             out = func(*args, **kwargs)
@@ -160,6 +175,9 @@ class OverlapChecks(TorchDispatchMode):
                 if source is not None and args and args[0] is written and provably_distinct(written) \
                         and not torch.is_grad_enabled():
                     return self._through_source(func, args, kwargs, written, source)
+                unfolded = self._unfolded(written)
+                if unfolded is not None and provably_distinct(written):
+                    return self._through_unfolded(func, args, kwargs, written, unfolded)
                 if not provably_distinct(written):
                     raise TracingError(
                         f"`{func}` writes in place into a tensor whose elements may overlap in memory (an "
@@ -168,6 +186,30 @@ class OverlapChecks(TorchDispatchMode):
                         location_from_current_stack(),
                     )
         return func(*args, **kwargs)
+
+    def _unfolded(self, t: Any) -> torch.Tensor | None:
+        """The tensor `t` is an `unfold` of (or a view of one), or None."""
+        entry = self._over_unfold.get(id(t))
+        return entry[1] if entry is not None and entry[0] is t else None
+
+    @staticmethod
+    def _through_unfolded(func: Any, args: Any, kwargs: dict[str, Any], written: torch.Tensor, unfolded: torch.Tensor) -> Any:
+        """A write through an `unfold` view whose windows do not overlap, made into the same memory
+        locations as an `as_strided` view of the memory's owner: functionalization folds a write
+        through `unfold` back with `unfold_backward`, which zeroes every element no window covers.
+        Not where a gradient flows through the write, nor for other than the first argument: those
+        are refused (the graph runs eagerly)."""
+        with_grad = torch.is_grad_enabled() and any(
+            isinstance(a, torch.Tensor) and a.requires_grad for a in pytree.tree_leaves((args, kwargs))
+        )
+        if with_grad or not args or args[0] is not written:
+            raise TracingError(
+                f"`{func}` writes in place through an `unfold` view; with gradients on, aotgrad cannot "
+                "express that write. Write into a `clone()`.",
+                location_from_current_stack(),
+            )
+        func(_storage_view(unfolded, written), *args[1:], **kwargs)
+        return written
 
     def _source_of(self, t: Any) -> torch.Tensor | None:
         """The `expand` source `t` is a view of (through the expand), or None; None too where that
@@ -247,6 +289,7 @@ class OverlapWatch(TorchFunctionMode):
     def __init__(self) -> None:
         super().__init__()
         self._saw_repeated = False  # a tensor with repeated elements exists: views of it may be written
+        self._saw_unfold = False  # an `unfold` view exists: a write through it needs the two-pass trace
 
     def __torch_function__(self, func: Any, types: Any, args: Sequence[Any] = (), kwargs: Any = None) -> Any:
         kwargs = kwargs or {}
@@ -260,8 +303,12 @@ class OverlapWatch(TorchFunctionMode):
         targets = [kwargs.get("out")] if "out" in kwargs else ([args[0]] if in_place and args else [])
         for target in targets:
             for t in target if isinstance(target, (tuple, list)) else [target]:
-                if isinstance(t, torch.Tensor) and (self._saw_repeated or repeated_dims(t) or not provably_distinct(t)):
+                if isinstance(t, torch.Tensor) and (
+                    self._saw_repeated or self._saw_unfold or repeated_dims(t) or not provably_distinct(t)
+                ):
                     raise SinglePassUnsupported(f"in-place `{name}` on a tensor whose elements overlap, or after one exists")
+        if name == "unfold":
+            self._saw_unfold = True
         out = func(*args, **kwargs)
         if not self._saw_repeated and isinstance(out, torch.Tensor) and repeated_dims(out):
             self._saw_repeated = True
