@@ -58,8 +58,12 @@ def test_direct_launch_matches_eager(kiln_cache: Path) -> None:
             torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
     launchers = [call.launcher for call in backend._calls.values()]
     assert launchers and all(p.fast is not None for launcher in launchers for p in launcher._prepared.values())
-    # Kernels with static sizes are then launched straight through Triton's launcher.
-    assert all(call._direct is not None for call in backend._calls.values() if call.finisher is None)
+    # Kernels with static sizes are then launched straight through Triton's launcher (on a one-GPU
+    # machine only: with several, each launch goes through the checked path, which sets the device).
+    if torch.cuda.device_count() == 1:
+        assert all(call._direct is not None for call in backend._calls.values() if call.finisher is None)
+    else:
+        assert all(call._direct is None for call in backend._calls.values())
 
 
 @pytest.mark.gpu

@@ -200,13 +200,16 @@ def test_group_norm_with_infinite_weights_gives_eagers_nan(dtype: torch.dtype) -
     torch.testing.assert_close(got, want, equal_nan=True, atol=1e-2 if dtype == torch.float16 else 1e-5, rtol=1e-2)
 
 
+@pytest.mark.parametrize("transposed", [False, True])
 @pytest.mark.parametrize("case", ["batch_norm_eval", "batch_norm_train", "instance_norm"])
-def test_cpu_batch_norm_with_infinite_weights_gives_eagers_nan(case: str) -> None:
+def test_cpu_batch_norm_with_infinite_weights_gives_eagers_nan(case: str, transposed: bool) -> None:
     """Eager's CPU kernel computes x * alpha + beta per channel, alpha = invstd * w and
     beta = b - mean * alpha: an infinite weight gives NaN where (x - mean) * invstd * w + b gave
-    inf (fuzz c2c8c2ad6f, bb19d840db, 0172f17172)."""
+    inf (fuzz c2c8c2ad6f, bb19d840db, 0172f17172). On an input that is not contiguous eager takes
+    the other formula, and gives inf (fuzz 2a2f8a6a5f)."""
     generator = torch.Generator().manual_seed(43)
     x = torch.randn(4, 6, 5, generator=generator)
+    x = x.transpose(0, 2).contiguous().transpose(0, 2) if transposed else x
     w, b = torch.randn(6, generator=generator), torch.randn(6, generator=generator)
     w[2], w[4] = float("inf"), float("-inf")
     mean, var = torch.randn(6, generator=generator), torch.rand(6, generator=generator) + 0.5
@@ -219,3 +222,17 @@ def test_cpu_batch_norm_with_infinite_weights_gives_eagers_nan(case: str) -> Non
     got, want = frontend.compile(fn)(x, w, b), fn(x, w, b)
     assert torch.equal(got.isnan(), want.isnan())
     torch.testing.assert_close(got, want, equal_nan=True)
+
+
+def test_the_gradient_of_sgn_after_rsqrt_is_zero() -> None:
+    """Autograd's zero gradient (`_efficientzerotensor`, a tensor with no storage) ran as a fallback
+    and then had a kernel write into it: a segmentation fault (fuzz 03c2377785)."""
+
+    def sgn_of_rsqrt(x: torch.Tensor) -> torch.Tensor:
+        return torch.sgn(torch.rsqrt(x))
+
+    x = torch.randn(1, 1, dtype=torch.float64, generator=torch.Generator().manual_seed(44)).requires_grad_()
+    got, want = frontend.compile(sgn_of_rsqrt)(x), sgn_of_rsqrt(x)
+    torch.testing.assert_close(got, want, equal_nan=True)
+    (grad,) = torch.autograd.grad(got, x, torch.ones_like(got))
+    assert torch.equal(grad, torch.zeros_like(x))

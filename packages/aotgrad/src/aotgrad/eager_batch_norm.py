@@ -90,10 +90,13 @@ def _with_cpu_output(bound: dict[str, Any], training: bool, result: Any) -> Any:
     ``alpha = invstd * weight``, ``beta = bias - mean * alpha``, then ``x * alpha + beta`` (the
     decomposition's ``(x - mean) * invstd * weight + bias`` gives inf where that gives NaN, with an
     infinite weight). The statistics are the batch's (the decomposition's saved mean and inverse
-    standard deviation) in training, the running ones in evaluation. Other devices: unchanged."""
+    standard deviation) in training, the running ones in evaluation. Inputs that are not contiguous and
+    other devices: unchanged."""
     x = bound.get("input")
     if not isinstance(x, torch.Tensor) or x.device.type != "cpu" or not isinstance(result, (tuple, list)) or x.dim() < 2:
         return result
+    if not x.is_contiguous():
+        return result  # eager's strided path computes ``(x - mean) * invstd * weight + bias``, as the decomposition
     if training:
         mean, invstd = result[1], result[2]
     else:

@@ -159,6 +159,14 @@ def zeros(ctx: LoweringContext, size: Sequence[Any], *, dtype: torch.dtype | Non
     return full(ctx, size, 0 if ctx.origin == "zeros" else 1, dtype=dtype, device=device)
 
 
+@lowering(aten._efficientzerotensor.default)
+def efficient_zero_tensor(ctx: LoweringContext, size: Sequence[Any], *, dtype: torch.dtype | None = None,
+                          layout: Any = None, device: Any = None, pin_memory: Any = None) -> Pointwise:  # fmt: skip
+    """Autograd's zero gradient, as real zeros: eager's ZeroTensor has no storage, so running it as
+    a fallback would hand the wrapper a buffer it cannot write into."""
+    return full(ctx, size, 0, dtype=dtype, device=device)
+
+
 @lowering(aten.zeros_like.default, aten.ones_like.default, aten.full_like.default)
 def zeros_like(ctx: LoweringContext, x: IRNode, *args: Any, dtype: torch.dtype | None = None, layout: Any = None,
                device: Any = None, pin_memory: Any = None, memory_format: Any = None) -> Pointwise:  # fmt: skip
