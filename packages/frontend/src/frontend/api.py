@@ -22,6 +22,7 @@ from frontend.capture_events import build_capture_hooks
 from frontend.config import Config, config
 from frontend.context import CompileContext
 from frontend.diagnostics import watched_graph
+from frontend.distributed import split_at_ddp_buckets
 from frontend.errors import InvalidOptionError
 from frontend.module_wrapper import OptimizedModule
 
@@ -160,7 +161,8 @@ def compile(
     bound = BoundBackend(compiler, context, backend if isinstance(backend, str) else getattr(backend, "__name__", "backend"))
     listener = getattr(backend, "on_capture_event", None)  # e.g. a CompileProfiler
     hooks = build_capture_hooks(context, [listener] if callable(listener) else [])
-    decorator = capture_optimize(bound, nopython=fullgraph, dynamic=dynamic, hooks=hooks)
+    graph_compiler = split_at_ddp_buckets(bound, model, context)  # under DDP: a subgraph per gradient bucket
+    decorator = capture_optimize(graph_compiler, nopython=fullgraph, dynamic=dynamic, hooks=hooks)
     if isinstance(model, nn.Module):
         # capture's module wrapper runs the module's forward hooks around the captured forward.
         wrapper = OptimizedModule(model, decorator(model))

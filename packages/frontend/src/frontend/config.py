@@ -54,6 +54,10 @@ class Config:
             embedding, scatter, index_put, ...) and integer divisors, and raise what eager PyTorch
             raises (``IndexError``, ``RuntimeError``) instead of reading out of bounds or crashing the
             process; False skips the checks (a little faster; an invalid index is then undefined).
+        optimize_ddp: cut each graph captured under `DistributedDataParallel` into one subgraph per
+            DDP gradient bucket, so each bucket's all-reduce overlaps the backward of the subgraphs
+            before it (torch's ``optimize_ddp``); False compiles each graph whole. See
+            docs/distributed.md.
     """
 
     debug: bool = _ENV.debug
@@ -68,6 +72,7 @@ class Config:
     cudagraph_copy_outputs: bool = True
     fallback_random: bool = False
     runtime_checks: bool = True
+    optimize_ddp: bool = True
     repro_after: str | None = _ENV.repro_after
     repro_level: str = _ENV.repro_level
     repro_dir: Path | None = None
