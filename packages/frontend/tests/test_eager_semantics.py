@@ -7,6 +7,7 @@ changed while iterated raises, and shapes read after an in-place resize are the 
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import Any
 
@@ -236,3 +237,24 @@ def test_the_gradient_of_sgn_after_rsqrt_is_zero() -> None:
     torch.testing.assert_close(got, want, equal_nan=True)
     (grad,) = torch.autograd.grad(got, x, torch.ones_like(got))
     assert torch.equal(grad, torch.zeros_like(x))
+
+
+@pytest.mark.parametrize("fallback", [False, True])
+def test_an_index_into_a_tensor_with_no_elements_raises_eagers_error_and_the_graph_stays_compiled(
+    fallback: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A kernel over an output with no elements checks no index (Kiln returned an empty tensor where
+    eager raises; fuzz bc0814912e, 690a0c7d19, 2a5ef4db50); such graphs run eager's kernel, whose
+    error on the first run is the data's, not the compiler's: the graph is not demoted to eager."""
+
+    def pick(x: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+        return torch.index_select(x, 2, index) * 2
+
+    compiled = frontend.compile(pick, options={"fallback_to_eager": fallback})
+    with caplog.at_level(logging.DEBUG, logger="kiln.fallbacks"):
+        for _ in range(2):
+            with pytest.raises(RuntimeError, match="out of DATA bounds"):
+                compiled(torch.randn(1, 0, 5), torch.tensor([5]))
+        x, index = torch.randn(1, 2, 5), torch.tensor([4, 0])
+        torch.testing.assert_close(compiled(x, index), pick(x, index))
+    assert "runs eagerly" not in caplog.text

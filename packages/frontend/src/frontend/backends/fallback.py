@@ -121,6 +121,7 @@ class _FirstCallGuard:
             if failed_check(error) is not None:
                 self._gm = gm  # bad data (an index out of range), not a bad graph: keep it compiled
                 raise
+            _raise_if_eager_fails_alike(gm, args, error, self, gm)
             self._run = fall_back(gm, self._context, self._what, f"its first run failed ({describe_error(error)})", error)
             return self._run(*args)
 
@@ -144,9 +145,26 @@ class _BoxedFirstCallGuard(_FirstCallGuard):
             if failed_check(error) is not None:
                 self._gm = gm  # bad data (an index out of range), not a bad graph: keep it compiled
                 raise
+            _raise_if_eager_fails_alike(gm, inputs, error, self, gm)
             eager = fall_back(gm, self._context, self._what, f"its first run failed ({describe_error(error)})", error)
             self._run = _Unboxing(eager)
             return eager(*inputs)
+
+
+def _raise_if_eager_fails_alike(
+    gm: torch.fx.GraphModule, inputs: Sequence[Any], error: Exception, guard: _FirstCallGuard, kept: torch.fx.GraphModule
+) -> None:
+    """When the eager graph raises on these inputs too (an error of the same type: an index out of
+    range that a fallback kernel checked, a shape eager refuses), the data is at fault, not the
+    compiled graph: it stays compiled (and its next call is still a guarded first run) and eager's
+    error is raised. Otherwise return: the compiled graph failed where eager does not."""
+    try:
+        gm.forward(*inputs)  # not gm(...): torch.fx prints the graph's code on an error raised there
+    except type(error) as eager_error:
+        guard._gm = kept
+        raise eager_error from None
+    except Exception:
+        return
 
 
 class _Unboxing:

@@ -167,6 +167,14 @@ def _indirect(value: Any, dtype: torch.dtype, size: sympy.Expr, check: IndexChec
     return ops.indirect_indexing(convert(value, torch.int64, dtype), size, check=check, wrap_neg=wrap)
 
 
+def _checks_every_index(sizes: Sequence[Any], op: str) -> None:
+    """Refuse (fall back to eager's kernel) where the indexed tensor has no elements: a kernel over
+    an output with none checks no index, where eager checks each (and raises); and every index into
+    a dim of size 0 is out of range, with eager's own error."""
+    if any(sympy.sympify(s) == 0 for s in sizes):
+        raise NotLowerable(f"{op} of a tensor with no elements: eager checks every index")
+
+
 @lowering(aten.embedding.default)
 def embedding(ctx: LoweringContext, weight: IRNode, indices: IRNode, padding_idx: int = -1,
               scale_grad_by_freq: bool = False, sparse: bool = False) -> Pointwise:  # fmt: skip
@@ -174,6 +182,7 @@ def embedding(ctx: LoweringContext, weight: IRNode, indices: IRNode, padding_idx
     require_same_device(weight, indices)
     wsize = weight.get_size()
     isize = indices.get_size()
+    _checks_every_index(wsize, "embedding")
     wload, iload, idtype = weight.make_loader(), indices.make_loader(), indices.dtype
     check = ctx.index_check("IndexError", 0)
 
@@ -192,6 +201,7 @@ def index_select(ctx: LoweringContext, x: IRNode, dim: int, index: IRNode) -> Po
     if not size:
         raise NotLowerable("index_select of a scalar")
     dim = dim % len(size)
+    _checks_every_index(size, "index_select")
     xload, iload, idtype = x.make_loader(), index.make_loader(), index.dtype
     idx_scalar = len(index.get_size()) == 0
     out = list(size)
