@@ -68,11 +68,10 @@ def _triton_on_cpu() -> Iterator[None]:
     """Within the block, the inductor backend compiles CPU graphs with codegen_triton (interpreted)."""
     import codegen_triton
     from frontend.backends import inductor as inductor_backend
-    from frontend.backends.kernel_backends import instantiate
 
-    def triton_on_cpu(device_type: str, config: Any, debug_dir: Any = None) -> Any:
-        configured = instantiate(codegen_triton.TritonBackend, config, "cuda", debug_dir)
-        return codegen_triton.TritonBackend("cpu", configured.config)
+    def triton_on_cpu(device_type: str, config: Any) -> Any:
+        options = codegen_triton.TritonBackend.parse_options(config.kernel_backend_options("cuda"))
+        return codegen_triton.TritonBackend("cpu", options)
 
     original = inductor_backend.load_kernel_backend
     inductor_backend.load_kernel_backend = triton_on_cpu

@@ -146,11 +146,10 @@ def _triton_on_cpu(monkeypatch):
     """Make the inductor backend compile CPU graphs with codegen_triton (run under TRITON_INTERPRET=1)."""
     import codegen_triton
     from frontend.backends import inductor as inductor_backend
-    from frontend.backends.kernel_backends import instantiate
 
-    def triton_on_cpu(device_type, config, debug_dir=None):
-        configured = instantiate(codegen_triton.TritonBackend, config, "cuda", debug_dir)
-        return codegen_triton.TritonBackend("cpu", configured.config)
+    def triton_on_cpu(device_type, config):
+        options = codegen_triton.TritonBackend.parse_options(config.kernel_backend_options("cuda"))
+        return codegen_triton.TritonBackend("cpu", options)
 
     monkeypatch.setattr(inductor_backend, "load_kernel_backend", triton_on_cpu)
 '''

@@ -38,6 +38,11 @@ def _compile_and_check(fn: Callable[[torch.Tensor], torch.Tensor]) -> None:
     assert compiled.kiln_context.graphs_compiled == 1
 
 
+def _use_cache(monkeypatch: pytest.MonkeyPatch, root: Path) -> None:
+    """Compile with Kiln's cache folder at `root` (the frontend hands it to the C++ backend)."""
+    monkeypatch.setattr(frontend.config, "cache_dir", root)
+
+
 def _entries(root: Path) -> list[Path]:
     return sorted(p.parent for p in root.glob("cpp/*/*/kernels.so"))
 
@@ -53,7 +58,7 @@ def pristine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """A cache holding the libraries of ``_times(2.0)`` and ``_times(3.0)`` (built once)."""
     root = tmp_path_factory.mktemp("pristine")
     with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("KILN_CACHE_DIR", str(root))
+        _use_cache(patch, root)
         _compile_and_check(_times(2.0))
         _compile_and_check(_times(3.0))
     assert len(_entries(root)) == 2
@@ -63,7 +68,7 @@ def pristine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 def _copy(pristine: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     root = tmp_path / "cache"
     shutil.copytree(pristine, root)
-    monkeypatch.setenv("KILN_CACHE_DIR", str(root))
+    _use_cache(monkeypatch, root)
     return root
 
 
@@ -112,7 +117,7 @@ def test_read_only_cache_folder_builds_in_a_private_folder(
 ) -> None:
     root = tmp_path / "readonly"
     (root / "cpp").mkdir(parents=True)
-    monkeypatch.setenv("KILN_CACHE_DIR", str(root))
+    _use_cache(monkeypatch, root)
     os.chmod(root / "cpp", 0o555)
     if os.geteuid() == 0:  # root writes through permission bits: refuse writes under `root` instead
         real = cpp_cache.atomic_write
@@ -136,7 +141,7 @@ def test_read_only_cache_folder_builds_in_a_private_folder(
 def test_file_in_place_of_the_cache_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     blocker = tmp_path / "not_a_folder"
     blocker.write_text("a file where the cache folder should be")
-    monkeypatch.setenv("KILN_CACHE_DIR", str(blocker))
+    _use_cache(monkeypatch, blocker)
     with pytest.warns(RuntimeWarning, match="cannot be used"):
         _compile_and_check(_times(4.5))
     assert blocker.read_text() == "a file where the cache folder should be"
@@ -145,7 +150,7 @@ def test_file_in_place_of_the_cache_folder(tmp_path: Path, monkeypatch: pytest.M
 @pytest.mark.usefixtures("warnings_reset")
 def test_missing_cache_folder_is_created(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     root = tmp_path / "does" / "not" / "exist"
-    monkeypatch.setenv("KILN_CACHE_DIR", str(root))
+    _use_cache(monkeypatch, root)
     _compile_and_check(_times(5.5))
     assert len(_entries(root)) == 1
     assert not cpp_cache._REPORTED  # a missing folder is no fault

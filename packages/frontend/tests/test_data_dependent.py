@@ -15,7 +15,6 @@ import torch
 
 import frontend
 from frontend.backends import inductor as inductor_backend
-from frontend.backends.kernel_backends import instantiate
 from frontend.config import Config
 
 pytestmark = pytest.mark.usefixtures("fresh_cache")
@@ -123,9 +122,9 @@ def test_branch_on_an_item_breaks_the_graph_there() -> None:
 def test_triton_wrapper_binds_unbacked_sizes(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     import codegen_triton
 
-    def triton_on_cpu(device_type: str, config: Config, debug_dir: Path | None = None) -> Any:
-        return codegen_triton.TritonBackend("cpu", instantiate(codegen_triton.TritonBackend, config, "cuda",
-                                                               debug_dir).config)
+    def triton_on_cpu(device_type: str, config: Config) -> Any:
+        options = codegen_triton.TritonBackend.parse_options(config.kernel_backend_options("cuda"))
+        return codegen_triton.TritonBackend("cpu", options)
 
     monkeypatch.setattr(inductor_backend, "load_kernel_backend", triton_on_cpu)
     with frontend.config.patch(debug=True, debug_dir=tmp_path):

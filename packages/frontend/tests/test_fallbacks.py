@@ -11,7 +11,11 @@ import torch
 
 import frontend
 from frontend.backends.fallback import compile_or_fall_back, graph_device_types, mixed_devices_reason
-from frontend.backends.kernel_backends import KernelBackendUnavailable, instantiate, load_kernel_backend
+from frontend.backends.kernel_backends import (
+    KernelBackendUnavailable,
+    build_kernel_backend,
+    load_kernel_backend,
+)
 from frontend.backends.registry import lookup_backend
 from frontend.config import Config
 from frontend.context import CompileContext
@@ -31,17 +35,25 @@ class FakeConfig:
     max_configs: int = 4
     fallback_random: bool = False
 
-class WithConfig:
+
+class WithOptions:
+    """A configurable kernel backend: it parses its own options (and turns max_autotune into its own setting)."""
+
     device_type = "cuda"
 
     def __init__(self, config: FakeConfig | None = None) -> None:
         self.config = config
 
-class WithKeywords:
-    device_type = "cpu"
+    @classmethod
+    def parse_options(cls, options: dict[str, Any]) -> FakeConfig:
+        own = dict(options)
+        max_configs = 16 if own.pop("max_autotune") else 4
+        assert set(own) == {"fallback_random", "runtime_checks", "cache_root"}, own
+        return FakeConfig(max_configs=max_configs, fallback_random=own["fallback_random"])
 
-    def __init__(self, max_autotune: bool = False, other: int = 1) -> None:
-        self.max_autotune = max_autotune
+
+class WithoutOptions:
+    device_type = "cpu"
 
 
 def _context(**options: Any) -> CompileContext:
@@ -109,13 +121,13 @@ def test_compile_failure_and_first_run_failure_fall_back(caplog: pytest.LogCaptu
         compile_or_fall_back(broken_compile, gm, _context(fallback_to_eager=False), "the forward graph")
 
 
-def test_kernel_backend_construction_passes_known_settings() -> None:
+def test_kernel_backend_parses_its_own_options() -> None:
     tuned = Config().with_options({"max_autotune": True, "fallback_random": True})
-    made = instantiate(WithConfig, tuned)
+    made = build_kernel_backend(WithOptions, tuned, "cuda")
     assert made.config == FakeConfig(max_configs=16, fallback_random=True)
-    assert instantiate(WithKeywords, tuned).max_autotune is True
-    ready = WithKeywords()
-    assert instantiate(ready, tuned) is ready
+    assert isinstance(build_kernel_backend(WithoutOptions, tuned), WithoutOptions)
+    ready = WithoutOptions()
+    assert build_kernel_backend(ready, tuned) is ready
 
 
 def test_installed_kernel_backends_are_found_by_entry_point() -> None:

@@ -20,7 +20,8 @@ import torch
 
 import frontend
 from codegen_cpp import CppConfig, find_toolchain
-from frontend.backends import kernel_backends, registry
+from frontend import stage_options
+from frontend.backends import registry
 from frontend.backends.fallback import compile_or_fall_back
 from frontend.config import Config
 from frontend.context import CompileContext
@@ -56,6 +57,7 @@ def _killed_once(real: Callable[..., Any], when: Callable[[list[str]], bool]) ->
 def test_ctrl_c_during_the_compiler_probe(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     expected = find_toolchain(CppConfig(cache_dir=tmp_path / "reference"))
     monkeypatch.setenv("KILN_CACHE_DIR", str(tmp_path / "cache"))  # a cache this process never probed
+    monkeypatch.setattr(frontend.config, "cache_dir", tmp_path / "cache")  # (the frontend reads it at import)
     monkeypatch.setattr(subprocess, "run", _killed_once(subprocess.run, lambda c: any("probe" in str(a) for a in c)))
     frontend.reset()
     with pytest.raises(KeyboardInterrupt):
@@ -66,7 +68,7 @@ def test_ctrl_c_during_the_compiler_probe(tmp_path: Path, monkeypatch: pytest.Mo
 
 
 def test_ctrl_c_while_the_kernel_library_compiles(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("KILN_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(frontend.config, "cache_dir", tmp_path)
     built = _killed_once(subprocess.run, lambda c: any("kernels" in str(a) for a in c))
     monkeypatch.setattr(subprocess, "run", built)
     frontend.reset()
@@ -76,7 +78,7 @@ def test_ctrl_c_while_the_kernel_library_compiles(tmp_path: Path, monkeypatch: p
 
 
 def test_ctrl_c_while_the_kernel_backend_is_imported(monkeypatch: pytest.MonkeyPatch) -> None:
-    real = kernel_backends.kernel_backend_entries
+    real = stage_options.kernel_backend_entries
 
     class Interrupted:
         """An entry point whose import is interrupted, once."""
@@ -85,11 +87,11 @@ def test_ctrl_c_while_the_kernel_backend_is_imported(monkeypatch: pytest.MonkeyP
             self.point, self.value = point, point.value
 
         def load(self) -> Any:
-            monkeypatch.setattr(kernel_backends, "kernel_backend_entries", real)
+            monkeypatch.setattr(stage_options, "kernel_backend_entries", real)
             raise KeyboardInterrupt
 
     monkeypatch.setattr(
-        kernel_backends, "kernel_backend_entries", lambda: {k: Interrupted(v) for k, v in real().items()}
+        stage_options, "kernel_backend_entries", lambda: {k: Interrupted(v) for k, v in real().items()}
     )
     frontend.reset()
     with pytest.raises(KeyboardInterrupt):

@@ -16,7 +16,6 @@ import torch
 
 import frontend
 from frontend.backends import inductor as inductor_backend
-from frontend.backends.kernel_backends import instantiate
 from frontend.config import Config
 
 pytestmark = [
@@ -34,10 +33,10 @@ def test_triton_generator_through_frontend(monkeypatch: pytest.MonkeyPatch, tmp_
 
     made: list[Any] = []
 
-    def triton_on_cpu(device_type: str, config: Config, debug_dir: Path | None = None) -> Any:
-        configured = instantiate(codegen_triton.TritonBackend, config, "cuda", debug_dir)
-        made.append(configured.config)
-        return codegen_triton.TritonBackend("cpu", configured.config)
+    def triton_on_cpu(device_type: str, config: Config) -> Any:
+        options = codegen_triton.TritonBackend.parse_options(config.kernel_backend_options("cuda"))
+        made.append(options)
+        return codegen_triton.TritonBackend("cpu", options)
 
     monkeypatch.setattr(inductor_backend, "load_kernel_backend", triton_on_cpu)
     with frontend.config.patch(fallback_to_eager=False, debug=True, debug_dir=tmp_path):

@@ -12,6 +12,8 @@ Variables:
   KILN_REPRO_LEVEL=crash|accuracy    accuracy: also check each compiled graph against eager, minify mismatches
   KILN_REPORT=path.html              write one HTML report of every compile in the process at exit
   KILN_PROGRESS=0                    no progress line for long compiles (shown only on a terminal)
+  KILN_CAPTURE_VERBOSE=1, KILN_CAPTURE_SCALAR_OUTPUTS=0, KILN_CAPTURE_DYNAMIC_OUTPUT_SHAPE_OPS=0
+                                     capture's defaults (`capture.CaptureConfig`), passed down as its options
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from __future__ import annotations
 import os
 import tempfile
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 LOG_EVENTS: tuple[str, ...] = ("graph_breaks", "recompiles", "guards", "fallbacks", "compile")
@@ -37,6 +39,7 @@ class Environment:
     repro_level: str = "crash"
     report: Path | None = None
     progress: bool = True
+    capture: Mapping[str, bool] = field(default_factory=dict)
 
 
 def _truthy(value: str | None) -> bool:
@@ -93,6 +96,11 @@ def read_environment(environ: Mapping[str, str] | None = None) -> Environment:
         repro_level=_choice(env, "KILN_REPRO_LEVEL", REPRO_LEVEL_CHOICES) or "crash",
         report=Path(report).expanduser() if report else None,
         progress=env.get("KILN_PROGRESS", "1").strip().lower() not in {"0", "false", "no", "off"},
+        capture={
+            "verbose": bool(env.get("KILN_CAPTURE_VERBOSE")),
+            "capture_scalar_outputs": env.get("KILN_CAPTURE_SCALAR_OUTPUTS", "1") != "0",
+            "capture_dynamic_output_shape_ops": env.get("KILN_CAPTURE_DYNAMIC_OUTPUT_SHAPE_OPS", "1") != "0",
+        },
     )
 
 

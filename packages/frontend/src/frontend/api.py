@@ -86,10 +86,15 @@ def _label(model: Any) -> str:
 
 
 def capture_optimize(
-    compiler: Callable[..., Any], *, nopython: bool, dynamic: bool | None, hooks: capture.CaptureHooks | None
+    compiler: Callable[..., Any],
+    *,
+    nopython: bool,
+    dynamic: bool | None,
+    hooks: capture.CaptureHooks | None,
+    config: capture.CaptureConfig | None = None,
 ) -> Callable[..., Any]:
-    """capture's decorator for `compiler` (capture.optimize), reporting to `hooks`."""
-    kwargs: dict[str, Any] = {"nopython": nopython}
+    """capture's decorator for `compiler` (capture.optimize), reporting to `hooks`, with capture's `config`."""
+    kwargs: dict[str, Any] = {"nopython": nopython, "config": config}
     if dynamic is not None:
         kwargs["dynamic"] = dynamic
     if hooks is not None:
@@ -122,10 +127,15 @@ def compile(
             recompiles); None: specialize first, and make a dim dynamic once its size changes
             (automatic dynamic). `mark_dynamic`/`mark_static` override it per tensor dim.
             Sizes 0 and 1 are always specialized. See docs/dynamic-shapes.md.
-        options: `Config` fields (e.g. ``{"fallback_to_eager": False}``); unknown keys raise with
-            the list of valid ones. With `mode`, the mode's settings apply first and `options`
-            override them (``mode="reduce-overhead", options={"cudagraph_copy_outputs": False}``);
-            torch.compile rejects the pair, Kiln layers them.
+        options: `Config` fields (e.g. ``{"fallback_to_eager": False}``) and each stage's own
+            options by a dotted name: ``"capture.<name>"`` (`capture.CaptureConfig`),
+            ``"aotgrad.<name>"`` (`aotgrad.AotConfig`), ``"inductor_ir.<name>"``
+            (`inductor_ir.InductorIRConfig`), ``"<device>.<name>"`` for a device's kernel backend
+            (``"cpu.vectorize"``: `codegen_cpp.CppConfig`; ``"cuda.max_configs"``:
+            `codegen_triton.TritonConfig`). Unknown keys raise with the list of valid ones. With
+            `mode`, the mode's settings apply first and `options` override them
+            (``mode="reduce-overhead", options={"cudagraph_copy_outputs": False}``); torch.compile
+            rejects the pair, Kiln layers them.
         disable: return `model` unchanged (to switch compilation off with one flag).
 
     Returns:
@@ -162,7 +172,9 @@ def compile(
     listener = getattr(backend, "on_capture_event", None)  # e.g. a CompileProfiler
     hooks = build_capture_hooks(context, [listener] if callable(listener) else [])
     graph_compiler = split_at_ddp_buckets(bound, model, context)  # under DDP: a subgraph per gradient bucket
-    decorator = capture_optimize(graph_compiler, nopython=fullgraph, dynamic=dynamic, hooks=hooks)
+    decorator = capture_optimize(
+        graph_compiler, nopython=fullgraph, dynamic=dynamic, hooks=hooks, config=resolved.capture_config()
+    )
     if isinstance(model, nn.Module):
         # capture's module wrapper runs the module's forward hooks around the captured forward.
         wrapper = OptimizedModule(model, decorator(model))

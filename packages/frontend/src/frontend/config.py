@@ -2,7 +2,11 @@
 
 ``frontend.config`` is the process default; `frontend.compile` snapshots it when it is called and
 merges ``options=`` (validated against the fields below) into that snapshot, so changing
-``frontend.config`` later does not change an already-compiled function.
+``frontend.config`` later does not change an already-compiled function. Options of the stages below
+(``"capture.cache_size_limit"``, ``"inductor_ir.layout_optimization"``, ``"cpu.vectorize"``, ...) are
+kept in `Config.stage_options`, checked by the stage that owns them (see `frontend.stage_options`),
+and handed down as each stage's typed config (`Config.capture_config`, `aot_config`,
+`inductor_config`, `kernel_backend_options`).
 
 Example::
 
@@ -21,8 +25,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import aotgrad
+import capture
+import inductor_ir
 from frontend._env import LOG_EVENTS, REPRO_AFTER_CHOICES, REPRO_LEVEL_CHOICES, read_environment
 from frontend.errors import InvalidOptionError
+from frontend.stage_options import STAGES, check_stage_option, is_stage_namespace, kernel_backend_entries
 
 _ENV = read_environment()
 
@@ -78,38 +86,70 @@ class Config:
     repro_dir: Path | None = None
     report: Path | None = _ENV.report
     progress: bool = _ENV.progress
+    stage_options: Mapping[str, Mapping[str, Any]] = field(default_factory=lambda: {"capture": dict(_ENV.capture)})
     _patch_stack: list[dict[str, Any]] = field(default_factory=list, repr=False, compare=False)
 
     @staticmethod
     def option_names() -> tuple[str, ...]:
-        """The keys that ``options=`` and `patch` accept."""
-        return tuple(f.name for f in dataclasses.fields(Config) if not f.name.startswith("_"))
+        """The frontend's own keys that ``options=`` and `patch` accept (stages' keys are ``"<stage>.<name>"``)."""
+        return tuple(f.name for f in dataclasses.fields(Config) if not f.name.startswith("_") and f.name != "stage_options")
 
     def snapshot(self) -> Config:
         """An independent copy of this configuration (patches are not carried over)."""
         values = {name: getattr(self, name) for name in self.option_names()}
-        return Config(**values)
+        return Config(**values, stage_options={stage: dict(given) for stage, given in self.stage_options.items()})
 
     def with_options(self, options: Mapping[str, Any] | None) -> Config:
         """A copy with `options` applied, after validating every key and value."""
         copy = self.snapshot()
-        for name, value in validate_options(options or {}).items():
-            setattr(copy, name, value)
+        _apply(copy, validate_options(options or {}))
         return copy
 
     @contextlib.contextmanager
     def patch(self, **changes: Any) -> Iterator[Config]:
-        """Within the ``with`` block, this configuration has `changes` applied; restored afterwards."""
+        """Within the ``with`` block, this configuration has `changes` applied; restored afterwards.
+
+        A stage's option is given with its dotted name: ``patch(**{"capture.cache_size_limit": 2})``.
+        """
         valid = validate_options(changes)
-        saved = {name: getattr(self, name) for name in valid}
+        saved = {name: getattr(self, name) for name in valid if "." not in name}
+        saved["stage_options"] = self.stage_options
         self._patch_stack.append(saved)
         try:
-            for name, value in valid.items():
-                setattr(self, name, value)
+            _apply(self, valid)
             yield self
         finally:
             for name, value in self._patch_stack.pop().items():
                 setattr(self, name, value)
+
+    # ------------------------------------------------------------------ each stage's typed options
+    def capture_config(self) -> capture.CaptureConfig:
+        """capture's config: the ``KILN_CAPTURE_*`` environment and the ``"capture.*"`` options."""
+        return capture.CaptureConfig.parse_options(self.stage_options.get("capture", {}))
+
+    def aot_config(self) -> aotgrad.AotConfig:
+        """aotgrad's config: `fallback_to_eager`, then the ``"aotgrad.*"`` options."""
+        given = {"fallback_to_eager": self.fallback_to_eager, **self.stage_options.get("aotgrad", {})}
+        return aotgrad.AotConfig.parse_options(given)
+
+    def inductor_config(self) -> inductor_ir.InductorIRConfig:
+        """inductor_ir's config (`compile_graph`): the ``"inductor_ir.*"`` options."""
+        return inductor_ir.InductorIRConfig.parse_options(self.stage_options.get("inductor_ir", {}))
+
+    def kernel_backend_options(self, device_type: str) -> dict[str, Any]:
+        """What the kernel backend of `device_type` parses: inductor_ir's common backend options from
+        this config, then the ``"<device_type>.*"`` options."""
+        return {
+            "max_autotune": self.max_autotune,
+            "fallback_random": self.fallback_random,
+            "runtime_checks": self.runtime_checks,
+            "cache_root": self.cache_dir,
+            **self.stage_options.get(device_type, {}),
+        }
+
+    def stage_option_items(self) -> dict[str, Any]:
+        """Every stage option in force, by its dotted name (``{"capture.verbose": False, ...}``)."""
+        return {f"{stage}.{name}": value for stage, given in self.stage_options.items() for name, value in given.items()}
 
     def resolved_debug_dir(self) -> Path:
         """The folder under which debug runs are written."""
@@ -161,28 +201,48 @@ def _coerce(name: str, expected: Any, value: Any) -> Any:
     raise InvalidOptionError(f"option {name!r} expects {type_name}, got {value!r} ({type(value).__name__})")
 
 
-def validate_options(options: Mapping[str, Any]) -> dict[str, Any]:
-    """Check `options` against Config's fields; unknown keys raise with the list of valid keys.
+def _namespaces() -> str:
+    devices = ", ".join(sorted(kernel_backend_entries())) or "none installed"
+    stages = ", ".join(f"'{stage}.<name>'" for stage in STAGES)
+    return f"each stage's own options are {stages} and '<device>.<name>' for a device's kernel backend ({devices})"
 
-    Dotted torch-style spellings (``"triton.cudagraphs"``) are accepted for their last component.
+
+def validate_options(options: Mapping[str, Any]) -> dict[str, Any]:
+    """Check `options` against Config's fields and the stages' options; unknown keys raise listing the valid ones.
+
+    A key ``"<stage>.<name>"`` whose prefix is a stage (capture, aotgrad, inductor_ir) or a device type
+    with a kernel backend (cpu, cuda, ...) is checked by that stage and kept under its dotted name.
+    Other dotted torch-style spellings (``"triton.cudagraphs"``) are read by their last component.
     """
     if not isinstance(options, Mapping):
         raise InvalidOptionError(f"options must be a dict of option name -> value, got {type(options).__name__}")
     expected_types = _field_types()
     valid: dict[str, Any] = {}
     for key, value in options.items():
+        prefix, dot, rest = str(key).partition(".")
+        if dot and is_stage_namespace(prefix):
+            check_stage_option(prefix, rest, value)
+            valid[f"{prefix}.{rest}"] = value
+            continue
         name = str(key).rsplit(".", 1)[-1].replace("-", "_")
         if name not in expected_types:
             raise InvalidOptionError(
-                f"unknown option {key!r}; valid options are: {', '.join(Config.option_names())}"
+                f"unknown option {key!r}; valid options are: {', '.join(Config.option_names())}; {_namespaces()}"
             )
         valid[name] = _coerce(name, expected_types[name], value)
     return valid
 
 
-def default_config_cache_dir() -> Path:
-    """The cache folder the environment gives (KILN_CACHE_DIR or the platform default)."""
-    return _ENV.cache_dir
+def _apply(target: Config, valid: Mapping[str, Any]) -> None:
+    """Set validated options on `target`: its own fields, and stage options into a new `stage_options`."""
+    stages = {stage: dict(given) for stage, given in target.stage_options.items()}
+    for key, value in valid.items():
+        stage, dot, name = key.partition(".")
+        if dot:
+            stages.setdefault(stage, {})[name] = value
+        else:
+            setattr(target, key, value)
+    target.stage_options = stages
 
 
 config = Config()

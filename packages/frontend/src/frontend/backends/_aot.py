@@ -15,8 +15,9 @@ GraphCompiler = aotgrad.CompilerFn
 
 
 def aot_config(context: CompileContext) -> aotgrad.AotConfig:
-    """aotgrad's options for this compilation: its own "run this graph eagerly" follows the frontend's."""
-    return aotgrad.AotConfig(fallback_to_eager=context.config.fallback_to_eager)
+    """aotgrad's options for this compilation (`Config.aot_config`): its own "run this graph eagerly"
+    follows the frontend's `fallback_to_eager`, then the ``"aotgrad.*"`` options."""
+    return context.config.aot_config()
 
 
 def aot_compile(

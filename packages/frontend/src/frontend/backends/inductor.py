@@ -99,6 +99,7 @@ def _graph_compiler(
     backends: Mapping[str, Any], context: CompileContext, artifacts: GraphArtifacts | None, which: str
 ) -> Callable[[torch.fx.GraphModule, list[Any]], Callable[..., Any]]:
     """The aotgrad fw/bw compiler: inductor_ir.compile_graph, with eager fallback and CUDA graphs."""
+    inductor_config = context.config.inductor_config()  # the "inductor_ir.*" options
 
     def compile_aten(aten_gm: torch.fx.GraphModule, inputs: list[Any]) -> Callable[..., Any]:
         if artifacts is not None:
@@ -106,7 +107,7 @@ def _graph_compiler(
 
         def build() -> Callable[..., Any]:
             with context.stage("lowering", artifacts):
-                compiled = inductor_ir.compile_graph(aten_gm, inputs, backends=backends)
+                compiled = inductor_ir.compile_graph(aten_gm, inputs, backends=backends, config=inductor_config)
             _record_split(context, compiled)
             if artifacts is not None:
                 _write_compiled(artifacts, which, compiled)
@@ -133,7 +134,7 @@ def inductor_backend(gm: torch.fx.GraphModule, example_inputs: list[Any], contex
         )
     try:
         # Kernel sources reach the debug folder through CompiledGraph.artifacts(), so the code
-        # generators get no debug folder of their own (debug_dir=None).
+        # generators get no debug folder of their own (their parse_options sets none).
         backends = {device: TimedKernelBackend(
             load_kernel_backend(device, context.config), context.stage, context.kernels, context.note_cache
         )}

@@ -18,6 +18,7 @@ from typing import Any
 
 import torch
 
+import aotgrad
 from frontend.distributed.buckets import BucketPlan
 
 
@@ -151,7 +152,7 @@ class BucketedGraph:
         for index, (subgraph, run) in enumerate(zip(subgraphs, compiled, strict=True)):
             reads = tuple(slot(node) for node in subgraph.inputs)
             frees = tuple(s for s in dict.fromkeys(reads) if last_reader.get(s) == index and s not in kept)
-            steps.append(_Step(run, bool(getattr(run, "_boxed_call", False)), reads,
+            steps.append(_Step(run, aotgrad.is_boxed(run), reads,
                                tuple(slot(node) for node in subgraph.outputs), frees))
         self._steps = tuple(steps)
         self._size = len(slots)

@@ -11,7 +11,8 @@
 * ``shapes``: the ranges of the size symbols and the shape guards recorded so far;
 * ``modes``: grad mode, autocast, the default dtype, deterministic algorithms and float32 matmul
   precision, which the traced graphs bake in;
-* ``options``: the frontend's options that reach the compiled code and the kernel backend's identity;
+* ``options``: the frontend's options that reach the compiled code, each stage's typed options by
+  their ``hash()`` (capture, aotgrad, inductor_ir) and the kernel backend's ``hash()``;
 * ``versions``: Python, torch and triton versions, Kiln's package versions and a fingerprint of
   their installed files (a development checkout changes without a new version);
 * ``device``: the machine kind, and for CUDA the GPU's name and compute capability.
@@ -171,7 +172,13 @@ def _backend_identity(backend: Any) -> Any:
 
 def _options_part(config: Config, backends: Mapping[str, Any]) -> dict[str, Any]:
     options = {name: repr(getattr(config, name)) for name in config.option_names() if name not in _NEUTRAL_OPTIONS}
-    return {"frontend": options, "backends": {device: _backend_identity(b) for device, b in sorted(backends.items())}}
+    stages = {
+        "capture": config.capture_config().hash(),
+        "aotgrad": config.aot_config().hash(),
+        "inductor_ir": config.inductor_config().hash(),
+    }
+    backend_ids = {device: _backend_identity(b) for device, b in sorted(backends.items())}
+    return {"frontend": options, "stages": stages, "backends": backend_ids}
 
 
 @functools.cache

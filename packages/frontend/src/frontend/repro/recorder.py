@@ -28,7 +28,8 @@ from frontend.repro.script import ReproSpec, render_script, write_script
 from frontend.repro.stages import clone_inputs
 
 CODEGEN_OPTIONS = ("fallback_random", "runtime_checks", "max_autotune")
-"""Config options a repro script carries: those that change the generated code."""
+"""Config options a repro script carries: those that change the generated code (with the options of
+the stages after capture, ``"aotgrad.*"``, ``"inductor_ir.*"`` and ``"<device>.*"``, as they were given)."""
 
 ATEN_LEVEL_BACKENDS = ("inductor", "aot_eager")
 """Backends whose ATen-graph compiler a repro script can call on its own (see stages.py)."""
@@ -61,6 +62,10 @@ class ReproRecorder:
         self.folder: Path = config.repro_dir if config.repro_dir is not None else config.cache_dir / "repro"
         self.label = label
         self.options = {name: getattr(config, name) for name in CODEGEN_OPTIONS}
+        self.options.update(
+            (key, value) for key, value in config.stage_option_items().items()
+            if not key.startswith("capture.") and isinstance(value, (bool, int, float, str, type(None)))
+        )
         self.saved_bytes = DEFAULT_SAVED_BYTES
         self.log = EventLog(frozenset({"repro"}))
         self._graphs: dict[int, GraphRecord] = {}

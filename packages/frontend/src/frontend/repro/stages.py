@@ -52,7 +52,7 @@ def _aten_graph_compiler(backend: str, cfg: Config) -> Callable[[torch.fx.GraphM
             raise ValueError(f"this graph mixes devices {sorted(devices)}; Kiln compiles one device per graph")
         (device,) = devices
         kernels = load_kernel_backend(device, cfg)
-        return inductor_ir.compile_graph(gm, inputs, backends={device: kernels})
+        return inductor_ir.compile_graph(gm, inputs, backends={device: kernels}, config=cfg.inductor_config())
 
     return compile_aten
 
