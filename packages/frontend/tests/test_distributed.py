@@ -188,7 +188,35 @@ def test_negative_bucket_cap_mb_fails_at_compile(ranks: list[dict[str, Any]]) ->
 def test_fsdp2_modules_train_like_eager(ranks: list[dict[str, Any]]) -> None:
     # fully_shard on the root only: the whole forward is one graph (FSDP2's hooks gather the
     # parameters before it and free them after, eagerly). On each layer too: every sharded layer's
-    # call is a graph break (hooks taking keyword arguments), so the layers run eagerly.
+    # call is a graph break (its hooks take keyword arguments and run eagerly) and each layer's
+    # forward is a graph of its own; the code between them (here the ReLUs) runs eagerly.
     for rank in ranks:
         assert rank["fsdp2_root"] == {"graphs_compiled": 1, "graph_breaks": 0}
+        assert rank["fsdp2_per_layer"]["graphs_compiled"] == 6
         assert rank["fsdp2_per_layer"]["graph_breaks"] >= 1
+
+
+def test_submodules_with_keyword_hooks_run_them_eagerly_around_their_own_graph(fresh_cache: None) -> None:
+    # FSDP2's hooks take keyword arguments (with_kwargs=True); here a hook scales the input and one the output.
+    torch.manual_seed(2)
+    model = workers.make_model()
+    calls: list[str] = []
+
+    def pre(module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        calls.append("pre")
+        return (args[0] * 2,), kwargs
+
+    def post(module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], output: torch.Tensor) -> torch.Tensor:
+        return output - 1
+
+    for layer in (model[2], model[6]):
+        layer.register_forward_pre_hook(pre, with_kwargs=True)
+        layer.register_forward_hook(post, with_kwargs=True)
+    graphs: list[torch.fx.GraphModule] = []
+    compiled = frontend.compile(model, backend=lambda gm, inputs: graphs.append(gm) or gm.forward)
+    x = torch.randn(4, 16)
+    expected = model(x)
+    assert calls == ["pre", "pre"]
+    torch.testing.assert_close(compiled(x), expected)
+    assert calls == ["pre"] * 4 and len(graphs) == 2  # one graph per hooked layer; the rest ran eagerly
+    assert "forward" not in model[2].__dict__  # the captured forward is installed only during a call

@@ -13,7 +13,13 @@ from torch.utils._device import DeviceContext
 
 from capture.cache import DEFAULT_CACHE, FROZEN, CaptureContext, CompilerFn
 from capture.config import CaptureConfig, config
-from capture.distributed import DataParallelModule, forward_replaced, is_data_parallel
+from capture.distributed import (
+    DataParallelModule,
+    forward_replaced,
+    has_keyword_hooks,
+    is_data_parallel,
+    with_hooked_submodules_captured,
+)
 from capture.errors import CaptureError
 from capture.events import CaptureHooks
 from capture.registry import MARKS
@@ -88,6 +94,8 @@ class OptimizedModule:
         else:
             class_forward: Any = type(module).forward
             captured = functools.partial(ctx.wrap_function(class_forward), module)
+        # Submodules whose hooks take keyword arguments (FSDP2's) run their hooks eagerly, their forward captured.
+        captured = with_hooked_submodules_captured(module, captured, lambda sub: OptimizedModule(sub, ctx).forward)
         object.__setattr__(self, "_orig_mod", module)
         object.__setattr__(self, "_kiln_original", module)
         object.__setattr__(self, "_ctx", ctx)
@@ -97,7 +105,7 @@ class OptimizedModule:
         module: torch.nn.Module = self._orig_mod
         if not (module._forward_hooks or module._forward_pre_hooks):
             return self.forward(*args, **kwargs)
-        if module._forward_pre_hooks_with_kwargs or module._forward_hooks_with_kwargs:
+        if has_keyword_hooks(module):
             # Hooks taking keyword arguments (FSDP2's): nn.Module's own call runs them around the captured forward.
             with forward_replaced(module, self.forward):
                 return module(*args, **kwargs)

@@ -13,6 +13,11 @@ backend reads it to learn the bucket sizes its graphs feed (see ``frontend.distr
 
 A DDP module called from inside a captured function is a graph break at that call (with this
 module's reason): DDP and the module it wraps then run eagerly.
+
+FSDP2 (``fully_shard``) registers forward hooks that take keyword arguments on each module it
+shards; they gather and free parameters with collectives, so they run eagerly too. A call of
+such a submodule is a graph break; `with_hooked_submodules_captured` makes the submodule's own
+forward captured (a graph of its own), its hooks run by ``nn.Module.__call__`` around it.
 """
 
 from __future__ import annotations
@@ -112,6 +117,38 @@ class DataParallelModule:
 
     def __repr__(self) -> str:
         return f"DataParallelModule({self._orig_mod!r})"
+
+
+def has_keyword_hooks(module: torch.nn.Module) -> bool:
+    """Whether `module` has forward hooks taking keyword arguments (FSDP2's), which capture cannot inline."""
+    return bool(getattr(module, "_forward_pre_hooks_with_kwargs", None) or getattr(module, "_forward_hooks_with_kwargs", None))
+
+
+def with_hooked_submodules_captured(module: torch.nn.Module, forward: Callable[..., Any],
+                                    capture_module: Callable[[torch.nn.Module], Callable[..., Any]]) -> Callable[..., Any]:
+    """`forward` (the captured forward of `module`), calling its hook-taking-keywords submodules captured too.
+
+    The outermost submodules with keyword hooks (`has_keyword_hooks`) each get their own captured
+    forward (``capture_module(submodule)``), installed as the submodule's ``forward`` for the length
+    of each call of the result; their calls are graph breaks in `module`'s graph, so
+    ``nn.Module.__call__`` runs their hooks eagerly around their captured forward. Returns `forward`
+    itself when there are none.
+    """
+    hooked: list[tuple[str, torch.nn.Module]] = []
+    for name, sub in module.named_modules():
+        if sub is not module and has_keyword_hooks(sub) and not any(name.startswith(f"{h}.") for h, _ in hooked):
+            hooked.append((name, sub))
+    if not hooked:
+        return forward
+    replacements = [(sub, capture_module(sub)) for _, sub in hooked]
+
+    def forward_with_submodules_captured(*args: Any, **kwargs: Any) -> Any:
+        with contextlib.ExitStack() as stack:
+            for sub, captured in replacements:
+                stack.enter_context(forward_replaced(sub, captured))
+            return forward(*args, **kwargs)
+
+    return forward_with_submodules_captured
 
 
 @contextlib.contextmanager
