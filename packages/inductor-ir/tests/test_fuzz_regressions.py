@@ -49,3 +49,22 @@ def test_linear_upsampling_of_an_infinite_edge_pixel_matches_eager() -> None:
     gm = make_fx(_linear_upsample, decomposition_table=inductor_ir.decompositions())(x)
     compiled = inductor_ir.compile_graph(gm, [x], backends={"cpu": ReferenceBackend()})
     assert_close(compiled(x), _linear_upsample(x))
+
+
+def _norms_of_one_element(x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    vector_norm = torch.linalg.vector_norm
+    return (
+        vector_norm(x, dim=0),
+        vector_norm(x, ord=3, dim=-2, keepdim=True),
+        vector_norm(x, ord=0, dim=0),
+        vector_norm(x[:, :1]),
+        vector_norm(x, dim=1),  # a real reduction: x * x overflows to inf, as in eager
+    )
+
+
+def test_a_norm_of_one_element_is_its_absolute_value() -> None:
+    # fuzz 3e2164ec6d: F.normalize over a dim of size 1 gave 0 (sqrt(x * x) overflowed) where eager gives 1
+    x = torch.tensor([[2e29, -3e30, 0.0, 1.5]])
+    gm = make_fx(_norms_of_one_element, decomposition_table=inductor_ir.decompositions())(x)
+    compiled = inductor_ir.compile_graph(gm, [x], backends={"cpu": ReferenceBackend()})
+    assert_close(compiled(x), _norms_of_one_element(x))

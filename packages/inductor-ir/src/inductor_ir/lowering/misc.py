@@ -83,6 +83,19 @@ def vector_norm(ctx: LoweringContext, x: IRNode, ord: Any = 2, dim: Any = None, 
     out = dtype or x.dtype
     acc = compute_dtype_for(out)
     p = float(ord)
+    single = _one_element_per_output(x, dim, keepdim)
+    if single is not None:
+        # Eager's norm of one element is |x| (x != 0 for ord 0), not (|x| ** ord) ** (1 / ord): no
+        # overflow of x * x, no rounding.
+        size, reindex = single
+        load, src = x.make_loader(), x.dtype
+
+        def one(index: Index) -> Any:
+            v = convert(load(reindex(index)), acc, src)
+            v = ops.to_dtype(ops.ne(v, ops.constant(0.0, acc)), acc, torch.bool) if p == 0 else ops.abs(v)
+            return convert(v, out, acc)
+
+        return Pointwise(one, size, out, x.device, (ctx.origin,))
     if p == float("inf") or p == float("-inf"):
         kind = "max" if p > 0 else "min"
         red = make_reduction(ctx, x, dim, keepdim, kind, src_dtype=acc, dtype=acc, transform=lambda v, _: ops.abs(v))
@@ -100,6 +113,30 @@ def vector_norm(ctx: LoweringContext, x: IRNode, ord: Any = 2, dim: Any = None, 
     red = make_reduction(ctx, x, dim, keepdim, "sum", src_dtype=acc, dtype=acc,
                          transform=lambda v, _: ops.pow(ops.abs(v), ops.constant(p, acc)))  # fmt: skip
     return _finish(ctx, red, out, lambda v: ops.pow(v, ops.constant(1.0 / p, acc)))
+
+
+def _one_element_per_output(x: IRNode, dim: Any, keepdim: bool) -> tuple[tuple[Any, ...], Any] | None:
+    """(output size, output index -> input index) where each output of reducing ``x`` over ``dim``
+    has exactly one element; otherwise None."""
+    size = list(x.get_size())
+    if not size:  # eager reduces a 0-d tensor over an explicit dim 0 as a reduction
+        return ((), lambda index: []) if dim is None or (isinstance(dim, (list, tuple)) and not dim) else None
+    dims = range(len(size)) if dim is None or (isinstance(dim, (list, tuple)) and not dim) else (
+        [dim] if isinstance(dim, int) else dim)  # fmt: skip
+    reduced = {d % len(size) for d in dims}
+    if any(sympy.sympify(size[d]) != 1 for d in reduced):
+        return None
+    if keepdim:
+        return tuple(size), lambda index: list(index)
+    kept = [d for d in range(len(size)) if d not in reduced]
+
+    def reindex(index: Index) -> list[Any]:
+        full: list[Any] = [sympy.Integer(0)] * len(size)
+        for k, d in enumerate(kept):
+            full[d] = index[k]
+        return full
+
+    return tuple(size[d] for d in kept), reindex
 
 
 def _finish(ctx: LoweringContext, red: IRNode, out: torch.dtype, fn: Any) -> Pointwise:
