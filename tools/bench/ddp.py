@@ -1,0 +1,173 @@
+"""DDP training step time: eager DDP vs torch.compile(DDP) vs Kiln (bucket-split and whole), one process per GPU.
+
+Each compiler trains a fresh, identically seeded copy of the model wrapped in
+`DistributedDataParallel` (SGD, loss = mean of the output); the first `--warmup` steps (compiling
+included) are not timed, then `--steps` steps are, each ended by a device synchronize. Rank 0
+prints, per model and compiler, the median and best step time, the speedup over eager DDP, the
+seconds to the end of the first step (compile), the number of graphs the compiled model ran as and
+the largest parameter difference from eager DDP after the warm-up and timed steps (all-reduce
+correctness: it should be at rounding level, not at the size of an update).
+
+On a 2-GPU host (NCCL):
+
+    torchrun --nproc-per-node 2 -m tools.bench.ddp                      # resnet50 and gpt2
+    torchrun --nproc-per-node 2 -m tools.bench.ddp --models gpt2 --bucket-cap-mb 25 --steps 30
+
+On the CPU (gloo; a smoke test of the harness, not a measurement):
+
+    torchrun --nproc-per-node 2 -m tools.bench.ddp --device cpu --models mlp --steps 3 --warmup 1
+
+`--compilers` picks among eager, torch.compile (the reference, as in every benchmark here),
+kiln (buckets split, the default) and kiln-whole (``optimize_ddp=False``: one graph, all
+gradients all-reduced after its backward). Models are those of `tools.bench` (resnet50 and gpt2
+are the GPU-sized ones; resnet50 needs torchvision or falls back to transformers' ResNet).
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import os
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+from tools.bench import models_micro, models_zoo  # noqa: F401  (registers the models)
+from tools.bench.registry import MODELS, BuildContext, Workload
+
+COMPILERS = ("eager", "torch.compile", "kiln", "kiln-whole")
+
+
+@dataclass
+class Result:
+    """One compiler's numbers on one model (rank 0's view)."""
+
+    compiler: str
+    step_ms: float
+    best_ms: float
+    first_step_s: float
+    graphs: int | None
+    max_param_diff: float
+
+
+def _compiled(compiler: str, ddp: DDP) -> tuple[Callable[..., Any], Callable[[], int | None]]:
+    """`ddp` compiled by `compiler`, and how to read how many graphs it compiled."""
+    if compiler == "eager":
+        return ddp, lambda: None
+    if compiler == "torch.compile":
+        return torch.compile(ddp), lambda: None  # the reference (torch's DDPOptimizer splits at buckets)
+    import frontend
+
+    options = {"optimize_ddp": compiler == "kiln"}
+    compiled = frontend.compile(ddp, options=options)
+    return compiled, lambda: int(compiled.kiln_context.graphs_compiled)
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def _train(workload: Workload, model: nn.Module, compiler: str, device: torch.device, args: argparse.Namespace,
+           rank: int) -> tuple[list[float], float, int | None, nn.Module]:
+    """Warm-up and timed steps of one compiler; returns step seconds, first-step seconds, graphs, the module."""
+    ddp = DDP(copy.deepcopy(model).to(device), device_ids=[device.index] if device.type == "cuda" else None,
+              bucket_cap_mb=args.bucket_cap_mb)
+    step_fn, graphs = _compiled(compiler, ddp)
+    optimizer = torch.optim.SGD(ddp.parameters(), lr=1e-3)
+    generator = torch.Generator().manual_seed(1000 + rank)  # each rank its own batches, the same for every compiler
+    autocast = workload.autocast if device.type == "cuda" else None
+    times: list[float] = []
+    first = 0.0
+    for step in range(args.warmup + args.steps):
+        inputs = workload.make_inputs(generator)
+        _sync(device)
+        started = time.perf_counter()
+        optimizer.zero_grad(set_to_none=True)
+        with torch.autocast(device.type, dtype=autocast, enabled=autocast is not None):
+            output = step_fn(*inputs)
+        output.float().mean().backward()
+        optimizer.step()
+        _sync(device)
+        seconds = time.perf_counter() - started
+        if step == 0:
+            first = seconds
+        if step >= args.warmup:
+            times.append(seconds)
+    return times, first, graphs(), ddp.module
+
+
+@torch.no_grad()
+def _max_diff(a: nn.Module, b: nn.Module) -> float:
+    return max(float((p - q).abs().max()) for p, q in zip(a.parameters(), b.parameters(), strict=True))
+
+
+def bench_model(name: str, device: torch.device, args: argparse.Namespace, rank: int) -> list[Result]:
+    """Every compiler of `args.compilers` on model `name`."""
+    torch.manual_seed(0)
+    workload = MODELS[name].build(BuildContext(device.type))
+    model = workload.model.cpu()
+    results: list[Result] = []
+    reference: nn.Module | None = None
+    for compiler in args.compilers:
+        dist.barrier()
+        times, first, graphs, trained = _train(workload, model, compiler, device, args, rank)
+        if compiler == "eager":
+            reference = trained
+        diff = _max_diff(trained, reference) if reference is not None else float("nan")
+        results.append(Result(compiler, 1e3 * statistics.median(times), 1e3 * min(times), first, graphs, diff))
+    return results
+
+
+def _print(name: str, results: list[Result], world: int, device: torch.device) -> None:
+    eager = next((r.step_ms for r in results if r.compiler == "eager"), None)
+    print(f"\n{name} (DDP over {world} x {device.type}; median of timed steps)")
+    print(f"{'compiler':<14} {'step ms':>9} {'best ms':>9} {'speedup':>8} {'first step s':>13} {'graphs':>7} {'max |dparam|':>13}")
+    for r in results:
+        speedup = f"{eager / r.step_ms:.2f}x" if eager else "-"
+        graphs = "-" if r.graphs is None else str(r.graphs)
+        print(f"{r.compiler:<14} {r.step_ms:>9.2f} {r.best_ms:>9.2f} {speedup:>8} {r.first_step_s:>13.1f} {graphs:>7} "
+              f"{r.max_param_diff:>13.2e}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Parse arguments, join the process group torchrun set up, run and print (rank 0)."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", default="resnet50,gpt2", help="comma-separated tools.bench model names")
+    parser.add_argument("--compilers", default=",".join(COMPILERS), help=f"comma-separated, of {', '.join(COMPILERS)}")
+    parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--steps", type=int, default=20, help="timed steps")
+    parser.add_argument("--warmup", type=int, default=5, help="untimed steps first (compiling included)")
+    parser.add_argument("--bucket-cap-mb", type=float, default=25.0, help="DDP's bucket_cap_mb")
+    args = parser.parse_args(argv)
+    args.compilers = [c for c in args.compilers.split(",") if c]
+    unknown = sorted(set(args.compilers) - set(COMPILERS)) + sorted(set(args.models.split(",")) - set(MODELS))
+    if unknown:
+        parser.error(f"unknown compiler(s)/model(s): {', '.join(unknown)}")
+    if "RANK" not in os.environ:
+        parser.error("run under torchrun, e.g. torchrun --nproc-per-node 2 -m tools.bench.ddp")
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    device = torch.device("cuda", local_rank) if args.device == "cuda" else torch.device("cpu")
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+    dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    try:
+        for name in args.models.split(","):
+            results = bench_model(name, device, args, rank)
+            if rank == 0:
+                _print(name, results, world, device)
+    finally:
+        dist.destroy_process_group()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
