@@ -91,7 +91,9 @@ class DataParallelModule:
     def forward(self, *args: Any, **kwargs: Any) -> Any:
         """Call the DDP module with its wrapped module's forward captured."""
         module: torch.nn.Module = self._orig_mod
-        with self._lock, forward_replaced(module.module, self._wrapped_forward):
+        wrapped = module.module
+        assert isinstance(wrapped, torch.nn.Module)
+        with self._lock, forward_replaced(wrapped, self._wrapped_forward):
             return module(*args, **kwargs)
 
     __call__ = forward

@@ -156,7 +156,7 @@ class BucketedGraph:
                                tuple(slot(node) for node in subgraph.outputs), frees))
         self._steps = tuple(steps)
         self._size = len(slots)
-        self._output = torch.fx.node.map_arg(output_node.args[0], lambda node: _Slot(slots[node]))
+        self._output = _slotted(output_node.args[0], slots)
 
     def __call__(self, *args: Any) -> Any:
         values: list[Any] = [None] * self._size
@@ -172,6 +172,19 @@ class BucketedGraph:
             for s, value in zip(step.writes, outputs, strict=True):
                 values[s] = value
         return _fill(self._output, values)
+
+
+def _slotted(structure: Any, slots: dict[torch.fx.Node, int]) -> Any:
+    """The captured graph's output structure with each node replaced by the `_Slot` holding its value."""
+    if isinstance(structure, torch.fx.Node):
+        return _Slot(slots[structure])
+    if isinstance(structure, list):
+        return [_slotted(item, slots) for item in structure]
+    if isinstance(structure, tuple):
+        return tuple(_slotted(item, slots) for item in structure)
+    if isinstance(structure, dict):
+        return {key: _slotted(item, slots) for key, item in structure.items()}
+    return structure
 
 
 def _fill(structure: Any, values: list[Any]) -> Any:
