@@ -68,3 +68,22 @@ def test_a_norm_of_one_element_is_its_absolute_value() -> None:
     gm = make_fx(_norms_of_one_element, decomposition_table=inductor_ir.decompositions())(x)
     compiled = inductor_ir.compile_graph(gm, [x], backends={"cpu": ReferenceBackend()})
     assert_close(compiled(x), _norms_of_one_element(x))
+
+
+def _logical_ops_of_mixed_dtypes(big: torch.Tensor, narrow: torch.Tensor, tiny: torch.Tensor, half: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    return (
+        torch.logical_xor(big, narrow),  # both dimensioned: tested in int64
+        torch.logical_and(big.sum(), narrow),  # a 0-d int64 512: 0 in int8
+        torch.logical_or(tiny, half),  # tiny rounds to 0 in float16
+    )
+
+
+def test_logical_ops_test_each_operand_in_the_promoted_dtype() -> None:
+    # fuzz a37247c604: logical_xor of an int64 product (a multiple of 2**16) and an int16 tensor
+    big = torch.tensor([256, 0, 512, -256])
+    narrow = torch.tensor([1, 0, -2, 5], dtype=torch.int8)
+    tiny, half = torch.tensor([1e-50, 1.0, 0.0, 1e-50], dtype=torch.float64), torch.tensor([0.0, 0.0, 1.0, 2.0], dtype=torch.float16)
+    args = [big, narrow, tiny[:1].reshape(()), half]
+    gm = make_fx(_logical_ops_of_mixed_dtypes, decomposition_table=inductor_ir.decompositions())(*args)
+    compiled = inductor_ir.compile_graph(gm, args, backends={"cpu": ReferenceBackend()})
+    assert_close(compiled(*args), _logical_ops_of_mixed_dtypes(*args))

@@ -278,9 +278,12 @@ def _logical_lowering(op_name: str) -> Any:
         size = broadcast_shapes(*(t.get_size() for t in tensors))
         fn = getattr(ops, op_name)
         out = ctx.out_dtype(torch.bool)
+        # Eager tests each operand in the promoted dtype: a 0-d int64 256 beside an int8 tensor is
+        # 0 (wrapped), a float64 1e-50 beside a float32 tensor is 0 (rounded).
+        common = promote_dtypes(a, b)
 
         def inner(index: Any) -> Any:
-            vals = [_to_bool(load(index), dtype) for load, dtype in loaders]
+            vals = [_to_bool(convert(load(index), common, dtype), common) for load, dtype in loaders]
             return convert(fn(*vals), out, torch.bool)
 
         if len(tensors) != 2:
