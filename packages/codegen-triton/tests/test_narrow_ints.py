@@ -34,6 +34,8 @@ def narrow_int_ops(a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, s: torch.T
         "sum(a*b, -1)": (a * b).sum(-1), "sum(a*3)": (a * 3).sum(), "amax(a+b, -1)": (a + b).amax(-1),
         "amin(a-b, 0)": (a - b).amin(0), "sum(int64(~a), 0)": (~a).to(torch.int64).sum(0),
         "sum(a*b, 0, dtype)//3": (a * b).sum(0, dtype=a.dtype) // 3,
+        "float64(scatter_add(a, s, b))": a.scatter_add(1, s.to(torch.int64), b).to(torch.float64),
+        "float64(sum(a, -1, dtype)) / 64": a.sum(-1, dtype=a.dtype).to(torch.float64) / 64,
     })  # fmt: skip
     return results
 

@@ -35,9 +35,17 @@ def _full_block(writer: KernelWriter, value: TritonValue) -> str:
     return f"tl.broadcast_to({value.name}, {writer.shape(frozenset({'x', 'r'}))})"
 
 
-def _reduce_block(kind: str, block: str) -> str:
-    """Source reducing an `[XBLOCK, RBLOCK]` block along r, keeping an `[XBLOCK, 1]` shape."""
+_NARROW_INTS = (torch.int8, torch.uint8, torch.int16)
+
+
+def _reduce_block(kind: str, block: str, dtype: torch.dtype | None = None) -> str:
+    """Source reducing an `[XBLOCK, RBLOCK]` block along r, keeping an `[XBLOCK, 1]` shape.
+
+    `tl.sum` of a narrow integer type sums in int32: cast back to `dtype` (a sum of int8 wraps in
+    eager, and a value of `dtype` in the kernel must hold a value of it)."""
     if kind == "sum":
+        if dtype in _NARROW_INTS:
+            return f"tl.sum({block}, 1).to({triton_type(dtype)})[:, None]"
         return f"tl.sum({block}, 1)[:, None]"
     if kind == "any":
         return f"(tl.max(({block}).to(tl.int8), 1) != 0)[:, None]"
@@ -68,7 +76,7 @@ def emit_reduction(
         block = writer.emit(
             f"tl.where(rmask, {_full_block(writer, value)}, {identity})", acc_dtype, frozenset({"x", "r"})
         )
-        return writer.emit(_reduce_block(kind, block.name), dtype, x_axes)
+        return writer.emit(_reduce_block(kind, block.name, acc_dtype), dtype, x_axes)
     init, finish = writer.loop_init, writer.loop_finish
     assert init is not None and finish is not None, "looped reduction outside a loop"
     acc = writer.new_name("_acc")
@@ -82,7 +90,7 @@ def emit_reduction(
         combined = f"{_COMBINE[kind]}({acc}, {step.name})"
     writer.target.lines.append(f"{acc} = tl.where(rmask, {combined}, {acc})")
     result = TritonValue(writer.new_name(), dtype, x_axes)
-    finish.lines.append(f"{result.name} = {_reduce_block(kind, acc)}")
+    finish.lines.append(f"{result.name} = {_reduce_block(kind, acc, acc_dtype)}")
     writer.outer_names.add(result.name)
     return result
 
