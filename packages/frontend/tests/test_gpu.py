@@ -52,3 +52,30 @@ def test_narrow_int_product_wraps_before_a_wider_sum() -> None:
     compiled = frontend.compile(f, options={"fallback_to_eager": False})
     for got, want in zip(compiled(a), f(a)):
         assert torch.equal(got, want), (got, want)
+
+
+@pytest.mark.parametrize("shapes", [((1,), (2, 1), (1,)), ((1, 2), (2, 2), (1,)), ((3, 4), (5, 4), (5,))])
+def test_linear_with_a_broadcast_bias_then_a_consumer(shapes: tuple[tuple[int, ...], ...]) -> None:
+    """A float32 addmm runs as mm plus a bias add fused into its consumer; a bias of one element
+    broadcasts over the columns (it was read past its end: fuzz 98a7d97f02, 1708cbdaad, 402010ccef)."""
+
+    def f(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        return torch.nn.functional.linear(x, w, b) * 2 + 1
+
+    generator = torch.Generator().manual_seed(51)
+    x, w, b = (torch.randn(s, generator=generator).cuda() for s in shapes)
+    compiled = frontend.compile(f, options={"fallback_to_eager": False})
+    torch.testing.assert_close(compiled(x, w, b), f(x, w, b))
+
+
+def test_floor_division_and_remainder_of_subnormals_match_eager() -> None:
+    """Eager's CUDA kernels keep float32 subnormals (fuzz 63174c45b6: 1e-40 // -1.5 gave -0.0, eager -1.0)."""
+
+    def f(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return torch.div(a, b, rounding_mode="floor"), torch.remainder(a, b), torch.fmod(a, b), torch.sqrt(a.abs())
+
+    a = torch.tensor([1e-40, -1e-40, 3e-39, 1.5, -2.5, 1e-40, 7.0], device="cuda")
+    b = torch.tensor([-1.5, 1.5, 2.0, 1e-40, -1e-40, 3e-39, 2.0], device="cuda")
+    compiled = frontend.compile(f, options={"fallback_to_eager": False})
+    for got, want in zip(compiled(a, b), f(a, b)):
+        torch.testing.assert_close(got, want, rtol=1e-6, atol=0, equal_nan=True)

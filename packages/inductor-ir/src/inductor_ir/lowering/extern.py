@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import sympy
 import torch
 
 from inductor_ir.ir.layout import Layout
@@ -158,8 +159,10 @@ def addmm(ctx: LoweringContext, bias: Any, mat1: Any, mat2: Any, *, beta: Any = 
     mat1, mat2 = _realized(ctx, (mat1, mat2), True)
     product = ctx.register(ExternKernel(ctx.new_name(), layout_of(val), aten.mm.default, (mat1, mat2), {}))
     load_product, load_bias = product.make_loader(), bias.make_loader()
+    # A bias of one element broadcasts over the columns (linear(x, w, torch.randn(1))).
+    one = sympy.sympify(bias.get_size()[0]) == 1
     return Pointwise(
-        lambda index: ops.add(load_product(index), load_bias([index[-1]])),
+        lambda index: ops.add(load_product(index), load_bias([sympy.Integer(0) if one else index[-1]])),
         tuple(product.get_size()),
         val.dtype,
         product.device,
