@@ -12,9 +12,9 @@ from capture.symbolic.translator import ReturnSignal
 from capture.variables.autocast import AutocastVariable
 from capture.variables.base import ConstantVariable, ExceptionVariable, Unsupported, VariableTracker
 from capture.variables.containers import IteratorVariable
-from capture.variables.context_managers import GeneratorContextVariable, YieldSignal
+from capture.variables.context_managers import GeneratorContextVariable, GradModeVariable, YieldSignal
 from capture.variables.functions import BoundMethodVariable, UserFunctionVariable
-from capture.variables.objects import GradModeVariable, PythonObjectVariable
+from capture.variables.objects import PythonObjectVariable
 from capture.variables.user_objects import NewObjectVariable
 
 if TYPE_CHECKING:

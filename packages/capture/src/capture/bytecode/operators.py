@@ -26,10 +26,15 @@ from capture.variables.collections_types import (
 )
 from capture.variables.common import BINARY_OPERATORS, COMPARE_OPERATORS, INPLACE_OPERATORS
 from capture.variables.containers import DictVariable, ListVariable, TupleVariable
-from capture.variables.library import EnvironReadVariable, structseq_operator
+from capture.variables.library import structseq_operator
 from capture.variables.model_output import ModelOutputVariable
 from capture.variables.ndarray import NdarrayVariable, ndarray_setitem
-from capture.variables.objects import PythonObjectVariable, SkippedFunctionVariable, TorchFunctionVariable
+from capture.variables.objects import (
+    EnvironReadVariable,
+    PythonObjectVariable,
+    SkippedFunctionVariable,
+    TorchFunctionVariable,
+)
 from capture.variables.sym_values import SymNodeVariable, SymSliceVariable
 from capture.variables.tensor import TensorVariable
 

@@ -15,6 +15,7 @@ from capture.variables.base import ConstantVariable, DeferredAttributeVariable, 
 from capture.variables.builtins import BuiltinVariable
 from capture.variables.container_methods import ContainerMethodVariable
 from capture.variables.containers import DictVariable, IteratorVariable, ListVariable, TupleVariable
+from capture.variables.context_managers import GradModeRestorer, WithExitVariable
 from capture.variables.functional import PartialVariable
 from capture.variables.functions import (
     BoundMethodVariable,
@@ -26,12 +27,10 @@ from capture.variables.functions import (
 from capture.variables.model_output import ModelOutputVariable
 from capture.variables.objects import (
     ConstantMethodVariable,
-    GradModeRestorer,
     NNModuleVariable,
     PythonObjectVariable,
     SkippedFunctionVariable,
     TorchFunctionVariable,
-    WithExitVariable,
 )
 from capture.variables.rebuilding import CannotReconstruct, make_function, new_object
 from capture.variables.sym_values import SYMBOLIC_NODE, SymNodeVariable

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
 
+import capture.variables.providers  # noqa: F401  (every tracker upcall provided before a trace)
 from capture.bytecode.registry import handler_for, unsupported_reason
 from capture.distributed import DATA_PARALLEL_BREAK_REASON, is_data_parallel
 from capture.errors import CaptureError, UserLocation

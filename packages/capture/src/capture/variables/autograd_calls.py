@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 import torch.fx
 
+from capture.variables import upcalls
 from capture.variables.base import Unsupported, VariableTracker
 from capture.variables.builtins import BuiltinVariable
 from capture.variables.common import Args, Kwargs
@@ -133,6 +134,9 @@ class AutogradFunctionApplyVariable(VariableTracker):
 
     def __repr__(self) -> str:
         return f"AutogradFunctionApplyVariable({self.cls.__name__})"
+
+
+upcalls.autograd_function_apply.provide(AutogradFunctionApplyVariable)
 
 
 # --- Tensor.register_hook -------------------------------------------------------------------------

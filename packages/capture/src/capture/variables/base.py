@@ -6,6 +6,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from capture.sources import Source
+from capture.variables import upcalls
 
 if TYPE_CHECKING:
     from capture.variables.tracer import Tracer
@@ -93,9 +94,7 @@ class ConstantVariable(VariableTracker):
             attribute = getattr(self.value, name)
         except AttributeError as error:
             raise Unsupported(str(error), user_error=True) from error
-        from capture.variables.objects import wrap_constant_attribute
-
-        return wrap_constant_attribute(attribute)
+        return upcalls.wrap_constant_attribute(attribute)
 
     def iterate(self, tx: Tracer) -> list[VariableTracker]:
         if isinstance(self.value, (range, tuple, list, str, bytes, frozenset, set)):

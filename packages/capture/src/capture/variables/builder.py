@@ -17,6 +17,7 @@ from capture.variables.base import ConstantVariable, VariableTracker, class_attr
 from capture.variables.builtins import BREAKING_BUILTINS, BUILTIN_HANDLERS, BuiltinVariable
 from capture.variables.common import OPERATOR_FUNCTIONS
 from capture.variables.containers import DictVariable, ListVariable, TupleVariable, is_literal_key
+from capture.variables.context_managers import GradModeRestorer, WithExitVariable
 from capture.variables.functional import FunctionalVariable, PartialVariable
 from capture.variables.functions import BoundMethodVariable, UserFunctionVariable
 from capture.variables.library import library_callable
@@ -24,12 +25,10 @@ from capture.variables.model_output import ModelOutputVariable, is_model_output_
 from capture.variables.ndarray import wrap_ndarray_input
 from capture.variables.objects import (
     TRACE_TIME_FUNCTIONS,
-    GradModeRestorer,
     NNModuleVariable,
     PythonObjectVariable,
     SkippedFunctionVariable,
     TorchFunctionVariable,
-    WithExitVariable,
 )
 from capture.variables.tensor import TensorSubclassVariable, has_subclass_semantics
 

@@ -13,6 +13,7 @@ import torch
 
 from capture.libraries import is_stdlib_or_skipped
 from capture.sources import AttrSource
+from capture.variables import upcalls
 from capture.variables.base import (
     ConstantVariable,
     ExceptionVariable,
@@ -20,6 +21,7 @@ from capture.variables.base import (
     VariableTracker,
     wrapped_class,
 )
+from capture.variables.collections_types import existing_collection, make_set
 from capture.variables.common import OPERATOR_FUNCTIONS, Args, Kwargs, _fold, _items, _sorted
 from capture.variables.containers import (
     DictVariable,
@@ -28,7 +30,10 @@ from capture.variables.containers import (
     TupleVariable,
     iterator_over,
 )
+from capture.variables.functional import SuperVariable
 from capture.variables.functions import CellVariable, RealCellVariable, UserFunctionVariable
+from capture.variables.mixed_builtins import min_max_with_tensors
+from capture.variables.model_output import ModelOutputVariable
 from capture.variables.objects import (
     NNModuleVariable,
     PythonObjectVariable,
@@ -114,7 +119,6 @@ class BuiltinVariable(VariableTracker):
 @builtin(len)
 def _len(tx: Tracer, args: Args, kwargs: Kwargs) -> VariableTracker:
     (value,) = args
-    from capture.variables.collections_types import existing_collection
     collection = existing_collection(tx, value)
     value = collection if collection is not None else value
     if isinstance(value, TensorVariable):
@@ -223,8 +227,6 @@ def _attribute_missing(obj: VariableTracker, name: str, error: Unsupported) -> b
     """
     if error.user_error:
         return isinstance(error.exception or error.__cause__, AttributeError)
-    from capture.variables.model_output import ModelOutputVariable
-
     if isinstance(obj, ModelOutputVariable):
         return True  # a model output's attributes are its fields, all tracked
     try:
@@ -305,8 +307,6 @@ def _dict(tx: Tracer, args: Args, kwargs: Kwargs) -> VariableTracker:
 
 def _set_builtin(cls: type) -> BuiltinHandler:
     def handler(tx: Tracer, args: Args, kwargs: Kwargs) -> VariableTracker:
-        from capture.variables.collections_types import make_set
-
         if kwargs:
             raise Unsupported(f"{cls.__name__}() takes no keyword arguments", user_error=True)
         return make_set(tx, cls, args)
@@ -329,10 +329,10 @@ def _numeric_builtin(fn: Any) -> BuiltinHandler:
             return _fold(fn, args, kwargs)
         if fn is abs and len(args) == 1 and isinstance(args[0], TensorVariable):
             return tx.output.call_graph("call_function", operator.abs, args, {})
-        from capture.variables.ndarray import NdarrayVariable, ndarray_operator
-
-        if fn is abs and len(args) == 1 and isinstance(args[0], NdarrayVariable):
-            return ndarray_operator(tx, operator.abs, args)
+        if fn is abs and len(args) == 1:
+            array = upcalls.ndarray_abs(tx, args)  # variables/ndarray.py
+            if array is not None:
+                return array
         if fn in (str, repr) and len(args) == 1:
             target = args[0]
             value = getattr(target, "value", getattr(target, "fn", None))
@@ -374,8 +374,6 @@ def _reduce_builtin(fn: Any) -> BuiltinHandler:
         if all(v.is_constant() for v in values):
             return ConstantVariable(fn(v.as_constant() for v in values))
         if fn in (min, max):
-            from capture.variables.mixed_builtins import min_max_with_tensors
-
             mixed = min_max_with_tensors(tx, fn, values)  # `min(t, 3)` on a one-element tensor
             if mixed is not None:
                 return mixed
@@ -429,8 +427,6 @@ def _super(tx: Tracer, args: Args, kwargs: Kwargs) -> VariableTracker:
         cls = (args[0].as_constant() if args[0].is_constant() else wrapped_class(args[0])) if len(args) == 2 else None
         if not isinstance(cls, type):
             raise Unsupported("super() with unusual arguments", resumable=False)
-        from capture.variables.functional import SuperVariable
-
         return SuperVariable(cls, args[1])
     cell = tx.cells.get("__class__")
     if cell is None or not tx.code.co_argcount:
@@ -444,8 +440,6 @@ def _super(tx: Tracer, args: Args, kwargs: Kwargs) -> VariableTracker:
     receiver = tx.locals.get(tx.code.co_varnames[0])
     if receiver is None:
         raise Unsupported("super(): no receiver", resumable=False)
-    from capture.variables.functional import SuperVariable
-
     return SuperVariable(cls, receiver)
 
 

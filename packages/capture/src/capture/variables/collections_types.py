@@ -13,6 +13,7 @@ import operator
 from typing import TYPE_CHECKING, Any
 
 from capture.sources import AttrSource, ItemSource
+from capture.variables import upcalls
 from capture.variables.base import ConstantVariable, Unsupported, VariableTracker
 from capture.variables.common import Args, Kwargs, _items, _wrap_result
 from capture.variables.containers import DictVariable, ListVariable, TupleVariable, is_literal_key
@@ -558,6 +559,7 @@ def make_collection(tx: Tracer, cls: type, args: Args, kwargs: Kwargs) -> Variab
 _EXISTING_KINDS = (collections.OrderedDict, collections.defaultdict, collections.Counter, collections.deque)
 
 
+@upcalls.existing_collection.provide
 def existing_collection(tx: Tracer, value: VariableTracker) -> VariableTracker | None:
     """The container tracker of an existing OrderedDict, defaultdict, Counter or deque (None for others).
 

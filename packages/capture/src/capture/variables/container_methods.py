@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from capture.variables import upcalls
 from capture.variables.base import ConstantVariable, Unsupported, VariableTracker
 from capture.variables.collections_types import DictViewVariable, _dict_entries
 from capture.variables.common import Args, Kwargs, _items, _sorted
@@ -30,6 +31,9 @@ class ContainerMethodVariable(VariableTracker):
             items = [i.as_constant() for i in container.items]
             return ConstantVariable(getattr(items, name)(*[a.as_constant() for a in args]))
         raise Unsupported(f"method {name} of {container}")
+
+
+upcalls.container_method.provide(ContainerMethodVariable)
 
 
 def _list_method(tx: Tracer, lst: ListVariable, name: str, args: Args,

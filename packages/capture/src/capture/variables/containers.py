@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from capture.sources import Source
+from capture.variables import upcalls
 from capture.variables.base import ConstantVariable, Unsupported, VariableTracker
 
 if TYPE_CHECKING:
@@ -41,10 +42,8 @@ class TupleVariable(VariableTracker):
         fields = _fields_of(self.cls) if self.cls is not None else None
         if fields and name in fields:
             return self.items[list(fields).index(name)]
-        from capture.variables.container_methods import ContainerMethodVariable
-
         if name in ("index", "count"):
-            return ContainerMethodVariable(self, name)
+            return upcalls.container_method(self, name)
         if fields and name in ("_asdict", "_replace", "_fields"):
             if name == "_fields":
                 return ConstantVariable(tuple(fields))
@@ -96,10 +95,8 @@ class ListVariable(VariableTracker):
             tx.output.side_effects.track_container(self)
 
     def getattr(self, tx: Tracer, name: str) -> VariableTracker:
-        from capture.variables.container_methods import ContainerMethodVariable
-
         if name in ("append", "extend", "pop", "insert", "index", "count", "clear", "reverse", "copy", "remove", "sort"):
-            return ContainerMethodVariable(self, name)
+            return upcalls.container_method(self, name)
         raise Unsupported(f"list method {name!r}")
 
     def __repr__(self) -> str:
@@ -130,10 +127,8 @@ class DictVariable(VariableTracker):
             tx.output.side_effects.track_container(self)
 
     def getattr(self, tx: Tracer, name: str) -> VariableTracker:
-        from capture.variables.container_methods import ContainerMethodVariable
-
         if name in ("items", "keys", "values", "get", "update", "pop", "setdefault", "clear", "copy"):
-            return ContainerMethodVariable(self, name)
+            return upcalls.container_method(self, name)
         raise Unsupported(f"dict method {name!r}")
 
     def __repr__(self) -> str:

@@ -1,5 +1,6 @@
 """Context managers: `@contextlib.contextmanager` functions (the generator runs up to its yield on entry,
-the rest on exit), `contextlib.suppress` and `nullcontext`, and functions decorated with a grad mode.
+the rest on exit), `contextlib.suppress` and `nullcontext`, grad modes (`torch.no_grad()`, `enable_grad()`,
+`set_grad_enabled(b)`) as contexts, and functions decorated with a grad mode.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from capture.variables import upcalls
 from capture.variables.base import ConstantVariable, Unsupported, VariableTracker
 from capture.variables.functions import UserFunctionVariable, bind_arguments, call_in_grad_mode
 
@@ -77,6 +79,20 @@ class GeneratorContextVariable(VariableTracker):
 
     def __repr__(self) -> str:
         return f"GeneratorContextVariable({self.generator.__qualname__})"
+
+
+@upcalls.decorated_function_call.provide
+def decorated_function_call(tx: Tracer, fn: types.FunctionType, args: list[VariableTracker],
+                            kwargs: dict[str, VariableTracker]) -> VariableTracker | None:
+    """A call of a `@contextlib.contextmanager` function (the context, not yet entered) or of a function
+    decorated with a grad mode (inlined in that mode); None for any other function."""
+    generator = contextmanager_generator(fn)
+    if generator is not None:
+        return GeneratorContextVariable(generator, args, kwargs)
+    decorated = grad_mode_decoration(fn, tx.grad_enabled)
+    if decorated is not None:
+        return call_in_grad_mode(tx, decorated[0], tx.output.wrap_value(decorated[1], None), args, kwargs)
+    return None
 
 
 class GeneratorExitVariable(VariableTracker):
@@ -195,8 +211,6 @@ class GradModeFactoryVariable(VariableTracker):
 
     def call(self, tx: Tracer, args: list[VariableTracker],
              kwargs: dict[str, VariableTracker]) -> VariableTracker:
-        from capture.variables.objects import GradModeVariable
-
         enabled = grad_mode_of(self.context, tx.grad_enabled)
         if args or kwargs or enabled is None:
             raise Unsupported(f"{self.context!r}.clone() with arguments")
@@ -223,6 +237,59 @@ class GradModeDecoratedVariable(VariableTracker):
 
     def __repr__(self) -> str:
         return f"GradModeDecoratedVariable(enabled={self.enabled}, {self.fn})"
+
+
+class GradModeVariable(VariableTracker):
+    """`torch.no_grad()`, `torch.enable_grad()` or `torch.set_grad_enabled(b)` used as a context."""
+
+    def __init__(self, enabled: bool, already_entered_from: bool | None = None) -> None:
+        self.enabled = enabled
+        self.already_entered_from = already_entered_from
+
+    def call(self, tx: Tracer, args: list[VariableTracker],
+             kwargs: dict[str, VariableTracker]) -> VariableTracker:
+        """`torch.no_grad()(fn)`: decorating a function inside the region."""
+        if len(args) != 1 or kwargs or self.already_entered_from is not None:
+            raise Unsupported(f"calling {self} with these arguments")
+        return GradModeDecoratedVariable(self.enabled, args[0])
+
+    def enter(self, tx: Tracer) -> VariableTracker:
+        """BEFORE_WITH: switch grad mode; returns the exit callable to push."""
+        previous = self.already_entered_from if self.already_entered_from is not None else tx.grad_enabled
+        tx.set_grad_enabled(self.enabled)
+        exit_variable = WithExitVariable(previous)
+        tx.grad_blocks.append(exit_variable)
+        return exit_variable
+
+    def __repr__(self) -> str:
+        return f"GradModeVariable(enabled={self.enabled})"
+
+
+class WithExitVariable(VariableTracker):
+    """The `__exit__` of a grad-mode context: restores the previous mode."""
+
+    def __init__(self, previous: bool) -> None:
+        self.previous = previous
+
+    def call(self, tx: Tracer, args: list[VariableTracker],
+             kwargs: dict[str, VariableTracker]) -> VariableTracker:
+        tx.set_grad_enabled(self.previous)
+        if self in tx.grad_blocks:
+            tx.grad_blocks.remove(self)
+        return ConstantVariable(None)
+
+
+class GradModeRestorer:
+    """The `__exit__` of a grad-mode with-block that a graph break cut in two (lives on the resumed stack)."""
+
+    def __init__(self, previous: bool) -> None:
+        self.previous = previous
+
+    def __call__(self, exc_type: Any = None, exc: Any = None, traceback: Any = None) -> None:
+        torch._C._set_grad_enabled(self.previous)
+
+    def __repr__(self) -> str:
+        return f"GradModeRestorer(previous={self.previous})"
 
 
 class ProfilerRangeVariable(VariableTracker):

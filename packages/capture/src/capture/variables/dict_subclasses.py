@@ -10,6 +10,7 @@ from __future__ import annotations
 import collections
 from typing import TYPE_CHECKING, Any
 
+from capture.variables import upcalls
 from capture.variables.base import Unsupported, VariableTracker
 from capture.variables.collections_types import OrderedDictVariable, _dict_entries, _render_entries
 from capture.variables.containers import DictVariable
@@ -39,6 +40,13 @@ def plain_dict_subclass(cls: Any) -> bool:
         if klass.__module__ in ("builtins", "collections") or _BEHAVIOUR.intersection(vars(klass)):
             return False  # defaultdict, Counter, or a class that overrides how entries behave
     return True
+
+
+@upcalls.construct_dict_subclass.provide
+def construct_plain_dict_subclass(tx: Tracer, cls: Any, args: list[VariableTracker],
+                                  kwargs: dict[str, VariableTracker]) -> VariableTracker | None:
+    """`cls(*args, **kwargs)` when `cls` is a plain dict subclass (`make_dict_subclass`), else None."""
+    return make_dict_subclass(tx, cls, args, kwargs) if plain_dict_subclass(cls) else None
 
 
 def make_dict_subclass(tx: Tracer, cls: type, args: list[VariableTracker],

@@ -1,6 +1,6 @@
-"""Library calls answered at trace time or redirected to what they do: numpy on Python numbers,
-`importlib.util.find_spec`, functions marked constant for the process, and tensor methods called through
-the class (`torch.Tensor.__radd__(x, 2)`).
+"""Library calls answered at trace time or redirected to what they do: numpy on Python numbers
+(`ndarray.NumpyCallVariable`), `importlib.util.find_spec`, functions marked constant for the process, and
+tensor methods called through the class (`torch.Tensor.__radd__(x, 2)`).
 
 `folded_callable(value)` is consulted by `library.library_callable` when an existing value is wrapped; it
 returns the tracker for such a callable, or None.
@@ -9,7 +9,6 @@ returns the tracker for such a callable, or None.
 from __future__ import annotations
 
 import importlib.util
-import math
 import operator
 import sys
 import types
@@ -17,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from capture.variables import upcalls
 from capture.variables.base import ConstantVariable, Unsupported, VariableTracker, is_constant_value
 from capture.variables.containers import (
     DictVariable,
@@ -27,20 +27,14 @@ from capture.variables.containers import (
 )
 from capture.variables.functional import PartialVariable
 from capture.variables.functions import BoundMethodVariable, NestedFunctionVariable, UserFunctionVariable
-from capture.variables.ndarray import call_numpy_function, is_numpy_constant, numpy_function_path
+from capture.variables.ndarray import NumpyCallVariable, folds_at_trace_time, numpy_function_path
 from capture.variables.objects import NNModuleVariable, PythonObjectVariable, SkippedFunctionVariable
-from capture.variables.sym_values import SymNodeVariable, call_builtin
+from capture.variables.pytree import PytreeFunctionVariable, SpecUnflattenVariable
 from capture.variables.tensor import TensorVariable
 
 if TYPE_CHECKING:
     from capture.variables.tracer import Tracer
 
-# Pure numpy functions (besides ufuncs and scalar types) folded when their arguments are Python constants.
-# Anything else numpy offers (np.random, file I/O, np.seterr, array constructors) is left a graph break.
-_PURE_NUMPY_FUNCTIONS = frozenset({
-    "prod", "sum", "mean", "amax", "amin", "max", "min", "round", "around", "clip", "isscalar", "ndim",
-    "iscomplexobj", "isrealobj", "result_type", "promote_types", "can_cast",
-})
 # Tensor methods reached through the class whose meaning is a Python operator with swapped operands.
 _REFLECTED = {"__radd__": operator.add, "__rmul__": operator.mul, "__rand__": operator.and_,
               "__ror__": operator.or_, "__rxor__": operator.xor}
@@ -122,69 +116,9 @@ def _is_numpy_callable(value: Any) -> bool:
     numpy = sys.modules.get("numpy")  # not imported: the value cannot be one of its functions
     if numpy is None:
         return False
-    if _folds_at_trace_time(numpy, value):
+    if folds_at_trace_time(numpy, value):
         return True
     return numpy_function_path(value) is not None  # traced through torch._numpy (variables/ndarray.py)
-
-
-def _folds_at_trace_time(numpy: Any, value: Any) -> bool:
-    """Numpy callables safe to run at trace time on constants: ufuncs, scalar types, dtype/finfo/iinfo and the
-    pure functions above (others, such as array constructors, are traced)."""
-    if isinstance(value, numpy.ufunc):
-        return True
-    if isinstance(value, type):
-        return (issubclass(value, numpy.generic) and value.__module__ == "numpy") or \
-            value in (numpy.dtype, numpy.finfo, numpy.iinfo)
-    return isinstance(value, types.FunctionType) and value.__name__ in _PURE_NUMPY_FUNCTIONS and \
-        getattr(numpy, value.__name__, None) is value
-
-
-class NumpyCallVariable(VariableTracker):
-    """A numpy ufunc, scalar type or pure function: evaluated at trace time on Python constants.
-
-    `np.sqrt(self.d_model)`, `np.log(float(scale))`, `np.float32(0.5)`: the result (a numpy scalar,
-    kept as one, as eager has it) is a constant of the trace; the arguments were guarded where they
-    were read. On a symbolic size, a ufunc that `math` also has is traced as the `math` function.
-    """
-
-    def __init__(self, fn: Any) -> None:
-        self.fn = fn
-
-    def python_type(self) -> type:
-        return type(self.fn)
-
-    def is_constant(self) -> bool:
-        return isinstance(self.fn, type)  # a scalar type or dtype class: `a.dtype == np.float32`
-
-    def as_constant(self) -> Any:
-        return self.fn if isinstance(self.fn, type) else super().as_constant()
-
-    def call(self, tx: Tracer, args: list[VariableTracker],
-             kwargs: dict[str, VariableTracker]) -> VariableTracker:
-        values = [*args, *kwargs.values()]
-        name = getattr(self.fn, "__name__", "")
-        numpy = sys.modules["numpy"]
-        if all(is_plain_value(v) for v in values) and _folds_at_trace_time(numpy, self.fn):
-            try:
-                result = self.fn(*[plain_value(a) for a in args], **{k: plain_value(v) for k, v in kwargs.items()})
-            except Exception as error:
-                raise Unsupported(f"{type(error).__name__}: {error}", user_error=True) from error
-            if is_constant_value(result) or is_numpy_constant(result):
-                return ConstantVariable(result)
-            if not isinstance(result, numpy.ndarray):
-                raise Unsupported(f"numpy.{name} returned a {type(result).__name__}")
-        if any(isinstance(v, SymNodeVariable) for v in values) and hasattr(math, name):
-            symbolic = call_builtin(tx, getattr(math, name), args, kwargs)
-            if symbolic is not None:
-                return symbolic
-        return call_numpy_function(tx, self.fn, args, kwargs)  # traced as tensor code
-
-    def reconstruct(self, rebuild: Any) -> str:
-        """The real numpy callable."""
-        return str(rebuild.constant(self.fn))
-
-    def __repr__(self) -> str:
-        return f"NumpyCallVariable({getattr(self.fn, '__name__', self.fn)})"
 
 
 class FindSpecVariable(VariableTracker):
@@ -245,14 +179,13 @@ class TensorDescriptorVariable(VariableTracker):
         return f"TensorDescriptorVariable({self.descriptor.__qualname__})"
 
 
+@upcalls.has_opaque_argument.provide
 def has_opaque_argument(values: list[VariableTracker]) -> bool:
     """True when some value cannot be an argument of a graph node: a module, a user object, a function.
 
     A Python function of torch called with one (`nn.LayerNorm.forward(self, x)`, a loss given an
     `nn.PairwiseDistance()` as its distance, an options dataclass) is traced through instead.
     """
-    from capture.variables.pytree import PytreeFunctionVariable, SpecUnflattenVariable
-
     opaque = (NNModuleVariable, PythonObjectVariable, UserFunctionVariable, NestedFunctionVariable, BoundMethodVariable,
               PartialVariable, PytreeFunctionVariable, SpecUnflattenVariable)
     for value in values:

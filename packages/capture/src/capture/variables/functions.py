@@ -7,6 +7,7 @@ import types
 from typing import TYPE_CHECKING, Any
 
 from capture.sources import AttrSource, ItemSource, Source
+from capture.variables import upcalls
 from capture.variables.base import ConstantVariable, Unsupported, VariableTracker
 from capture.variables.containers import DictVariable, TupleVariable
 
@@ -68,18 +69,9 @@ class UserFunctionVariable(VariableTracker):
 
     def call(self, tx: Tracer, args: list[VariableTracker],
              kwargs: dict[str, VariableTracker]) -> VariableTracker:
-        from capture.variables.context_managers import (
-            GeneratorContextVariable,
-            contextmanager_generator,
-            grad_mode_decoration,
-        )
-
-        generator = contextmanager_generator(self.fn)
-        if generator is not None:
-            return GeneratorContextVariable(generator, args, kwargs)
-        decorated = grad_mode_decoration(self.fn, tx.grad_enabled)
+        decorated = upcalls.decorated_function_call(tx, self.fn, args, kwargs)  # variables/context_managers.py
         if decorated is not None:
-            return call_in_grad_mode(tx, decorated[0], tx.output.wrap_value(decorated[1], None), args, kwargs)
+            return decorated
         defaults = [tx.output.wrap_value(v, None) for v in (self.fn.__defaults__ or ())]
         kwdefaults = {k: tx.output.wrap_value(v, None) for k, v in (self.fn.__kwdefaults__ or {}).items()}
         bound = bind_arguments(self.fn.__code__, self.fn.__qualname__, defaults, kwdefaults, args, kwargs)

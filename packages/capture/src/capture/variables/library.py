@@ -52,7 +52,7 @@ from capture.variables.context_managers import (
 from capture.variables.dict_subclasses import plain_dict_subclass, subclass_instance
 from capture.variables.folding import folded_callable
 from capture.variables.functions import UserFunctionVariable
-from capture.variables.objects import TRACE_TIME_FUNCTIONS, PythonObjectVariable
+from capture.variables.objects import TRACE_TIME_FUNCTIONS, EnvironReadVariable, PythonObjectVariable
 from capture.variables.pytree import pytree_callable
 from capture.variables.rebuilding import CannotReconstruct
 from capture.variables.user_objects import NewObjectVariable, construct_user_object, is_plain_user_class
@@ -429,26 +429,6 @@ class _IdentityDecoratorVariable(VariableTracker):
 
 
 # --- os.environ, inspect predicates, structseq comparisons ----------------------------------------
-
-
-class EnvironReadVariable(VariableTracker):
-    """`os.environ.get(key, default)`, `os.getenv(...)`, `os.environ[key]`: read now, guarded on every call."""
-
-    def __init__(self, method: str) -> None:
-        self.method = method
-
-    def call(self, tx: Tracer, args: Args, kwargs: Kwargs) -> VariableTracker:
-        if kwargs or not args or not all(a.is_constant() for a in args):
-            raise Unsupported("reading os.environ with non-constant arguments")
-        key, *default = [a.as_constant() for a in args]
-        present = key in os.environ
-        if self.method == "__getitem__" and not present:
-            raise Unsupported(f"KeyError: {key!r}", user_error=True) from KeyError(key)
-        value = os.environ[key] if present else (default[0] if default else None)
-        name = tx.output.guards.constant(os.environ)
-        tx.output.guards.add("ENVIRONMENT", name, f"{name}.get({key!r}) == {os.environ.get(key)!r}",
-                             f"os.environ.get({key!r}) == {os.environ.get(key)!r}")
-        return ConstantVariable(value)
 
 
 class InspectPredicateVariable(VariableTracker):

@@ -81,13 +81,3 @@ def known_index_or_fail(value: VariableTracker) -> ConstantVariable:
     if index is None:
         raise Unsupported("a tensor used as a list index (`__index__`) reads its run-time value")
     return ConstantVariable(index)
-
-
-def legacy_tensor_type(value: VariableTracker) -> tuple[torch.dtype, str] | None:
-    """(dtype, device type) of a legacy dense tensor type (`torch.HalfTensor`, `torch.cuda.FloatTensor`)
-    given to `Tensor.type(...)`: the call is `Tensor.to(device, dtype)`, which a graph can hold (the class
-    itself cannot be written into graph code). None for anything else."""
-    cls = getattr(value, "value", None)
-    if not isinstance(cls, type) or cls not in torch._tensor_classes or getattr(cls, "is_sparse", True):
-        return None
-    return cls.dtype, "cuda" if cls.is_cuda else "cpu"  # type: ignore[attr-defined]

@@ -8,24 +8,35 @@ turns the value back into a tensor. An ndarray the region hands back to Python (
 break) is rebuilt as a real numpy array from the graph's output tensor (`ndarray_from_tensor`). Writes
 (`a[i] = v`, `a += 1`) are nodes writing into the tensor, so memory shared with a tensor sees them as in eager;
 write methods (`a.sort()`) and calls that leave the graph (`a.tolist()`) break the graph. Results are made to
-match what NumPy itself gives (dtype, shape, scalar or array) by `numpy_results.py`.
+match what NumPy itself gives (dtype, shape, scalar or array) by `numpy_results.py`. A numpy ufunc, scalar type or
+pure function called on Python numbers is evaluated at trace time instead (`NumpyCallVariable`).
 """
 
 from __future__ import annotations
 
+import math
 import operator
 import sys
+import types
 import warnings
 from typing import TYPE_CHECKING, Any
 
 import torch
 
 from capture.sources import PureCallSource
-from capture.variables.base import ConstantVariable, Unsupported, VariableTracker
+from capture.variables import upcalls
+from capture.variables.base import ConstantVariable, Unsupported, VariableTracker, is_constant_value
 from capture.variables.builtins import BuiltinVariable
 from capture.variables.common import BINARY_OPERATORS, INPLACE_OPERATORS
-from capture.variables.containers import DictVariable, ListVariable, TupleVariable
+from capture.variables.containers import (
+    DictVariable,
+    ListVariable,
+    TupleVariable,
+    is_plain_value,
+    plain_value,
+)
 from capture.variables.objects import PythonObjectVariable
+from capture.variables.sym_values import SymNodeVariable, call_builtin
 from capture.variables.tensor import TensorVariable
 
 if TYPE_CHECKING:
@@ -45,6 +56,12 @@ _WRITING_METHODS = frozenset({"sort", "fill", "resize", "put", "itemset", "parti
                               "byteswap"})
 _LEAVING_METHODS = frozenset({"tolist", "item", "tobytes", "tostring", "tofile", "dump", "dumps", "__array__",
                               "__dlpack__", "__float__", "__int__", "__bool__", "__index__"})
+# Pure numpy functions (besides ufuncs and scalar types) folded when their arguments are Python constants.
+# Anything else numpy offers (np.random, file I/O, np.seterr, array constructors) is left a graph break.
+_PURE_NUMPY_FUNCTIONS = frozenset({
+    "prod", "sum", "mean", "amax", "amin", "max", "min", "round", "around", "clip", "isscalar", "ndim",
+    "iscomplexobj", "isrealobj", "result_type", "promote_types", "can_cast",
+})
 _METADATA = frozenset({"ndim", "size", "itemsize", "nbytes", "dtype", "shape"})
 _VIEWS = frozenset({"T", "real", "imag", "mT"})
 
@@ -211,6 +228,66 @@ class NdarrayMethodVariable(VariableTracker):
         return f"ndarray method {self.name}"
 
 
+def folds_at_trace_time(numpy: Any, value: Any) -> bool:
+    """Numpy callables safe to run at trace time on constants: ufuncs, scalar types, dtype/finfo/iinfo and the
+    pure functions above (others, such as array constructors, are traced)."""
+    if isinstance(value, numpy.ufunc):
+        return True
+    if isinstance(value, type):
+        return (issubclass(value, numpy.generic) and value.__module__ == "numpy") or \
+            value in (numpy.dtype, numpy.finfo, numpy.iinfo)
+    return isinstance(value, types.FunctionType) and value.__name__ in _PURE_NUMPY_FUNCTIONS and \
+        getattr(numpy, value.__name__, None) is value
+
+
+class NumpyCallVariable(VariableTracker):
+    """A numpy ufunc, scalar type or pure function: evaluated at trace time on Python constants.
+
+    `np.sqrt(self.d_model)`, `np.log(float(scale))`, `np.float32(0.5)`: the result (a numpy scalar,
+    kept as one, as eager has it) is a constant of the trace; the arguments were guarded where they
+    were read. On a symbolic size, a ufunc that `math` also has is traced as the `math` function.
+    """
+
+    def __init__(self, fn: Any) -> None:
+        self.fn = fn
+
+    def python_type(self) -> type:
+        return type(self.fn)
+
+    def is_constant(self) -> bool:
+        return isinstance(self.fn, type)  # a scalar type or dtype class: `a.dtype == np.float32`
+
+    def as_constant(self) -> Any:
+        return self.fn if isinstance(self.fn, type) else super().as_constant()
+
+    def call(self, tx: Tracer, args: list[VariableTracker],
+             kwargs: dict[str, VariableTracker]) -> VariableTracker:
+        values = [*args, *kwargs.values()]
+        name = getattr(self.fn, "__name__", "")
+        numpy = sys.modules["numpy"]
+        if all(is_plain_value(v) for v in values) and folds_at_trace_time(numpy, self.fn):
+            try:
+                result = self.fn(*[plain_value(a) for a in args], **{k: plain_value(v) for k, v in kwargs.items()})
+            except Exception as error:
+                raise Unsupported(f"{type(error).__name__}: {error}", user_error=True) from error
+            if is_constant_value(result) or is_numpy_constant(result):
+                return ConstantVariable(result)
+            if not isinstance(result, numpy.ndarray):
+                raise Unsupported(f"numpy.{name} returned a {type(result).__name__}")
+        if any(isinstance(v, SymNodeVariable) for v in values) and hasattr(math, name):
+            symbolic = call_builtin(tx, getattr(math, name), args, kwargs)
+            if symbolic is not None:
+                return symbolic
+        return call_numpy_function(tx, self.fn, args, kwargs)  # traced as tensor code
+
+    def reconstruct(self, rebuild: Any) -> str:
+        """The real numpy callable."""
+        return str(rebuild.constant(self.fn))
+
+    def __repr__(self) -> str:
+        return f"NumpyCallVariable({getattr(self.fn, '__name__', self.fn)})"
+
+
 # --- entry points from other trackers ------------------------------------------------------------------------
 
 
@@ -315,6 +392,22 @@ def torch_from_ndarray(tx: Tracer, fn: Any, args: list[VariableTracker],
     raise Unsupported(f"a NumPy array passed to {getattr(fn, '__name__', fn)} (convert it with torch.from_numpy)")
 
 
+@upcalls.torch_from_ndarray.provide
+def _torch_from_traced_ndarray(tx: Tracer, fn: Any, args: list[VariableTracker],
+                               kwargs: dict[str, VariableTracker]) -> VariableTracker | None:
+    """`torch_from_ndarray` when the first argument is a traced ndarray, else None."""
+    return torch_from_ndarray(tx, fn, args, kwargs) if isinstance(args[0], NdarrayVariable) else None
+
+
+@upcalls.ndarray_abs.provide
+def _ndarray_abs(tx: Tracer, args: list[VariableTracker]) -> VariableTracker | None:
+    """`abs(a)` of a traced ndarray (NumPy's `operator.abs`), else None."""
+    return ndarray_operator(tx, operator.abs, args) if isinstance(args[0], NdarrayVariable) else None
+
+
+upcalls.tensor_to_ndarray.provide(tensor_to_ndarray)
+
+
 def wrap_ndarray_input(output: Any, value: Any, source: Any) -> VariableTracker:
     """An existing ndarray (argument, global, attribute): a graph input holding its values, guarded like a
     tensor (type, dtype, shape, strides) through `torch.as_tensor(source)`."""
@@ -397,8 +490,6 @@ def numpy_function_path(fn: Any) -> str | None:
 
 def _graph_argument(tx: Tracer, value: VariableTracker) -> VariableTracker:
     """An argument of a NumPy node: ndarrays as their tensors, numpy dtypes as torch dtypes."""
-    from capture.variables.folding import NumpyCallVariable
-
     if isinstance(value, NdarrayVariable):
         return value.tensor
     if isinstance(value, TensorVariable):  # numpy reads a tensor through __array__: eager's checks apply
@@ -428,9 +519,7 @@ def _traced(tx: Tracer, target: Any, graph_args: list[VariableTracker],
     result = as_ndarray_trackers(tx.output.call_graph("call_function", target, graph_args, graph_kwargs), array)
     if real is None:
         return result
-    from capture.variables.numpy_results import as_numpy_gives
-
-    return as_numpy_gives(tx, result, real, args or [], kwargs or {},
+    return upcalls.as_numpy_gives(tx, result, real, args or [], kwargs or {},
                           lambda cast_args: tx.output.call_graph("call_function", target, cast_args, graph_kwargs),
                           graph_args)
 

@@ -19,10 +19,17 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from capture.variables import upcalls
 from capture.variables.base import ConstantVariable, Unsupported, VariableTracker
 from capture.variables.builtins import BuiltinVariable
 from capture.variables.containers import ListVariable, TupleVariable
-from capture.variables.ndarray import NdarrayVariable, as_ndarray_trackers, numpy_dtype, torch_dtype
+from capture.variables.ndarray import (
+    NdarrayVariable,
+    NumpyCallVariable,
+    as_ndarray_trackers,
+    numpy_dtype,
+    torch_dtype,
+)
 from capture.variables.sym_values import SymNodeVariable
 from capture.variables.tensor import TensorVariable
 
@@ -83,6 +90,7 @@ def expected_results(real: Callable[..., Any], args: list[VariableTracker],
             for leaf in leaves]
 
 
+@upcalls.as_numpy_gives.provide
 def as_numpy_gives(tx: Tracer, result: VariableTracker, real: Callable[..., Any],
                    args: list[VariableTracker], kwargs: dict[str, VariableTracker],
                    again: Callable[[list[VariableTracker]], VariableTracker],
@@ -164,7 +172,6 @@ class _StandIns:
     def __call__(self, value: VariableTracker) -> Any:
         import numpy
 
-        from capture.variables.folding import NumpyCallVariable
         if isinstance(value, (NdarrayVariable, TensorVariable)):
             example = value.tensor.example if isinstance(value, NdarrayVariable) else value.example
             if example.dtype not in _KNOWN:

@@ -1,7 +1,8 @@
-"""Torch functions, nn.Modules, grad-mode contexts and other Python objects seen by the trace."""
+"""Torch functions, nn.Modules, `os.environ` reads and other Python objects seen by the trace."""
 
 from __future__ import annotations
 
+import os
 import sys
 import types
 from typing import TYPE_CHECKING, Any, cast
@@ -10,6 +11,7 @@ import torch
 
 from capture.libraries import SKIPPED_LIBRARIES, is_stdlib_or_skipped
 from capture.sources import AttrSource, ItemSource, Source
+from capture.variables import upcalls
 from capture.variables.autocast import make_autocast
 from capture.variables.base import (
     ConstantVariable,
@@ -26,11 +28,14 @@ from capture.variables.containers import (
     is_plain_value,
     plain_value,
 )
-from capture.variables.context_managers import GradModeDecoratedVariable
+from capture.variables.context_managers import GradModeVariable
+from capture.variables.data_checked import data_checked_call
 from capture.variables.functions import BoundMethodVariable, UserFunctionVariable
+from capture.variables.model_output import ModelOutputVariable, is_model_output_class
 from capture.variables.sizes import SizeVariable
 from capture.variables.sym_values import call_builtin
 from capture.variables.tensor import TensorVariable
+from capture.variables.user_objects import construct_user_object
 
 if TYPE_CHECKING:
     from capture.variables.tracer import Tracer
@@ -82,10 +87,9 @@ class TorchFunctionVariable(VariableTracker):
         if fn in (torch.is_tensor,) and len(args) == 1:
             return ConstantVariable(isinstance(args[0], TensorVariable))
         if fn in (torch.from_numpy, torch.as_tensor, torch.tensor, torch.asarray) and args:
-            from capture.variables.ndarray import NdarrayVariable, torch_from_ndarray
-
-            if isinstance(args[0], NdarrayVariable):  # a NumPy value of the region back to torch
-                return torch_from_ndarray(tx, fn, args, kwargs)
+            converted = upcalls.torch_from_ndarray(tx, fn, args, kwargs)  # a NumPy value of the region back to torch
+            if converted is not None:
+                return converted
         if fn is torch.set_grad_enabled and len(args) == 1 and not kwargs:
             enabled = bool(args[0].as_constant())
             previous = tx.grad_enabled
@@ -104,14 +108,11 @@ class TorchFunctionVariable(VariableTracker):
             return ConstantVariable(value)
         if isinstance(fn, type) and issubclass(fn, torch.nn.Module):
             return construct_module(tx, fn, args, kwargs)
-        from capture.variables.data_checked import data_checked_call
-        from capture.variables.folding import has_opaque_argument
-
         traced = data_checked_call(tx, fn, args, kwargs)
         if traced is not None:
             return traced
 
-        if isinstance(fn, types.FunctionType) and has_opaque_argument([*args, *kwargs.values()]):
+        if isinstance(fn, types.FunctionType) and upcalls.has_opaque_argument([*args, *kwargs.values()]):
             return UserFunctionVariable(fn).call(tx, args, kwargs)  # `nn.LayerNorm.forward(self, x)`: traced
         return tx.output.call_graph("call_function", fn, args, kwargs)
 
@@ -385,9 +386,7 @@ class PythonObjectVariable(VariableTracker):
 
     def as_collection(self, tx: Tracer) -> VariableTracker | None:
         """This object as a container tracker, when it is an existing deque, OrderedDict, defaultdict or Counter."""
-        from capture.variables.collections_types import existing_collection
-
-        return existing_collection(tx, self)
+        return upcalls.existing_collection(tx, self)
 
     def truth(self, tx: Tracer) -> bool:
         collection = self.as_collection(tx)
@@ -405,16 +404,10 @@ class PythonObjectVariable(VariableTracker):
             value = getattr(self.value, name)
         except AttributeError as error:
             raise Unsupported(str(error), user_error=True) from error
-        import os
-
         if self.value is os.environ and name in ("get", "__getitem__"):
-            from capture.variables.library import EnvironReadVariable
-
             return EnvironReadVariable(name)
         if name == "apply" and isinstance(self.value, type) and issubclass(self.value, torch.autograd.Function):
-            from capture.variables.autograd_calls import AutogradFunctionApplyVariable
-
-            return AutogradFunctionApplyVariable(self.value)
+            return upcalls.autograd_function_apply(self.value)
         unguarded = isinstance(self.value, types.ModuleType) and is_fixed_library_attribute(self.value, value)
         source = AttrSource(self.source, name, of_python_module=unguarded) if self.source is not None else None
         if isinstance(value, types.MethodType) and value.__self__ is self.value:
@@ -477,9 +470,6 @@ class PythonObjectVariable(VariableTracker):
                 raise Unsupported(f"{type(error).__name__}: {error}", user_error=True) from error
             return tx.output.wrap_value(member, None)
         if isinstance(self.value, type):
-            from capture.variables.model_output import ModelOutputVariable, is_model_output_class
-            from capture.variables.user_objects import construct_user_object
-
             if is_model_output_class(self.value):
                 return ModelOutputVariable.construct(self.value, args, kwargs)
 
@@ -490,6 +480,27 @@ class PythonObjectVariable(VariableTracker):
         return f"PythonObjectVariable({_describe(self.value)})"
 
 
+class EnvironReadVariable(VariableTracker):
+    """`os.environ.get(key, default)`, `os.getenv(...)`, `os.environ[key]`: read now, guarded on every call."""
+
+    def __init__(self, method: str) -> None:
+        self.method = method
+
+    def call(self, tx: Tracer, args: list[VariableTracker],
+             kwargs: dict[str, VariableTracker]) -> VariableTracker:
+        if kwargs or not args or not all(a.is_constant() for a in args):
+            raise Unsupported("reading os.environ with non-constant arguments")
+        key, *default = [a.as_constant() for a in args]
+        present = key in os.environ
+        if self.method == "__getitem__" and not present:
+            raise Unsupported(f"KeyError: {key!r}", user_error=True) from KeyError(key)
+        value = os.environ[key] if present else (default[0] if default else None)
+        name = tx.output.guards.constant(os.environ)
+        tx.output.guards.add("ENVIRONMENT", name, f"{name}.get({key!r}) == {os.environ.get(key)!r}",
+                             f"os.environ.get({key!r}) == {os.environ.get(key)!r}")
+        return ConstantVariable(value)
+
+
 def _describe(value: Any) -> str:
     name = getattr(value, "__qualname__", None) or getattr(value, "__name__", None)
     module = getattr(value, "__module__", None)
@@ -498,59 +509,7 @@ def _describe(value: Any) -> str:
     return type(value).__name__
 
 
-class GradModeVariable(VariableTracker):
-    """`torch.no_grad()`, `torch.enable_grad()` or `torch.set_grad_enabled(b)` used as a context."""
-
-    def __init__(self, enabled: bool, already_entered_from: bool | None = None) -> None:
-        self.enabled = enabled
-        self.already_entered_from = already_entered_from
-
-    def call(self, tx: Tracer, args: list[VariableTracker],
-             kwargs: dict[str, VariableTracker]) -> VariableTracker:
-        """`torch.no_grad()(fn)`: decorating a function inside the region."""
-        if len(args) != 1 or kwargs or self.already_entered_from is not None:
-            raise Unsupported(f"calling {self} with these arguments")
-        return GradModeDecoratedVariable(self.enabled, args[0])
-
-    def enter(self, tx: Tracer) -> VariableTracker:
-        """BEFORE_WITH: switch grad mode; returns the exit callable to push."""
-        previous = self.already_entered_from if self.already_entered_from is not None else tx.grad_enabled
-        tx.set_grad_enabled(self.enabled)
-        exit_variable = WithExitVariable(previous)
-        tx.grad_blocks.append(exit_variable)
-        return exit_variable
-
-    def __repr__(self) -> str:
-        return f"GradModeVariable(enabled={self.enabled})"
-
-
-class WithExitVariable(VariableTracker):
-    """The `__exit__` of a grad-mode context: restores the previous mode."""
-
-    def __init__(self, previous: bool) -> None:
-        self.previous = previous
-
-    def call(self, tx: Tracer, args: list[VariableTracker],
-             kwargs: dict[str, VariableTracker]) -> VariableTracker:
-        tx.set_grad_enabled(self.previous)
-        if self in tx.grad_blocks:
-            tx.grad_blocks.remove(self)
-        return ConstantVariable(None)
-
-
-class GradModeRestorer:
-    """The `__exit__` of a grad-mode with-block that a graph break cut in two (lives on the resumed stack)."""
-
-    def __init__(self, previous: bool) -> None:
-        self.previous = previous
-
-    def __call__(self, exc_type: Any = None, exc: Any = None, traceback: Any = None) -> None:
-        torch._C._set_grad_enabled(self.previous)
-
-    def __repr__(self) -> str:
-        return f"GradModeRestorer(previous={self.previous})"
-
-
+@upcalls.wrap_constant_attribute.provide
 def wrap_constant_attribute(value: Any) -> VariableTracker:
     """Attribute of a constant (e.g. `torch.float32.is_floating_point`): constant or bound builtin."""
     if is_constant_value(value):

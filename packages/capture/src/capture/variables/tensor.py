@@ -9,6 +9,7 @@ import torch
 import torch.fx
 
 from capture.sources import AttrSource, Source
+from capture.variables import upcalls
 from capture.variables.base import ConstantVariable, Unsupported, VariableTracker
 from capture.variables.containers import TupleVariable
 from capture.variables.sizes import SizeVariable
@@ -172,9 +173,7 @@ class TensorMethodVariable(VariableTracker):
             # in the graph; a Python branch on one is a graph break at that line.
             return tx.output.call_graph("call_method", self.name, [self.tensor], {})
         if self.name == "numpy":  # the same tensor as an ndarray (variables/ndarray.py)
-            from capture.variables.ndarray import tensor_to_ndarray
-
-            return tensor_to_ndarray(tx, self.tensor, args, kwargs)
+            return upcalls.tensor_to_ndarray(tx, self.tensor, args, kwargs)
         if self.name in BREAKING_METHODS:
             raise Unsupported(BREAKING_METHODS[self.name])
         if self.name in SIZE_METHODS and set(kwargs) <= {"dim"}:
@@ -191,8 +190,6 @@ class TensorMethodVariable(VariableTracker):
         if self.name in ("type",) and not args and not kwargs:
             return ConstantVariable(self.tensor.example.type())
         if self.name == "type" and len(args) == 1 and not kwargs:
-            from capture.variables.mixed_builtins import legacy_tensor_type
-
             legacy = legacy_tensor_type(args[0])  # `x.type(torch.HalfTensor)`
             if legacy is not None:
                 dtype, device = ConstantVariable(legacy[0]), ConstantVariable(legacy[1])
@@ -217,3 +214,13 @@ class TensorMethodVariable(VariableTracker):
 
     def __repr__(self) -> str:
         return f"TensorMethodVariable({self.tensor.node.name}.{self.name})"
+
+
+def legacy_tensor_type(value: VariableTracker) -> tuple[torch.dtype, str] | None:
+    """(dtype, device type) of a legacy dense tensor type (`torch.HalfTensor`, `torch.cuda.FloatTensor`)
+    given to `Tensor.type(...)`: the call is `Tensor.to(device, dtype)`, which a graph can hold (the class
+    itself cannot be written into graph code). None for anything else."""
+    cls = getattr(value, "value", None)
+    if not isinstance(cls, type) or cls not in torch._tensor_classes or getattr(cls, "is_sparse", True):
+        return None
+    return cls.dtype, "cuda" if cls.is_cuda else "cpu"  # type: ignore[attr-defined]

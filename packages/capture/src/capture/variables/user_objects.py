@@ -7,6 +7,7 @@ import types
 from typing import TYPE_CHECKING, Any
 
 from capture.libraries import SKIPPED_LIBRARIES, is_stdlib_or_skipped
+from capture.variables import upcalls
 from capture.variables.base import (
     ConstantVariable,
     Unsupported,
@@ -59,10 +60,9 @@ def construct_user_object(tx: Tracer, cls_var: PythonObjectVariable, args: list[
     if isinstance(cls, type) and not is_plain_user_class(cls) and _is_frozen_dataclass(cls) and \
             all(value.is_constant() for value in [*args, *kwargs.values()]):
         return _frozen_constant(tx, cls, args, kwargs)
-    from capture.variables.dict_subclasses import make_dict_subclass, plain_dict_subclass
-
-    if plain_dict_subclass(cls):
-        return make_dict_subclass(tx, cls, args, kwargs)
+    dict_subclass = upcalls.construct_dict_subclass(tx, cls, args, kwargs)  # variables/dict_subclasses.py
+    if dict_subclass is not None:
+        return dict_subclass
     if not isinstance(cls, type) or not is_plain_user_class(cls):
         raise Unsupported(f"call to type object {getattr(cls, '__module__', '')}.{getattr(cls, '__qualname__', cls)}")
     instance = NewObjectVariable(cls)
