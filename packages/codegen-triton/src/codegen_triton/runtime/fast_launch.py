@@ -96,11 +96,16 @@ def _source(fn: Any, variant: Variant) -> Any:
     return ASTSource(fn, signature, constexprs, attrs)
 
 
+COMPILE_OPTIONS: dict[str, bool] = {"enable_reflect_ftz": False}
+"""Triton compile options of every GPU kernel: libdevice's functions keep float32 subnormals (Triton
+flushes them by default: fmod(1e-40, -1.5) gave 0, so 1e-40 // -1.5 gave -0.0 where eager gives -1)."""
+
+
 def compile_variant(fn: Any, variant: Variant, target: Any) -> Any:
     """`triton.compile` of `fn` (a `@triton.jit` function) for `variant` and a `GPUTarget`."""
     import triton
 
-    options: dict[str, Any] = {"num_warps": variant.num_warps, "num_stages": variant.num_stages}
+    options: dict[str, Any] = {"num_warps": variant.num_warps, "num_stages": variant.num_stages, **COMPILE_OPTIONS}
     if getattr(fn, "debug", False):  # a kernel with runtime checks: its asserts compiled in (codegen/checks.py)
         options.update(debug=True, sanitize_overflow=False)
     return triton.compile(_source(fn, variant), target=target, options=options)

@@ -17,7 +17,7 @@ from codegen_triton.runtime.autotune import (
 )
 from codegen_triton.runtime.checks import check_failure, interpreter_asserts
 from codegen_triton.runtime.compile_pool import CompilePool, PrecompileJob
-from codegen_triton.runtime.fast_launch import FastKernel, Variant, compile_variant, make_variant
+from codegen_triton.runtime.fast_launch import COMPILE_OPTIONS, FastKernel, Variant, compile_variant, make_variant
 from codegen_triton.runtime.loader import interpreter_env, load_kernel_module
 
 __all__ = ["KernelSpec", "TritonLauncher"]
@@ -109,8 +109,11 @@ class TritonLauncher:
         self._direct = not interpret
         self._compiled: dict[Variant, FastKernel | None] = {}
         self._target: Any = None
-        # Kernels with asserts compile in debug mode, without Triton's int32 overflow asserts.
+        # Kernels with asserts compile in debug mode, without Triton's int32 overflow asserts; on a GPU
+        # every kernel keeps float32 subnormals in libdevice's functions, as eager's CUDA kernels do.
         self._debug_options: dict[str, bool] = {"debug": True, "sanitize_overflow": False} if spec.checks else {}
+        if not interpret:
+            self._debug_options.update(COMPILE_OPTIONS)
 
     def block_values(self, config: LaunchConfig) -> tuple[int, ...]:
         """The config's block sizes in the order of the kernel's constexpr parameters."""
