@@ -17,7 +17,13 @@ from codegen_triton.runtime.autotune import (
 )
 from codegen_triton.runtime.checks import check_failure, interpreter_asserts
 from codegen_triton.runtime.compile_pool import CompilePool, PrecompileJob
-from codegen_triton.runtime.fast_launch import COMPILE_OPTIONS, FastKernel, Variant, compile_variant, make_variant
+from codegen_triton.runtime.fast_launch import (
+    COMPILE_OPTIONS,
+    FastKernel,
+    Variant,
+    compile_variant,
+    make_variant,
+)
 from codegen_triton.runtime.loader import interpreter_env, load_kernel_module
 
 __all__ = ["KernelSpec", "TritonLauncher"]
