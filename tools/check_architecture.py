@@ -46,7 +46,7 @@ ALLOWED_SIBLINGS: dict[str, frozenset[str]] = {
     "frontend": frozenset({"capture", "aotgrad", "inductor_ir", "codegen_cpp", "codegen_triton"}),
 }
 # Packages whose modules import their own modules at module level only.
-NO_FUNCTION_LEVEL_IMPORTS: frozenset[str] = frozenset()
+NO_FUNCTION_LEVEL_IMPORTS: frozenset[str] = frozenset({"capture"})
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ import capture.cache
 def test_an_unsupported_python_runs_everything_eagerly(monkeypatch: pytest.MonkeyPatch) -> None:
     """On a Python whose bytecode capture cannot rewrite, functions run as written, with one warning."""
     monkeypatch.setattr(capture.cache, "python_supported", lambda: False)
-    capture.cache._warn_unsupported_python.cache_clear()
+    capture.cache.warn_unsupported_python.cache_clear()
     backend = RecordingBackend()
     compiled = capture.optimize(backend)(lambda x: x.sin() + 1)
     x = torch.randn(4, generator=torch.Generator().manual_seed(0))
@@ -23,4 +23,4 @@ def test_an_unsupported_python_runs_everything_eagerly(monkeypatch: pytest.Monke
     assert backend.count == 0
     with pytest.raises(capture.InternalCaptureError, match="capture supports Python"):
         capture.optimize(RecordingBackend(), nopython=True)(lambda x: x.cos())(x)
-    capture.cache._warn_unsupported_python.cache_clear()
+    capture.cache.warn_unsupported_python.cache_clear()

@@ -18,8 +18,6 @@ Quick start::
 
 from capture._version import __version__
 from capture.api import (
-    CapturedFunction,
-    OptimizedModule,
     allow_in_graph,
     disable,
     disallow_in_graph,
@@ -32,6 +30,7 @@ from capture.api import (
 )
 from capture.cache import CompilerFn
 from capture.config import CaptureConfig, config
+from capture.context import CapturedFunction, OptimizedModule
 from capture.errors import (
     BackendCompilerError,
     BreakReason,

@@ -35,7 +35,7 @@ from capture.variables.functions import NestedFunctionVariable, RealCellVariable
 from capture.variables.rebuilding import CannotReconstruct
 
 if TYPE_CHECKING:
-    from capture.cache import CaptureContext
+    from capture.context import CaptureContext
 
 log = logging.getLogger("capture")
 EntryFn = Callable[[Any, Any, Any], Any]

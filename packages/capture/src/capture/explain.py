@@ -10,9 +10,9 @@ from typing import Any, NamedTuple, cast
 import torch
 import torch.fx
 
-from capture.api import wrap_for_capture
-from capture.cache import CaptureContext, CodeCache
+from capture.cache import CodeCache
 from capture.config import CaptureConfig, config
+from capture.context import CaptureContext, wrap_for_capture
 from capture.convert_frame import Frame, trace_frame
 from capture.errors import BreakReason, GraphBreakError
 from capture.events import CaptureHooks, GraphCompiled, Recompiled
