@@ -569,3 +569,29 @@ def test_a_write_through_an_unfold_view_with_a_gradient_is_refused() -> None:
     compiled = aotgrad.aot_function(_scales_windows_of_an_intermediate, fw_compiler=aotgrad.eager_compiler, config=strict())
     with pytest.raises(aotgrad.TracingError, match="through an `unfold` view"):
         compiled(_leaf(38, (3, 8), grad=True))
+
+
+# --- batch norm whose weight or bias is its running statistic -------------------------------------
+
+
+def _norm_weighted_by_its_running_var(x: torch.Tensor, mean: torch.Tensor, var: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    return torch.nn.functional.batch_norm(x, mean, var, var, b, training=True, momentum=0.25) * 2
+
+
+def _norm_shifted_by_its_running_mean(x: torch.Tensor, mean: torch.Tensor, var: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    return torch.nn.functional.batch_norm(x, mean, var, w, mean, training=True, momentum=0.5)
+
+
+@pytest.mark.parametrize("no_grad", [True, False])
+def test_batch_norm_applies_a_running_statistic_passed_as_weight_after_updating_it(no_grad: bool) -> None:
+    # fuzz 4b5a7ef69f, 75375c7711: eager updates the running statistics, then applies the weight
+    check_against_eager(
+        _norm_weighted_by_its_running_var,
+        lambda: [_leaf(39, (4, 3), grad=True), _leaf(40, (3,)), _leaf(41, (3,)).abs() + 0.5, _leaf(42, (3,))],
+        no_grad=no_grad,
+    )
+    check_against_eager(
+        _norm_shifted_by_its_running_mean,
+        lambda: [_leaf(43, (5, 3), grad=True), _leaf(44, (3,)), _leaf(46, (3,)).abs() + 0.5, _leaf(45, (3,))],
+        no_grad=no_grad,
+    )

@@ -59,7 +59,29 @@ def with_eager_running_stats(op: Any, decomposition: Callable[..., Any]) -> Call
         bound = dict(zip(names, args))
         bound.update(kwargs)
         training = trains_always or bool(bound.get("training", False))
-        return _with_cpu_output(bound, training, _with_eager_update(bound, training, args, kwargs))
+        result = _with_eager_update(bound, training, args, kwargs)
+        aliased = [p for p in ("weight", "bias") for s in _STATS if bound.get(p) is not None and bound.get(p) is bound.get(s)]
+        if training and aliased:
+            result, bound = _with_updated_affine(bound, args, kwargs, result, aliased)
+        return _with_cpu_output(bound, training, result)
+
+    def _with_updated_affine(
+        bound: dict[str, Any], args: Any, kwargs: Any, result: Any, aliased: list[str]
+    ) -> tuple[Any, dict[str, Any]]:
+        """Eager updates the running statistics before it applies the weight and bias: where one is
+        the very tensor of a running statistic (`batch_norm(x, m, v, v, b)`), the output takes its
+        new value. The statistics stay those of the first run. Returns the result and the arguments
+        the output was computed from."""
+        if out_index is None:  # in place: the buffers (so the weight or bias) hold the new values now
+            scratch = {name: bound[name].clone() for name in _STATS if bound.get(name) is not None}
+            output = decomposition(*_with_arguments(args, kwargs, names, scratch), **_with_keywords(kwargs, scratch))
+        else:
+            new = {"running_mean": result[out_index], "running_var": result[var_index] if var_index is not None else None}
+            values = {p: new[s] for p in aliased for s in _STATS if bound[p] is bound.get(s) and new[s] is not None}
+            output = decomposition(*_with_arguments(args, kwargs, names, values), **_with_keywords(kwargs, values))
+            bound = {**bound, **values}
+        first = (output[0], *result[1:])
+        return (first if isinstance(result, tuple) else list(first)), bound
 
     def _with_eager_update(bound: dict[str, Any], training: bool, args: Any, kwargs: Any) -> Any:
         running_mean = bound.get("running_mean")
