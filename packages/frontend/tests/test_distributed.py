@@ -1,9 +1,10 @@
 """Compiling under torch.distributed: DDP graphs cut at gradient buckets, FSDP2 modules (CPU, gloo).
 
-The unit tests plan and split captured graphs in this process. The distributed ones run every
-scenario of `distributed_workers.run_scenarios` once, in two gloo processes on the CPU (starting
-them and compiling cold is most of the cost), and check what each rank reported; gradients and
-parameters are compared with eager DDP inside the workers, after each of 3 SGD steps.
+The unit tests plan and split captured graphs in this process; one trains compiled DDP (C++
+kernels) against eager DDP in a gloo group of this process alone. The others run every scenario of
+`distributed_workers.run_scenarios` once, in two gloo processes on the CPU (starting them is most
+of the cost), and check what each rank reported; gradients and parameters are compared with eager
+DDP inside the workers, after each of 3 SGD steps.
 """
 
 from __future__ import annotations
@@ -11,12 +12,13 @@ from __future__ import annotations
 import json
 import math
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
+import torch.distributed as dist
 from torch import nn
 
 import frontend
@@ -158,13 +160,30 @@ def ranks(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
     return [json.loads(Path(out, f"rank{rank}.json").read_text()) for rank in range(workers.WORLD)]
 
 
-@pytest.mark.parametrize("scenario", ["split_inductor", "split"])
-def test_compiled_ddp_trains_like_eager_ddp_one_subgraph_per_bucket(ranks: list[dict[str, Any]], scenario: str) -> None:
-    # Gradients after each of 3 SGD steps and the final parameters equal eager DDP's (checked in
-    # each rank, which fails otherwise), and equal across ranks.
-    cap = 12288 if scenario == "split_inductor" else 8192
+@pytest.fixture
+def one_process_group(tmp_path: Path, fresh_cache: None) -> Iterator[None]:
+    """A gloo group of this process alone (an in-process store), and a fresh cache folder."""
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    try:
+        with frontend.config.patch(cache_dir=tmp_path):
+            yield
+    finally:
+        dist.destroy_process_group()
+
+
+def test_compiled_ddp_with_kernels_trains_like_eager_ddp(one_process_group: None) -> None:
+    # The inductor backend (C++ kernels) in one process: DDP's reducer, buckets and hooks run as
+    # with more ranks; ddp_run checks gradients after each of 3 SGD steps and the final parameters.
+    result = workers.ddp_run(0, "inductor", 12288, {})
+    assert result["graphs_compiled"] == workers.PLANS[12288]
+    assert result["events"] == ["backward 1", "allreduce 0", "backward 0", "allreduce 1"]
+
+
+def test_compiled_ddp_trains_like_eager_ddp_one_subgraph_per_bucket(ranks: list[dict[str, Any]]) -> None:
+    # Two ranks, each on its own batches: gradients after each of 3 SGD steps and the final
+    # parameters equal eager DDP's (checked in each rank, which fails otherwise), and equal across ranks.
     for rank in ranks:
-        assert rank[scenario]["graphs_compiled"] == workers.PLANS[cap]
+        assert rank["split"]["graphs_compiled"] == workers.PLANS[8192]
 
 
 def test_each_bucket_is_all_reduced_before_earlier_subgraphs_run_backward(ranks: list[dict[str, Any]]) -> None:
