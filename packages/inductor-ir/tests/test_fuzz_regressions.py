@@ -87,3 +87,19 @@ def test_logical_ops_test_each_operand_in_the_promoted_dtype() -> None:
     gm = make_fx(_logical_ops_of_mixed_dtypes, decomposition_table=inductor_ir.decompositions())(*args)
     compiled = inductor_ir.compile_graph(gm, args, backends={"cpu": ReferenceBackend()})
     assert_close(compiled(*args), _logical_ops_of_mixed_dtypes(*args))
+
+
+def _strided_reads_and_writes_of_a_flip(x: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    flipped = x.flip(-1)  # eager keeps x's transposed strides
+    window = flipped.as_strided((1, 3), (1, 3), 1) * 1
+    written = torch.ops.aten.as_strided_scatter(flipped, v.expand(1, 3), (1, 3), (1, 3), 1)
+    return window, written
+
+
+def test_as_strided_of_an_intermediate_reads_eagers_memory_layout() -> None:
+    # fuzz 66517ad41e: a write into a view of a flipped transposed tensor landed on other elements
+    x = torch.randn(3, 3, generator=torch.Generator().manual_seed(8)).t()
+    v = torch.randn(1)
+    gm = make_fx(_strided_reads_and_writes_of_a_flip, decomposition_table=inductor_ir.decompositions())(x, v)
+    compiled = inductor_ir.compile_graph(gm, [x, v], backends={"cpu": ReferenceBackend()})
+    assert_close(compiled(x, v), _strided_reads_and_writes_of_a_flip(x, v))

@@ -35,6 +35,7 @@ from inductor_ir.lowering import LOWERINGS, LoweringContext, NotLowerable
 from inductor_ir.lowering.accumulate import fold_embedding_gradients
 from inductor_ir.lowering.attention import fuse_attention
 from inductor_ir.lowering.registry import channels_last_strides
+from inductor_ir.lowering.views import with_eager_storage
 from inductor_ir.symbolic import concrete_hint, sympify_int
 from inductor_ir.unbacked import (
     UnbackedSymbolError,
@@ -429,8 +430,14 @@ def _as_arg(ctx: LoweringContext, value: Any) -> Any:
     return value
 
 
+# Ops whose result depends on where the elements of their first argument lie in memory.
+_STORAGE_DEPENDENT = frozenset([_aten.as_strided.default, _aten.as_strided_scatter.default])
+
+
 def fallback(ctx: LoweringContext, op: Any, args: Any, kwargs: dict[str, Any], val: Any) -> Any:
     """A ``FallbackKernel`` running ``op`` as itself; returns its output value(s)."""
+    if op in _STORAGE_DEPENDENT and args and isinstance(args[0], IRNode):
+        args = (with_eager_storage(ctx, args[0]), *args[1:])
     args = _as_arg(ctx, tuple(args))
     kwargs = {k: _as_arg(ctx, v) for k, v in kwargs.items()}
     if val is None:

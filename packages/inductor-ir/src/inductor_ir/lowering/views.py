@@ -14,7 +14,7 @@ import sympy
 import torch
 
 from inductor_ir.ir.layout import Layout, contiguous_strides
-from inductor_ir.ir.nodes import Buffer, IndexView, IRNode, ReinterpretView
+from inductor_ir.ir.nodes import Buffer, IndexView, IRNode, Pointwise, ReinterpretView
 from inductor_ir.lowering.registry import LoweringContext, NotLowerable, lowering
 from inductor_ir.symbolic import FloorDiv, ModularIndexing, simplify_index, sympify_int
 
@@ -300,7 +300,12 @@ def view_strides(size: Sequence[sympy.Expr], stride: Sequence[sympy.Expr], new: 
 
 @lowering(aten.as_strided.default)
 def as_strided(ctx: LoweringContext, x: IRNode, size: Sequence[Any], stride: Sequence[Any], storage_offset: Any = None) -> IRNode:
-    """A view with explicit size and strides over ``x``'s memory (a copy of ``x`` when it is not stored)."""
+    """A view with explicit size and strides over ``x``'s memory (a copy of ``x`` when it is not stored).
+
+    Its elements depend on where ``x``'s elements lie in memory: an ``x`` that eager holds in a
+    storage of its own (a flip of a transposed tensor keeps the transposed strides) is read from a
+    copy stored with eager's strides, whatever layout the buffer computing it was given."""
+    x = with_eager_storage(ctx, x)
     strided = _strided(x)
     if strided is None:
         buf = ctx.realize_buffer(x)
@@ -313,6 +318,64 @@ def as_strided(ctx: LoweringContext, x: IRNode, size: Sequence[Any], stride: Seq
         raise NotLowerable("as_strided with a storage offset on a graph input")
     offset = layout.offset if storage_offset is None else sympify_int(storage_offset)
     return _reinterpret(base, Layout(layout.device, layout.dtype, tuple(_sizes(size)), tuple(_sizes(stride)), offset))
+
+
+def with_eager_storage(ctx: LoweringContext, x: IRNode) -> IRNode:
+    """``x`` stored as eager stores it, for an op whose result depends on where elements lie in
+    memory (``as_strided``, ``as_strided_scatter``, lowered or run as ATen): where eager holds ``x``
+    in a storage of its own, a copy with eager's strides unless its buffer already has them."""
+    recorded = _recorded_input(ctx)
+    if recorded is None or _matches(_strided(x), recorded):
+        return x
+    own = _own_storage_strides(recorded)
+    if own is None:
+        return x
+    copy = Pointwise(x.make_loader(), x.get_size(), x.dtype, x.device, (ctx.origin,))
+    return ctx.realize(copy, own)
+
+
+def _recorded_input(ctx: LoweringContext) -> torch.Tensor | None:
+    """The value FX recorded for the first argument of the node being lowered."""
+    node = ctx.node
+    arg = node.args[0] if node is not None and node.args else None
+    val = arg.meta.get("val") if isinstance(arg, torch.fx.Node) else None
+    return val if isinstance(val, torch.Tensor) else None
+
+
+def _matches(strided: tuple[Buffer, Layout] | None, recorded: torch.Tensor) -> bool:
+    """Whether a stored value is laid out as eager laid it out: a graph input as it came, or a
+    buffer with eager's strides at offset 0 of its own storage."""
+    from inductor_ir.ir.nodes import InputBuffer
+
+    if strided is None:
+        return False
+    base, layout = strided
+    if isinstance(base, InputBuffer):
+        return True
+    same_strides = [sympy.sympify(a) for a in layout.stride] == [sympy.sympify(int(b)) for b in recorded.stride()]
+    return same_strides and sympy.sympify(layout.offset) == 0 and _own_storage_strides(recorded) is not None
+
+
+def _dense(size: tuple[int, ...], stride: tuple[int, ...]) -> bool:
+    """Whether the strides lay the elements out without gaps or overlap (some permutation of dims)."""
+    expected = 1
+    for step, n in sorted((st, n) for n, st in zip(size, stride) if n != 1):
+        if step != expected:
+            return False
+        expected *= n
+    return True
+
+
+def _own_storage_strides(recorded: torch.Tensor) -> tuple[sympy.Expr, ...] | None:
+    """``recorded``'s strides when it fills a storage of its own (offset 0, no gaps, no overlap)."""
+    try:
+        if recorded.storage_offset() != 0 or not _dense(tuple(map(int, recorded.shape)), tuple(map(int, recorded.stride()))):
+            return None
+        if recorded.untyped_storage().nbytes() != recorded.numel() * recorded.element_size():
+            return None
+        return tuple(sympy.Integer(int(v)) for v in recorded.stride())
+    except (RuntimeError, TypeError, NotImplementedError):  # symbolic sizes or a storage fake tensors lack
+        return None
 
 
 @lowering(aten.split.Tensor, aten.split_with_sizes.default)
