@@ -162,3 +162,27 @@ def test_layer_norm_over_cat_with_masked_loads(cpu_backend: TritonBackend) -> No
         return (torch.nn.functional.layer_norm(torch.cat([a, b.permute(0, 2, 1)], 1), (64,)),)
 
     _check(cpu_backend, fn, lambda: (torch.randn(2, 1, 64), torch.randn(2, 64, 16)), rtol=1e-4, atol=1e-5)
+
+
+def _means_with_infinities(short: torch.Tensor, long: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    return (*torch.var_mean(short, dim=1), *torch.var_mean(long, dim=1))
+
+
+def _inputs_with_infinities() -> list[torch.Tensor]:
+    generator = torch.Generator().manual_seed(61)
+    short, long = torch.randn(3, 6, generator=generator), torch.randn(3, 3000, generator=generator)
+    for t in (short, long):
+        t[0, :2] = float("-inf")
+        t[1, -1] = float("inf")
+        t[2, 0], t[2, -1] = float("inf"), float("inf")
+    return [short, long]
+
+
+def test_a_welford_mean_over_two_infinities_is_nan_as_eagers(cpu_backend: TritonBackend) -> None:
+    # fuzz 4132951cc7: the mean came from a sum (-inf) where eager's Welford gives inf - inf = NaN
+    _check(cpu_backend, _means_with_infinities, _inputs_with_infinities, equal_nan=True)
+
+
+@pytest.mark.gpu
+def test_a_welford_mean_over_two_infinities_is_nan_as_eagers_on_the_gpu(gpu_backend: TritonBackend) -> None:
+    _check(gpu_backend, _means_with_infinities, _inputs_with_infinities, "cuda", equal_nan=True)

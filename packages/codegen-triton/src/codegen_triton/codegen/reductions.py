@@ -149,7 +149,15 @@ def emit_welford(writer: KernelWriter, dtype: torch.dtype, value: TritonValue) -
         block = writer.emit(f"tl.where(rmask, {_full_block(writer, value)}, 0)", acc_dtype, both)
         ones = writer.emit(f"tl.where(tl.broadcast_to(rmask, {full}), 1.0, 0.0).to({ty})", acc_dtype, both)
         weight = writer.emit(f"tl.sum({ones.name}, 1)[:, None]", dtype, x_axes)
-        mean = writer.emit(f"tl.sum({block.name}, 1)[:, None] / {weight.name}", dtype, x_axes)
+        # Eager's Welford mean is NaN from a second infinity on (inf - inf); the sum's is inf.
+        infinities = writer.emit(
+            f"tl.sum(tl.where(rmask & (({block.name} == float('inf')) | ({block.name} == float('-inf'))), 1, 0), 1)[:, None]",
+            torch.int32,
+            x_axes,
+        )
+        mean = writer.emit(
+            f"tl.where({infinities.name} >= 2, float('nan'), tl.sum({block.name}, 1)[:, None] / {weight.name})", dtype, x_axes
+        )
         deviation = writer.emit(f"tl.where(rmask, {block.name} - {mean.name}, 0)", acc_dtype, both)
         m2 = writer.emit(f"tl.sum({deviation.name} * {deviation.name}, 1)[:, None]", dtype, x_axes)
         result = (mean, m2, weight)
@@ -182,7 +190,11 @@ def _looped_welford(
     x_axes = frozenset({"x"})
     total, result_mean, spread, result_m2 = (writer.new_name() for _ in range(4))
     finish.lines.append(f"{total} = tl.sum({weight}, 1)[:, None]")
-    finish.lines.append(f"{result_mean} = tl.sum({weight} * {mean}, 1)[:, None] / {total}")
+    # Eager's Welford mean is NaN once two lanes hold an infinity (inf - inf); the weighted sum's is inf.
+    finish.lines.append(
+        f"{result_mean} = tl.where(tl.sum(tl.where(({mean} == float('inf')) | ({mean} == float('-inf')), 1, 0), 1)[:, None]"
+        f" >= 2, float('nan'), tl.sum({weight} * {mean}, 1)[:, None] / {total})"
+    )
     finish.lines.append(f"{spread} = {mean} - {result_mean}")
     finish.lines.append(f"{result_m2} = tl.sum({m2} + {weight} * {spread} * {spread}, 1)[:, None]")
     for name in (total, result_mean, result_m2):
