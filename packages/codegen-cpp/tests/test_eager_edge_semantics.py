@@ -168,3 +168,18 @@ def test_the_variance_of_one_element_is_nan_where_eager_says_so(backend: CppBack
     for k, (got, want) in enumerate(zip(compiled(a, b), wanted, strict=True)):
         torch.testing.assert_close(got, want, equal_nan=True, msg=f"result {k}")
         assert torch.equal(got.signbit(), want.signbit()), f"result {k}: {got} != {want}"
+
+
+def _own_math(x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    return torch.exp(x), torch.log(x.abs()), torch.sin(x), torch.cos(x), torch.tanh(x), torch.erf(x), torch.sigmoid(x)
+
+
+def test_scalar_tails_compute_kilns_math_as_its_vector_loops(backend: CppBackend) -> None:
+    """One input value gives one result bit for bit, in a vector lane or in the scalar tail: a max's
+    backward compares a recomputed value with the saved maximum (fuzz bce478bc13: the gradient of
+    sigmoid(x).amax(1) was 0 where the scalar and vector sigmoid differed)."""
+    values = torch.linspace(-6, 6, 64, dtype=torch.float32) + 0.01
+    x = torch.cat([values, values[:15]])  # 64 elements in vector loops, the last 15 in the tail
+    compiled = inductor_ir.compile_graph(make_fx(_own_math)(x), [x], backends={"cpu": backend})
+    for k, got in enumerate(compiled(x)):
+        assert torch.equal(got[64:], got[:15]), f"result {k}: the tail differs from the vector lanes"

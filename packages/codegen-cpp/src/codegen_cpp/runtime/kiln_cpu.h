@@ -319,12 +319,21 @@ KILN_UNARY_LANES(log10, std::log10)
 KILN_UNARY_LANES(exp2, std::exp2)
 KILN_UNARY_LANES(lgamma, std::lgamma)
 KILN_UNARY_LANES(erfc, std::erfc)
-KILN_UNARY_STD(exp, std::exp)
-KILN_UNARY_STD(log, std::log)
-KILN_UNARY_STD(sin, std::sin)
-KILN_UNARY_STD(cos, std::cos)
-KILN_UNARY_STD(tanh, std::tanh)
-KILN_UNARY_STD(erf, std::erf)
+// Functions whose float32 vector form is Kiln's own (kiln_cpu_math.h): the scalar float form is
+// defined there too, as one lane of the vector form, so that a value computed in a scalar loop (a
+// tail, a reduction) has the same bits as in a vector loop: a max's backward compares a recomputed
+// value with the saved maximum (sigmoid(x).amax() lost its gradient where the two differed).
+#define KILN_UNARY_OWN_F32(name, fn)                                     \
+  inline float name(float x);                                            \
+  inline double name(double x) { return fn(x); }                        \
+  inline f64x name(f64x x) { return map(x, [](double v) { return fn(v); }); }
+KILN_UNARY_OWN_F32(exp, std::exp)
+KILN_UNARY_OWN_F32(log, std::log)
+KILN_UNARY_OWN_F32(sin, std::sin)
+KILN_UNARY_OWN_F32(cos, std::cos)
+KILN_UNARY_OWN_F32(tanh, std::tanh)
+KILN_UNARY_OWN_F32(erf, std::erf)
+#undef KILN_UNARY_OWN_F32
 #undef KILN_UNARY_LANES
 #undef KILN_UNARY_STD
 

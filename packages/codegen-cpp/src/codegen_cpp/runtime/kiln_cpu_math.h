@@ -175,7 +175,7 @@ inline f32x sigmoid(f32x x) {
   const f32x d = 1.0f + exp(-x);  // in [1, inf]: inf (x < -88.7) gives 0, as 1 / inf does
   return d == INFINITY ? splat<f32x>(0.0f) : reciprocal_finite(d);
 }
-inline float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
+inline float sigmoid(float x) { return sigmoid(splat<f32x>(x))[0]; }
 inline double sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
 inline f64x sigmoid(f64x x) { return map(x, [](double v) { return 1.0 / (1.0 + std::exp(-v)); }); }
 
@@ -209,5 +209,13 @@ inline f32x erf(f32x x) {
   const f32x result = ax < 0.921875f ? small : large;
   return x != x ? x : result;
 }
+
+// The scalar float forms: one lane of the vector forms above (see KILN_UNARY_OWN_F32 in kiln_cpu.h).
+inline float exp(float x) { return exp(splat<f32x>(x))[0]; }
+inline float log(float x) { return log(splat<f32x>(x))[0]; }
+inline float sin(float x) { return sin(splat<f32x>(x))[0]; }
+inline float cos(float x) { return cos(splat<f32x>(x))[0]; }
+inline float tanh(float x) { return tanh(splat<f32x>(x))[0]; }
+inline float erf(float x) { return erf(splat<f32x>(x))[0]; }
 
 }  // namespace kiln
