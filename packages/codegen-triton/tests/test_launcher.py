@@ -103,3 +103,16 @@ def test_channels_last_conv_graph_matches_eager(kiln_cache: Path, monkeypatch: p
     for g, w in zip(got, want):
         assert g.stride() == w.stride()
         torch.testing.assert_close(g, w, rtol=1e-4, atol=1e-4)
+
+
+def _project(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor]:
+    return (a @ b,)
+
+
+def test_a_kernel_over_no_elements_is_not_launched(cpu_backend: TritonBackend) -> None:
+    # fuzz 6b516af374: one program was launched over an empty expanded input, and the interpreter
+    # crashed reading it
+    a, b = torch.randn(0, 1031, 1, 1).expand(0, 1031, 37, 1), torch.randn(1, 1)
+    compiled = inductor_ir.compile_graph(make_fx(_project)(a, b), [a, b], backends={"cpu": cpu_backend})
+    (got,) = compiled(a, b)
+    assert got.shape == (0, 1031, 37, 1)

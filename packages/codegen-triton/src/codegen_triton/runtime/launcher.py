@@ -190,9 +190,10 @@ class TritonLauncher:
             if y_programs > _MAX_GRID_Y:
                 raise RuntimeError(f"{self.spec.name}: grid y dimension {y_programs} exceeds {_MAX_GRID_Y}")
             return (x_programs, y_programs)
+        # No programs where there is no output element (an empty tensor): the launch is skipped.
         if self.spec.grid_y:
-            return (max(1, x_programs), self.spec.grid_y)
-        return (max(1, x_programs),)
+            return (x_programs, self.spec.grid_y)
+        return (x_programs,)
 
     def _launch(self, args: Sequence[Any], config: LaunchConfig, xnumel: int, ynumel: int) -> None:
         grid = self.grid(config, xnumel, ynumel)
