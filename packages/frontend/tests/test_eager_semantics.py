@@ -258,3 +258,31 @@ def test_an_index_into_a_tensor_with_no_elements_raises_eagers_error_and_the_gra
         x, index = torch.randn(1, 2, 5), torch.tensor([4, 0])
         torch.testing.assert_close(compiled(x, index), pick(x, index))
     assert "runs eagerly" not in caplog.text
+
+
+@pytest.mark.parametrize("functional", [False, True])
+def test_a_recurrent_layer_under_cpu_autocast_runs_as_eager_runs_it(functional: bool) -> None:
+    """Eager runs an LSTM under CPU autocast as one oneDNN kernel (bfloat16 results in some torch
+    versions, an error in others); a trace of its decomposition gave float32 (fuzz 8f13f6c260)."""
+    torch.manual_seed(45)
+    lstm = torch.nn.LSTM(4, 3)
+
+    def f(x: torch.Tensor) -> torch.Tensor:
+        if functional:
+            out = torch.lstm(x * 2, [torch.zeros(1, 2, 3), torch.zeros(1, 2, 3)], list(lstm.parameters()), True, 1, 0.0, False, False, False)[0]
+        else:
+            out, _ = lstm(x * 2)
+        return out + 1
+
+    x = torch.randn(5, 2, 4)
+    compiled = frontend.compile(f)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        try:
+            want = f(x)
+        except RuntimeError as error:
+            with pytest.raises(type(error)):
+                compiled(x)
+            return
+        got = compiled(x)
+    assert got.dtype == want.dtype
+    torch.testing.assert_close(got, want)

@@ -23,6 +23,7 @@ from capture.sources import AttrSource
 from capture.symbolic.attributes import get_attribute
 from capture.symbolic.code_info import CodeInfo, code_info
 from capture.symbolic.operators import apply_operator
+from capture.variables.autocast import RECURRENT_UNDER_CPU_AUTOCAST, cpu_autocast_enabled
 from capture.variables.base import ConstantVariable, ExceptionVariable, Unsupported, VariableTracker
 from capture.variables.containers import IteratorVariable, TupleVariable
 from capture.variables.context_managers import YieldSignal
@@ -321,6 +322,8 @@ class InstructionTranslator:
         if getattr(module, "_forward_hooks_with_kwargs", None) or getattr(module, "_forward_pre_hooks_with_kwargs", None):
             raise Unsupported("module hooks that take keyword arguments")
         is_leaf = type(module).__module__.startswith("torch.nn.") and not isinstance(module, _CONTAINER_MODULES)
+        if isinstance(module, torch.nn.RNNBase) and cpu_autocast_enabled(self):
+            raise Unsupported(RECURRENT_UNDER_CPU_AUTOCAST.format(f"nn.{type(module).__name__}"))
         if is_leaf and not pre_hooks and not post_hooks:
             target = self.output.register_module(module, module_var.source)
             return self.output.call_graph("call_module", target, args, kwargs)

@@ -70,3 +70,18 @@ class AutocastExitVariable(VariableTracker):
 
     def __repr__(self) -> str:
         return f"AutocastExitVariable{self.values}"
+
+
+RECURRENT_UNDER_CPU_AUTOCAST = (
+    "{} under CPU autocast runs eagerly: eager runs it as one oneDNN kernel, whose result dtype (and "
+    "whether it runs at all) depends on the torch version"
+)
+
+
+def cpu_autocast_enabled(tx: Tracer) -> bool:
+    """Whether CPU autocast is on at this point of the region: its innermost CPU block, else the
+    caller's state."""
+    for device, _dtype, enabled, _cache in reversed(tx.output.autocast_modes):
+        if device == "cpu":
+            return enabled
+    return torch.is_autocast_enabled("cpu")

@@ -12,7 +12,7 @@ import torch
 from capture.libraries import SKIPPED_LIBRARIES, is_stdlib_or_skipped
 from capture.sources import AttrSource, ItemSource, Source
 from capture.variables import upcalls
-from capture.variables.autocast import make_autocast
+from capture.variables.autocast import RECURRENT_UNDER_CPU_AUTOCAST, cpu_autocast_enabled, make_autocast
 from capture.variables.base import (
     ConstantVariable,
     ExceptionVariable,
@@ -64,6 +64,11 @@ def is_fixed_library_attribute(module: types.ModuleType, value: object) -> bool:
     return root in sys.stdlib_module_names or root in SKIPPED_LIBRARIES
 
 
+# Recurrent layers: under CPU autocast eager runs them as one oneDNN kernel (torch 2.11 returns
+# bfloat16, later versions may refuse), which no trace of their decomposition reproduces.
+_RECURRENT = frozenset({torch.lstm, torch.gru, torch.rnn_tanh, torch.rnn_relu})
+
+
 class TorchFunctionVariable(VariableTracker):
     """A callable recorded as one `call_function` node (torch.* and allow_in_graph functions)."""
 
@@ -108,6 +113,8 @@ class TorchFunctionVariable(VariableTracker):
             return ConstantVariable(value)
         if isinstance(fn, type) and issubclass(fn, torch.nn.Module):
             return construct_module(tx, fn, args, kwargs)
+        if fn in _RECURRENT and cpu_autocast_enabled(tx):
+            raise Unsupported(RECURRENT_UNDER_CPU_AUTOCAST.format(f"torch.{fn.__name__}"))
         traced = data_checked_call(tx, fn, args, kwargs)
         if traced is not None:
             return traced
