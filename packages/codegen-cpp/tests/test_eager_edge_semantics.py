@@ -183,3 +183,24 @@ def test_scalar_tails_compute_kilns_math_as_its_vector_loops(backend: CppBackend
     compiled = inductor_ir.compile_graph(make_fx(_own_math)(x), [x], backends={"cpu": backend})
     for k, got in enumerate(compiled(x)):
         assert torch.equal(got[64:], got[:15]), f"result {k}: the tail differs from the vector lanes"
+
+
+def _narrow_reductions_then_used(a: torch.Tensor, index: torch.Tensor, src: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    scattered = a.scatter_reduce(-1, index, src, "prod", include_self=False)
+    return 100 // torch.where(scattered == 0, 1, scattered), a.sum(0, dtype=a.dtype) // 7
+
+
+@pytest.mark.parametrize("dtype", (torch.int8, torch.uint8, torch.int16), ids=str)
+def test_a_narrow_integer_reduction_wraps_before_its_consumers(backend: CppBackend, dtype: torch.dtype) -> None:
+    """fuzz 92c06ef301: a product of int8 values (-270, eager -14) reached a fused floor division
+    unwrapped: 100 // -270 = -1 where eager gives 100 // -14 = -8."""
+    generator = torch.Generator().manual_seed(29)
+    info = torch.iinfo(dtype)
+    # One output element reached by three sources: a scalar reduction loop.
+    a = torch.randint(info.min, info.max + 1, (1,), generator=generator).to(dtype)
+    index = torch.zeros(3, dtype=torch.int64)
+    src = torch.tensor([-9, 5, 6] if info.min < 0 else [9, 5, 7], dtype=dtype)
+    gm = make_fx(_narrow_reductions_then_used, decomposition_table=inductor_ir.decompositions())(a, index, src)
+    compiled = inductor_ir.compile_graph(gm, [a, index, src], backends={"cpu": backend})
+    for k, (got, want) in enumerate(zip(compiled(a, index, src), _narrow_reductions_then_used(a, index, src), strict=True)):
+        assert got.dtype == want.dtype and torch.equal(got, want), f"result {k}"

@@ -168,7 +168,10 @@ def emit_reduction(
         scope.post.append(f"const int64_t {result} = kiln::arg_finish({args});")
     else:
         final = _combine(reduction_type, acc, vec_acc) if has_vector else acc
-        scope.post.append(f"const {info.scalar} {result} = static_cast<{info.scalar}>({final});")
+        # A narrow integer (int8 held in int32) wraps here, as eager's result does: its consumers in
+        # this kernel read it before any store would wrap it (a product of int8 then `100 // it`).
+        value = handler._narrow(f"static_cast<{info.scalar}>({final})", dtype, vector=False)
+        scope.post.append(f"const {info.scalar} {result} = {value};")
     return CppValue(result, dtype, False)
 
 
@@ -208,7 +211,7 @@ def _emit_outer(
             identity = _identity(reduction_type, cpp_dtype(dtype).scalar)
             scope.pre.append(f"{vector} {acc} = kiln::splat<{vector}>({identity});")
             target.append(_update(reduction_type, acc, value, vector=True))
-            scope.post.append(f"const auto {result} = {acc};")
+            scope.post.append(f"const auto {result} = {handler._narrow(acc, dtype, vector=True)};")
     return CppValue(result, dtype, True)
 
 
