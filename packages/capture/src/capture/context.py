@@ -51,6 +51,7 @@ from capture.errors import (
 from capture.events import CaptureHooks, Recompiled
 from capture.guards import failing_values, first_failure
 from capture.libraries import is_stdlib_or_skipped
+from capture.module_proxy import ModuleProxy
 from capture.variables.base import class_attribute
 
 log = logging.getLogger("capture")
@@ -285,7 +286,7 @@ class CapturedFunction:
         return f"<captured {self._kiln_original.__qualname__}>"
 
 
-class OptimizedModule:
+class OptimizedModule(ModuleProxy):
     """Behaves like the wrapped nn.Module; calling it runs the captured forward.
 
     Attribute reads and writes, `state_dict()`, `parameters()`, `to()` ... go to the original
@@ -324,28 +325,6 @@ class OptimizedModule:
             if result is not None:
                 output = result
         return output
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(object.__getattribute__(self, "_orig_mod"), name)
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        setattr(self._orig_mod, name, value)
-
-    def __dir__(self) -> list[str]:
-        return dir(self._orig_mod)
-
-    def train(self, mode: bool = True) -> OptimizedModule:
-        """Set training mode on the original module."""
-        self._orig_mod.train(mode)
-        return self
-
-    def eval(self) -> OptimizedModule:
-        """Set eval mode on the original module."""
-        self._orig_mod.eval()
-        return self
-
-    def __repr__(self) -> str:
-        return f"OptimizedModule({self._orig_mod!r})"
 
 
 def _calling(builtin: Callable[..., Any]) -> types.FunctionType:

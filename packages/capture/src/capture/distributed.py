@@ -29,6 +29,8 @@ from typing import Any
 
 import torch
 
+from capture.module_proxy import ModuleProxy
+
 _MISSING = object()
 
 
@@ -64,7 +66,7 @@ DATA_PARALLEL_BREAK_REASON = (
 """The graph-break reason capture gives for a DDP module called from a captured function."""
 
 
-class DataParallelModule:
+class DataParallelModule(ModuleProxy):
     """What capture makes of a DDP module: DDP's forward runs eagerly, its wrapped module is captured.
 
     Calling it calls the DDP module (its hooks, its forward, its reducer bookkeeping) with the wrapped
@@ -97,28 +99,6 @@ class DataParallelModule:
             return module(*args, **kwargs)
 
     __call__ = forward
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(object.__getattribute__(self, "_orig_mod"), name)
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        setattr(self._orig_mod, name, value)
-
-    def __dir__(self) -> list[str]:
-        return dir(self._orig_mod)
-
-    def train(self, mode: bool = True) -> DataParallelModule:
-        """Set training mode on the DDP module (and so on the module it wraps)."""
-        self._orig_mod.train(mode)
-        return self
-
-    def eval(self) -> DataParallelModule:
-        """Set eval mode on the DDP module."""
-        self._orig_mod.eval()
-        return self
-
-    def __repr__(self) -> str:
-        return f"DataParallelModule({self._orig_mod!r})"
 
 
 def has_keyword_hooks(module: torch.nn.Module) -> bool:
