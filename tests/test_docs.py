@@ -90,6 +90,9 @@ def test_markers_are_used_sparingly() -> None:
 @pytest.mark.parametrize("page", PAGES, ids=[page.name for page in PAGES])
 def test_python_blocks_run(page: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
+    # A cache folder of its own, as on a new machine: graphs cached by other tests would make the
+    # pages' outputs (kernel counts, the report's code sections) depend on test order.
+    monkeypatch.setattr(frontend.config, "cache_dir", tmp_path / "kiln_cache")
     frontend.reset()
     torch.manual_seed(0)
     namespace: dict[str, object] = {"__name__": f"docs_{page.stem.replace('-', '_')}"}
