@@ -1,10 +1,27 @@
 """Repository-wide pytest setup: the `gpu` tier is skipped on machines without CUDA, and tests marked
 `fake_unique_int64` where torch's fake `unique` kernel gives its inverse indices and counts the input's
-dtype (some torch releases; Kiln then runs `unique` eagerly, so those tests have nothing to compile)."""
+dtype (some torch releases; Kiln then runs `unique` eagerly, so those tests have nothing to compile).
+Every test starts from random seeds of its own, fixed by its name, so a test's random inputs are the
+same on every run and on every machine."""
 
 from __future__ import annotations
 
+import random
+import zlib
+from collections.abc import Iterator
+
 import pytest
+
+
+@pytest.fixture(autouse=True)
+def _seeded_random_inputs(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Seed Python's and torch's generators from the test's id (stable across runs and workers)."""
+    import torch
+
+    seed = zlib.crc32(request.node.nodeid.encode())
+    random.seed(seed)
+    torch.manual_seed(seed)
+    yield
 
 
 def _fake_unique_gives_int64() -> bool:

@@ -204,3 +204,46 @@ def test_a_narrow_integer_reduction_wraps_before_its_consumers(backend: CppBacke
     compiled = inductor_ir.compile_graph(gm, [a, index, src], backends={"cpu": backend})
     for k, (got, want) in enumerate(zip(compiled(a, index, src), _narrow_reductions_then_used(a, index, src), strict=True)):
         assert got.dtype == want.dtype and torch.equal(got, want), f"result {k}"
+
+
+def _reductions_given_a_dtype(x: torch.Tensor, n: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    return (
+        x.sum(0, dtype=torch.float16),
+        torch.log2((n / 300).sum(0, dtype=torch.float16)),
+        x.mean(0, dtype=torch.float16),
+        torch.linalg.vector_norm(x.half(), dim=0, dtype=torch.float32),
+        x.sum(0, dtype=torch.float64),
+    )
+
+
+def test_a_reduction_given_a_dtype_casts_each_element_first(backend: CppBackend) -> None:
+    """fuzz 77df321e23, 197d27d9e0: `sum(dtype=torch.float16)` adds float16-rounded elements, as
+    eager casts the input first. Summed unrounded, k / 300 over k adding up to 0 gave exactly 0
+    (log2: -inf) where eager's rounded terms leave 2 ** -17 (log2: -17)."""
+    generator = torch.Generator().manual_seed(31)
+    x = torch.randn(7, 45, generator=generator) * 3
+    n = torch.randint(-10, 11, (7, 45), generator=generator)
+    n[-1] = -n[:-1].sum(0)  # every column adds up to 0
+    gm = make_fx(_reductions_given_a_dtype)(x, n)
+    compiled = inductor_ir.compile_graph(gm, [x, n], backends={"cpu": backend})
+    for k, (got, want) in enumerate(zip(compiled(x, n), _reductions_given_a_dtype(x, n), strict=True)):
+        assert got.dtype == want.dtype, f"result {k}"
+        torch.testing.assert_close(got, want, rtol=1e-3, atol=1e-3, equal_nan=True, msg=f"result {k}")
+
+
+def _half_steps(a: torch.Tensor, b: torch.Tensor, x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    return torch.div(a, b, rounding_mode="floor"), torch.xlogy(x, y), torch.xlogy(x, 10)
+
+
+def test_half_kernels_round_where_eagers_do(backend: CppBackend) -> None:
+    """fuzz 7ba6007351: eager's bfloat16 floor division by a one-element tensor divides in float32
+    (176 // 0.7695 = 228), as by a number; Kiln rounded each step (227). fuzz 378be538fa: eager's
+    half xlogy rounds the logarithm first (-1.734 * log(10) = -3.984375, float32 throughout -4.0)."""
+    a = torch.full((1, 40), 176, dtype=torch.uint8)
+    b = torch.tensor([[0.76953125]], dtype=torch.bfloat16)
+    x = torch.full((40,), -1.734375, dtype=torch.bfloat16)
+    y = torch.full((40,), 10, dtype=torch.int16)
+    gm = make_fx(_half_steps, decomposition_table=inductor_ir.decompositions())(a, b, x, y)
+    compiled = inductor_ir.compile_graph(gm, [a, b, x, y], backends={"cpu": backend})
+    for k, (got, want) in enumerate(zip(compiled(a, b, x, y), _half_steps(a, b, x, y), strict=True)):
+        assert got.dtype == want.dtype and torch.equal(got, want), f"result {k}: {got} != {want}"

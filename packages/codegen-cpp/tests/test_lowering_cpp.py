@@ -78,7 +78,9 @@ def test_reductions(backend: CppBackend) -> None:
         )
 
     x = torch.randn(53, 131)
-    compiled = compile_and_check(backend, f, x, torch.rand(53, 131), torch.randn(70001), rtol=1e-5, atol=1e-5)
+    # `big` is positive: its sum has no cancellation, so a different summation order (threads) stays
+    # within rtol; a zero-mean input's sum of 70001 terms is dominated by rounding.
+    compiled = compile_and_check(backend, f, x, torch.rand(53, 131), torch.rand(70001), rtol=1e-5, atol=1e-5)
     assert any("split across threads" in s.source for s in compiled.sources)
     # Row reductions vectorize along the row; column reductions across the outputs.
     assert any(s.vectorized_across_outputs for s in compiled.sources)

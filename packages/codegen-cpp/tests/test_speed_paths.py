@@ -120,7 +120,8 @@ def test_horizontal_reductions_of_short_rows(backend: CppBackend) -> None:
     compiled = inductor_ir.compile_graph(make_fx(fn)(*inputs()), list(inputs()), backends={"cpu": backend})
     x, i = inputs()
     for actual, expected in zip(compiled(x, i), fn(x, i)):
-        torch.testing.assert_close(actual, expected, rtol=1e-5, atol=1e-6, equal_nan=True)
+        # atol: a sum of 64 standard normals near 0 differs by a few ulps of the terms in another order
+        torch.testing.assert_close(actual, expected, rtol=1e-5, atol=1e-5, equal_nan=True)
 
 
 def test_exp_sigmoid_tanh_dense_relative_accuracy(backend: CppBackend) -> None:

@@ -182,3 +182,23 @@ def test_hooks_added_to_a_submodule_after_compiling_run(backend: str) -> None:
     finally:
         handle.remove()
     same()
+
+
+def _expanded(a: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    doubled = a * 2
+    return doubled.expand(3, *doubled.shape), (a > 0)[:, None].expand(2, 4, 5)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_an_output_expanded_from_an_intermediate_shares_its_rows(backend: str) -> None:
+    """fuzz eda9b7eac8: an output eager returns expanded (stride 0) came back as a dense copy, so a
+    write into one row missed the others and an in-place op on it ran where eager raises."""
+    compiled = frontend.compile(_expanded, backend=backend, options={"fallback_to_eager": False})
+    a = torch.randn(4)
+    for got, want in zip(compiled(a), _expanded(a), strict=True):
+        assert got.stride() == want.stride() and torch.equal(got, want)
+    got, want = compiled(a)[0], _expanded(a)[0]
+    got[1].fill_(5.0), want[1].fill_(5.0)
+    assert torch.equal(got, want)
+    with pytest.raises(RuntimeError, match="more than one element"):
+        compiled(a)[1].pow_(False)

@@ -133,12 +133,41 @@ def eye(
     return (rows.unsqueeze(-1) == cols).to(dtype or torch.get_default_dtype())
 
 
+def xlogy(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """``x * log(y)`` (0 where x is 0, NaN where y is): in float32, but for float16/bfloat16 with the
+    logarithm rounded to that dtype first, as eager's half kernels compute it (a float32 log gives
+    -4.0 where eager gives -3.984375)."""
+    dtype = torch.result_type(x, y)
+    if not dtype.is_floating_point:
+        dtype = torch.get_default_dtype()
+    compute = torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
+    x, y = x.to(compute), y.to(compute)
+    log = aten.log.default(y)
+    if compute != dtype:
+        log = log.to(dtype).to(compute)
+    out = torch.where(x == 0, torch.zeros((), dtype=compute, device=x.device), x * log)
+    return torch.where(y.isnan(), torch.full((), float("nan"), dtype=compute, device=x.device), out).to(dtype)
+
+
+def xlogy_scalar_other(x: torch.Tensor, y: float) -> torch.Tensor:
+    """``xlogy(tensor, number)``: the number becomes the result's dtype first, as eager wraps it."""
+    return xlogy(x, torch.scalar_tensor(y, dtype=torch.result_type(x, y), device=x.device))
+
+
+def xlogy_scalar_self(x: float, y: torch.Tensor) -> torch.Tensor:
+    """``xlogy(number, tensor)``."""
+    return xlogy(torch.scalar_tensor(x, dtype=torch.result_type(y, x), device=y.device), y)
+
+
 # Ours replace torch's for these (layer and group norm: their statistics become one Welford reduction).
 _OWN = {
     aten.native_layer_norm.default: native_layer_norm,
     aten.native_group_norm.default: native_group_norm,
     aten.eye.default: eye,
     aten.eye.m: eye,
+    aten.xlogy.Tensor: xlogy,
+    aten.xlogy.Scalar_Other: xlogy_scalar_other,
+    aten.xlogy.Scalar_Self: xlogy_scalar_self,
 }
 
 

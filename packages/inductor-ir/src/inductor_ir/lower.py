@@ -235,7 +235,7 @@ def _lower_call(
         result = ctx.realize(result)
     if isinstance(result, IRNode) and not isinstance(result, (Buffer, ReinterpretView)):
         if node in outputs:
-            result = ctx.realize(result, _output_stride(ctx.program, val))
+            result = _realize_output(ctx, result, val)
         elif len(node.users) > 1 and not ctx.should_inline(result):
             result = ctx.realize(result)
         elif _inline_depth(ctx, result, args) > ctx.max_inline_depth:
@@ -326,8 +326,53 @@ def _output_stride(program: Program, val: Any) -> tuple[sympy.Expr, ...] | None:
     input projection) is stored with its recorded strides, in a buffer of the extent they span."""
     if not isinstance(val, torch.Tensor):
         return None
-    size = [sympify_int(s) for s in val.shape]
-    stride = [sympify_int(s) for s in val.stride()]
+    return _dense_stride(program, [sympify_int(s) for s in val.shape], [sympify_int(s) for s in val.stride()])
+
+
+def _expanded_dims(program: Program, val: Any) -> list[int]:
+    """The dims of an output FX recorded as expanded (stride 0, more than one element)."""
+    if not isinstance(val, torch.Tensor):
+        return []
+    try:
+        return [d for d, (n, st) in enumerate(zip(val.shape, val.stride()))
+                if sympify_int(st) == 0 and program.hint(sympify_int(n)) > 1]  # fmt: skip
+    except (TypeError, ValueError):
+        return []
+
+
+def _realize_output(ctx: LoweringContext, value: IRNode, val: Any) -> IRNode:
+    """Store a graph output with the strides FX recorded for it.
+
+    An output eager returns expanded (``(a * 2).expand(2, 3)``: rows sharing memory) is stored once,
+    without its expanded dims, and returned as a view with stride 0 there: a write into the result
+    reaches every row, and an in-place op on it raises eager's overlap error.
+    """
+    stride = _output_stride(ctx.program, val)
+    expanded = _expanded_dims(ctx.program, val) if stride is None else []
+    if not expanded:
+        return ctx.realize(value, stride)
+    size = tuple(sympify_int(s) for s in val.shape)
+    recorded = tuple(sympify_int(s) for s in val.stride())
+    base_size = tuple(sympy.Integer(1) if d in expanded else n for d, n in enumerate(size))
+    base_stride = _dense_stride(ctx.program, list(base_size), [sympy.Integer(1) if d in expanded else st
+                                                               for d, st in enumerate(recorded)])  # fmt: skip
+    if base_stride is None:
+        return ctx.realize(value, None)  # overlapping in other ways too: a dense copy
+    load = value.make_loader()
+
+    def first_row(index: Sequence[sympy.Expr]) -> Any:
+        return load([sympy.Integer(0) if d in expanded else i for d, i in enumerate(index)])
+
+    base = ctx.realize(Pointwise(first_row, base_size, value.dtype, value.device, ("expand",)), base_stride)
+    if not _same_expanded_strides(base.layout, base_stride):
+        base = ctx.realize(Pointwise(base.make_loader(), base_size, value.dtype, value.device, ("clone",)), base_stride)
+    data = base.data if isinstance(base, ReinterpretView) else base
+    stride = tuple(sympy.Integer(0) if d in expanded else st for d, st in enumerate(base.layout.stride))
+    return ReinterpretView(data, Layout(base.layout.device, base.layout.dtype, size, stride, base.layout.offset))
+
+
+def _dense_stride(program: Program, size: list[sympy.Expr], stride: list[sympy.Expr]) -> tuple[sympy.Expr, ...] | None:
+    """``stride`` when no two elements of ``size`` share memory with it; otherwise None."""
     if not all(isinstance(s, (int, sympy.Integer)) or _plain_arithmetic(s) for s in stride):
         return None  # e.g. ``Max(1, s0)``: the buffer's own strides are those, in a form code can print
     try:
@@ -370,7 +415,10 @@ def _lower_output(ctx: LoweringContext, value: Any, env: dict[torch.fx.Node, Any
         value = env[node]
     if not isinstance(value, IRNode):
         return value
-    stride = _output_stride(ctx.program, node.meta.get("val")) if node is not None else None
+    val = node.meta.get("val") if node is not None else None
+    if _expanded_dims(ctx.program, val) and not isinstance(value, (Buffer, ReinterpretView)):
+        return _realize_output(ctx, value, val)
+    stride = _output_stride(ctx.program, val)
     result = ctx.realize(value, stride)
     if stride is None or _same_expanded_strides(result.layout, stride):
         return result

@@ -12,7 +12,7 @@ import torch
 from inductor_ir.ir.layout import Layout
 from inductor_ir.ir.nodes import IndexView, IRNode, Pointwise, ReinterpretView
 from inductor_ir.lowering.common import compute_dtype_for, convert, make_pointwise, promote_dtypes
-from inductor_ir.lowering.reductions import make_reduction
+from inductor_ir.lowering.reductions import _simple, cast_to_requested, make_reduction
 from inductor_ir.lowering.registry import LoweringContext, NotLowerable, lowering
 from inductor_ir.lowering.views import _strided
 from inductor_ir.ops_handler import ops
@@ -82,6 +82,8 @@ def vector_norm(ctx: LoweringContext, x: IRNode, ord: Any = 2, dim: Any = None, 
         raise NotLowerable("integer norm")
     out = dtype or x.dtype
     acc = compute_dtype_for(out)
+    if dtype is not None:
+        x = cast_to_requested(ctx, x, out)
     p = float(ord)
     single = _one_element_per_output(x, dim, keepdim)
     if single is not None:
@@ -212,8 +214,6 @@ def broadcast_in_dim(ctx: LoweringContext, x: IRNode, shape: Sequence[Any], broa
 @lowering(prims.sum.default)
 def prims_sum(ctx: LoweringContext, x: IRNode, dims: Sequence[int], *, output_dtype: torch.dtype | None = None) -> IRNode:
     """Sum over ``dims``."""
-    from inductor_ir.lowering.reductions import _simple
-
     return _simple("sum")(ctx, x, list(dims), False, dtype=output_dtype)
 
 

@@ -148,10 +148,10 @@ def div(ctx: LoweringContext, a: Any, b: Any, *, rounding_mode: str | None = Non
     if rounding_mode is None:
         return _binary(ctx, ops.truediv, a, b, float_only=True, round_scalars=False)
     dtype = ctx.out_dtype(promote_dtypes(a, b))
-    divisor_is_scalar = not isinstance(b, IRNode) or not b.get_size()
+    divisor_is_scalar = not isinstance(b, IRNode) or all(size == 1 for size in b.get_size())
     if dtype in (torch.float16, torch.bfloat16) and divisor_is_scalar:
-        # By a scalar (a Python number or a 0-d tensor) eager's half kernels divide in float32,
-        # the scalar unrounded, and round once.
+        # By a scalar (a Python number or a tensor of one element, broadcast to every quotient)
+        # eager's half kernels divide in float32, the scalar unrounded, and round once.
         return _binary(ctx, _float_division(rounding_mode), a, b, round_scalars=False)
     if dtype in (torch.float16, torch.bfloat16):
         # By a tensor, eager's half kernels round each step of the division to the half dtype:

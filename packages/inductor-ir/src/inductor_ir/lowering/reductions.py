@@ -97,6 +97,16 @@ def _cast(ctx: LoweringContext, value: IRNode, dtype: torch.dtype) -> IRNode:
     return Pointwise(lambda index: convert(load(index), dtype, src), buf.get_size(), dtype, buf.device, (ctx.origin,))
 
 
+def cast_to_requested(ctx: LoweringContext, x: IRNode, dtype: torch.dtype) -> IRNode:
+    """``x`` as ``dtype``, element by element: a reduction given ``dtype=`` casts its input first, as
+    eager does (a float32 input summed as float16 adds float16-rounded elements; a NaN summed into
+    int32 is int32's minimum, not int64's cut down to 32 bits)."""
+    if x.dtype == dtype:
+        return x
+    load, src = x.make_loader(), x.dtype
+    return Pointwise(lambda index: convert(load(index), dtype, src), x.get_size(), dtype, x.device, (ctx.origin,))
+
+
 def _simple(reduction_type: str) -> Any:
     def lower(ctx: LoweringContext, x: IRNode, dim: Any = None, keepdim: bool = False, *, dtype: torch.dtype | None = None) -> IRNode:
         out = ctx.out_dtype(dtype or x.dtype)
@@ -109,11 +119,8 @@ def _simple(reduction_type: str) -> Any:
             acc = compute_dtype_for(x.dtype)
         if x.dtype == torch.bool and reduction_type in ("max", "min"):
             raise NotLowerable("bool max/min")
-        if acc == torch.int64 and x.dtype.is_floating_point and out != torch.int64:
-            # Floats become the result's integer dtype first, as eager casts the input: a NaN
-            # summed into int32 is int32's minimum, not int64's cut down to 32 bits.
-            load, src = x.make_loader(), x.dtype
-            x = Pointwise(lambda index: convert(load(index), out, src), x.get_size(), out, x.device, (ctx.origin,))
+        if dtype is not None:
+            x = cast_to_requested(ctx, x, out)
         red = make_reduction(ctx, x, dim, keepdim, reduction_type, src_dtype=acc, dtype=acc)
         return _cast(ctx, red, out)
 
@@ -205,6 +212,8 @@ def mean(ctx: LoweringContext, x: IRNode, dim: Any = None, keepdim: bool = False
     if not out.is_floating_point:
         raise NotLowerable("integer mean")
     acc = compute_dtype_for(out)
+    if dtype is not None:
+        x = cast_to_requested(ctx, x, out)
     total = make_reduction(ctx, x, dim, keepdim, "sum", src_dtype=acc, dtype=acc)
     return _scale(ctx, total, _numel(x, dim), out)
 
