@@ -79,3 +79,17 @@ def test_floor_division_and_remainder_of_subnormals_match_eager() -> None:
     compiled = frontend.compile(f, options={"fallback_to_eager": False})
     for got, want in zip(compiled(a, b), f(a, b)):
         torch.testing.assert_close(got, want, rtol=1e-6, atol=0, equal_nan=True)
+
+
+def test_an_integer_matrix_product_raises_on_cuda_as_eager_does() -> None:
+    """CUDA has no integer matmul (eager raises); Kiln's fake kernels allowed it and computed one."""
+
+    def product(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        return (a @ b) + 1
+
+    a = torch.randint(-5, 5, (4, 3), device="cuda")
+    with pytest.raises(RuntimeError) as eager:
+        product(a, a.t())
+    with pytest.raises(RuntimeError) as compiled:
+        frontend.compile(product, options={"fallback_to_eager": False})(a, a.t())
+    assert str(eager.value) in str(compiled.value)

@@ -7,8 +7,9 @@ return a value where eager raises. So, for the ops where that can happen, the op
 stand-ins of its tensor arguments, and its error (if any) breaks the graph there: the instruction then
 runs in Python and raises eager's own error.
 
-* Pointwise ops and reductions on bool, integer or complex tensors run on one-element tensors of the
-  same dtypes, device and ranks (their dtype support does not depend on sizes).
+* Pointwise ops, reductions and matrix products on bool, integer or complex tensors run on
+  one-element tensors of the same dtypes, device and ranks (their dtype support does not depend on
+  sizes; CUDA has no integer matrix product, the CPU has).
 * Any op whose tensor arguments are all empty runs on real empty tensors of the same sizes (cheap).
 * Ops writing a number (`fill_`, `full_like`, `new_full`, `index_fill`, `masked_fill`) run on
   one-element tensors of every dtype: eager refuses a number the dtype cannot hold.
@@ -31,11 +32,14 @@ _OPERATOR_OPS = {operator.abs: "abs", builtins.abs: "abs", operator.invert: "bit
                  operator.xor: "bitwise_xor", operator.lshift: "bitwise_left_shift",
                  operator.rshift: "bitwise_right_shift", operator.mod: "remainder", operator.floordiv: "floor_divide",
                  operator.truediv: "div", operator.pow: "pow", operator.add: "add", operator.sub: "sub",
-                 operator.mul: "mul"}
+                 operator.mul: "mul", operator.matmul: "matmul"}
 _TORCH_MODULES = ("torch", "torch._C._nn", "torch._C._special", "torch._C._linalg", "torch.functional")
 _PLAIN_DTYPES = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
 # Ops writing a number into a tensor: eager's kernel refuses one its dtype cannot hold (300 into
 # int8, 1e6 into float16), their meta functions do not.
+_MATRIX_PRODUCTS = frozenset({"matmul", "mm", "bmm", "addmm", "addmm_", "baddbmm", "baddbmm_", "addbmm", "addbmm_",
+                              "addmv", "addmv_", "mv", "dot", "vdot", "inner", "outer", "linear", "__matmul__",
+                              "__rmatmul__"})
 _NUMBER_WRITES = frozenset({"fill_", "fill", "full_like", "new_full", "index_fill", "index_fill_", "masked_fill",
                             "masked_fill_"})
 
@@ -99,7 +103,8 @@ class EagerChecks:
         tags = _tags(name)
         if torch.Tag.nondeterministic_seeded in tags:
             return  # a real run would consume the program's random numbers
-        if not empty and not writes_number and not tags & {torch.Tag.pointwise, torch.Tag.reduction}:
+        if (not empty and not writes_number and name not in _MATRIX_PRODUCTS
+                and not tags & {torch.Tag.pointwise, torch.Tag.reduction}):
             return
         key = (kind, name, target if kind == "call_function" else None, empty,
                tuple(_describe(v, empty) for v in args), tuple((k, _describe(v, empty)) for k, v in kwargs.items()))
