@@ -42,6 +42,20 @@ def constant_literal(value: bool | int | float, dtype: torch.dtype) -> str:
     return str(int(value))
 
 
+_UNSIGNED = {torch.int8: "tl.uint8", torch.int16: "tl.uint16", torch.int32: "tl.uint32", torch.int64: "tl.uint64"}
+
+
+def _wrapping(operator: str, a: V, b: V) -> str:
+    """The template of ``{a} <operator> {b}``; for signed integers of one dtype, computed on their
+    unsigned bit patterns: Triton's signed overflow is undefined (LLVM may widen an int16 product
+    feeding an int64 sum, as if nothing wrapped) where eager's integers wrap."""
+    unsigned = _UNSIGNED.get(a.dtype)
+    if unsigned is None or b.dtype != a.dtype:
+        return "{a} " + operator + " {b}"
+    signed = triton_type(a.dtype)
+    return f"({{a}}.to({unsigned}, bitcast=True) {operator} {{b}}.to({unsigned}, bitcast=True)).to({signed}, bitcast=True)"
+
+
 class TritonMathOps:
     """Arithmetic, comparison, logical and math ops of the `OpsHandler` vocabulary, as Triton source."""
 
@@ -61,18 +75,18 @@ class TritonMathOps:
 
     # -- arithmetic ---------------------------------------------------------------------------
     def add(self, a: V, b: V) -> V:
-        """a + b."""
-        return self._binary("{a} + {b}", a, b)
+        """a + b (signed integers wrap)."""
+        return self._binary(_wrapping("+", a, b), a, b)
 
     def sub(self, a: V, b: V) -> V:
-        """a - b."""
-        return self._binary("{a} - {b}", a, b)
+        """a - b (signed integers wrap)."""
+        return self._binary(_wrapping("-", a, b), a, b)
 
     def mul(self, a: V, b: V) -> V:
-        """a * b."""
+        """a * b (signed integers wrap)."""
         if a.dtype == torch.bool:
             return self._binary("{a} & {b}", a, b)
-        return self._binary("{a} * {b}", a, b)
+        return self._binary(_wrapping("*", a, b), a, b)
 
     def truediv(self, a: V, b: V) -> V:
         """a / b as eager computes it: correctly rounded (Triton's float32 `/` is `div.full.f32`, up
@@ -164,6 +178,8 @@ class TritonMathOps:
         """-x; of a float, ``x * -1.0``: Triton's ``-x`` is ``0 - x``, +0.0 where eager gives -0.0."""
         if is_float(x.dtype):
             return self._unary("{x} * -1.0", x)
+        if x.dtype in _UNSIGNED:  # -INT_MIN wraps to INT_MIN, as in eager
+            return self._unary(f"(0 - {{x}}.to({_UNSIGNED[x.dtype]}, bitcast=True)).to({triton_type(x.dtype)}, bitcast=True)", x)
         return self._unary("-{x}", x)
 
     def abs(self, x: V) -> V:
