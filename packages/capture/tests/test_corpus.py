@@ -39,14 +39,14 @@ INPUT_SEEDS = (0, 1)  # the first matches tools/corpus_reference.py; the second 
 BUILD_SEED = 1
 MIN_PROGRAMS = 300
 
-# Share of programs (in %) at parity with TorchDynamo: raise it as capture improves (the target: 95;
+# Share of programs (in %) at parity with TorchDynamo: raise it as capture improves (the target: 95;
 # 99.6% of 669 measured on 2026-11-27, the floor keeps a margin of about ten programs).
 PARITY_FLOOR_PERCENT = 98.0
 # Share of programs (in %) at graph-count parity that also capture at least as many ops as Dynamo (a
 # program that fell back to eager halfway can have few graphs and little in them; 95.4% measured).
 OPS_PARITY_FLOOR_PERCENT = 94.0
 
-# Programs where capture gives a WRONG result (a capture bug, reported to the capture engineer):
+# Programs where capture gives a WRONG result (a capture bug):
 # name -> reason. Each is marked xfail(strict=True), so the fix is noticed and the entry removed.
 KNOWN_WRONG_RESULTS: dict[str, str] = {}
 
@@ -71,7 +71,7 @@ PROGRAMS: dict[str, Any] = corpus.PROGRAMS
 REFERENCE: dict[str, dict[str, Any]] = json.loads((CORPUS_DIR / "reference.json").read_text())["programs"]
 
 needs_optimize = pytest.mark.skipif(
-    not hasattr(capture, "optimize"), reason="capture.optimize is not built yet"
+    not hasattr(capture, "optimize"), reason="needs capture.optimize"
 )
 
 

@@ -1,8 +1,8 @@
-"""Library idioms found by the model zoo and the OpInfo sweep that used to break the graph: numpy on Python
-numbers, `importlib.util.find_spec`, transformers' `warning_once`, truth of a module, an unbound parent
-`forward`, torch functions given a module or an options object, builtins over symbolic sizes, composite
-ops on symbolic sizes, and tensor methods called through the class. Each is compared with eager on
-seeded inputs, with its graph count."""
+"""Library idioms from the model zoo and the OpInfo sweep that capture traces without a graph break:
+numpy on Python numbers, `importlib.util.find_spec`, transformers' `warning_once`, truth of a module,
+an unbound parent `forward`, torch functions given a module or an options object, builtins over
+symbolic sizes, composite ops on symbolic sizes, and tensor methods called through the class. Each is
+compared with eager on seeded inputs, with its graph count."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One session on a CUDA machine for the codegen-triton package, from the repository root:
+# One run on a CUDA machine for the codegen-triton package, from the repository root:
 #   1. the `gpu` tests of this package (real Triton kernels),
 #   2. quick_gpu.py: eager vs torch.compile vs Kiln on small workloads,
 #   3. if time allows, the repository's benchmark harness on a few models through `frontend.compile`.

@@ -1,4 +1,4 @@
-"""Compiled code behaves as eager where capture used to differ silently.
+"""Compiled code behaves as eager where a capture could silently differ from it.
 
 Tensor subclasses keep their type, errors eager raises are raised (with eager's type),
 `retain_grad()` works, grad mode survives graph breaks inside `with torch.no_grad():`, a dict

@@ -163,7 +163,7 @@ def test_group_inputs_are_ordered_graph_inputs_first_then_by_buffer() -> None:
     sched = inductor_ir.schedule(inductor_ir.lower(make_fx(fn)(*inputs), inputs), {"cpu": ReferenceBackend()})
     program = sched.program
 
-    def position(name: str) -> int:  # the linear scan the scheduler used to run per input
+    def position(name: str) -> int:  # the order by a plain linear scan, which the scheduler's index must give
         for k, item in enumerate(program.graph_inputs):
             if isinstance(item, InputBuffer) and item.name == name:
                 return k - 1_000_000
