@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from frontend.module_wrapper import OptimizedModule
+from capture import OptimizedModule
 
 
 class Net(nn.Module):

@@ -11,7 +11,7 @@ import torch
 
 from capture.cache import DEFAULT_CACHE, FROZEN, CompilerFn
 from capture.config import CaptureConfig, config
-from capture.context import CaptureContext, OptimizedModule, wrap_for_capture
+from capture.context import CaptureContext, OptimizedModule, module_call, wrap_for_capture
 from capture.errors import CaptureError
 from capture.events import CaptureHooks
 from capture.registry import MARKS
@@ -157,7 +157,7 @@ def run(fn: F) -> F:
         if not states or states[0].ctx is None:
             return fn
         ctx = states[0].ctx
-        wrapped_module = OptimizedModule(module, ctx)
+        wrapped_module = OptimizedModule(module, module_call(module, ctx))
 
         def run_module(*args: Any, **kwargs: Any) -> Any:
             token = FROZEN.set(True)

@@ -14,7 +14,7 @@ import types
 import warnings
 import weakref
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import torch
 from torch.overrides import _get_current_function_mode_stack
@@ -35,7 +35,7 @@ from capture.cache import (
 from capture.config import CaptureConfig
 from capture.convert_frame import CannotResume, Frame, UserCodeError, compile_frame
 from capture.distributed import (
-    DataParallelModule,
+    data_parallel_call,
     forward_replaced,
     has_keyword_hooks,
     is_data_parallel,
@@ -51,7 +51,7 @@ from capture.errors import (
 from capture.events import CaptureHooks, Recompiled
 from capture.guards import failing_values, first_failure
 from capture.libraries import is_stdlib_or_skipped
-from capture.module_proxy import ModuleProxy
+from capture.module_wrapper import OptimizedModule
 from capture.variables.base import class_attribute
 
 log = logging.getLogger("capture")
@@ -286,45 +286,42 @@ class CapturedFunction:
         return f"<captured {self._kiln_original.__qualname__}>"
 
 
-class OptimizedModule(ModuleProxy):
-    """Behaves like the wrapped nn.Module; calling it runs the captured forward.
+def captured_forward(module: torch.nn.Module, ctx: CaptureContext) -> Callable[..., Any]:
+    """`module`'s forward, captured (no hooks run); submodules whose hooks take keyword arguments
+    (FSDP2's) run their hooks eagerly, their forward captured."""
+    forward = module.__dict__.get("forward")
+    if forward is not None:
+        captured: Any = wrap_for_capture(forward, ctx)
+    else:
+        class_forward: Any = type(module).forward
+        captured = functools.partial(ctx.wrap_function(class_forward), module)
+    return with_hooked_submodules_captured(module, captured, lambda sub: captured_forward(sub, ctx))
 
-    Attribute reads and writes, `state_dict()`, `parameters()`, `to()` ... go to the original
-    module (`_orig_mod`); `train()`/`eval()` switch the original and return this wrapper.
-    """
 
-    def __init__(self, module: torch.nn.Module, ctx: CaptureContext) -> None:
-        forward = module.__dict__.get("forward")
-        if forward is not None:
-            captured: Any = wrap_for_capture(forward, ctx)
-        else:
-            class_forward: Any = type(module).forward
-            captured = functools.partial(ctx.wrap_function(class_forward), module)
-        # Submodules whose hooks take keyword arguments (FSDP2's) run their hooks eagerly, their forward captured.
-        captured = with_hooked_submodules_captured(module, captured, lambda sub: OptimizedModule(sub, ctx).forward)
-        object.__setattr__(self, "_orig_mod", module)
-        object.__setattr__(self, "_kiln_original", module)
-        object.__setattr__(self, "_ctx", ctx)
-        object.__setattr__(self, "forward", captured)
+def module_call(module: torch.nn.Module, ctx: CaptureContext) -> Callable[..., Any]:
+    """What calling `module`'s compiled wrapper runs: its captured forward, with the module's forward
+    hooks and pre-hooks run around it."""
+    captured = captured_forward(module, ctx)
 
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        module: torch.nn.Module = self._orig_mod
+    def call_module(*args: Any, **kwargs: Any) -> Any:
         if not (module._forward_hooks or module._forward_pre_hooks):
-            return self.forward(*args, **kwargs)
+            return captured(*args, **kwargs)
         if has_keyword_hooks(module):
             # Hooks taking keyword arguments (FSDP2's): nn.Module's own call runs them around the captured forward.
-            with forward_replaced(module, self.forward):
+            with forward_replaced(module, captured):
                 return module(*args, **kwargs)
         for hook in list(module._forward_pre_hooks.values()):
             result = hook(module, args)
             if result is not None:
                 args = result if isinstance(result, tuple) else (result,)
-        output = self.forward(*args, **kwargs)
+        output = captured(*args, **kwargs)
         for hook in list(module._forward_hooks.values()):
             result = hook(module, args, output)
             if result is not None:
                 output = result
         return output
+
+    return call_module
 
 
 def _calling(builtin: Callable[..., Any]) -> types.FunctionType:
@@ -338,19 +335,19 @@ def _calling(builtin: Callable[..., Any]) -> types.FunctionType:
     # every wrapped builtin would reach the recompile limit after a few of them.
     name = "call_" + "".join(c if c.isalnum() else "_" for c in getattr(builtin, "__qualname__", type(builtin).__name__))
     call_builtin.__code__ = call_builtin.__code__.replace(co_name=name, co_qualname=name)
-    return call_builtin
+    return cast(types.FunctionType, call_builtin)  # a `def`: mypy types it as a plain callable
 
 
 def wrap_for_capture(target: Any, ctx: CaptureContext) -> Any:
     """The capturing wrapper for a function, bound method, nn.Module or callable object."""
-    if isinstance(target, (OptimizedModule, DataParallelModule)):
+    if isinstance(target, OptimizedModule):
         target = target._orig_mod
     elif isinstance(target, CapturedFunction):
         target = target._kiln_original
     if isinstance(target, torch.nn.Module):
         if is_data_parallel(target):  # DDP's forward runs eagerly, the module it wraps is captured
-            return DataParallelModule(target, OptimizedModule(target.module, ctx).forward)
-        return OptimizedModule(target, ctx)
+            return OptimizedModule(target, data_parallel_call(target, captured_forward(cast(torch.nn.Module, target.module), ctx)))
+        return OptimizedModule(target, module_call(target, ctx))
     if isinstance(target, types.MethodType):
         return types.MethodType(wrap_for_capture(target.__func__, ctx), target.__self__)
     if isinstance(target, types.FunctionType):

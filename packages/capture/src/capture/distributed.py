@@ -3,7 +3,7 @@
 DDP's own forward is bookkeeping for its C++ reducer (marking which gradients to expect,
 rebuilding buckets, syncing buffers, Join), written against objects capture cannot trace and must
 not replay from a graph: it runs eagerly, exactly as without compiling. The module DDP wraps is
-what holds the tensor work, so that is what capture compiles: `DataParallelModule` runs DDP's
+what holds the tensor work, so that is what capture compiles: `data_parallel_call` runs DDP's
 forward eagerly and, for the length of that call, routes DDP's call of its wrapped module through
 the wrapped module's captured forward.
 
@@ -28,8 +28,6 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
-
-from capture.module_proxy import ModuleProxy
 
 _MISSING = object()
 
@@ -66,39 +64,28 @@ DATA_PARALLEL_BREAK_REASON = (
 """The graph-break reason capture gives for a DDP module called from a captured function."""
 
 
-class DataParallelModule(ModuleProxy):
-    """What capture makes of a DDP module: DDP's forward runs eagerly, its wrapped module is captured.
+def data_parallel_call(module: torch.nn.Module, wrapped_forward: Callable[..., Any]) -> Callable[..., Any]:
+    """What calling the compiled wrapper of a DDP module runs: DDP's forward eagerly, its wrapped module captured.
 
-    Calling it calls the DDP module (its hooks, its forward, its reducer bookkeeping) with the wrapped
-    module's ``forward`` replaced, for that call only, by the wrapped module's captured forward; hooks
-    registered on the wrapped module run eagerly around it, as ``nn.Module.__call__`` runs them.
-    Attribute reads and writes go to the DDP module, as with `capture.api.OptimizedModule`.
-
-    Args:
-        module: the DDP module.
-        wrapped_forward: the captured forward of ``module.module`` (capture's wrapper of it).
+    Each call calls the DDP module (its hooks, its forward, its reducer bookkeeping) with the wrapped
+    module's ``forward`` replaced, for that call only, by ``wrapped_forward`` (the wrapped module's
+    captured forward); hooks registered on the wrapped module run eagerly around it, as
+    ``nn.Module.__call__`` runs them.
 
     Example::
 
         ddp = DistributedDataParallel(model)
         compiled = capture.optimize(backend)(ddp)    # model's forward is captured; DDP's runs eagerly
     """
+    wrapped = module.module
+    assert isinstance(wrapped, torch.nn.Module)
+    lock = threading.RLock()
 
-    def __init__(self, module: torch.nn.Module, wrapped_forward: Callable[..., Any]) -> None:
-        object.__setattr__(self, "_orig_mod", module)
-        object.__setattr__(self, "_kiln_original", module)
-        object.__setattr__(self, "_wrapped_forward", wrapped_forward)
-        object.__setattr__(self, "_lock", threading.RLock())
-
-    def forward(self, *args: Any, **kwargs: Any) -> Any:
-        """Call the DDP module with its wrapped module's forward captured."""
-        module: torch.nn.Module = self._orig_mod
-        wrapped = module.module
-        assert isinstance(wrapped, torch.nn.Module)
-        with self._lock, forward_replaced(wrapped, self._wrapped_forward):
+    def call_data_parallel(*args: Any, **kwargs: Any) -> Any:
+        with lock, forward_replaced(wrapped, wrapped_forward):
             return module(*args, **kwargs)
 
-    __call__ = forward
+    return call_data_parallel
 
 
 def has_keyword_hooks(module: torch.nn.Module) -> bool:

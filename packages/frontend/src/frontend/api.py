@@ -17,6 +17,7 @@ import torch
 from torch import nn
 
 import capture
+from capture import OptimizedModule
 from frontend.backends.registry import ContextBackend, lookup_backend
 from frontend.capture_events import build_capture_hooks
 from frontend.config import Config, config
@@ -24,7 +25,6 @@ from frontend.context import CompileContext
 from frontend.diagnostics import watched_graph
 from frontend.distributed import split_at_ddp_buckets
 from frontend.errors import InvalidOptionError
-from frontend.module_wrapper import OptimizedModule
 
 MODES: dict[str, dict[str, Any]] = {
     "default": {},
@@ -176,8 +176,8 @@ def compile(
         graph_compiler, nopython=fullgraph, dynamic=dynamic, hooks=hooks, config=resolved.capture_config()
     )
     if isinstance(model, nn.Module):
-        # capture's module wrapper runs the module's forward hooks around the captured forward.
-        wrapper = OptimizedModule(model, decorator(model))
+        # capture's module wrapper: the module's state, its forward hooks around the captured forward.
+        wrapper = decorator(model)
         object.__setattr__(wrapper, "kiln_context", context)
         return wrapper
     compiled = decorator(model)

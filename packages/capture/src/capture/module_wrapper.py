@@ -1,9 +1,12 @@
-"""`OptimizedModule`: what `frontend.compile(module)` returns.
+"""`OptimizedModule`: the one wrapper a compiled `nn.Module` becomes.
 
-It is an `nn.Module` whose forward runs the compiled forward of the original module, and which
-shares everything else with it: parameters and buffers are the original's (an optimizer built on
-either sees the same tensors), ``state_dict()`` has the original's keys, attribute reads and
-writes reach the original, and ``train()``/``eval()``/``to()`` apply to it.
+It is an `nn.Module` whose call runs a compiled forward of the original module, and which shares
+everything else with it: parameters and buffers are the original's (an optimizer built on either
+sees the same tensors), ``state_dict()`` has the original's keys, attribute reads and writes reach
+the original, ``train()``/``eval()``/``to()`` apply to it. What runs on a call is given by whoever
+builds the wrapper: capture gives the captured forward with the original's forward hooks around it
+(`capture.context.module_call`), or DDP's own call around its captured inner module
+(`capture.distributed.data_parallel_call`); the frontend adds its compile record (``kiln_context``).
 """
 
 from __future__ import annotations
@@ -14,27 +17,27 @@ from typing import Any
 import torch
 from torch import nn
 
-_OWN_ATTRIBUTES = frozenset({"_orig_mod", "_compiled_forward", "training", "forward", "kiln_context"})
+__all__ = ["OptimizedModule"]
+
+_OWN_ATTRIBUTES = frozenset({"_orig_mod", "_kiln_original", "training", "forward", "kiln_context"})
 
 
 class OptimizedModule(nn.Module):
-    """A compiled view of `module`: same state, compiled forward.
+    """A compiled view of `module`: same state, compiled call.
 
-    Attributes:
-        _orig_mod: the original module (also reachable as `original`).
-
-    The original module's forward hooks and pre-hooks run around the compiled forward.
+    Args:
+        module: the original module (``_orig_mod``, also reachable as ``original``).
+        call: what calling the wrapper runs (the original's hooks included); it is also the
+            wrapper's ``forward``, so ``nn.Module.__call__`` reaches it without another frame.
     """
 
     _orig_mod: nn.Module
 
-    def __init__(self, module: nn.Module, compiled_forward: Callable[..., Any]) -> None:
+    def __init__(self, module: nn.Module, call: Callable[..., Any]) -> None:
         super().__init__()
         self._orig_mod = module
-        object.__setattr__(self, "_compiled_forward", compiled_forward)
-        # `nn.Module.__call__` looks `forward` up on the instance first: calling the compiled forward
-        # directly saves a Python frame per call (the method below documents it).
-        object.__setattr__(self, "forward", compiled_forward)
+        object.__setattr__(self, "_kiln_original", module)
+        object.__setattr__(self, "forward", call)
         self.training = module.training
 
     @property
@@ -43,8 +46,8 @@ class OptimizedModule(nn.Module):
         return self._orig_mod
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
-        """Run the original module's forward through the compiled code."""
-        return self._compiled_forward(*args, **kwargs)
+        """Run the compiled call (replaced per instance by the `call` given to the constructor)."""
+        raise NotImplementedError  # pragma: no cover - every instance has its own forward
 
     def __getattr__(self, name: str) -> Any:
         try:
