@@ -247,3 +247,20 @@ def test_half_kernels_round_where_eagers_do(backend: CppBackend) -> None:
     compiled = inductor_ir.compile_graph(gm, [a, b, x, y], backends={"cpu": backend})
     for k, (got, want) in enumerate(zip(compiled(a, b, x, y), _half_steps(a, b, x, y), strict=True)):
         assert got.dtype == want.dtype and torch.equal(got, want), f"result {k}: {got} != {want}"
+
+
+def _through_integers(x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    return 7 / x.clamp(-120, 120).to(torch.int64), 7 / x.to(torch.int32), 7 / x.to(torch.int8), 7 / x.double().to(torch.int64)
+
+
+@pytest.mark.parametrize("columns", [2, 67], ids=["scalar", "vector"])
+def test_a_float_through_an_integer_has_no_negative_zero(backend: CppBackend, columns: int) -> None:
+    """fuzz 4774f681ff: g++ (-fno-trapping-math) rewrote float(int64(x)) as trunc(x), so -0.3 became
+    -0.0 and 7 / it -inf; an integer has no negative zero (eager: inf)."""
+    generator = torch.Generator().manual_seed(37)
+    x = torch.randn(3, columns, generator=generator) * 0.5
+    x[:, 0] = torch.tensor([-0.3, -0.0, -0.9])
+    gm = make_fx(_through_integers, decomposition_table=inductor_ir.decompositions())(x)
+    compiled = inductor_ir.compile_graph(gm, [x], backends={"cpu": backend})
+    for k, (got, want) in enumerate(zip(compiled(x), _through_integers(x), strict=True)):
+        assert torch.equal(got, want), f"result {k}: {got[:, :3]} != {want[:, :3]}"

@@ -351,6 +351,8 @@ class CppOpsHandler(RuntimeChecks):
                 expr = text
             elif src.is_floating_point and dtype == torch.int64:
                 expr = f"kiln::float_to_int64({text})"
+            elif src.is_floating_point and not dtype.is_floating_point:
+                expr = f"kiln::float_to_int_lanes<{target.vector}>({text})"
             else:
                 expr = f"kiln::convert<{target.vector}>({text})"
             expr = self._narrow(expr, dtype, vector=True)

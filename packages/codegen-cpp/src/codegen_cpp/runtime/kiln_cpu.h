@@ -233,6 +233,20 @@ template <class To, class From>
 inline To convert(From v) { return __builtin_convertvector(v, To); }
 template <class To>
 inline To mask_to(maskx m) { return __builtin_convertvector(m & 1, To); }
+// A value g++ may not reason about (an empty asm that "changes" it): under -fno-trapping-math g++
+// rewrites (float)(int)x as trunc(x), which keeps a zero's sign (7 / int(-0.3) gave -inf, eager inf),
+// so every float-to-integer conversion's result passes through here.
+template <class T>
+inline T opaque(T v) {
+#if defined(__GNUC__)
+  // A vector may span several registers (16 lanes without AVX-512): it goes through memory.
+  if constexpr (std::is_integral_v<T>) __asm__("" : "+r"(v)); else __asm__("" : "+m"(v));
+#endif
+  return v;
+}
+// A float vector to an integer vector (lanes convert as cvttps2dq does).
+template <class To, class From>
+inline To float_to_int_lanes(From v) { return opaque(__builtin_convertvector(v, To)); }
 // A float to an integer as x86 converts it (cvttss2si / cvttsd2si, what eager's kernels compile
 // to): NaN and values outside the integer's range give its minimum. A plain static_cast is
 // undefined there, and g++ folds a constant NaN to 0. Narrow integers convert through int32_t
@@ -243,7 +257,7 @@ inline I float_to_int(F v) {
   constexpr F limit = -static_cast<F>(std::numeric_limits<I>::min());  // 2^31 or 2^63, exact
   if (!(v >= -limit && v < limit)) return std::numeric_limits<I>::min();
 #endif
-  return static_cast<I>(v);
+  return opaque(static_cast<I>(v));
 }
 template <class V>
 inline i64x float_to_int64(V v) {
