@@ -32,3 +32,18 @@ def test_config_is_a_typed_dataclass_with_patch() -> None:
     with capture.config.patch(cache_size_limit=3):
         assert capture.config.cache_size_limit == 3
     assert capture.config.cache_size_limit == 8
+
+
+def test_explain_takes_the_arguments_in_either_call_form() -> None:
+    """``explain(fn, *args)`` (the seeds') and ``explain(fn)(*args)`` (current torch's) agree."""
+    import torch
+
+    def two_graphs(x: torch.Tensor) -> torch.Tensor:
+        y = x.sin()
+        print("a graph break")
+        return y.cos()
+
+    x = torch.randn(3)
+    direct, curried = capture.explain(two_graphs, x), capture.explain(two_graphs)(x)
+    assert (direct.graph_count, direct.graph_break_count) == (curried.graph_count, curried.graph_break_count) == (2, 1)
+    torch.testing.assert_close(curried.result, two_graphs(x))

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import functools
 import time
 import types
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple, cast
+from typing import Any, NamedTuple, cast, overload
 
 import torch
 import torch.fx
@@ -95,11 +97,24 @@ def _ops(gm: torch.fx.GraphModule) -> list[Any]:
     return [node.target for node in gm.graph.nodes if node.op in ("call_function", "call_method", "call_module")]
 
 
-def explain(fn: Any, *args: Any, **kwargs: Any) -> ExplainOutput:
+@overload
+def explain(fn: Any) -> Callable[..., ExplainOutput]: ...
+@overload
+def explain(fn: Any, *args: Any, **kwargs: Any) -> ExplainOutput: ...
+def explain(fn: Any, *args: Any, **kwargs: Any) -> ExplainOutput | Callable[..., ExplainOutput]:
     """Capture `fn(*args, **kwargs)` with a recording backend and report graphs, breaks and guards.
 
-    Runs the function once (results are eager's); nothing is added to the global cache.
+    Runs the function once (results are eager's); nothing is added to the global cache. Both call
+    forms work: ``explain(fn, *args)`` (the seeds') returns the `ExplainOutput`; ``explain(fn)``
+    returns a function taking the arguments (current torch's ``explain(fn)(*args)``), so
+    ``explain(fn)()`` explains a function of no arguments.
     """
+    if not args and not kwargs:
+        return functools.wraps(fn)(lambda *call_args, **call_kwargs: _explain(fn, call_args, call_kwargs))
+    return _explain(fn, args, kwargs)
+
+
+def _explain(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> ExplainOutput:
     events: list[GraphCompiled] = []
     breaks: list[BreakReason] = []
     hooks = CaptureHooks()
