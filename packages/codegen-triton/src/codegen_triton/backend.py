@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -12,8 +13,17 @@ from codegen_triton.codegen.analysis import choose_plan, contiguous_dim_last
 from codegen_triton.codegen.split import plan_split
 from codegen_triton.codegen.template import GeneratedKernel, write_kernel
 from codegen_triton.config import TritonConfig, interpreter_ready
+from codegen_triton.runtime.cache import source_hash
 from codegen_triton.runtime.compile_pool import CompilePool, PrecompileJob, shared_compile_pool
 from codegen_triton.runtime.launcher import KernelSpec, TritonLauncher
+from codegen_triton.saved import (
+    KernelSignature,
+    SavedKernel,
+    SavedTritonKernels,
+    TunedLaunch,
+    may_overflow_int32,
+)
+from inductor_ir import KernelArtifact
 from inductor_ir.backend import RANDOM_OPS, KernelGroup, KernelSource
 
 __all__ = ["RandomFallbackRequired", "TritonBackend", "TritonKernelCall", "TritonKernelSource"]
@@ -45,6 +55,9 @@ class TritonBackend:
             a test-only switch: it runs every kernel in Triton's interpreter on CPU tensors, so machines
             without a GPU exercise the whole backend.
         config: a `TritonConfig` (default: `TritonConfig()`).
+
+    Compiled graphs can be saved and loaded again (`inductor_ir.ReloadableKernelBackend`: see
+    `export_kernels` and `load_kernels`).
 
     Example:
         >>> import inductor_ir
@@ -159,12 +172,87 @@ class TritonBackend:
             key = _dedupe_key(source)
             call = self._calls.get(key)
             if call is None:
-                call = self._calls[key] = TritonKernelCall(self, source)
+                group = source.group
+                generated = source.generated if isinstance(source, TritonKernelSource) else self._generate(group)
+                int64 = functools.partial(self._generate, group, force_int64=True)
+                call = self._calls[key] = TritonKernelCall(self, KernelSignature.of(group), generated, int64=int64)
                 fresh.append(call)
             calls.append(call)
-        if self.compile_pool is not None:
-            self.compile_pool.submit([job for call in fresh for job in call.precompile_jobs()])
+        self._precompile(fresh)
         return calls
+
+    def export_kernels(self, sources: Sequence[KernelSource]) -> KernelArtifact:
+        """A record of the kernels of ``sources`` (compiled by this backend before): a `SavedTritonKernels`.
+
+        Per kernel: its signature, its generated module (with its split and persistent variants), its
+        int64-indexing variant when it may need one (generated now: a loaded kernel has no group to
+        generate it from), and the launch configurations autotuning chose for it so far. Loading
+        compiles the modules again; Triton's own compile cache makes that cheap for a source it has
+        compiled before.
+
+        Raises:
+            LookupError: a kernel that this backend did not compile in this process.
+        """
+        kernels = []
+        for source in sources:
+            signature = KernelSignature.of(source.group)
+            call = self._calls.get(_dedupe_key(source))
+            if call is None:
+                raise LookupError(f"kernel {source.name} was not compiled by this backend in this process")
+            generated = source.generated if isinstance(source, TritonKernelSource) else self._generate(source.group)
+            int64 = self._generate(source.group, force_int64=True) if may_overflow_int32(signature, generated) else None
+            kernels.append(SavedKernel(signature, generated, int64, call.tuning()))
+        payload = SavedTritonKernels(self.device_type, self.config.interpreting(), tuple(kernels))
+        return KernelArtifact(self.device_type, tuple(s.name for s in sources), payload)
+
+    def load_kernels(self, artifact: KernelArtifact) -> Sequence[Callable[..., None]]:
+        """The kernels of ``artifact`` (from `export_kernels`), one per name, called like `compile`'s.
+
+        Nothing is generated: each kernel's module is compiled again (by Triton's compile cache when
+        it has seen the source), and autotuning starts from the saved winners on a GPU of the same name
+        (else from the tuning records in the cache folder, else by timing candidates).
+
+        Raises:
+            TypeError: the payload is not a Triton kernel record (another backend's artifact).
+            ValueError: it was saved for another device type, or for (or not for) Triton's interpreter.
+        """
+        saved = artifact.payload
+        if not isinstance(saved, SavedTritonKernels):
+            raise TypeError(
+                f"not a Triton kernel record: {type(saved).__name__} (an artifact of another kernel backend "
+                f"for {artifact.device_type!r}?)"
+            )
+        if artifact.device_type != self.device_type or saved.device_type != self.device_type:
+            raise ValueError(
+                f"these Triton kernels were saved for {saved.device_type!r} devices; this backend runs "
+                f"{self.device_type!r} kernels: load them with TritonBackend(device_type={saved.device_type!r})"
+            )
+        if saved.interpret != self.config.interpreting():
+            where = "for" if saved.interpret else "not for"
+            raise ValueError(f"these Triton kernels were written {where} Triton's interpreter, unlike this backend's")
+        if len(saved.kernels) != len(artifact.names):
+            raise ValueError(f"the record holds {len(saved.kernels)} kernels for {len(artifact.names)} names")
+        self._ensure_pool()
+        calls: list[TritonKernelCall] = []
+        fresh: list[TritonKernelCall] = []
+        for kernel in saved.kernels:
+            if kernel.int64 is None and may_overflow_int32(kernel.signature, kernel.generated):
+                raise ValueError(f"the saved kernel {kernel.generated.name} lacks its int64-indexing variant")
+            key = _call_key(kernel.generated.source, kernel.signature)
+            call = self._calls.get(key)
+            if call is None:
+                int64 = _ready(kernel.int64) if kernel.int64 is not None else None
+                call = TritonKernelCall(self, kernel.signature, kernel.generated, int64=int64, tuning=kernel.tuning)
+                self._calls[key] = call
+                fresh.append(call)
+            calls.append(call)
+        self._precompile(fresh)
+        return calls
+
+    def _precompile(self, calls: Sequence[TritonKernelCall]) -> None:
+        """Hand the launch variants of newly made calls to the compile pool (CUDA with workers only)."""
+        if self.compile_pool is not None:
+            self.compile_pool.submit([job for call in calls for job in call.precompile_jobs()])
 
     def _ensure_pool(self) -> None:
         """Find the process's compile pool on the first compile (CUDA with workers only)."""
@@ -183,40 +271,53 @@ class TritonBackend:
 
 
 def _dedupe_key(source: KernelSource) -> tuple[object, ...]:
+    """What makes two kernels interchangeable (see `_call_key`)."""
+    return _call_key(source.source, KernelSignature.of(source.group))
+
+
+def _call_key(source: str, signature: KernelSignature) -> tuple[object, ...]:
     """What makes two kernels interchangeable: the source up to the group's name, argument dtypes, and
     which outputs are written in place over an input (one argument for both)."""
-    group = source.group
-    dtypes = tuple(str(r.dtype) for r in (*group.inputs, *group.outputs))
-    over = {b.output for b in group.in_place}
-    in_place = tuple(k for k, r in enumerate(group.outputs) if r.name in over)
-    return (source.source.replace(group.name, "@"), dtypes, in_place, group.device, len(group.size_symbols))
+    dtypes = tuple(str(d) for d in (*signature.input_dtypes, *signature.output_dtypes))
+    template = source.replace(signature.name, "@")
+    return (template, dtypes, signature.in_place, signature.device, len(signature.size_symbols))
+
+
+def _ready(kernel: GeneratedKernel) -> Callable[[], GeneratedKernel]:
+    """A maker of a kernel generated before."""
+    return lambda: kernel
 
 
 class TritonKernelCall:
     """One compiled kernel, called by the wrapper with `(*inputs, *outputs, *size_ints)`.
 
     It evaluates the numels from the size ints, and launches. If a tensor turns out to have more than
-    2**31 - 1 elements while the kernel indexes in int32 (symbolic sizes), an int64 variant is generated.
+    2**31 - 1 elements while the kernel indexes in int32 (symbolic sizes), it switches to its int64 variant.
     """
 
-    def __init__(self, backend: TritonBackend, source: KernelSource) -> None:
-        """Args: backend: the generating backend (config, regeneration); source: from `generate`."""
+    def __init__(
+        self,
+        backend: TritonBackend,
+        signature: KernelSignature,
+        generated: GeneratedKernel,
+        *,
+        int64: Callable[[], GeneratedKernel] | None = None,
+        tuning: Sequence[TunedLaunch] = (),
+    ) -> None:
+        """Args: backend: the backend (config, compile pool); signature: how the wrapper calls it;
+        generated: the kernel; int64: makes its int64-indexing variant (None: it is never switched to);
+        tuning: launch configurations autotuned before (a saved kernel's)."""
         self.backend = backend
-        self.group = source.group
-        self.generated = source.generated if isinstance(source, TritonKernelSource) else backend._generate(source.group)
-        generated = self.generated
+        self.signature = signature
+        self._int64 = int64
+        self._tuning = tuple(tuning)
+        self._launchers: list[TritonLauncher] = []
         # Static sizes were checked when generating; symbolic ones are checked on each new size.
-        self._may_overflow_int32 = (
-            bool(source.group.size_symbols) and ".to(tl.int64) * XBLOCK" not in generated.source
-        )
-        self.launcher = self._launcher(generated)
-        self.finisher = self._launcher(generated.finish) if generated.finish is not None else None
-        variant = generated.persistent
-        self.persistent = self._launcher(variant) if variant is not None else None
-        self._rnumel_position = list(generated.numels).index("rnumel") if "rnumel" in generated.numels else -1
+        self._may_overflow_int32 = int64 is not None and may_overflow_int32(signature, generated)
+        self._use(generated)
         self._numel_cache: dict[tuple[Any, ...], tuple[int, ...]] = {}
-        self._buffer_count = len(self.group.inputs) + len(self.group.outputs)
-        device = self.group.device
+        self._buffer_count = signature.buffer_count
+        device = signature.device
         self._cuda_index = int(device.split(":")[1]) if device.startswith("cuda:") else None
         # After the first call of a kernel with static sizes on a one-GPU machine: everything a launch
         # needs, so that each later call is one alignment check and one call of Triton's launcher.
@@ -226,8 +327,20 @@ class TritonKernelCall:
         # (each call's first kernel overwrites them before its second reads them, on one stream).
         self._workspaces: dict[Any, list[Any]] = {}
 
+    def _use(self, generated: GeneratedKernel) -> None:
+        """Launch `generated` (and its split-reduction and persistent variants) from now on."""
+        self.generated = generated
+        self.launcher = self._launcher(generated)
+        self.finisher = self._launcher(generated.finish) if generated.finish is not None else None
+        variant = generated.persistent
+        self.persistent = self._launcher(variant) if variant is not None else None
+        self._rnumel_position = list(generated.numels).index("rnumel") if "rnumel" in generated.numels else -1
+
     def _launcher(self, generated: GeneratedKernel) -> TritonLauncher:
         config = self.backend.config
+        digest = source_hash(generated.source)
+        mine = (generated.name, digest)
+        tuned = {(t.device, t.bucket): t.config for t in self._tuning if (t.function, t.source) == mine}
         spec = KernelSpec(
             generated.name,
             generated.source,
@@ -239,7 +352,7 @@ class TritonKernelCall:
             generated.hint,
             tuple(generated.checks.items()),
         )
-        return TritonLauncher(
+        launcher = TritonLauncher(
             spec,
             config.resolved_cache_dir(),
             autotune=config.autotune,
@@ -247,13 +360,26 @@ class TritonKernelCall:
             reps=config.autotune_reps,
             interpret=config.interpreting(),
             compile_pool=self.backend.compile_pool,
+            tuned=tuned,
         )
+        self._launchers.append(launcher)
+        return launcher
+
+    def tuning(self) -> tuple[TunedLaunch, ...]:
+        """The launch configurations autotuned for this kernel's functions so far (and those it was given)."""
+        records = {(t.function, t.source, t.device, t.bucket): t for t in self._tuning}
+        for launcher in self._launchers:
+            spec = launcher.spec
+            digest = source_hash(spec.source)
+            for (device, bucket), config in launcher.tuned.items():
+                records[(spec.name, digest, device, bucket)] = TunedLaunch(spec.name, digest, device, bucket, config)
+        return tuple(records.values())
 
     def precompile_jobs(self) -> list[PrecompileJob]:
         """The variants its first launch will compile (static sizes only: symbolic ones are unknown yet)."""
-        if self.group.size_symbols:
+        if self.signature.size_symbols:
             return []
-        dtypes = [r.dtype for r in (*self.group.inputs, *self.group.outputs)]
+        dtypes = [*self.signature.input_dtypes, *self.signature.output_dtypes]
         numels = self._numels(())
         if self.finisher is None:
             return self.launcher.precompile_jobs([*dtypes, *numels])
@@ -262,7 +388,7 @@ class TritonKernelCall:
         return jobs + self.finisher.precompile_jobs([*spaces, *dtypes, numels[0], self.generated.split])
 
     def _numels(self, sizes: tuple[int, ...]) -> tuple[int, ...]:
-        bindings = dict(zip(self.group.size_symbols, sizes))
+        bindings = dict(zip(self.signature.size_symbols, sizes))
         return tuple(int(sympy.sympify(v).subs(bindings)) for v in self.generated.numels.values())
 
     def __call__(self, *args: Any) -> None:
@@ -292,7 +418,7 @@ class TritonKernelCall:
         """The `_direct` record, when this kernel can be launched that way."""
         import torch
 
-        if self._cuda_index is None or self.group.size_symbols:
+        if self._cuda_index is None or self.signature.size_symbols:
             return None
         if self.persistent is not None or torch.cuda.device_count() != 1:
             return None
@@ -348,11 +474,8 @@ class TritonKernelCall:
             numels = self._numels(tuple(int(s) for s in sizes))
             self._numel_cache[sizes] = numels  # type: ignore[index]
             if self._may_overflow_int32 and any(t.numel() > _INT32_MAX for t in args[:count]):
-                self.generated = self.backend._generate(self.group, force_int64=True)
-                self.launcher = self._launcher(self.generated)
-                finish, variant = self.generated.finish, self.generated.persistent
-                self.finisher = self._launcher(finish) if finish is not None else None
-                self.persistent = self._launcher(variant) if variant is not None else None
+                assert self._int64 is not None
+                self._use(self._int64())
                 self._may_overflow_int32 = False
         if self._cuda_index is not None:
             import torch
@@ -381,7 +504,7 @@ class TritonKernelCall:
         generated = self.generated
         assert generated.finish is not None and self.finisher is not None
         count = self._buffer_count
-        if self.group.size_symbols:
+        if self.signature.size_symbols:
             size = numels[0] * generated.split
             device = next(a.device for a in args[:count] if isinstance(a, torch.Tensor))
             spaces = [torch.empty(size, dtype=dtype, device=device) for dtype in generated.workspaces]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -81,6 +81,10 @@ class TritonLauncher:
     On the first call for a size bucket (sizes rounded up to powers of two) the launch configuration is
     chosen: on CUDA, with autotuning on, by timing a few candidates (the winner is cached on disk, keyed by
     kernel source, device name and size bucket); otherwise the heuristic first candidate.
+
+    Attributes:
+        tuned: the autotuned winners by (device name, size bucket): those given to the constructor
+            (a saved kernel's), then each one chosen on CUDA (from the disk cache or by timing).
     """
 
     def __init__(
@@ -93,10 +97,12 @@ class TritonLauncher:
         reps: int = 20,
         interpret: bool = False,
         compile_pool: CompilePool | None = None,
+        tuned: Mapping[tuple[str, tuple[int, int, int]], LaunchConfig] | None = None,
     ) -> None:
         """Args: spec: the kernel; cache_dir: Kiln's cache root; autotune, max_configs, reps: tuning knobs;
         interpret: load the kernel for Triton's interpreter; compile_pool: where `precompile_jobs` were
-        submitted (a launch waits for its variant's job there instead of compiling it again)."""
+        submitted (a launch waits for its variant's job there instead of compiling it again); tuned:
+        winners chosen before (by device name and size bucket), used instead of tuning again."""
         self.spec = spec
         self.cache_dir = cache_dir
         self.autotune = autotune
@@ -107,6 +113,7 @@ class TritonLauncher:
         self.module = load_kernel_module(spec.source, spec.name, cache_dir, interpret=interpret)
         self.fn = getattr(self.module, spec.name)
         self._chosen: dict[tuple[int, ...], LaunchConfig] = {}
+        self.tuned: dict[tuple[str, tuple[int, int, int]], LaunchConfig] = dict(tuned or {})
         self._positions = {name: i for i, name in enumerate(spec.arg_names)}
         self._numel_positions = tuple(self._positions.get(n, -1) for n in ("xnumel", "rnumel", "ynumel"))
         self._prepared: dict[tuple[int, ...], _Prepared] = {}
@@ -233,16 +240,19 @@ class TritonLauncher:
         if not self.autotune or len(configs) == 1 or device is None:
             chosen = configs[0]
         else:
-            cache = TuningCache(self.cache_dir)
             device_name = _device_name(device)
-            key = ",".join(map(str, bucket))
-            chosen = cache.get(self.spec.source, device_name, key)
+            chosen = self.tuned.get((device_name, bucket))
             if chosen is None:
-                bench_args = _clone_aliased(args, self.spec.mutated_args)
-                chosen, _ = benchmark_configs(
-                    configs, lambda c: self._launch(bench_args, c, xnumel, ynumel), reps=self.reps
-                )
-                cache.put(self.spec.source, device_name, key, chosen)
+                cache = TuningCache(self.cache_dir)
+                key = ",".join(map(str, bucket))
+                chosen = cache.get(self.spec.source, device_name, key)
+                if chosen is None:
+                    bench_args = _clone_aliased(args, self.spec.mutated_args)
+                    chosen, _ = benchmark_configs(
+                        configs, lambda c: self._launch(bench_args, c, xnumel, ynumel), reps=self.reps
+                    )
+                    cache.put(self.spec.source, device_name, key, chosen)
+                self.tuned[(device_name, bucket)] = chosen
         self._chosen[bucket] = chosen
         return chosen
 
