@@ -1,4 +1,5 @@
-"""Shared fixtures: one temporary kernel cache per test session, so every run compiles honestly."""
+"""Shared fixtures: one temporary kernel cache per test session, so every run compiles honestly; the IR of
+every graph the tests compile is checked (`InductorIRConfig.check_ir`)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+import inductor_ir
 from codegen_cpp import CppBackend, CppConfig
 
 # Test modules import the helpers in cpp_test_groups.py (pytest runs with --import-mode=importlib).
@@ -32,3 +34,10 @@ def cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 def backend(cache_dir: Path) -> CppBackend:
     """A C++ backend writing to the session's cache."""
     return CppBackend(CppConfig(cache_dir=cache_dir))
+
+
+@pytest.fixture(autouse=True)
+def _check_ir() -> Iterator[None]:
+    """`compile_graph` without a config checks the IR after lowering and scheduling (`InductorIRConfig.check_ir`)."""
+    with inductor_ir.InductorIRConfig.patch_defaults(check_ir=True):
+        yield

@@ -1,4 +1,5 @@
-"""Test setup: Triton's interpreter for the CPU tier, a private cache folder, shared fixtures.
+"""Test setup: Triton's interpreter for the CPU tier, a private cache folder, shared fixtures; the IR of every
+graph the tests compile is checked (`InductorIRConfig.check_ir`).
 
 The interpreter must be chosen before triton is first imported (its library functions are decorated
 at import), so this sets `TRITON_INTERPRET=1` on machines without CUDA when it is not set already.
@@ -19,6 +20,7 @@ if not torch.cuda.is_available():
 
 import pytest
 
+import inductor_ir
 from codegen_triton import TritonBackend, TritonConfig
 from codegen_triton.config import interpreter_ready
 
@@ -44,3 +46,10 @@ def gpu_backend(kiln_cache: Path) -> TritonBackend:
     if interpreter_ready():
         pytest.skip("TRITON_INTERPRET=1 is set: real CUDA kernels cannot be compiled in this process")
     return TritonBackend(config=TritonConfig(cache_dir=kiln_cache))
+
+
+@pytest.fixture(autouse=True)
+def _check_ir() -> Iterator[None]:
+    """`compile_graph` without a config checks the IR after lowering and scheduling (`InductorIRConfig.check_ir`)."""
+    with inductor_ir.InductorIRConfig.patch_defaults(check_ir=True):
+        yield

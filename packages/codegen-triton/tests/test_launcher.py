@@ -95,7 +95,7 @@ def test_channels_last_conv_graph_matches_eager(kiln_cache: Path, monkeypatch: p
 
     example = inputs()
     gm = make_fx(_conv_net)(*example)
-    config = inductor_ir.InductorIRConfig(layout_optimization=True)
+    config = inductor_ir.InductorIRConfig(layout_optimization=True, check_ir=True)
     compiled = inductor_ir.compile_graph(gm, example, backends={"cuda": backend}, config=config)
     assert any(s == (1152, 1, 96, 8) for b in compiled.program.buffers for s in [tuple(map(int, b.layout.stride))])
     fresh = inputs()

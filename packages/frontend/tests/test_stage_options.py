@@ -15,6 +15,7 @@ import torch
 import aotgrad
 import codegen_cpp
 import frontend
+import inductor_ir
 from frontend._env import read_environment
 from frontend.backends import inductor as inductor_backend
 from frontend.config import Config
@@ -81,6 +82,23 @@ def test_inductor_ir_option_reaches_compile_graph() -> None:
     assert len(fused.kiln_context.kernels) == 1  # both outputs from one kernel
     assert len(unfused.kiln_context.kernels) == 2  # one kernel per computed buffer
 
+
+def test_check_ir_and_strict_lowering_options_reach_inductor_ir(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[inductor_ir.InductorIRConfig] = []
+    real = inductor_ir.compile_graph
+
+    def recording(*args: Any, config: inductor_ir.InductorIRConfig, **kwargs: Any) -> Any:
+        seen.append(config)
+        return real(*args, config=config, **kwargs)
+
+    monkeypatch.setattr(inductor_ir, "compile_graph", recording)
+    options = {"graph_cache": False, "inductor_ir.check_ir": True, "inductor_ir.strict_lowering": True}
+    compiled = frontend.compile(_two_outputs, options=options)
+    x = torch.randn(64)
+    torch.testing.assert_close(compiled(x), _two_outputs(x))
+    assert seen and all(config.check_ir and config.strict_lowering for config in seen)
+    with pytest.raises(frontend.InvalidOptionError, match=r"valid options are: .*check_ir, strict_lowering"):
+        frontend.compile(_two_outputs, options={"inductor_ir.check_irs": True})
 
 def test_kernel_backend_option_reaches_the_cpp_backend(monkeypatch: pytest.MonkeyPatch) -> None:
     built: list[Any] = []

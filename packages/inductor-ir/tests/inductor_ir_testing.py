@@ -58,16 +58,23 @@ def assert_close(actual: Any, expected: Any) -> None:
         torch.testing.assert_close(a, e, rtol=rtol, atol=atol, equal_nan=True)
 
 
+def rewritten(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
+    """``gm`` after the graph rewrites ``compile_graph`` runs before lowering (fused attention, folded
+    embedding gradients): what ``lower`` then sees."""
+    return inductor_ir.fold_embedding_gradients_pass(inductor_ir.fuse_attention_pass(gm))
+
+
 def check_interpret(
     fn: Callable[..., Any],
     make_inputs: Callable[[], Sequence[Any]],
     *,
     allow_fallback: bool = False,
 ) -> inductor_ir.Program:
-    """Trace ``fn`` with make_fx, lower it, interpret it on *fresh* inputs and compare with eager."""
+    """Trace ``fn`` with make_fx, rewrite and lower it as ``compile_graph`` does, interpret it on *fresh*
+    inputs and compare with eager."""
     example = list(make_inputs())
     gm = make_fx(fn)(*example)
-    program = inductor_ir.lower(gm, example)
+    program = inductor_ir.lower(rewritten(gm), example)
     assert not program.lowering_errors, program.lowering_errors
     program.check()
     if not allow_fallback:

@@ -66,7 +66,7 @@ def test_non_contiguous_inputs_and_views_of_outputs() -> None:
 def test_timings_and_dump(tmp_path: Path) -> None:
     x = rand(4, 4)
     gm = make_fx(lambda a: a.exp().sum())(x)
-    config = inductor_ir.InductorIRConfig(debug_dir=str(tmp_path))
+    config = inductor_ir.InductorIRConfig(debug_dir=str(tmp_path), check_ir=True)
     compiled = inductor_ir.compile_graph(gm, [x], backends={"cpu": ReferenceBackend()}, config=config)
     t = compiled.timings
     assert min(t.lowering, t.scheduling, t.codegen, t.compile) >= 0 and t.lowering > 0

@@ -33,3 +33,25 @@ def test_hash_covers_what_changes_the_code() -> None:
 def test_layout_optimization_has_one_default() -> None:
     default = inspect.signature(inductor_ir.lower).parameters["layout_optimization"].default
     assert default is inductor_ir.InductorIRConfig().layout_optimization is True
+
+
+def test_check_ir_and_strict_lowering_are_options() -> None:
+    config = inductor_ir.InductorIRConfig.parse_options({"check_ir": True, "strict_lowering": True})
+    assert config.check_ir is True and config.strict_lowering is True
+    with pytest.raises(inductor_ir.OptionError, match="'check_ir' expects bool"):
+        inductor_ir.InductorIRConfig.parse_options({"check_ir": 1})
+    default = inductor_ir.InductorIRConfig()
+    assert default.check_ir is False and default.strict_lowering is False
+    assert default.hash() == inductor_ir.InductorIRConfig(check_ir=True).hash()  # checking changes no code
+    assert default.hash() != inductor_ir.InductorIRConfig(strict_lowering=True).hash()  # it may raise instead
+
+
+def test_patch_defaults_changes_the_defaults_in_scope() -> None:
+    outside = inductor_ir.InductorIRConfig.defaults()
+    with inductor_ir.InductorIRConfig.patch_defaults(fuse=False) as patched:
+        assert inductor_ir.InductorIRConfig.defaults() is patched
+        assert patched.fuse is False and patched.check_ir == outside.check_ir
+        with pytest.raises(inductor_ir.OptionError, match="valid options are"):
+            with inductor_ir.InductorIRConfig.patch_defaults(fusion=False):
+                pass
+    assert inductor_ir.InductorIRConfig.defaults() == outside

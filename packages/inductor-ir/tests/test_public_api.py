@@ -12,6 +12,7 @@ PUBLIC = {
     "OP_NAMES", "OpsHandler", "Pointwise", "Program", "REDUCTION_TYPES", "Reduction", "ReinterpretView",
     "Schedule", "TorchOpsHandler", "TracingHandler", "UnknownOpError", "__version__", "collector_paused", "compile_graph",
     "current_ops_handler", "decompositions", "describe_group", "eval_index", "failed_check", "interpret", "lower", "lowering",
+    "fold_embedding_gradients_pass", "fuse_attention_pass",
     "KernelArtifact", "LoadedGraph", "NotSaveable", "ReloadableKernelBackend", "SavedGraph", "load_saved_graph",
     "save_compiled_graph",
     "COMMON_BACKEND_OPTIONS", "ConfigurableKernelBackend", "OptionError", "options_hash", "parse_dataclass_options",

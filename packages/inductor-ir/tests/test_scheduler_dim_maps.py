@@ -22,7 +22,7 @@ from inductor_ir.symbolic import index_symbol
 
 def _compile(fn: Any, *inputs: torch.Tensor, fuse: bool = True) -> inductor_ir.CompiledGraph:
     gm = make_fx(fn)(*inputs)
-    config = inductor_ir.InductorIRConfig(fuse=fuse)
+    config = inductor_ir.InductorIRConfig(fuse=fuse, check_ir=True)
     return inductor_ir.compile_graph(gm, list(inputs), backends={"cpu": ReferenceBackend()}, config=config)
 
 

@@ -248,7 +248,7 @@ def test_compile_graph_pauses_the_collector_and_restores_it(pause: bool, enabled
 
     example = [rand(4, 6)]
     probe = _GcProbe()
-    config = inductor_ir.InductorIRConfig(pause_gc=pause)
+    config = inductor_ir.InductorIRConfig(pause_gc=pause, check_ir=True)
     was = gc.isenabled()
     try:
         gc.enable() if enabled_before else gc.disable()

@@ -1,7 +1,8 @@
 """Define-by-run loop-level IR with SymPy shapes: lowerings, scheduling and fusion, memory planning, wrapper code.
 
-Pipeline: :func:`lower` (ATen FX graph -> :class:`Program`), :func:`schedule` (fusion, order, memory
-plan), :func:`wrapper_source`, all composed by :func:`compile_graph`. Code generators implement
+Pipeline: the graph rewrites :func:`fuse_attention_pass` and :func:`fold_embedding_gradients_pass`,
+:func:`lower` (ATen FX graph -> :class:`Program`), :func:`schedule` (fusion, order, memory plan),
+:func:`wrapper_source`, all composed by :func:`compile_graph`. Code generators implement
 :class:`KernelBackend` (see docs/kernel-backend.md) and reach the current op handler through
 :data:`ops`.
 """
@@ -28,6 +29,7 @@ from inductor_ir.compile import (
 from inductor_ir.config import InductorIRConfig
 from inductor_ir.debug import describe_group
 from inductor_ir.decompositions import decompositions
+from inductor_ir.graph_passes import fold_embedding_gradients_pass, fuse_attention_pass
 from inductor_ir.interpreter import TorchOpsHandler, eval_index, interpret
 from inductor_ir.ir import (
     Buffer,
@@ -133,6 +135,8 @@ __all__ = [
     "describe_group",
     "eval_index",
     "failed_check",
+    "fold_embedding_gradients_pass",
+    "fuse_attention_pass",
     "interpret",
     "load_saved_graph",
     "lower",

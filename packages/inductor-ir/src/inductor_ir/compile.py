@@ -1,4 +1,7 @@
-"""`compile_graph(gm, example_inputs, *, backends) -> CompiledGraph`: lower, schedule, generate, compile, wrap."""
+"""`compile_graph(gm, example_inputs, *, backends) -> CompiledGraph`: the driver, one named line per pass.
+
+rewrite the graph (a copy) -> lower -> [check] -> schedule -> [check] -> generate -> compile -> load the wrapper.
+"""
 
 from __future__ import annotations
 
@@ -17,6 +20,7 @@ import torch.utils._pytree as pytree
 from inductor_ir.backend import KernelBackend, KernelSource
 from inductor_ir.config import InductorIRConfig
 from inductor_ir.debug import describe_group, dump_artifacts
+from inductor_ir.graph_passes import fold_embedding_gradients_pass, fuse_attention_pass
 from inductor_ir.ir.nodes import InputBuffer
 from inductor_ir.ir.program import Program
 from inductor_ir.lower import lower
@@ -199,65 +203,95 @@ def compile_graph(
 ) -> CompiledGraph:
     """Compile an ATen FX graph with the given kernel backends.
 
+    The passes, in order (each takes values and returns new ones; ``gm`` is never changed):
+    ``fuse_attention_pass`` and ``fold_embedding_gradients_pass`` (graph rewrites), :func:`lower`,
+    :func:`schedule`, :func:`generate`, :func:`compile_kernels` and ``load_wrapper``. With
+    ``config.check_ir``, ``Program.check()`` runs after lowering and ``Schedule.check()`` after
+    scheduling.
+
     Args:
         gm: an ATen-level graph (``aotgrad`` or ``make_fx`` output).
         example_inputs: one value per placeholder.
         backends: device type (``"cpu"``, ``"cuda"``) -> :class:`KernelBackend`.
-        config: options; see :class:`InductorIRConfig`.
+        config: options; see :class:`InductorIRConfig` (default: ``InductorIRConfig.defaults()``).
 
     Returns:
         A :class:`CompiledGraph` callable with the same flat inputs as ``gm``.
     """
-    config = config or InductorIRConfig()
+    config = config or InductorIRConfig.defaults()
     timings = CompileTimings()
     # The collector stays on while backends compile: a backend may fork worker processes there.
     with collector_paused(config.pause_gc):
-        sched, sources, by_backend = _lower_schedule_generate(gm, example_inputs, backends, config, timings)
-    kernels: dict[str, Callable[..., None]] = {}
+        with timings.measure("lowering"):
+            graph = fuse_attention_pass(gm)  # hand-written softmax(q @ k.T) @ v -> one fused call (a copy)
+            graph = fold_embedding_gradients_pass(graph)  # a tied embedding's gradient -> index_put into the other's
+            program = lower(graph, example_inputs, layout_optimization=config.layout_optimization,
+                            eager_ops=eager_ops(backends), strict_lowering=config.strict_lowering)
+        if config.check_ir:
+            program.check()
+        with timings.measure("scheduling"):
+            sched = schedule(program, backends, fuse=config.fuse)  # fusion, order, memory plan
+        if config.check_ir:
+            sched.check()
+        reject_float_size_arguments(sched)
+        with timings.measure("codegen"):
+            sources = generate(sched, backends)  # one kernel source per group, by its device's backend
     with timings.measure("compile"):
-        for device_type, positions in by_backend.items():
-            batch = [sources[k] for k in positions]
-            for source, fn in zip(batch, backends[device_type].compile(batch)):
-                if source.name in kernels:
-                    raise ValueError(f"two kernels are both named {source.name!r}; kernel names must be unique")
-                kernels[source.name] = fn
-        names = {s.group.name: s.name for s in sources}
-        call, wrapper = load_wrapper(sched, kernels, names)
+        kernels = compile_kernels(sources, backends)  # each backend compiles its sources in one batch
+        names = {source.group.name: source.name for source in sources}
+        call, wrapper = load_wrapper(sched, kernels, names)  # the Python module calling them in order
     compiled = CompiledGraph(sched.program, sched, sources, wrapper, timings, call, names, config.check_inputs)
     if config.debug_dir:
         compiled.dump(config.debug_dir)
     return compiled
 
 
-def _lower_schedule_generate(
-    gm: torch.fx.GraphModule,
-    example_inputs: Sequence[Any],
-    backends: Mapping[str, KernelBackend],
-    config: InductorIRConfig,
-    timings: CompileTimings,
-) -> tuple[Schedule, list[KernelSource], dict[str, list[int]]]:
-    """The schedule, each kernel group's source, and which sources each device type's backend compiles."""
-    # Ops a backend wants run by ATen (e.g. random ops under fallback_random) are not lowered.
-    eager_ops = frozenset().union(*(getattr(b, "eager_ops", ()) for b in backends.values()))
-    with timings.measure("lowering"):
-        program = lower(gm, example_inputs, layout_optimization=config.layout_optimization, eager_ops=eager_ops)
-    with timings.measure("scheduling"):
-        sched = schedule(program, backends, fuse=config.fuse)
+def eager_ops(backends: Mapping[str, KernelBackend]) -> frozenset[Any]:
+    """The ATen ops some backend wants run by ATen (e.g. random ops under ``fallback_random``): not lowered."""
+    return frozenset().union(*(getattr(b, "eager_ops", ()) for b in backends.values()))
+
+
+def reject_float_size_arguments(sched: Schedule) -> None:
+    """Raise ``UnbackedSymbolError`` if a kernel would take a float of ``Tensor.item()`` as a size:
+    kernels take sizes as ints, so it would be truncated (lowering runs such ops in ATen)."""
     for group in sched.kernel_groups:
         floats = [str(s) for s in group.size_symbols if is_unbacked_float(s)]
-        if floats:  # kernels take sizes as ints: a float would be truncated (lowering runs such ops in ATen)
+        if floats:
             raise UnbackedSymbolError(f"kernel {group.name} would read the float(s) {', '.join(floats)} of "
                                       "Tensor.item() as ints")
+
+
+def generate(sched: Schedule, backends: Mapping[str, KernelBackend]) -> list[KernelSource]:
+    """Each kernel group's source, from the backend of its device type, in schedule order.
+
+    Raises:
+        MissingBackendError: a group runs on a device type no backend handles.
+    """
     sources: list[KernelSource] = []
-    by_backend: dict[str, list[int]] = {}
-    with timings.measure("codegen"):
-        for group in sched.kernel_groups:
-            backend = backends.get(group.device_type)
-            if backend is None:
-                raise MissingBackendError(
-                    f"kernel {group.name} runs on {group.device!r} but no backend handles {group.device_type!r}; "
-                    f"pass backends={{{group.device_type!r}: ...}} to compile_graph (given: {sorted(backends)})"
-                )
-            by_backend.setdefault(group.device_type, []).append(len(sources))
-            sources.append(backend.generate(group))
-    return sched, sources, by_backend
+    for group in sched.kernel_groups:
+        backend = backends.get(group.device_type)
+        if backend is None:
+            raise MissingBackendError(
+                f"kernel {group.name} runs on {group.device!r} but no backend handles {group.device_type!r}; "
+                f"pass backends={{{group.device_type!r}: ...}} to compile_graph (given: {sorted(backends)})"
+            )
+        sources.append(backend.generate(group))
+    return sources
+
+
+def compile_kernels(sources: Sequence[KernelSource], backends: Mapping[str, KernelBackend]) -> dict[str, Callable[..., None]]:
+    """Kernel name -> callable: each device type's sources compiled by its backend in one batch.
+
+    Raises:
+        ValueError: two kernels have the same name.
+    """
+    by_device: dict[str, list[KernelSource]] = {}
+    for source in sources:
+        by_device.setdefault(source.group.device_type, []).append(source)
+    kernels: dict[str, Callable[..., None]] = {}
+    for device_type, batch in by_device.items():
+        for source, fn in zip(batch, backends[device_type].compile(batch)):
+            if source.name in kernels:
+                raise ValueError(f"two kernels are both named {source.name!r}; kernel names must be unique")
+            kernels[source.name] = fn
+    return kernels

@@ -3,7 +3,9 @@
 Each ``call_function`` node runs its lowering from ``LOWERINGS``; a miss (or a lowering raising
 ``NotLowerable``) makes a ``FallbackKernel`` that runs the ATen op as itself. Pointwise values stay
 unrealized (inlined into their users) unless they are graph outputs, are used several times and
-are expensive, or feed an extern/fallback call.
+are expensive, or feed an extern/fallback call. ``lower`` reads ``gm`` and never changes it; the
+graph rewrites that run before it are ``graph_passes.py``'s, the channels-last policy is
+``layout_policy.py``'s.
 """
 
 from __future__ import annotations
@@ -31,10 +33,8 @@ from inductor_ir.ir.nodes import (
     ReinterpretView,
 )
 from inductor_ir.ir.program import Program, SizeSource
+from inductor_ir.layout_policy import convolution_result_layout, wants_channels_last
 from inductor_ir.lowering import LOWERINGS, LoweringContext, NotLowerable
-from inductor_ir.lowering.accumulate import fold_embedding_gradients
-from inductor_ir.lowering.attention import fuse_attention
-from inductor_ir.lowering.registry import channels_last_strides
 from inductor_ir.lowering.views import with_eager_storage
 from inductor_ir.symbolic import concrete_hint, sympify_int
 from inductor_ir.unbacked import (
@@ -74,23 +74,29 @@ def lower(
     *,
     layout_optimization: bool = DEFAULT_CONFIG.layout_optimization,
     eager_ops: Collection[Any] = frozenset(),
+    strict_lowering: bool = DEFAULT_CONFIG.strict_lowering,
 ) -> Program:
     """Lower an ATen-level FX graph (``make_fx`` / ``aotgrad`` output) to a :class:`Program`.
+
+    ``gm`` is read, never changed. ``compile_graph`` first runs the graph rewrites of
+    ``graph_passes.py`` (``fuse_attention_pass``, ``fold_embedding_gradients_pass``); call them
+    before ``lower`` for the program ``compile_graph`` would build.
 
     Args:
         gm: a graph of ``torch.ops.aten.*`` (and ``prims``) calls.
         example_inputs: one value per placeholder (real or fake tensors, ints), used for sizes.
         layout_optimization: store the 4-D buffers of a CUDA convolution graph channels-last (see
-            ``_wants_channels_last``); graph outputs keep the layouts FX recorded. The default is
+            ``layout_policy.py``); graph outputs keep the layouts FX recorded. The default is
             `InductorIRConfig`'s (on; see its docstring and docs/inductor-ir.md).
         eager_ops: ATen ops run as ``FallbackKernel`` calls even where a lowering exists (the kernel
             backends' ``eager_ops``, e.g. random ops that must draw from torch's generator).
+        strict_lowering: a lowering that raises (other than ``NotLowerable``) raises from here, with
+            the node and the user's line in a note; off (`InductorIRConfig`'s default), the op runs as
+            a ``FallbackKernel`` and the error is recorded in ``program.lowering_errors``.
 
     Returns:
         The program: inputs, buffers in execution order, outputs.
     """
-    fuse_attention(gm)  # hand-written softmax(q @ k.T) @ v -> one fused attention call
-    fold_embedding_gradients(gm)  # a tied embedding's gradient accumulates into the other one's
     program = Program()
     ctx = LoweringContext(program)
     env: dict[torch.fx.Node, Any] = {}
@@ -101,7 +107,7 @@ def lower(
     if unbound:  # e.g. a saved tensor of size `2*u0` only: no input gives u0 itself
         raise UnbackedSymbolError(f"no input gives the data-dependent size(s) {', '.join(sorted(set(unbound)))}")
     output_nodes = _output_nodes(gm)
-    ctx.channels_last = layout_optimization and _wants_channels_last(gm, output_nodes)
+    ctx.channels_last = layout_optimization and wants_channels_last(gm.graph, output_nodes)
     for node in gm.graph.nodes:
         ctx.node = node
         if node.op == "get_attr":
@@ -111,7 +117,7 @@ def lower(
             program.buffers.append(buf)
             env[node] = buf
         elif node.op == "call_function":
-            env[node] = _lower_call(ctx, node, env, output_nodes, eager_ops)
+            env[node] = _lower_call(ctx, node, env, output_nodes, eager_ops, strict_lowering)
         elif node.op == "output":
             flat, program.output_spec = pytree.tree_flatten(node.args[0])
             program.outputs = [_lower_output(ctx, o, env) for o in flat]
@@ -187,6 +193,7 @@ def _lower_call(
     env: dict[torch.fx.Node, Any],
     outputs: set[torch.fx.Node],
     eager_ops: Collection[Any] = frozenset(),
+    strict: bool = False,
 ) -> Any:
     val = node.meta.get("val")
     if node.target is operator.getitem:
@@ -222,6 +229,10 @@ def _lower_call(
             result = None
         except Exception as error:  # a lowering bug must not break the user's program: run ATen
             where = _user_location(node)
+            if strict:
+                error.add_note(f"while lowering {node.format_node()}{where} (strict_lowering is on; off, "
+                               "the op would run as a FallbackKernel)")
+                raise
             ctx.program.lowering_errors.append(
                 f"lowering {node.target} failed ({type(error).__name__}: {error}){where}; it runs as a FallbackKernel"
             )
@@ -230,7 +241,7 @@ def _lower_call(
         return fallback(ctx, target, args, kwargs, val)
     _merge_origins(result, args)
     if ctx.channels_last and target is _aten.convolution.default and isinstance(result, ExternKernel):
-        _channels_last_output(result)
+        result.layout = convolution_result_layout(result)
     if isinstance(result, Reduction):
         result = ctx.realize(result)
     if isinstance(result, IRNode) and not isinstance(result, (Buffer, ReinterpretView)):
@@ -425,49 +436,6 @@ def _lower_output(ctx: LoweringContext, value: Any, env: dict[torch.fx.Node, Any
     layout = result.layout
     copy = Pointwise(result.make_loader(), layout.size, layout.dtype, layout.device, ("clone",))
     return ctx.realize(copy, stride)
-
-
-# A backward graph (traced for the recorded layouts), or attention and batched matmuls whose 4-D
-# operands are not images (attention kernels need a contiguous last dim, as in ViT).
-_NOT_CHANNELS_LAST = {
-    _aten.convolution_backward.default,
-    _aten.bmm.default,
-    _aten._scaled_dot_product_flash_attention.default,
-    _aten._scaled_dot_product_efficient_attention.default,
-    _aten._scaled_dot_product_cudnn_attention.default,
-    _aten._scaled_dot_product_flash_attention_for_cpu.default,
-}
-
-
-def _wants_channels_last(gm: torch.fx.GraphModule, outputs: set[torch.fx.Node]) -> bool:
-    """Whether to store 4-D buffers channels-last: a graph of 2-D convolutions on CUDA (forward only)
-    whose convolution inputs are not graph outputs (a training forward saves them for the backward
-    graph, which was traced for the recorded layouts)."""
-    convs = [n for n in gm.graph.nodes if n.op == "call_function" and n.target is _aten.convolution.default]
-    if not convs or any(n.target in _NOT_CHANNELS_LAST for n in gm.graph.nodes):
-        return False
-    for node in convs:
-        val = node.meta.get("val")
-        if not isinstance(val, torch.Tensor) or val.dim() != 4 or val.device.type != "cuda":
-            return False
-        source = node.args[0]
-        if (len(node.args) > 6 and node.args[6]) or (isinstance(source, torch.fx.Node) and source in outputs):
-            return False  # transposed convolution, or an input saved for the backward graph
-    return True
-
-
-def _same_strides(layout: Layout, stride: Sequence[sympy.Expr]) -> bool:
-    return all(n == 1 or a == b for n, a, b in zip(layout.size, layout.stride, stride))
-
-
-def _channels_last_output(kernel: ExternKernel) -> None:
-    """cuDNN returns a channels-last result for a channels-last input: record that layout."""
-    source = kernel.args[0] if kernel.args else None
-    layout = kernel.layout
-    if not isinstance(source, Buffer) or len(layout.size) != 4:
-        return
-    if _same_strides(source.layout, channels_last_strides(source.layout.size)):
-        kernel.layout = Layout(layout.device, layout.dtype, layout.size, channels_last_strides(layout.size))
 
 
 def _as_arg(ctx: LoweringContext, value: Any) -> Any:

@@ -114,7 +114,9 @@ class Program:
 
         Names are unique; each computed buffer's ranges match its layout, its body loads only
         inputs, constants and earlier buffers, by ops in the closed vocabulary, and keeps the
-        vocabulary's dtype rules (:class:`~inductor_ir.ir.dtypes.DtypeHandler`).
+        vocabulary's dtype rules (:class:`~inductor_ir.ir.dtypes.DtypeHandler`); extern and fallback
+        calls and their picked outputs read only inputs, constants and earlier buffers; every output
+        is defined.
         """
         seen = {b.name for b in self.input_buffers()}
         dtypes = {b.name: b.layout.dtype for b in (*self.input_buffers(), *self.buffers)}
@@ -140,10 +142,15 @@ class Program:
                             buf.store_reduction(index, rindex)
                     except DtypeRuleError as error:
                         raise AssertionError(f"{buf.name} ({', '.join(data.origins)}): {error}") from None
+            elif isinstance(buf, (ExternKernel, MultiOutput)):
+                for name in buf.read_names():
+                    assert name in seen, f"{buf.name} reads {name} before it is defined"
             seen.add(buf.name)
-        for out in self.outputs:
-            name = out.data.name if isinstance(out, ReinterpretView) else getattr(out, "name", None)
-            assert name is None or name in seen, f"output {name} is not defined"
+        for out in self.outputs:  # SymPy expressions (sizes, ``item()``'s numbers) and constants have no buffer
+            output: str | None = out.data.name if isinstance(out, ReinterpretView) else None
+            if isinstance(out, Buffer):
+                output = out.name
+            assert output is None or output in seen, f"output {output} is not defined"
 
     def __str__(self) -> str:
         parts = [format_buffer(item) for item in self.graph_inputs if isinstance(item, InputBuffer)]

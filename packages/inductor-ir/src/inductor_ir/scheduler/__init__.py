@@ -26,7 +26,7 @@ from inductor_ir.ir.nodes import (
 from inductor_ir.ir.program import Program
 from inductor_ir.scheduler.fusion import fuse_groups
 from inductor_ir.scheduler.groups import Group, SchedulerNode, buffer_record, group_vars, kernel_nodes
-from inductor_ir.scheduler.memory import MemoryPlan, plan_memory, with_in_place
+from inductor_ir.scheduler.memory import MemoryPlan, StepBuffers, plan_memory, with_in_place
 from inductor_ir.scheduler.merge_dims import DimMerge, merged_body, plan_merges
 from inductor_ir.unbacked import output_definers, symbol_definers
 
@@ -60,6 +60,39 @@ class Schedule:
     def kernel_groups(self) -> list[KernelGroup]:
         """The groups of the kernel steps, in order."""
         return [s.group for s in self.steps if isinstance(s, KernelStep)]
+
+    def check(self) -> None:
+        """Verify the program's invariants (:meth:`Program.check`) and the schedule's; raises
+        ``AssertionError`` naming the first broken one.
+
+        Each step reads only inputs, constants and buffers that earlier steps wrote and the memory
+        plan has not freed, nor given to another buffer; a reused memory is a dead buffer's (or, in
+        place, one the step reads for the last time); every output is alive at the end.
+        """
+        self.program.check()
+        assert len(self.memory.steps) == len(self.steps), "the memory plan has one entry per step"
+        alive = {b.name for b in (*self.program.input_buffers(), *self.program.constant_buffers())}
+        for step, memory in zip(self.steps, self.memory.steps):
+            if isinstance(step, KernelStep):
+                group = step.group
+                what, writes = f"kernel {group.name}", [r.name for r in group.outputs]
+                reads = [r.name for r in group.inputs] + [p.input.name for p in group.in_place]
+            else:
+                what, writes, reads = step.buffer.name, [step.buffer.name], list(step.buffer.read_names())
+            for name in reads:
+                assert name in alive, f"{what} reads {name}, which no earlier step wrote or which was freed"
+            for allocation in memory.allocations:
+                if allocation.reuse is None:
+                    continue
+                if allocation.in_place:
+                    assert allocation.reuse in reads, f"{what} writes in place over {allocation.reuse}, not an input"
+                    alive.discard(allocation.reuse)
+                else:
+                    assert allocation.reuse not in alive, f"{what} reuses the memory of {allocation.reuse}, still alive"
+            alive.update(writes)
+            alive.difference_update(memory.frees)
+        for name in _output_names(self.program):
+            assert name in alive, f"output {name} was never written or was freed"
 
 
 def _output_names(program: Program) -> set[str]:
@@ -282,25 +315,17 @@ def schedule(
         groups = fuse_groups(program, groups, backends, lambda g: records.record(g, name="candidate"))
     groups = _topological(groups)
     steps: list[KernelStep | ExternStep] = []
-    step_items: list[KernelGroup | str] = []
-    reads: list[set[str]] = []
-    writes: list[set[str]] = []
-    in_place: list[dict[str, set[str]]] = []
+    uses: list[StepBuffers] = []
     for group in groups:
-        reads.append(group.reads())
         if group.is_extern:
-            writes.append(group.names())
             steps.append(ExternStep(group.nodes[0].buffer))
-            step_items.append(group.nodes[0].name)
-            in_place.append({})
+            uses.append(StepBuffers(None, group.reads(), group.names()))
             continue
         kernel_group = records.record(group)
-        writes.append({r.name for r in kernel_group.outputs})
         steps.append(KernelStep(kernel_group))
-        step_items.append(kernel_group)
-        in_place.append(_in_place_candidates(group))
-    no_reuse = _aliased_buffers(program)
-    memory = plan_memory(program, step_items, reads, writes, records.kept, no_reuse, in_place)
+        writes = {r.name for r in kernel_group.outputs}
+        uses.append(StepBuffers(kernel_group, group.reads(), writes, _in_place_candidates(group)))
+    memory = plan_memory(program, uses, kept=records.kept, no_reuse=_aliased_buffers(program))
     # Kernels learn which outputs take over an input's memory: one pointer for both.
     steps = [
         KernelStep(with_in_place(step.group, step_memory)) if isinstance(step, KernelStep) else step

@@ -9,13 +9,30 @@ the buffers it frees after it. A kernel's in-place reuse is recorded in its ``Ke
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass, field
 
 from inductor_ir.backend import BufferRecord, InPlaceBuffer, KernelGroup
 from inductor_ir.ir.program import Program
 
-__all__ = ["Allocation", "MemoryPlan", "StepMemory", "plan_memory", "with_in_place"]
+__all__ = ["Allocation", "MemoryPlan", "StepBuffers", "StepMemory", "plan_memory", "with_in_place"]
+
+
+@dataclass(frozen=True)
+class StepBuffers:
+    """The buffers one step of the schedule uses, as the memory plan sees them.
+
+    kernel: the step's ``KernelGroup`` (the wrapper allocates its outputs), or None for an
+        extern/fallback call (the op allocates its result) or a pick of one of its outputs.
+    reads / writes: names of the buffers the step reads / produces.
+    in_place_ok: output name -> inputs every load of which uses that output's store index (so the
+        output may take over such an input's memory when the input dies here).
+    """
+
+    kernel: KernelGroup | None
+    reads: Set[str]
+    writes: Set[str]
+    in_place_ok: Mapping[str, Set[str]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -58,41 +75,40 @@ def _key(record: BufferRecord) -> tuple[object, ...]:
 
 def plan_memory(
     program: Program,
-    steps: Sequence[KernelGroup | str],
-    step_reads: Sequence[set[str]],
-    step_writes: Sequence[set[str]],
-    kept: set[str],
-    no_reuse: set[str],
-    in_place_ok: Sequence[dict[str, set[str]]],
+    steps: Sequence[StepBuffers],
+    *,
+    kept: Set[str],
+    no_reuse: Set[str],
 ) -> MemoryPlan:
     """Plan allocations and frees.
 
     Args:
-        steps: per step a ``KernelGroup`` (its outputs are allocated by the wrapper) or the name of
-            an extern/fallback result (allocated by the op itself).
-        step_reads / step_writes: buffer names each step reads / produces.
+        program: the program scheduled (its inputs and constants are never freed).
+        steps: what each step of the schedule reads, writes and may overwrite, in order.
         kept: buffers never freed (graph outputs and what they view).
         no_reuse: buffers whose memory may be aliased by another tensor (never reused).
-        in_place_ok: per step, output name -> inputs whose every load uses that output's store index.
+
+    Returns:
+        One ``StepMemory`` per step.
     """
     last_use: dict[str, int] = {}
-    for k, reads in enumerate(step_reads):
-        for name in reads:
+    for k, step in enumerate(steps):
+        for name in step.reads:
             last_use[name] = k
-    for k, writes in enumerate(step_writes):
-        for name in writes:
+    for k, step in enumerate(steps):
+        for name in step.writes:
             last_use.setdefault(name, k)
     inputs = {b.name for b in program.input_buffers()} | set(program.constants)
     pool: dict[tuple[object, ...], list[str]] = {}
     plan = MemoryPlan([StepMemory() for _ in steps])
     for k, step in enumerate(steps):
         memory = plan.steps[k]
-        dying_here = [n for n in step_reads[k] if last_use.get(n) == k and n not in kept and n not in inputs]
-        if isinstance(step, KernelGroup):
+        dying_here = [n for n in step.reads if last_use.get(n) == k and n not in kept and n not in inputs]
+        if step.kernel is not None:
             taken: set[str] = set()
-            for record in step.outputs:
+            for record in step.kernel.outputs:
                 reuse, in_place = None, False
-                for candidate in in_place_ok[k].get(record.name, set()):
+                for candidate in step.in_place_ok.get(record.name, frozenset()):
                     if candidate in dying_here and candidate not in taken and candidate not in no_reuse:
                         if _key(program_record(program, candidate)) == _key(record):
                             reuse, in_place = candidate, True
@@ -108,7 +124,7 @@ def plan_memory(
         else:
             dying = dying_here
         # Buffers written here and never read nor kept die at once.
-        dying += [n for n in step_writes[k] if last_use.get(n) == k and n not in kept and n not in step_reads[k]]
+        dying += [n for n in step.writes if last_use.get(n) == k and n not in kept and n not in step.reads]
         for name in dict.fromkeys(dying):
             memory.frees.append(name)
             if name in no_reuse:
