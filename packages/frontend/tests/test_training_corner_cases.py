@@ -121,3 +121,21 @@ def test_training_at_three_sequence_lengths_under_automatic_dynamic(
                 torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
     assert not [r for r in caplog.records if "eager" in r.getMessage()], "a graph ran eagerly"
     assert compiled.kiln_context.graphs_compiled <= max_graphs
+
+
+def _put_one_value(base: torch.Tensor, rows: torch.Tensor, value: torch.Tensor) -> torch.Tensor:
+    return base.index_put((rows, torch.tensor(0)), value)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_the_gradient_of_a_broadcast_value_is_summed_to_its_shape(backend: str) -> None:
+    """fuzz caeafd26ab: index_put's backward gives a 0-d value the gradient of shape (rows,), which
+    autograd sums to the value's shape; the compiled backward allocated it with the 0-d strides."""
+    compiled = frontend.compile(_put_one_value, backend=backend, options=STRICT)
+    base, rows = torch.randn(3, 2), torch.tensor([2, 0])
+    value = torch.randn((), requires_grad=True)
+    expected_value = value.detach().clone().requires_grad_()
+    cotangent = torch.randn(3, 2)
+    compiled(base, rows, value).backward(cotangent)
+    _put_one_value(base, rows, expected_value).backward(cotangent)
+    torch.testing.assert_close(value.grad, expected_value.grad)

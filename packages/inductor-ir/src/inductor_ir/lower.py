@@ -358,6 +358,8 @@ def _realize_output(ctx: LoweringContext, value: IRNode, val: Any) -> IRNode:
     without its expanded dims, and returned as a view with stride 0 there: a write into the result
     reaches every row, and an in-place op on it raises eager's overlap error.
     """
+    if not isinstance(val, torch.Tensor) or val.dim() != len(value.get_size()):
+        val = None  # nothing recorded, or recorded for another rank (a gradient autograd sums to its input's shape)
     stride = _output_stride(ctx.program, val)
     expanded = _expanded_dims(ctx.program, val) if stride is None else []
     if not expanded:
@@ -427,6 +429,8 @@ def _lower_output(ctx: LoweringContext, value: Any, env: dict[torch.fx.Node, Any
     if not isinstance(value, IRNode):
         return value
     val = node.meta.get("val") if node is not None else None
+    if not isinstance(val, torch.Tensor) or val.dim() != len(value.get_size()):
+        val = None  # nothing recorded, or recorded for another rank (a gradient autograd sums to its input's shape)
     if _expanded_dims(ctx.program, val) and not isinstance(value, (Buffer, ReinterpretView)):
         return _realize_output(ctx, value, val)
     stride = _output_stride(ctx.program, val)
