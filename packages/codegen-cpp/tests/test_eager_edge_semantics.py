@@ -264,3 +264,16 @@ def test_a_float_through_an_integer_has_no_negative_zero(backend: CppBackend, co
     compiled = inductor_ir.compile_graph(gm, [x], backends={"cpu": backend})
     for k, (got, want) in enumerate(zip(compiled(x), _through_integers(x), strict=True)):
         assert torch.equal(got, want), f"result {k}: {got[:, :3]} != {want[:, :3]}"
+
+
+def _pooled_zeros(x: torch.Tensor) -> torch.Tensor:
+    return 1 / torch.nn.functional.avg_pool2d(torch.fmod(x, x), 2, 1, 1)
+
+
+def test_an_average_of_negative_zeros_is_positive_zero(backend: CppBackend) -> None:
+    """fuzz 2636b1b19f: eager's window sum starts at +0.0, so -0.0 + -0.0 averages to +0.0 (1 / it:
+    inf); Kiln summed from the first element and gave -0.0 (-inf)."""
+    x = -torch.rand(1, 3, 4, 4) - 0.5  # fmod(x, x) is -0.0 everywhere
+    gm = make_fx(_pooled_zeros, decomposition_table=inductor_ir.decompositions())(x)
+    compiled = inductor_ir.compile_graph(gm, [x], backends={"cpu": backend})
+    assert torch.equal(compiled(x), _pooled_zeros(x))

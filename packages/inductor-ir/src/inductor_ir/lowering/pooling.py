@@ -116,10 +116,10 @@ def avg_pool2d(ctx: LoweringContext, x: IRNode, kernel_size: Any, stride: Any = 
         return ops.sub(end, start)
 
     def inner(index: Index) -> Any:
-        total = None
+        total = ops.constant(0.0, acc)  # eager's sum starts at +0.0: a window of -0.0 averages to +0.0
         for inside, _, at in _window(x, index, kernel, steps, pads, (1, 1)):
             v = ops.masked(inside, functools.partial(load_converted, load, at, acc, src), 0.0)
-            total = v if total is None else ops.add(total, v)
+            total = ops.add(total, v)
         if divisor_override:
             divisor = ops.constant(float(divisor_override), acc)
         else:
