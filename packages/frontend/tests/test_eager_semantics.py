@@ -86,6 +86,20 @@ def test_ops_eager_accepts_on_bool_and_integer_tensors_still_compile(backend: st
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
+def test_index_fill_with_a_number_that_fits_compiles_in_one_graph(backend: str) -> None:
+    """Number writes are checked on one-element stand-ins; index_fill's stand-in index was 1, out of
+    range there, so every index_fill broke the graph (strict OpInfo: "no graph")."""
+
+    def fill(x: torch.Tensor, rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return x.index_fill(1, rows, -2.5) * 2, torch.index_fill(x.to(torch.int16), 0, rows, 300)
+
+    compiled = frontend.compile(fill, backend=backend, fullgraph=True)
+    x, rows = torch.randn(4, 5), torch.tensor([0, 3])
+    for got, want in zip(compiled(x, rows), fill(x, rows), strict=True):
+        assert torch.equal(got, want)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_retain_grad_inside_the_compiled_function(backend: str) -> None:
     def keep(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         y = x * 2

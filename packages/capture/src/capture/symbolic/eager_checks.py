@@ -152,11 +152,13 @@ def _describe(value: Any, empty: bool) -> Any:
     return (type(value), value)
 
 
-def _stand_in(value: Any, empty: bool) -> Any:
+def _stand_in(value: Any, empty: bool, index: bool = False) -> Any:
+    """A real tensor like `value`: its own sizes when `empty`, else one element (1, an index: 0)."""
     if not isinstance(value, torch.Tensor):
         return value
     shape = tuple(value.shape) if empty else (1,) * value.dim()
-    return torch.ones(shape, dtype=value.dtype, device=value.device)
+    fill = torch.zeros if index and not empty else torch.ones
+    return fill(shape, dtype=value.dtype, device=value.device)
 
 
 def _tensors_of(value: Any) -> list[torch.Tensor]:
@@ -170,8 +172,10 @@ def _tensors_of(value: Any) -> list[torch.Tensor]:
 def _run(kind: str, target: Any, args: list[Any], kwargs: dict[str, Any],
          empty: bool) -> tuple[BaseException | None, list[torch.dtype]]:
     """The error eager raises on real stand-ins (None: none) and the dtypes of what it returns."""
-    real_args = [_stand_in(a, empty) for a in args]
-    real_kwargs = {k: _stand_in(v, empty) for k, v in kwargs.items()}
+    # `index_fill`'s index (its third argument) must be valid in a one-element dim: 0, not 1.
+    indexed = _aten_name(kind, target) in ("index_fill", "index_fill_")
+    real_args = [_stand_in(a, empty, index=indexed and k == 2) for k, a in enumerate(args)]
+    real_kwargs = {k: _stand_in(v, empty, index=indexed and k == "index") for k, v in kwargs.items()}
     call: Callable[..., Any] = getattr(real_args[0], target) if kind == "call_method" else target
     if kind == "call_method":
         real_args = real_args[1:]
