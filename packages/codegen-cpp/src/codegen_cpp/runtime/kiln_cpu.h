@@ -55,6 +55,53 @@ inline V iota(typename elem<V>::type base) {
   return v;
 }
 inline maskx splat_mask(bool b) { return splat<i32x>(b ? -1 : 0); }
+// `m ? a : b` lane by lane (m's lanes all ones or all zeros, as comparisons give), as bitwise
+// operations: g++ splits those into the machine's vector width, where it compiles a vector `?:`
+// wider than the machine's registers (16 lanes on AVX2) into one scalar select per lane.
+template <class M, class V>
+inline V blend(M m, V a, V b) {
+  static_assert(sizeof(M) == sizeof(V), "a mask has the lane width of the values it selects");
+  return (V)((m & (M)a) | (~m & (M)b));
+}
+// Lane-wise comparisons, in pieces of the machine's vector width: g++ compiles a comparison of
+// vectors wider than that (16 float lanes on AVX2) as one scalar comparison per lane.
+#if defined(__AVX512F__)
+constexpr size_t NATIVE_VECTOR_BYTES = 64;
+#else
+constexpr size_t NATIVE_VECTOR_BYTES = 32;
+#endif
+template <class V, class Op>
+inline auto compare(V a, V b, Op op) -> decltype(a < b) {
+  typedef decltype(a < b) M;
+  if constexpr (sizeof(V) <= NATIVE_VECTOR_BYTES) {
+    return op(a, b);
+  } else {
+    typedef std::remove_reference_t<decltype(a[0])> E;
+    typedef E H __attribute__((vector_size(sizeof(V) / 2)));
+    H a0, a1, b0, b1;
+    std::memcpy(&a0, &a, sizeof(H));
+    std::memcpy(&a1, reinterpret_cast<const char*>(&a) + sizeof(H), sizeof(H));
+    std::memcpy(&b0, &b, sizeof(H));
+    std::memcpy(&b1, reinterpret_cast<const char*>(&b) + sizeof(H), sizeof(H));
+    const auto r0 = compare(a0, b0, op), r1 = compare(a1, b1, op);
+    M r;
+    std::memcpy(&r, &r0, sizeof(r0));
+    std::memcpy(reinterpret_cast<char*>(&r) + sizeof(r0), &r1, sizeof(r1));
+    return r;
+  }
+}
+#define KILN_VCMP(name, op)                                                                   \
+  template <class V>                                                                          \
+  inline auto name(V a, V b) { return compare(a, b, [](auto x, auto y) { return x op y; }); } \
+  template <class V>                                                                          \
+  inline auto name(V a, std::remove_reference_t<decltype(a[0])> b) { return name(a, splat<V>(b)); }
+KILN_VCMP(vlt, <)
+KILN_VCMP(vle, <=)
+KILN_VCMP(vgt, >)
+KILN_VCMP(vge, >=)
+KILN_VCMP(veq, ==)
+KILN_VCMP(vne, !=)
+#undef KILN_VCMP
 template <class V, class F>
 inline V map(V x, F f) {
   V r;
@@ -279,11 +326,11 @@ inline maskx to_mask(f64x v) { return __builtin_convertvector(v != 0, maskx); }
 inline maskx to_mask(i64x v) { return __builtin_convertvector(v != 0, maskx); }
 
 // Comparisons always yield a maskx, whatever the operand width.
-#define KILN_CMP(name, op)                                                              \
-  inline maskx name(f32x a, f32x b) { return a op b; }                                  \
-  inline maskx name(i32x a, i32x b) { return a op b; }                                  \
-  inline maskx name(f64x a, f64x b) { return __builtin_convertvector(a op b, maskx); }  \
-  inline maskx name(i64x a, i64x b) { return __builtin_convertvector(a op b, maskx); }  \
+#define KILN_CMP(name, op)                                                                    \
+  inline maskx name(f32x a, f32x b) { return v##name(a, b); }                                 \
+  inline maskx name(i32x a, i32x b) { return v##name(a, b); }                                 \
+  inline maskx name(f64x a, f64x b) { return __builtin_convertvector(v##name(a, b), maskx); } \
+  inline maskx name(i64x a, i64x b) { return __builtin_convertvector(v##name(a, b), maskx); } \
   template <class S>                                                                    \
   inline bool name(S a, S b) { return a op b; }
 KILN_CMP(eq, ==)
@@ -294,13 +341,13 @@ KILN_CMP(gt, >)
 KILN_CMP(ge, >=)
 #undef KILN_CMP
 
-inline f32x where(maskx m, f32x a, f32x b) { return m ? a : b; }
-inline i32x where(maskx m, i32x a, i32x b) { return m ? a : b; }
-inline f64x where(maskx m, f64x a, f64x b) { return __builtin_convertvector(m, i64x) ? a : b; }
-inline i64x where(maskx m, i64x a, i64x b) { return __builtin_convertvector(m, i64x) ? a : b; }
+inline f32x where(maskx m, f32x a, f32x b) { return blend(m, a, b); }
+inline i32x where(maskx m, i32x a, i32x b) { return blend(m, a, b); }
+inline f64x where(maskx m, f64x a, f64x b) { return blend(__builtin_convertvector(m, i64x), a, b); }
+inline i64x where(maskx m, i64x a, i64x b) { return blend(__builtin_convertvector(m, i64x), a, b); }
 template <class S>
 inline S where(bool m, S a, S b) { return m ? a : b; }
-inline maskx where_mask(maskx m, maskx a, maskx b) { return m ? a : b; }
+inline maskx where_mask(maskx m, maskx a, maskx b) { return blend(m, a, b); }
 
 // ---------------------------------------------------------------- lane-wise fallbacks
 #define KILN_UNARY_STD(name, fn)                                         \
@@ -353,8 +400,8 @@ KILN_UNARY_OWN_F32(erf, std::erf)
 
 inline int64_t fabs(int64_t x) { return x < 0 ? -x : x; }
 inline int32_t fabs(int32_t x) { return x < 0 ? -x : x; }
-inline i64x fabs(i64x x) { return x < 0 ? -x : x; }
-inline i32x fabs(i32x x) { return x < 0 ? -x : x; }
+inline i64x fabs(i64x x) { return blend(x < 0, -x, x); }
+inline i32x fabs(i32x x) { return blend(x < 0, -x, x); }
 
 template <class S>
 inline S rsqrt(S x) { return S(1) / sqrt(x); }
@@ -450,14 +497,14 @@ template <class S>
 inline S maximum(S a, S b) { return (a != a || a > b) ? a : b; }
 template <class S>
 inline S minimum(S a, S b) { return (a != a || a < b) ? a : b; }
-inline f32x maximum(f32x a, f32x b) { return ((a != a) | (a > b)) ? a : b; }
-inline f32x minimum(f32x a, f32x b) { return ((a != a) | (a < b)) ? a : b; }
-inline f64x maximum(f64x a, f64x b) { return ((a != a) | (a > b)) ? a : b; }
-inline f64x minimum(f64x a, f64x b) { return ((a != a) | (a < b)) ? a : b; }
-inline i64x maximum(i64x a, i64x b) { return a > b ? a : b; }
-inline i64x minimum(i64x a, i64x b) { return a < b ? a : b; }
-inline i32x maximum(i32x a, i32x b) { return a > b ? a : b; }
-inline i32x minimum(i32x a, i32x b) { return a < b ? a : b; }
+inline f32x maximum(f32x a, f32x b) { return blend(vne(a, a) | vgt(a, b), a, b); }
+inline f32x minimum(f32x a, f32x b) { return blend(vne(a, a) | vlt(a, b), a, b); }
+inline f64x maximum(f64x a, f64x b) { return blend(vne(a, a) | vgt(a, b), a, b); }
+inline f64x minimum(f64x a, f64x b) { return blend(vne(a, a) | vlt(a, b), a, b); }
+inline i64x maximum(i64x a, i64x b) { return blend(vgt(a, b), a, b); }
+inline i64x minimum(i64x a, i64x b) { return blend(vlt(a, b), a, b); }
+inline i32x maximum(i32x a, i32x b) { return blend(vgt(a, b), a, b); }
+inline i32x minimum(i32x a, i32x b) { return blend(vlt(a, b), a, b); }
 
 inline maskx isnan(f32x x) { return x != x; }
 inline maskx isnan(f64x x) { return __builtin_convertvector(x != x, maskx); }

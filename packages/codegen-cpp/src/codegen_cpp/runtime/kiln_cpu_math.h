@@ -37,7 +37,7 @@ inline bool any_lane(maskx m) {
 // vectorized by GCC in some inlining contexts and left as 16 scalar rounds in others).
 inline f32x vfloor(f32x x) {
   const f32x t = __builtin_convertvector(__builtin_convertvector(x, i32x), f32x);
-  return t > x ? t - 1.0f : t;
+  return blend(vgt(t, x), t - 1.0f, t);
 }
 // 2 ** n for integral n in [-252, 254], in two steps so subnormal and large results stay exact.
 inline f32x scale_by_pow2(f32x y, i32x n) {
@@ -69,29 +69,29 @@ inline f32x exp(f32x x) {
   // costs a microcode assist (~100 cycles) per instruction on x86, and a masked softmax feeds exp
   // a huge negative number in every masked lane: lanes that round to 0 are selected, not
   // computed, and only vectors with a truly subnormal result take the exact two-step path.
-  const maskx tiny = x < -87.33f;
-  if (any_lane(tiny & (x > -104.0f))) {
-    const f32x clamped = x < -104.0f ? splat<f32x>(-104.0f) : (x > 89.0f ? splat<f32x>(89.0f) : x);
+  const maskx tiny = vlt(x, -87.33f);
+  if (any_lane(tiny & (vgt(x, -104.0f)))) {
+    const f32x clamped = blend(vlt(x, -104.0f), splat<f32x>(-104.0f), blend(vgt(x, 89.0f), splat<f32x>(89.0f), x));
     const f32x result = exp_in_range(clamped);
-    return x != x ? x : result;
+    return blend(vne(x, x), x, result);
   }
   // A NaN lane stays NaN through the polynomial (no test needed); tiny lanes (and -inf) are 0.
-  const f32x clamped = tiny ? splat<f32x>(0.0f) : (x > 89.0f ? splat<f32x>(89.0f) : x);
-  return tiny ? splat<f32x>(0.0f) : exp_in_range(clamped);
+  const f32x clamped = blend(tiny, splat<f32x>(0.0f), blend(vgt(x, 89.0f), splat<f32x>(89.0f), x));
+  return blend(tiny, splat<f32x>(0.0f), exp_in_range(clamped));
 }
 
 inline f32x log(f32x x) {
   // Scale subnormals into the normal range first.
-  const maskx tiny = x < 1.17549435e-38f;
-  f32x xs = tiny ? x * 8388608.0f : x;
+  const maskx tiny = vlt(x, 1.17549435e-38f);
+  f32x xs = blend(tiny, x * 8388608.0f, x);
   i32x bits = bits_of(xs);
   i32x e = ((bits >> 23) & 0xff) - 126;
-  e = tiny ? e - 23 : e;
+  e = blend(tiny, e - 23, e);
   f32x m = float_of((bits & 0x007fffff) | 0x3f000000);  // mantissa in [0.5, 1)
-  const maskx small = m < 0.707106781186547524f;
+  const maskx small = vlt(m, 0.707106781186547524f);
   f32x ef = __builtin_convertvector(e, f32x);
-  ef = small ? ef - 1.0f : ef;
-  m = small ? m + m - 1.0f : m - 1.0f;
+  ef = blend(small, ef - 1.0f, ef);
+  m = blend(small, m + m - 1.0f, m - 1.0f);
   const f32x z = m * m;
   f32x y = splat<f32x>(7.0376836292e-2f);
   y = y * m - 1.1514610310e-1f;
@@ -106,19 +106,19 @@ inline f32x log(f32x x) {
   y = y + ef * -2.12194440e-4f;
   y = y - 0.5f * z;
   f32x result = m + y + ef * 0.693359375f;
-  result = x == INFINITY ? x : result;
-  result = x == 0.0f ? splat<f32x>(-INFINITY) : result;
-  result = (x < 0.0f) | (x != x) ? splat<f32x>(NAN) : result;
+  result = blend(veq(x, INFINITY), x, result);
+  result = blend(veq(x, 0.0f), splat<f32x>(-INFINITY), result);
+  result = blend((vlt(x, 0.0f)) | (vne(x, x)), splat<f32x>(NAN), result);
   return result;
 }
 
 // Sine (cosine when `cosine`) by reduction to [-pi/4, pi/4] in octants.
 inline f32x sin_cos(f32x x, bool cosine) {
-  const maskx huge = (x > 8192.0f) | (x < -8192.0f);
+  const maskx huge = (vgt(x, 8192.0f)) | (vlt(x, -8192.0f));
   if (any_lane(huge)) {
     return cosine ? map(x, [](float v) { return std::cos(v); }) : map(x, [](float v) { return std::sin(v); });
   }
-  const f32x ax = x < 0.0f ? -x : x;
+  const f32x ax = blend(vlt(x, 0.0f), -x, x);
   i32x j = __builtin_convertvector(ax * 1.27323954473516f, i32x);
   j = (j + 1) & ~1;  // even octant
   const f32x y = __builtin_convertvector(j, f32x);
@@ -134,11 +134,12 @@ inline f32x sin_cos(f32x x, bool cosine) {
   s = s * zz * z + z;
   i32x q = cosine ? j + 2 : j;
   q = q & 7;
-  f32x result = ((q & 2) != 0) ? c : s;
-  i32x negate = (q & 4) != 0;
-  if (!cosine) negate = negate ^ (x < 0.0f);
-  result = negate ? -result : result;
-  return x != x ? x : (ax == INFINITY ? splat<f32x>(NAN) : result);
+  // Masks from bits by arithmetic (0 - bit): g++ compiles a 16-lane integer `!=` as scalar code on AVX2.
+  f32x result = blend(0 - ((q >> 1) & 1), c, s);
+  i32x negate = 0 - ((q >> 2) & 1);
+  if (!cosine) negate = negate ^ (bits_of(x) >> 31);  // the sign bit, spread: x < 0 (NaN is handled below)
+  result = blend(negate, -result, result);
+  return blend(vne(x, x), x, blend(veq(ax, INFINITY), splat<f32x>(NAN), result));
 }
 inline f32x sin(f32x x) { return sin_cos(x, false); }
 inline f32x cos(f32x x) { return sin_cos(x, true); }
@@ -155,7 +156,7 @@ inline f32x reciprocal_finite(f32x d) {
 }
 
 inline f32x tanh(f32x x) {
-  const f32x ax = x < 0.0f ? -x : x;
+  const f32x ax = blend(vlt(x, 0.0f), -x, x);
   const f32x z = x * x;
   f32x p = splat<f32x>(-5.70498872745e-3f);
   p = p * z + 2.06390887954e-2f;
@@ -165,15 +166,15 @@ inline f32x tanh(f32x x) {
   const f32x small = p * z * x + x;
   const f32x e = exp(ax + ax);
   f32x large = 1.0f - 2.0f * reciprocal_finite(e + 1.0f);  // e + 1 in [3.5, 5e8] where it is used
-  large = x < 0.0f ? -large : large;
-  f32x result = ax < 0.625f ? small : large;
-  result = ax > 10.0f ? (x < 0.0f ? splat<f32x>(-1.0f) : splat<f32x>(1.0f)) : result;
-  return (x != x) | (x == 0.0f) ? x : result;  // NaN stays NaN, -0.0 stays -0.0
+  large = blend(vlt(x, 0.0f), -large, large);
+  f32x result = blend(vlt(ax, 0.625f), small, large);
+  result = blend(vgt(ax, 10.0f), blend(vlt(x, 0.0f), splat<f32x>(-1.0f), splat<f32x>(1.0f)), result);
+  return blend((vne(x, x)) | (veq(x, 0.0f)), x, result);  // NaN stays NaN, -0.0 stays -0.0
 }
 
 inline f32x sigmoid(f32x x) {
   const f32x d = 1.0f + exp(-x);  // in [1, inf]: inf (x < -88.7) gives 0, as 1 / inf does
-  return d == INFINITY ? splat<f32x>(0.0f) : reciprocal_finite(d);
+  return blend(veq(d, INFINITY), splat<f32x>(0.0f), reciprocal_finite(d));
 }
 inline float sigmoid(float x) { return sigmoid(splat<f32x>(x))[0]; }
 inline double sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
@@ -196,7 +197,7 @@ inline f32x erf(f32x x) {
   // 0.921875 <= |x|: erf(|x|) = 1 - exp(Q(|x|)), Q a degree-7 fit of log(erfc(a)) on
   // [0.921875, 4] weighted by erfc (no division). Beyond 4, erf rounds to 1 in float; clamping
   // the argument keeps Q in its fitted range.
-  const f32x a = ax > 4.0f ? splat<f32x>(4.0f) : ax;
+  const f32x a = blend(vgt(ax, 4.0f), splat<f32x>(4.0f), ax);
   f32x q = splat<f32x>(-1.8803539205691777e-5f);
   q = q * a + 4.0441544842906296e-4f;
   q = q * a - 4.007725976407528e-3f;
@@ -206,8 +207,8 @@ inline f32x erf(f32x x) {
   q = q * a - 1.1290888786315918f;
   q = q * a + 8.026063733268529e-5f;
   const f32x large = float_of(bits_of(1.0f - exp_in_range(q)) | sign);  // Q(a) lies in [-18, 0]
-  const f32x result = ax < 0.921875f ? small : large;
-  return x != x ? x : result;
+  const f32x result = blend(vlt(ax, 0.921875f), small, large);
+  return blend(vne(x, x), x, result);
 }
 
 // The scalar float forms: one lane of the vector forms above (see KILN_UNARY_OWN_F32 in kiln_cpu.h).
