@@ -217,8 +217,8 @@ def _through_distinct_elements(
         return fn, fakes, ()
     shapes = {i: fakes[i].shape for i, _ in distinct}
     fakes = list(fakes)
-    for i, dims in distinct:
-        fakes[i] = distinct_elements(fakes[i], dims)
+    for i, repeated in distinct:
+        fakes[i] = distinct_elements(fakes[i], repeated)
 
     def expanded(*flat: Any) -> Any:
         return fn(*(x.expand(shapes[i]) if i in shapes else x for i, x in enumerate(flat)))

@@ -48,7 +48,7 @@ def upsample_linear(
         lows.append(low)
         highs.append((low + 1).clamp(max=in_size - 1))
         alphas.append((source - low).clamp(0.0, 1.0))
-    values = []
+    values: list[torch.Tensor] = []
     for corner in product(*[[0, 1]] * n_dims):
         index = [None, None] + [lows[k] if corner[k] == 0 else highs[k] for k in range(n_dims)]
         values.append(aten._unsafe_index(x, index).to(compute))

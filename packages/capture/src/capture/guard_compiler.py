@@ -22,12 +22,15 @@ import ast
 import operator
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch.utils.hooks import RemovableHandle
 
 from capture.sources import AttrSource, ItemSource, Source
+
+if TYPE_CHECKING:
+    from capture.guards import Guard
 
 GuardFn = Callable[[Any, Any, Any], bool]
 _TREE_KINDS = ("ID_MATCH", "MODULE_TRAINING", "PARAM_MATCH")
@@ -322,7 +325,7 @@ def still_empty(seen: list[int], dicts: list[dict[Any, Any]]) -> bool:
     return True
 
 
-def _implied_by_tree(guard: Any, tree: ModuleTree) -> bool:
+def _implied_by_tree(guard: Guard, tree: ModuleTree) -> bool:
     """True when the batched tree checks cover `guard` (the same object the tree proves, by id)."""
     expr = guard.source_expr
     if expr not in tree.objects:

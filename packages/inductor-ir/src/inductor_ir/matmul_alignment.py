@@ -112,7 +112,7 @@ def aligned_matmul(op: Any, padding: MatmulPadding, *args: Any, **kwargs: Any) -
         # A bias broadcast along the rows gets zero columns; a full (M, N) bias zero rows too.
         rows = padding.m if bias.dim() == 2 and bias.shape[0] == m else bias.shape[-2] if bias.dim() == 2 else None
         values[0] = _pad_to(bias, rows, padding.n) if rows is not None else torch.constant_pad_nd(bias, (0, padding.n - n), 0.0)
-    out = op(*values, **kwargs)
+    out: torch.Tensor = op(*values, **kwargs)
     if (padding.m, padding.n) == (m, n):
         return out
     return out[..., :m, :n]

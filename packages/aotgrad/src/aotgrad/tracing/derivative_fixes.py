@@ -24,7 +24,7 @@ _RRELU_RANGE = 1e-6
 
 def _bound_args(node: torch.fx.Node) -> dict[str, Any]:
     names = [a.name for a in node.target._schema.arguments]  # type: ignore[union-attr]
-    bound = dict(_RRELU_DEFAULTS)
+    bound: dict[str, Any] = dict(_RRELU_DEFAULTS)
     bound.update(zip(names, node.args))
     bound.update(node.kwargs)
     return bound

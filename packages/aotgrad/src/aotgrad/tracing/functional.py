@@ -66,7 +66,8 @@ class ViewStep:
     def apply(self, tensor: torch.Tensor) -> torch.Tensor:
         """Replay this view on `tensor`."""
         result = self.op(tensor, *self.args, **self.kwargs)
-        return result if self.index is None else result[self.index]
+        view: torch.Tensor = result if self.index is None else result[self.index]
+        return view
 
 
 @dataclasses.dataclass(frozen=True)

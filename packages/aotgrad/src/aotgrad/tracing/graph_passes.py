@@ -74,6 +74,7 @@ def views_as_reshapes(gm: torch.fx.GraphModule, *, recompile: bool = True) -> to
 
 def output_node(graph: torch.fx.Graph) -> torch.fx.Node:
     """The graph's single `output` node."""
+    node: torch.fx.Node
     for node in reversed(graph.nodes):
         if node.op == "output":
             return node

@@ -156,15 +156,15 @@ class OverlapChecks(TorchDispatchMode):
             out = func(*args, **kwargs)
             self._over_unfold[id(out)] = (out, args[0])
             return out
-        if getattr(func, "is_view", False) and args and self._unfolded(args[0]) is not None:
+        if getattr(func, "is_view", False) and args and (unfolded := self._unfolded(args[0])) is not None:
             out = func(*args, **kwargs)
             if isinstance(out, torch.Tensor):
-                self._over_unfold[id(out)] = (out, self._unfolded(args[0]))
+                self._over_unfold[id(out)] = (out, unfolded)
             return out
-        if getattr(func, "is_view", False) and args and self._source_of(args[0]) is not None:
+        if getattr(func, "is_view", False) and args and (source := self._source_of(args[0])) is not None:
             out = func(*args, **kwargs)
             if isinstance(out, torch.Tensor):
-                self._over_expand[id(out)] = (out, self._source_of(args[0]))
+                self._over_expand[id(out)] = (out, source)
             return out
         if isinstance(func, torch._ops.OpOverload) and func._schema.is_mutable:
             for written in _written_tensors(func, args, kwargs):

@@ -44,7 +44,8 @@ def rewrite(output: OutputGraph, kind: str, target: Any, args: list[VariableTrac
     """The traced result of a data-reading call, or None when `target(*args, **kwargs)` is not one."""
     if kind not in ("call_function", "call_method") or not output.config.capture_scalar_outputs:
         return None
-    if _is(target, _EQUAL) and len(args) == 2 and not kwargs and all(isinstance(a, TensorVariable) for a in args):
+    if _is(target, _EQUAL) and len(args) == 2 and not kwargs and isinstance(args[0], TensorVariable) and \
+            isinstance(args[1], TensorVariable):
         return _equal(output, args[0], args[1])
     if _is(target, _ALLCLOSE) and len(args) >= 2 and all(isinstance(a, TensorVariable) for a in args[:2]):
         extra = dict(zip(_ALLCLOSE_PARAMETERS, args[2:]))

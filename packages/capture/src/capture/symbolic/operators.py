@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import operator
 import types
+from collections.abc import Sized
 from typing import TYPE_CHECKING, Any, cast
 
 import torch
@@ -157,7 +158,7 @@ def _getitem(tx: InstructionTranslator, container: VariableTracker, index: Varia
             if isinstance(container, SizeVariable):
                 return SizeVariable(selected)
             return type(container)(selected) if isinstance(container, ListVariable) else TupleVariable(selected)
-        return selected
+        return cast(VariableTracker, selected)  # one item: the key is an index
     if isinstance(container, ModelOutputVariable):
         return container.getitem(key)
     if isinstance(container, DictVariable):
@@ -174,7 +175,7 @@ def _getitem(tx: InstructionTranslator, container: VariableTracker, index: Varia
                 isinstance(key, slice) and (container.source is not None or container.child_sources is not None):
             return container.sliced(tx, key)
         if container.child_sources is not None and isinstance(key, int):
-            return tx.output.wrap_value(selected, container.child_source(range(len(module))[key]))
+            return tx.output.wrap_value(selected, container.child_source(range(len(cast(Sized, module)))[key]))
         source = ItemSource(container.source, key) if container.source is not None else None
         return tx.output.wrap_value(selected, source)
     raise Unsupported(f"indexing {container}")

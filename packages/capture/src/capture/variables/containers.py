@@ -107,7 +107,7 @@ class DictVariable(VariableTracker):
     """A dict with constant keys."""
 
     def __init__(self, items: dict[Any, VariableTracker], source: Source | None = None) -> None:
-        self.items = dict(items)
+        self.items: dict[Any, VariableTracker] = dict(items)
         self.source = source
         self.mutated = False
 

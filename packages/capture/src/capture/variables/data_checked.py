@@ -15,8 +15,9 @@ as before.
 from __future__ import annotations
 
 import inspect
+import types
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 
@@ -192,4 +193,5 @@ def data_checked_call(tx: Tracer, fn: Any, args: list[VariableTracker],
         return None
     implementation, arguments = chosen
     wrapped = [a if isinstance(a, VariableTracker) else ConstantVariable(a) for a in arguments]
-    return UserFunctionVariable(implementation).call(tx, wrapped, {})
+    # The implementations are this module's own Python functions (typed as callables by mypy).
+    return UserFunctionVariable(cast(types.FunctionType, implementation)).call(tx, wrapped, {})

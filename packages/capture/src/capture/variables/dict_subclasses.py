@@ -20,6 +20,10 @@ if TYPE_CHECKING:
     from capture.symbolic.reconstruct import Reconstructor
     from capture.variables.tracer import Tracer
 
+    _Tracker = VariableTracker  # the mixin is only ever a base of dict trackers
+else:
+    _Tracker = object
+
 # Methods whose override would change what the dict does with its entries.
 _BEHAVIOUR = frozenset({
     "__new__", "__init__", "__getitem__", "__setitem__", "__delitem__", "__missing__", "__contains__", "__iter__",
@@ -64,7 +68,7 @@ def subclass_instance(cls: type, entries: dict[Any, VariableTracker]) -> Variabl
     return DictSubclassVariable(cls, entries)
 
 
-class _SubclassBehaviour:
+class _SubclassBehaviour(_Tracker):
     """What a plain subclass adds to its dict tracker: its class, its own methods, its Python form."""
 
     cls: type
@@ -79,10 +83,10 @@ class _SubclassBehaviour:
             if klass in _BASES:
                 break
             if name in vars(klass):
-                return bind_class_attribute(tx, self, self.cls, vars(klass)[name], name)  # type: ignore[arg-type]
+                return bind_class_attribute(tx, self, self.cls, vars(klass)[name], name)
         if name == "__class__":
             return tx.output.wrap_value(self.cls, None)
-        return super().getattr(tx, name)  # type: ignore[misc]
+        return super().getattr(tx, name)
 
     def reconstruct(self, rebuild: Reconstructor) -> str:
         """`cls([(key, value), ...])` built once per run (its `__init__` is dict's own)."""

@@ -152,7 +152,8 @@ class NdarrayVariable(VariableTracker):
 
     def python_type(self) -> type:
         numpy = _numpy()
-        return numpy_dtype(self.tensor.example.dtype).type if self.scalar else numpy.ndarray
+        python_type: type = numpy_dtype(self.tensor.example.dtype).type if self.scalar else numpy.ndarray
+        return python_type
 
     def truth(self, tx: Tracer) -> bool:
         raise Unsupported("data-dependent control flow: the branch depends on a NumPy value computed in the graph")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import sys
 import types
+from collections.abc import Sized
 from typing import TYPE_CHECKING, Any, cast
 
 import torch
@@ -319,7 +320,7 @@ class NNModuleVariable(VariableTracker):
 
     def sliced(self, tx: Tracer, key: slice) -> NNModuleVariable:
         """``module[key]`` of a ModuleList or Sequential: guards the parent's length, never the new object."""
-        module = self.module
+        module = cast(Sized, self.module)
         if self.source is not None and not self.source.guard_free and self.child_sources is None:
             expr = self.source.expr()
             tx.output.guards.add("LENGTH", self.source, f"len({expr}) == {len(module)}", f"len({expr}) == {len(module)}")

@@ -72,14 +72,14 @@ class PytreeFunctionVariable(VariableTracker):
                 raise Unsupported(f"{self.name}() needs a function and a tree", user_error=True)
             return _tree_map(tx, args[0], args[1], list(args[2:]), _is_leaf(kwargs), in_place=self.name == "tree_map_")
         (tree,) = _bind(args, kwargs, ("tree",), optional=("is_leaf",))
-        leaves, spec = flatten(tx, tree, _is_leaf(kwargs))
+        tree_leaves, tree_spec = flatten(tx, tree, _is_leaf(kwargs))
         if self.name == "tree_flatten":
-            return TupleVariable([ListVariable(leaves), _spec_tracker(tx, spec)])
+            return TupleVariable([ListVariable(tree_leaves), _spec_tracker(tx, tree_spec)])
         if self.name == "tree_leaves":
-            return ListVariable(leaves)
+            return ListVariable(tree_leaves)
         if self.name == "tree_iter":
-            return IteratorVariable(leaves)
-        return _spec_tracker(tx, spec)
+            return IteratorVariable(tree_leaves)
+        return _spec_tracker(tx, tree_spec)
 
     def __repr__(self) -> str:
         return f"PytreeFunctionVariable({self.name})"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import inspect
 import types
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from capture.libraries import SKIPPED_LIBRARIES, is_stdlib_or_skipped
 from capture.variables import upcalls
@@ -43,7 +43,7 @@ def is_plain_user_class(cls: type) -> bool:
     for klass in cls.__mro__[:-1]:
         if klass.__module__ == "builtins":
             return False
-    return cls.__new__ is object.__new__ and (cls.__dictoffset__ != 0 or _is_slotted(cls))
+    return cast(object, cls.__new__) is object.__new__ and (cls.__dictoffset__ != 0 or _is_slotted(cls))
 
 
 def _is_slotted(cls: type) -> bool:

@@ -91,7 +91,7 @@ def cpp_index(expr: sympy.Expr) -> str:
     if isinstance(expr, sympy.Integer):
         return cpp_int_literal(int(expr))
     if isinstance(expr, sympy.Symbol):
-        return expr.name
+        return str(expr.name)
     if isinstance(expr, sympy.Add):
         return _add(expr)
     if isinstance(expr, sympy.Mul):

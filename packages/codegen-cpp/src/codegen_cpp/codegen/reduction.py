@@ -170,8 +170,8 @@ def emit_reduction(
         final = _combine(reduction_type, acc, vec_acc) if has_vector else acc
         # A narrow integer (int8 held in int32) wraps here, as eager's result does: its consumers in
         # this kernel read it before any store would wrap it (a product of int8 then `100 // it`).
-        value = handler._narrow(f"static_cast<{info.scalar}>({final})", dtype, vector=False)
-        scope.post.append(f"const {info.scalar} {result} = {value};")
+        narrowed = handler._narrow(f"static_cast<{info.scalar}>({final})", dtype, vector=False)
+        scope.post.append(f"const {info.scalar} {result} = {narrowed};")
     return CppValue(result, dtype, False)
 
 

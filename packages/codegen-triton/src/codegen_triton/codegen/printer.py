@@ -41,7 +41,8 @@ class TritonIndexPrinter:
 
     def _print(self, expr: sympy.Basic) -> str:
         if isinstance(expr, sympy.Symbol):
-            return self.names.get(expr, expr.name)
+            name: str = self.names.get(expr, expr.name)
+            return name
         if isinstance(expr, sympy.Integer):
             return str(int(expr))
         if isinstance(expr, sympy.Rational):

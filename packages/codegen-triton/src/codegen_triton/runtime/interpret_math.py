@@ -103,13 +103,15 @@ def _safe_lgamma(value: float) -> float:
 
 
 def _lgamma(data: np.ndarray) -> np.ndarray:
-    return np.vectorize(_safe_lgamma, otypes=[np.asarray(data).dtype])(data)
+    result: np.ndarray = np.vectorize(_safe_lgamma, otypes=[np.asarray(data).dtype])(data)
+    return result
 
 
 def _erfc(data: np.ndarray) -> np.ndarray:
     import math
 
-    return np.vectorize(math.erfc, otypes=[np.asarray(data).dtype])(data)
+    result: np.ndarray = np.vectorize(math.erfc, otypes=[np.asarray(data).dtype])(data)
+    return result
 
 
 tanh = _unary(np.tanh)

@@ -87,7 +87,7 @@ class _StaticGraphRunner:
         return getattr(self.compiled, name)
 
 
-def checked_by_aotgrad(compiled: Any) -> Callable[..., Any]:
+def checked_by_aotgrad(compiled: Callable[..., Any]) -> Callable[..., Any]:
     """`compiled`, or a boxed runner skipping its input checks when its shapes are all static."""
     program = getattr(compiled, "program", None)
     if program is None or program.size_sources or not callable(getattr(compiled, "call", None)):

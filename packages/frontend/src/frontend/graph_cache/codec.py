@@ -111,7 +111,7 @@ def encode_entry(key: str, entry: Any) -> bytes:
     return _frame(MAGIC, header, payload)
 
 
-def decode_entry(key: str, data: bytes) -> Any:
+def decode_entry(key: str, data: bytes) -> object:
     """The entry in `data`, checked against `key`.
 
     Raises:

@@ -21,7 +21,7 @@ into (every row a token does not reach must be written as zero by someone).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TypeGuard
 
 import torch
 import torch.fx
@@ -52,7 +52,7 @@ def index_put_into_copy(
     return ctx.register(ExternKernel(ctx.new_name(), layout, aten.index_put_.default, args, {}))  # type: ignore[return-value]
 
 
-def _same_tensor_type(a: Any, b: Any) -> bool:
+def _same_tensor_type(a: Any, b: Any) -> TypeGuard[torch.Tensor]:
     return (
         isinstance(a, torch.Tensor)
         and isinstance(b, torch.Tensor)

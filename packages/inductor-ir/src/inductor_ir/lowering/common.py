@@ -208,7 +208,7 @@ def _operand_loader(
         through_half = half is not None and src != half and bool(value.get_size())
 
         def load_tensor(index: Index) -> Any:
-            if through_half:
+            if through_half and half is not None:
                 return convert(convert(load(index), half, src), compute_dtype, half)
             return convert(load(index), compute_dtype, src)
 

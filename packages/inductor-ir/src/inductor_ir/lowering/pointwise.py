@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -218,7 +219,7 @@ _BINARY = {
 _FLOAT_BINARY = {aten.atan2.default: "atan2", aten.pow.Tensor_Tensor: "pow"}
 
 
-def _binary_lowering(op_name: str, float_only: bool) -> Any:
+def _binary_lowering(op_name: str, float_only: bool) -> Callable[..., Pointwise]:
     def lower(ctx: LoweringContext, a: Any, b: Any) -> Pointwise:
         dtype = promote_dtypes(a, b)
         if op_name in ("remainder", "fmod") and dtype == torch.bool:

@@ -10,7 +10,7 @@ Variance (var, var_mean, and so the statistics of layer, batch and group norm) i
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import sympy
@@ -107,7 +107,7 @@ def cast_to_requested(ctx: LoweringContext, x: IRNode, dtype: torch.dtype) -> IR
     return Pointwise(lambda index: convert(load(index), dtype, src), x.get_size(), dtype, x.device, (ctx.origin,))
 
 
-def _simple(reduction_type: str) -> Any:
+def _simple(reduction_type: str) -> Callable[..., IRNode]:
     def lower(ctx: LoweringContext, x: IRNode, dim: Any = None, keepdim: bool = False, *, dtype: torch.dtype | None = None) -> IRNode:
         out = ctx.out_dtype(dtype or x.dtype)
         if reduction_type in ("sum", "prod") and not out.is_floating_point and out != torch.bool:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import sympy
 import torch
@@ -47,6 +47,7 @@ Lowering = Callable[..., Any]
 
 LOWERINGS: dict[Any, Lowering] = {}
 """ATen ``OpOverload`` -> lowering function."""
+_LoweringT = TypeVar("_LoweringT", bound=Lowering)
 
 
 
@@ -62,14 +63,14 @@ class NotLowerable(Exception):
     """Raised by a lowering for arguments it does not handle: the op falls back to ATen."""
 
 
-def lowering(*targets: Any) -> Callable[[Lowering], Lowering]:
+def lowering(*targets: Any) -> Callable[[_LoweringT], _LoweringT]:
     """Register the decorated function as the lowering of each target.
 
     A target is an ``OpOverload`` (``aten.add.Tensor``) or an ``OpOverloadPacket`` (``aten.add``:
     every overload of it).
     """
 
-    def register(fn: Lowering) -> Lowering:
+    def register(fn: _LoweringT) -> _LoweringT:
         for target in targets:
             if isinstance(target, torch._ops.OpOverloadPacket):
                 for overload_name in target.overloads():
