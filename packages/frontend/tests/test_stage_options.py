@@ -49,15 +49,21 @@ def test_capture_option_reaches_capture() -> None:
     assert default.kiln_context.graphs_compiled == 3
 
 
-def test_aotgrad_option_reaches_aotgrad(monkeypatch: pytest.MonkeyPatch) -> None:
-    seen: list[aotgrad.AotConfig] = []
-    real = aotgrad.aot_graph
+def _record_configs(monkeypatch: pytest.MonkeyPatch, module: Any, name: str) -> list[Any]:
+    """The `config=` of every call of ``module.name`` from now on (the call itself goes through)."""
+    seen: list[Any] = []
+    real = getattr(module, name)
 
-    def recording(*args: Any, config: aotgrad.AotConfig, **kwargs: Any) -> Any:
+    def recording(*args: Any, config: Any, **kwargs: Any) -> Any:
         seen.append(config)
         return real(*args, config=config, **kwargs)
 
-    monkeypatch.setattr(aotgrad, "aot_graph", recording)
+    monkeypatch.setattr(module, name, recording)
+    return seen
+
+
+def test_aotgrad_option_reaches_aotgrad(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen = _record_configs(monkeypatch, aotgrad, "aot_graph")
     x = torch.randn(6)
     compiled = frontend.compile(_sin_cos, backend="aot_eager", options={"aotgrad.fallback_to_eager": False})
     torch.testing.assert_close(compiled(x), _sin_cos(x))
@@ -84,14 +90,7 @@ def test_inductor_ir_option_reaches_compile_graph() -> None:
 
 
 def test_check_ir_and_strict_lowering_options_reach_inductor_ir(monkeypatch: pytest.MonkeyPatch) -> None:
-    seen: list[inductor_ir.InductorIRConfig] = []
-    real = inductor_ir.compile_graph
-
-    def recording(*args: Any, config: inductor_ir.InductorIRConfig, **kwargs: Any) -> Any:
-        seen.append(config)
-        return real(*args, config=config, **kwargs)
-
-    monkeypatch.setattr(inductor_ir, "compile_graph", recording)
+    seen = _record_configs(monkeypatch, inductor_ir, "compile_graph")
     options = {"graph_cache": False, "inductor_ir.check_ir": True, "inductor_ir.strict_lowering": True}
     compiled = frontend.compile(_two_outputs, options=options)
     x = torch.randn(64)

@@ -351,6 +351,12 @@ def _expanded_dims(program: Program, val: Any) -> list[int]:
         return []
 
 
+def _recorded(val: Any, value: IRNode) -> torch.Tensor | None:
+    """The tensor FX recorded for an output, if it has the output's rank (a gradient's may not:
+    index_put's backward gives a 0-d value a gradient of shape (rows,), which autograd sums)."""
+    return val if isinstance(val, torch.Tensor) and val.dim() == len(value.get_size()) else None
+
+
 def _realize_output(ctx: LoweringContext, value: IRNode, val: Any) -> IRNode:
     """Store a graph output with the strides FX recorded for it.
 
@@ -358,8 +364,7 @@ def _realize_output(ctx: LoweringContext, value: IRNode, val: Any) -> IRNode:
     without its expanded dims, and returned as a view with stride 0 there: a write into the result
     reaches every row, and an in-place op on it raises eager's overlap error.
     """
-    if not isinstance(val, torch.Tensor) or val.dim() != len(value.get_size()):
-        val = None  # nothing recorded, or recorded for another rank (a gradient autograd sums to its input's shape)
+    val = _recorded(val, value)
     stride = _output_stride(ctx.program, val)
     expanded = _expanded_dims(ctx.program, val) if stride is None else []
     if not expanded:
@@ -428,9 +433,7 @@ def _lower_output(ctx: LoweringContext, value: Any, env: dict[torch.fx.Node, Any
         value = env[node]
     if not isinstance(value, IRNode):
         return value
-    val = node.meta.get("val") if node is not None else None
-    if not isinstance(val, torch.Tensor) or val.dim() != len(value.get_size()):
-        val = None  # nothing recorded, or recorded for another rank (a gradient autograd sums to its input's shape)
+    val = _recorded(node.meta.get("val") if node is not None else None, value)
     if _expanded_dims(ctx.program, val) and not isinstance(value, (Buffer, ReinterpretView)):
         return _realize_output(ctx, value, val)
     stride = _output_stride(ctx.program, val)
