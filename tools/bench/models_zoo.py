@@ -136,6 +136,96 @@ def llama_1b_8l(ctx: BuildContext) -> Workload:
     )
 
 
+@benchmark_model("mistral_1b_8l", family="transformer", devices=("cuda",))
+def mistral_1b_8l(ctx: BuildContext) -> Workload:
+    """Mistral-style decoder at 1B widths cut to 8 layers (2048 wide, 32/8 KV heads, MLP 7168, sliding window
+    4096, vocab 32000, untied head), 4 x 512 tokens, bf16 autocast."""
+    config = _hf_config(
+        "MistralConfig", vocab_size=32000, hidden_size=2048, intermediate_size=7168, num_hidden_layers=8,
+        num_attention_heads=32, num_key_value_heads=8, max_position_embeddings=4096, sliding_window=4096,
+        attention_dropout=0.0,
+    )
+    return Workload(
+        _hf_model("MistralForCausalLM", config).to(ctx.device),
+        _token_inputs(ctx, config.vocab_size, 4, 512),
+        autocast=torch.bfloat16,
+        source="transformers",
+    )
+
+
+@benchmark_model("qwen2_1b_8l", family="transformer", devices=("cuda",))
+def qwen2_1b_8l(ctx: BuildContext) -> Workload:
+    """Qwen2-1.5B shapes cut to 8 layers (1536 wide, 12/2 KV heads, q/k/v biases, MLP 8960, vocab 151936, tied
+    embeddings, rope theta 1e6), 4 x 512 tokens, bf16 autocast."""
+    config = _hf_config(
+        "Qwen2Config", vocab_size=151936, hidden_size=1536, intermediate_size=8960, num_hidden_layers=8,
+        num_attention_heads=12, num_key_value_heads=2, max_position_embeddings=4096, rope_theta=1000000.0,
+        tie_word_embeddings=True, attention_dropout=0.0,
+    )
+    return Workload(
+        _hf_model("Qwen2ForCausalLM", config).to(ctx.device),
+        _token_inputs(ctx, config.vocab_size, 4, 512),
+        autocast=torch.bfloat16,
+        source="transformers",
+    )
+
+
+@benchmark_model("distilbert", family="transformer", devices=("cuda",))
+def distilbert(ctx: BuildContext) -> Workload:
+    """DistilBERT (6 layers, hidden 768) from DistilBertConfig(), batch 16 x 512 tokens, bf16 autocast."""
+    config = _hf_config("DistilBertConfig", dropout=0.0, attention_dropout=0.0)
+    return Workload(
+        _hf_model("DistilBertModel", config).to(ctx.device),
+        _token_inputs(ctx, config.vocab_size, 16, 512),
+        autocast=torch.bfloat16,
+        source="transformers",
+    )
+
+
+@benchmark_model("roberta_base", family="transformer", devices=("cuda",))
+def roberta_base(ctx: BuildContext) -> Workload:
+    """RoBERTa-base (12 layers, hidden 768, vocab 50265, 514 positions), batch 8 x 510 tokens, bf16 autocast.
+
+    510 tokens: RoBERTa numbers positions from `pad_token_id + 1`, so 512 tokens would pass its 514 positions."""
+    config = _hf_config(
+        "RobertaConfig", vocab_size=50265, max_position_embeddings=514, type_vocab_size=1, **_NO_DROPOUT
+    )
+    return Workload(
+        _hf_model("RobertaModel", config).to(ctx.device),
+        _token_inputs(ctx, config.vocab_size, 8, 510),
+        autocast=torch.bfloat16,
+        source="transformers",
+    )
+
+
+class EncoderDecoderFirstOutput(nn.Module):
+    """Runs a `transformers` encoder-decoder on encoder and decoder token ids; returns its logits."""
+
+    def __init__(self, inner: nn.Module) -> None:
+        super().__init__()
+        self.inner = inner
+
+    def forward(self, input_ids: torch.Tensor, decoder_input_ids: torch.Tensor) -> torch.Tensor:
+        return self.inner(input_ids=input_ids, decoder_input_ids=decoder_input_ids)[0]
+
+
+@benchmark_model("t5_small", family="transformer", devices=("cuda",))
+def t5_small(ctx: BuildContext) -> Workload:
+    """T5-small (6 + 6 layers, d_model 512, vocab 32128) from T5Config(), batch 16: 512 encoder and 128 decoder
+    tokens, bf16 autocast."""
+    import transformers
+
+    config = _hf_config("T5Config", dropout_rate=0.0)
+    model = EncoderDecoderFirstOutput(transformers.T5ForConditionalGeneration(config)).to(ctx.device)
+    vocab = config.vocab_size
+    return Workload(
+        model,
+        lambda g: (randint(g, vocab, 16, 512, device=ctx.device), randint(g, vocab, 16, 128, device=ctx.device)),
+        autocast=torch.bfloat16,
+        source="transformers",
+    )
+
+
 def _has(module: str) -> bool:
     return importlib.util.find_spec(module) is not None
 
@@ -145,6 +235,22 @@ def _torchvision_or_hf(tv_name: str, hf_class: str, hf_config: str, **hf_overrid
         import torchvision
 
         return getattr(torchvision.models, tv_name)(weights=None), "torchvision"
+    return _hf_model(hf_class, _hf_config(hf_config, **hf_overrides)), "transformers"
+
+
+def _vision_model(
+    tv_name: str, tv_options: dict[str, Any], timm_name: str, hf_class: str, hf_config: str, **hf_overrides: Any
+) -> tuple[nn.Module, str]:
+    """The architecture from torchvision (with `tv_options`), else timm, else `transformers`; and which one."""
+    if _has("torchvision"):
+        import torchvision
+
+        return getattr(torchvision.models, tv_name)(weights=None, **tv_options), "torchvision"
+    if _has("timm"):
+        import timm
+
+        # timm's defaults have no dropout and no stochastic depth
+        return timm.create_model(timm_name, pretrained=False), "timm"
     return _hf_model(hf_class, _hf_config(hf_config, **hf_overrides)), "transformers"
 
 
@@ -189,3 +295,28 @@ def vit_b_16(ctx: BuildContext) -> Workload:
         config = _hf_config("ViTConfig", num_labels=1000, **_NO_DROPOUT)
         model, source = _hf_model("ViTForImageClassification", config), "transformers"
     return Workload(model.to(ctx.device), _image_inputs(ctx, 32, 224), source=source)
+
+
+# Dropout and stochastic depth are off: random masks would make eager's and the compiled training step
+# differ (and fail the accuracy check) for reasons that have nothing to do with the compiler.
+
+
+@benchmark_model("convnext_tiny", family="conv", devices=("cuda",))
+def convnext_tiny(ctx: BuildContext) -> Workload:
+    """ConvNeXt-Tiny (depths 3-3-9-3, widths 96-768), no stochastic depth, batch 32 of 224x224 images."""
+    model, source = _vision_model(
+        "convnext_tiny", {"stochastic_depth_prob": 0.0}, "convnext_tiny", "ConvNextForImageClassification",
+        "ConvNextConfig", drop_path_rate=0.0, num_labels=1000,
+    )
+    return Workload(model.to(ctx.device), _image_inputs(ctx, 32, 224), source=source)
+
+
+@benchmark_model("efficientnet_b0", family="conv", devices=("cuda",))
+def efficientnet_b0(ctx: BuildContext) -> Workload:
+    """EfficientNet-B0 (width and depth 1.0), no dropout or stochastic depth, batch 64 of 224x224 images."""
+    model, source = _vision_model(
+        "efficientnet_b0", {"dropout": 0.0, "stochastic_depth_prob": 0.0}, "efficientnet_b0",
+        "EfficientNetForImageClassification", "EfficientNetConfig", width_coefficient=1.0, depth_coefficient=1.0,
+        image_size=224, hidden_dim=1280, dropout_rate=0.0, drop_connect_rate=0.0, num_labels=1000,
+    )
+    return Workload(model.to(ctx.device), _image_inputs(ctx, 64, 224), source=source)
