@@ -145,6 +145,34 @@ def test_put_index_add_and_index_reduce() -> None:
     check_interpret(fn, inputs)
 
 
+def _sums_into_x_from_cancelling_sources(x: torch.Tensor, rows: torch.Tensor, src: torch.Tensor) -> Any:
+    index = rows.view(1, -1).expand(x.size(0), -1)
+    return (
+        x.index_add(1, rows, src),
+        x.index_add(1, rows, src, alpha=2),
+        x.scatter_add(1, index, src),
+        x.scatter_reduce(1, index, src, "sum"),
+        x.t().index_put((rows,), src.t(), accumulate=True),
+        x.put(rows + 3, src[0], accumulate=True),
+    )
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_sums_into_x_add_the_sources_in_eagers_order(dtype: torch.dtype) -> None:
+    # fuzz e37ff28a49: eager adds the sources into x one by one, so x + 1e30 - 1e30 is 0; adding the
+    # sources' sum (0) to x at the end kept x
+    rows = torch.tensor([0, 2, 0, 1, 2, 1, 0])
+    big = torch.tensor([1e30, -1e30, -1e30, 1e30, 1e30, -1e30, 0.0])
+
+    def inputs() -> list[torch.Tensor]:
+        g = torch.Generator().manual_seed(11)
+        x = torch.randn(2, 3, generator=g).to(dtype)
+        src = (big + torch.randn(2, 7, generator=g)).to(dtype)
+        return [x, rows, src]
+
+    check_interpret(_sums_into_x_from_cancelling_sources, inputs)
+
+
 def test_masked_scatter() -> None:
     def inputs() -> list[torch.Tensor]:
         return [torch.randn(4, 6), torch.rand(4, 6) > 0.5, torch.randn(5, 5), torch.rand(6) > 0.3]

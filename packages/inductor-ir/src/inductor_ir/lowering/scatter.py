@@ -7,9 +7,11 @@ positions, keeping those whose index equals its own position::
     scatter_add(x, dim, index, src)[p] = x[p] + sum_j where(index[p; dim=j] == p[dim], src[p; dim=j], 0)
 
 A ``Reduction`` (sum, prod, max, min over the matching sources; mean as sum and count) followed by a
-pointwise combine with the destination. Plain ``scatter``, ``put`` and ``index_put`` without
-``accumulate`` reduce the *last* matching source position with ``max`` and then load that source, so
-duplicates resolve as eager CPU does (the last write wins). A boolean mask's k-th set element takes
+pointwise combine with the destination; a sum or product that includes the destination starts its
+reduction from it, as eager's kernels add the sources into it one by one (``x + 1e30 - 1e30`` is
+0). Plain ``scatter``, ``put`` and ``index_put`` without ``accumulate`` reduce the *last* matching
+source position with ``max`` and then load that source, so duplicates resolve as eager CPU does (the
+last write wins). A boolean mask's k-th set element takes
 ``values[k]``: its rank is a sum reduction over the mask. The result is deterministic on every
 backend (no atomics, the same order of additions in every run), fuses like any reduction, and needs
 no mutation in the IR. Index values are checked as eager checks them (``ops.indirect_indexing`` with
@@ -137,11 +139,14 @@ def _combine(
             value = ops.mul(value, const(alpha, acc))
         return ops.where(hit, value, ops.constant(identity, acc))
 
+    x_load = x.make_loader()
+    if include_self and not mean and kind in ("sum", "prod"):
+        return _combine_from_self(ctx, x, sources, inner, kind, acc)
     reduced = ctx.realize(Reduction(inner, tuple(size), tuple(sources), kind, acc, acc, x.device, (ctx.origin,)))
     count = None
     if not include_self or mean:
         count = ctx.realize(_match_count(ctx, x, sources, match))
-    reduced_load, x_load = reduced.make_loader(), x.make_loader()
+    reduced_load = reduced.make_loader()
     count_load = count.make_loader() if count is not None else None
     combine = {"sum": ops.add, "prod": ops.mul, "max": ops.maximum, "min": ops.minimum}[kind]
 
@@ -163,6 +168,36 @@ def _combine(
         return convert(ops.where(written, theirs, mine), dtype, acc)
 
     return Pointwise(out, tuple(size), dtype, x.device, (ctx.origin,))
+
+
+def _combine_from_self(
+    ctx: LoweringContext,
+    x: IRNode,
+    sources: Sequence[sympy.Expr],
+    inner: Callable[[Index, Index], Any],
+    kind: str,
+    acc: torch.dtype,
+) -> Pointwise:
+    """``x`` summed (or multiplied) with its matching sources in eager's order: one reduction over
+    ``1 + numel(sources)`` positions that starts from ``x`` itself, then the sources in row-major order.
+
+    Eager's kernels add the sources into ``x`` one after another; adding their sum to ``x`` at the
+    end rounds differently, and where sources cancel (``-1e30 + ... + 1e30``) it keeps an ``x`` that
+    eager's first addition absorbed.
+    """
+    x_load, dtype = x.make_loader(), x.dtype
+
+    def from_self(index: Index, rindex: Index) -> Any:
+        position = rindex[0]
+        first = ops.eq(ops.index_expr(position, torch.int64), ops.constant(0, torch.int64))
+        later = ops.logical_not(first)
+        theirs = ops.masked(later, lambda: inner(index, _delinearize(position - 1, sources)), _identity(kind, acc))
+        return ops.where(first, convert(x_load(index), acc, dtype), theirs)
+
+    positions = (_numel(sources) + 1,)
+    reduced = ctx.realize(Reduction(from_self, tuple(x.get_size()), positions, kind, acc, acc, x.device, (ctx.origin,)))
+    reduced_load = reduced.make_loader()
+    return Pointwise(lambda index: convert(reduced_load(index), dtype, acc), tuple(x.get_size()), dtype, x.device, (ctx.origin,))
 
 
 def _match_count(ctx: LoweringContext, x: IRNode, sources: Sequence[sympy.Expr], match: Match) -> Reduction:
