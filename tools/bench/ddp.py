@@ -1,8 +1,9 @@
 """DDP training step time: eager DDP vs torch.compile(DDP) vs Kiln (bucket-split and whole), one process per GPU.
 
 Each compiler trains a fresh, identically seeded copy of the model wrapped in
-`DistributedDataParallel` (SGD, loss = mean of the output); the first `--warmup` steps (compiling
-included) are not timed, then `--steps` steps are, each ended by a device synchronize. Rank 0
+`DistributedDataParallel` (SGD, loss = mean of the output); every step's batch is drawn (on the
+device) before the first step; the first `--warmup` steps (compiling included) are not timed, then
+`--steps` steps are, each ended by a device synchronize. Rank 0
 prints, per model and compiler, the median and best step time, the speedup over eager DDP, the
 seconds to the end of the first step (compile), the number of graphs the compiled model ran as and
 the largest parameter difference from eager DDP after the warm-up and timed steps (all-reduce
@@ -159,8 +160,14 @@ def _train(workload: Workload, model: nn.Module, compiler: str, device: torch.de
     times: list[float] = []
     first = 0.0
 
+    # Every step's batch is drawn before timing starts (drawing a batch of images on the CPU takes
+    # longer than a GPU step), each on the device already; the profiled steps reuse the first ones.
+    batches = [workload.make_inputs(generator) for _ in range(args.warmup + args.steps)]
+    _sync(device)
+    next_batch = iter(batches + batches[: args.profile_steps])
+
     def step() -> None:
-        inputs = workload.make_inputs(generator)
+        inputs = next(next_batch)
         optimizer.zero_grad(set_to_none=True)
         with torch.autocast(device.type, dtype=autocast, enabled=autocast is not None):
             output = step_fn(*inputs)
