@@ -310,7 +310,7 @@ def _planned(tmp_path: Path) -> PlannedJob:
 
 def test_crashed_process_fails_its_rows_with_stderr(tmp_path: Path) -> None:
     crash = [sys.executable, "-c", "import sys; print('Segmentation fault in kernel_0', file=sys.stderr); sys.exit(139)"]
-    result = run_planned(_planned(tmp_path), BenchConfig(), command=crash)
+    (result,) = run_planned(_planned(tmp_path), BenchConfig(), command=crash)
     assert [t.status for t in result.tasks] == [FAILED, FAILED]
     assert all(t.stage == "process" and "Segmentation fault in kernel_0" in t.error for t in result.tasks)
     assert all(t.speedup is None for t in result.tasks)
@@ -318,7 +318,7 @@ def test_crashed_process_fails_its_rows_with_stderr(tmp_path: Path) -> None:
 
 def test_hung_process_times_out(tmp_path: Path) -> None:
     hang = [sys.executable, "-c", "import time; time.sleep(60)"]
-    result = run_planned(_planned(tmp_path), BenchConfig(timeout_s=1.0), command=hang)
+    (result,) = run_planned(_planned(tmp_path), BenchConfig(timeout_s=1.0), command=hang)
     assert all(t.status == FAILED and t.error.startswith("TimeoutError") for t in result.tasks)
 
 
@@ -367,7 +367,7 @@ def test_paired_timing_measures_a_known_ratio() -> None:
 
 def test_unreadable_result_fails_its_rows(tmp_path: Path) -> None:
     torn = [sys.executable, "-c", "import sys; open(sys.argv[2], 'w').write('{\"model\": ')"]
-    result = run_planned(_planned(tmp_path), BenchConfig(), command=torn)
+    (result,) = run_planned(_planned(tmp_path), BenchConfig(), command=torn)
     assert all(t.status == FAILED and "unreadable worker result" in t.error for t in result.tasks)
 
 

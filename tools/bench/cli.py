@@ -15,14 +15,22 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from tools.bench.config import TASKS, BenchConfig, MeasureConfig, parse_compilers, parse_tasks
+from tools.bench.compare import render_report, rows_for_plot
+from tools.bench.config import (
+    ORDERS,
+    PROCESS_MODES,
+    TASKS,
+    BenchConfig,
+    MeasureConfig,
+    parse_compilers,
+    parse_tasks,
+)
 from tools.bench.plot import plot_speedups
 from tools.bench.registry import MODELS
 from tools.bench.report import (
     graph_cache_counts,
     jsonable,
     merge_rows,
-    render_markdown,
     report_json,
     rows_from_json,
 )
@@ -36,7 +44,8 @@ def build_parser() -> argparse.ArgumentParser:
     """The harness's command-line options."""
     parser = argparse.ArgumentParser(
         prog="python -m tools.bench",
-        description="eager vs torch.compile vs Kiln: speedup, compile time, memory and accuracy, one process per model.",
+        description="eager vs torch.compile vs Kiln: speedup, compile time, memory and accuracy, one process per model "
+        "and compiler (or, with --process-mode same, one per model running them in turn).",
     )
     parser.add_argument("--device", choices=("cpu", "cuda"), default=None, help="default: cuda when available, else cpu")
     parser.add_argument("--models", default="", help="comma-separated model or family names (default: the whole suite)")
@@ -45,6 +54,17 @@ def build_parser() -> argparse.ArgumentParser:
         "--compilers", default="all",
         help="torch.compile, kiln, and on cuda torch.compile-ro, kiln-ro (reduce-overhead); 'eager' adds an "
         "eager-vs-eager calibration row; default: all",
+    )
+    parser.add_argument(
+        "--process-mode", choices=(*PROCESS_MODES, "both"), default="separate",
+        help="separate: a fresh process per model and compiler (default); same: one process per model runs eager, "
+        "torch.compile, then Kiln, as a user's script or notebook does; both: run both and add a table comparing "
+        "their speedups (rows differing by more than 10%% are flagged)",
+    )
+    parser.add_argument(
+        "--order", choices=ORDERS, default="eager-first",
+        help="same-process order: eager-first (eager timed alone, torch.compile, Kiln; default) or kiln-first "
+        "(Kiln, torch.compile, eager timed alone), to expose order effects",
     )
     parser.add_argument("--quick", action="store_true", help="the short subset with short measurements (3 models on CPU, 4 on CUDA), no warm phase")
     parser.add_argument(
@@ -94,6 +114,8 @@ def config_from_args(args: argparse.Namespace) -> BenchConfig:
         timeout_s=args.timeout or (300.0 if args.quick else 1200.0),
         output_dir=args.output_dir,
         measure=measure,
+        process_mode="same" if args.process_mode == "same" else "separate",
+        order=args.order,
     )
 
 
@@ -137,10 +159,10 @@ def write_outputs(document: dict[str, Any], output_dir: Path, stem: str) -> tupl
     rows = rows_from_json(document)
     json_path, md_path, png_path = (output_dir / f"{stem}.{ext}" for ext in ("json", "md", "png"))
     json_path.write_text(json.dumps(jsonable(document), indent=1))
-    md_path.write_text(render_markdown(rows, document["meta"]))
+    md_path.write_text(render_report(rows, document["meta"]))
     meta = document["meta"]
     try:
-        drawn = plot_speedups(rows, png_path, f"Kiln benchmark, {meta.get('device')}: speedup over eager")
+        drawn = plot_speedups(rows_for_plot(rows), png_path, f"Kiln benchmark, {meta.get('device')}: speedup over eager")
     except Exception as error:  # the table and JSON are written already; a plotting problem must not lose them
         print(f"no plot: {type(error).__name__}: {error}", file=sys.stderr)
         drawn = False
@@ -160,7 +182,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         document = merge_documents([json.loads(path.read_text()) for path in args.from_json])
         stem = args.from_json[0].stem + ("-merged" if len(args.from_json) > 1 else "")
         paths = write_outputs(document, args.output_dir, stem)
-        print(render_markdown(rows_from_json(document), document["meta"]))
+        print(render_report(rows_from_json(document), document["meta"]))
         _print_paths(paths)
         return 0
     try:
@@ -170,11 +192,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValueError as error:
         parser.error(str(error))
     command = shlex.join(["python", "-m", "tools.bench", *(argv if argv is not None else sys.argv[1:])])
+    modes = PROCESS_MODES if args.process_mode == "both" else (config.process_mode,)
     if len(thread_counts) == 1:
-        run_once(config, models, command)
+        run_once(config, models, command, modes)
         return 0
     if config.device != "cpu":
         parser.error("--threads with several counts is a CPU sweep: add --device cpu")
+    if len(modes) > 1:
+        parser.error("--threads with several counts sweeps one process mode: use --process-mode separate or same")
     documents = [(threads, run_once(config.replace(threads=threads), models, command)) for threads in thread_counts]
     sweep = render_sweep(documents, command)
     path = config.output_dir / f"sweep-cpu-{datetime.datetime.now().strftime('%Y%m%d-%H%M%S')}.md"
@@ -184,13 +209,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
-def run_once(config: BenchConfig, models: Sequence[Any], command: str) -> dict[str, Any]:
-    """One run of the suite under `config`: print and write its report; the report document."""
-    stem = f"bench-{config.device}-t{config.threads}-{datetime.datetime.now().strftime('%Y%m%d-%H%M%S')}"
+def run_once(
+    config: BenchConfig, models: Sequence[Any], command: str, modes: Sequence[str] | None = None
+) -> dict[str, Any]:
+    """One run of the suite under `config` in each process mode of `modes` (default: `config.process_mode`),
+    in that order: print and write its report; the report document."""
+    modes = modes or (config.process_mode,)
+    mode_tag = "" if list(modes) == ["separate"] else f"-{'both' if len(modes) > 1 else modes[0]}"
+    stem = f"bench-{config.device}-t{config.threads}{mode_tag}-{datetime.datetime.now().strftime('%Y%m%d-%H%M%S')}"
     started = datetime.datetime.now(datetime.UTC)
     load_before = _load_average()
     cpu_before = _children_cpu_s()
-    jobs = run_suite(config, models, config.output_dir / f"{stem}-logs")
+    jobs = [
+        job for mode in modes
+        for job in run_suite(config.replace(process_mode=mode), list(models), config.output_dir / f"{stem}-logs")
+    ]
     environment = next((job.environment for job in jobs if job.environment), {})
     meta = {
         "device": config.device,
@@ -210,12 +243,14 @@ def run_once(config: BenchConfig, models: Sequence[Any], command: str) -> dict[s
             "warm": config.warm,
             "threads": config.threads,
             "measure": config.measure.__dict__,
+            "process_modes": list(modes),
+            "order": config.order,
         },
     }
     meta["graph_cache"] = graph_cache_counts(jobs)
     document = json.loads(json.dumps(jsonable(report_json(merge_rows(jobs), jobs, meta))))
     paths = write_outputs(document, config.output_dir, stem)
-    print(render_markdown(rows_from_json(document), meta))
+    print(render_report(rows_from_json(document), meta))
     print(f"wall time: {meta['wall_s']} s; CPU time of the workers: {meta['worker_cpu_s']} s")
     _print_paths(paths)
     return document

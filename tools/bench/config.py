@@ -8,6 +8,14 @@ from pathlib import Path
 
 TASKS: tuple[str, ...] = ("inference", "training")
 TASK_ALIASES: dict[str, str] = {"infer": "inference", "eval": "inference", "train": "training"}
+# "separate": a process per model and compiler; "same": one process per model runs every compiler in turn.
+PROCESS_MODES: tuple[str, ...] = ("separate", "same")
+# The same-process order: eager, torch.compile, Kiln (a notebook's order), or Kiln first, eager last.
+ORDERS: tuple[str, ...] = ("eager-first", "kiln-first")
+_ORDER_RANKS: dict[str, dict[str, int]] = {
+    "eager-first": {"eager": 0, "torch": 1, "kiln": 2},
+    "kiln-first": {"kiln": 0, "torch": 1, "eager": 2},
+}
 
 
 @dataclass(frozen=True)
@@ -74,6 +82,8 @@ class BenchConfig:
     output_dir: Path = Path("bench_results")
     measure: MeasureConfig = field(default_factory=MeasureConfig)
     seed: int = 0
+    process_mode: str = "separate"
+    order: str = "eager-first"
 
     def replace(self, **changes: object) -> BenchConfig:
         """A copy with `changes` applied."""
@@ -115,6 +125,21 @@ def parse_compilers(text: str, device: str) -> tuple[CompilerSpec, ...]:
             raise ValueError(f"compiler {name!r} uses CUDA graphs: it needs --device cuda")
         specs.append(spec)
     return tuple(dict.fromkeys(specs))
+
+
+def compiler_order(compilers: tuple[CompilerSpec, ...], order: str) -> tuple[CompilerSpec, ...]:
+    """`compilers` in the order a same-process worker runs them.
+
+    "eager-first": the eager calibration, then torch.compile's modes, then Kiln's; "kiln-first": Kiln's,
+    then torch.compile's, then eager. Within a kind the given order stays.
+
+    >>> [spec.label for spec in compiler_order((COMPILERS["kiln"], COMPILERS["torch.compile"]), "eager-first")]
+    ['torch.compile', 'kiln']
+    """
+    if order not in _ORDER_RANKS:
+        raise ValueError(f"unknown order {order!r}: choose from {', '.join(ORDERS)}")
+    ranks = _ORDER_RANKS[order]
+    return tuple(sorted(compilers, key=lambda spec: ranks.get(spec.kind, len(ranks))))
 
 
 def _split(text: str) -> list[str]:

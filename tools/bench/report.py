@@ -42,6 +42,8 @@ class Row:
     compiled_peak_mb: float | None = None
     memory_kind: str = ""
     notes: list[str] = field(default_factory=list)
+    process_mode: str = "separate"
+    eager_alone_ms: float | None = None
 
     @property
     def passed(self) -> bool:
@@ -50,26 +52,28 @@ class Row:
 
 
 def merge_rows(jobs: Iterable[JobResult]) -> list[Row]:
-    """One row per (model, task, compiler) from cold jobs, with warm compile times and warm failures folded in."""
-    rows: dict[tuple[str, str, str], Row] = {}
-    warm: list[Any] = []
+    """One row per (process mode, model, task, compiler) from cold jobs, with warm compile times and warm
+    failures folded in (a warm job's from the same process mode)."""
+    rows: dict[tuple[str, str, str, str], Row] = {}
+    warm: list[tuple[str, Any]] = []
     for job in jobs:
         for task in job.tasks:
             if job.phase != "cold":
-                warm.append(task)
+                warm.append((job.process_mode, task))
                 continue
             spreads = [
                 (t["q3"] - t["q1"]) / t["median"] for t in (task.eager_timing, task.compiled_timing) if t and t.get("median")
             ]
             spread = max(spreads) if spreads else None
-            rows[(task.model, task.task, task.compiler)] = Row(
+            rows[(job.process_mode, task.model, task.task, task.compiler)] = Row(
                 task.model, task.task, task.compiler, task.family, task.status, task.stage, task.error, task.source,
                 task.eager_ms, task.compiled_ms, task.speedup if task.passed else None, spread,
                 task.rel_error, task.tolerance, task.compile_s, None, job.startup_s,
                 task.eager_peak_mb, task.compiled_peak_mb, task.memory_kind, list(task.notes),
+                job.process_mode, task.eager_alone_ms,
             )
-    for task in warm:
-        row = rows.get((task.model, task.task, task.compiler))
+    for mode, task in warm:
+        row = rows.get((mode, task.model, task.task, task.compiler))
         if row is None:
             continue
         row.warm_compile_s = task.compile_s
@@ -80,11 +84,13 @@ def merge_rows(jobs: Iterable[JobResult]) -> list[Row]:
 
 
 def graph_cache_counts(jobs: Iterable[JobResult]) -> dict[str, dict[str, dict[str, int]]]:
-    """Kiln's graph-cache hits and misses per stage, summed per compiler and phase (``"kiln warm"``)."""
+    """Kiln's graph-cache hits and misses per stage, summed per compiler and phase (``"kiln warm"``; in the
+    same-process mode ``"kiln warm, same process"``)."""
     totals: dict[str, dict[str, dict[str, int]]] = {}
     for job in jobs:
+        name = f"{job.compiler} {job.phase}" + ("" if job.process_mode == "separate" else f", {job.process_mode} process")
         for stage, counts in job.cache_counts.items():
-            slot = totals.setdefault(f"{job.compiler} {job.phase}", {}).setdefault(stage, {"hits": 0, "misses": 0})
+            slot = totals.setdefault(name, {}).setdefault(stage, {"hits": 0, "misses": 0})
             for kind in ("hits", "misses"):
                 slot[kind] += int(counts.get(kind, 0))
     return totals
@@ -180,8 +186,11 @@ def _speedup_cell(row: Row | None) -> str:
     return "skipped" if row.status == "skipped" else f"FAIL ({row.stage})"
 
 
-def render_markdown(rows: Sequence[Row], meta: dict[str, Any]) -> str:
-    """The run's report as markdown: speedups, compile seconds, memory, accuracy, summary and failures."""
+def render_markdown(rows: Sequence[Row], meta: dict[str, Any], heading: str = "") -> str:
+    """The run's report as markdown: speedups, compile seconds, memory, accuracy, summary and failures.
+
+    `rows` are of one process mode; `heading` is added to the title (which mode, in a report of several).
+    """
     compilers = list(dict.fromkeys(row.compiler for row in rows))
     keys = list(dict.fromkeys((row.model, row.task) for row in rows))
     by_key = {(row.model, row.task, row.compiler): row for row in rows}
@@ -190,17 +199,28 @@ def render_markdown(rows: Sequence[Row], meta: dict[str, Any]) -> str:
         values = [r.eager_ms for c in compilers if (r := by_key.get((model, task, c))) and r.eager_ms is not None]
         return _num(median(values), 3) if values else "-"
 
-    lines = [f"# Kiln benchmark: {meta.get('device', '?')} ({meta.get('date', '')})", ""]
+    alone = {(r.model, r.task): r.eager_alone_ms for r in rows if r.eager_alone_ms is not None}
+    title = f"# Kiln benchmark: {meta.get('device', '?')} ({meta.get('date', '')})"
+    lines = [f"{title}{f', {heading}' if heading else ''}", ""]
     lines += [f"- {key}: {value}" for key, value in meta.get("environment", {}).items()]
     lines += [f"- {key}: {meta[key]}" for key in ("commit", "load_average", "wall_s", "worker_cpu_s") if key in meta]
     lines += [f"- command: `{meta.get('command', '')}`", ""]
     lines += ["## Speedup over eager (median time per call; FAIL = wrong or no result, never counted)", ""]
+    alone_header = ["eager ms alone"] if alone else []
+
+    def alone_cell(model: str, task: str) -> list[str]:
+        return [_num(alone.get((model, task)), 3)] if alone else []
+
     lines += _table(
-        ["model", "task", "eager ms", *compilers],
-        [[m, t, eager_ms(m, t), *[_speedup_cell(by_key.get((m, t, c))) for c in compilers]] for m, t in keys],
+        ["model", "task", "eager ms", *alone_header, *compilers],
+        [[m, t, eager_ms(m, t), *alone_cell(m, t), *[_speedup_cell(by_key.get((m, t, c))) for c in compilers]]
+         for m, t in keys],
     )
     lines += ["", f"~ noisy: the middle half of eager's or the compiled timings spans more than {NOISY_SPREAD:.0%} of "
               "the median.", "* the compiler logged warnings while compiling (listed below; e.g. a fallback to eager)."]
+    if alone:
+        lines += ["eager ms alone: eager timed on its own in the same process, before (eager-first order) or after "
+                  "(kiln-first) the compilers; eager ms: eager timed alternately with each compiler (their median)."]
     lines += ["", "## Compile seconds, cold / warm (cold: empty caches; warm: populated caches, new process)", ""]
     lines += _table(
         ["model", "task", *compilers],
@@ -274,7 +294,11 @@ def report_json(rows: Sequence[Row], jobs: Sequence[JobResult], meta: dict[str, 
     return {
         "meta": meta,
         "rows": [dataclasses.asdict(row) for row in rows],
-        "summary": [dataclasses.asdict(summary) for summary in summarize_rows(rows)],
+        "summary": [
+            {**dataclasses.asdict(summary), "process_mode": mode}
+            for mode in dict.fromkeys(row.process_mode for row in rows)
+            for summary in summarize_rows([row for row in rows if row.process_mode == mode])
+        ],
         "jobs": [job.to_json() for job in jobs],
     }
 

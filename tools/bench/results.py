@@ -24,7 +24,9 @@ class TaskResult:
     accuracy, measure, fresh_inputs, process) and the first line of the error in `error`. Times are
     milliseconds per call (medians, with quartiles in `*_timing`); compile times are seconds from
     the compile call to the end of the first compiled call; memory is MiB. `notes` are the distinct
-    warnings logged while compiling (a compiler falling back to eager says so there).
+    warnings logged while compiling (a compiler falling back to eager says so there). In the same-process
+    mode `eager_alone_ms` is eager's median measured on its own at its place in the order (first, before any
+    compiler ran, or last), the baseline a notebook's "eager, then compiled" ratio uses.
     """
 
     model: str
@@ -53,6 +55,7 @@ class TaskResult:
     compiled_peak_mb: float | None = None
     memory_kind: str = ""
     notes: list[str] = field(default_factory=list)
+    eager_alone_ms: float | None = None
 
     @property
     def passed(self) -> bool:
@@ -86,6 +89,7 @@ class JobResult:
     compile_stages: dict[str, float] = field(default_factory=dict)
     cache_counts: dict[str, dict[str, int]] = field(default_factory=dict)  # Kiln's graph cache, per stage
     tasks: list[TaskResult] = field(default_factory=list)
+    process_mode: str = "separate"  # "same": the process also ran the model's other compilers, before or after
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready dict."""

@@ -13,7 +13,8 @@
    (catches stale caching and mis-specialization).
 
 The warm phase stops after step 4: it measures compile time with a populated cache and checks the
-cached code is still right.
+cached code is still right. In the same-process mode one worker runs several jobs of a model in turn
+(`tools.bench.same_process`), each exactly as here.
 """
 
 from __future__ import annotations
@@ -262,14 +263,23 @@ def run_job(job: Job) -> JobResult:
 
 
 def main(argv: list[str]) -> int:
-    """Entry point of the worker subprocess: `JOB.json RESULT.json`."""
+    """Entry point of the worker subprocess: `JOB.json RESULT.json`.
+
+    A `Job` gives one `JobResult`; a same-process job (several compilers in turn, see
+    `tools.bench.same_process`) gives `{"jobs": [JobResult, ...]}`, one per compiler in the order they ran.
+    """
     if len(argv) != 3:
         print("usage: python -m tools.bench.worker JOB.json RESULT.json", file=sys.stderr)
         return 2
-    job = Job.from_json(json.loads(Path(argv[1]).read_text()))
-    result = run_job(job)
+    data = json.loads(Path(argv[1]).read_text())
+    if "steps" in data:
+        from tools.bench.same_process import SameProcessJob, run_same_process  # it builds on this module
+
+        output: dict[str, Any] = {"jobs": [r.to_json() for r in run_same_process(SameProcessJob.from_json(data))]}
+    else:
+        output = run_job(Job.from_json(data)).to_json()
     temporary = Path(argv[2] + ".tmp")
-    temporary.write_text(json.dumps(result.to_json(), indent=1))
+    temporary.write_text(json.dumps(output, indent=1))
     os.replace(temporary, argv[2])
     return 0
 

@@ -1,0 +1,119 @@
+"""The same-process mode: one worker process runs eager, torch.compile and Kiln one after another on a model.
+
+A user's script or notebook measures eager, then `torch.compile`, then Kiln in one Python process; the
+default harness gives every compiler a fresh process. What one compiler leaves behind (imported
+modules, global flags, compile worker pools, the CUDA caching allocator's pools, Triton's kernel cache,
+a warmed-up GPU) can change the next one's numbers, so this mode runs the notebook's order on purpose.
+
+A `SameProcessJob` is an ordered list of ordinary worker `Job`s for one model, one per compiler; each
+runs exactly as in its own process (`worker.run_job`: start-up probe, then per task build, eager
+reference, compile, accuracy, paired timing, memory, fresh inputs), just in a shared process and
+sharing one set of cache directories. Eager is also timed on its own (`eager_alone_ms`): first, before
+any compiler ran, in the "eager-first" order (eager, torch.compile, Kiln), or last in the
+"kiln-first" order (Kiln, torch.compile, eager).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from tools.bench.config import BenchConfig, compiler_order
+from tools.bench.registry import BuildContext, ModelSpec
+from tools.bench.results import JobResult
+from tools.bench.stats import median
+from tools.bench.steps import TaskRunner
+from tools.bench.suite import MODELS
+from tools.bench.timing import calls_per_block, synchronize, time_calls
+from tools.bench.worker import Job, run_job
+
+SAME = "same"
+
+
+@dataclass(frozen=True)
+class SameProcessJob:
+    """What one same-process worker runs: a job per compiler for one model, in order.
+
+    `eager_alone_first` times eager on its own before the first job (else after the last).
+    """
+
+    steps: tuple[Job, ...]
+    eager_alone_first: bool = True
+
+    @property
+    def model(self) -> str:
+        """The model every step runs."""
+        return self.steps[0].model
+
+    @property
+    def phase(self) -> str:
+        """"cold" (empty caches, measured) or "warm" (caches the cold process filled)."""
+        return self.steps[0].phase
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-ready dict (a worker tells it from a single `Job` by its `steps`)."""
+        return {"steps": [step.to_json() for step in self.steps], "eager_alone_first": self.eager_alone_first}
+
+    @staticmethod
+    def from_json(data: dict[str, Any]) -> SameProcessJob:
+        """The inverse of `to_json`."""
+        return SameProcessJob(tuple(Job.from_json(step) for step in data["steps"]), data["eager_alone_first"])
+
+
+def same_process_job(config: BenchConfig, spec: ModelSpec, phase: str) -> SameProcessJob:
+    """The job for `spec` in `phase`: `config`'s compilers in `config.order`."""
+    compilers = compiler_order(config.compilers, config.order)
+    steps = tuple(
+        Job(spec.name, config.device, config.tasks, compiler, phase, config.measure, config.threads, config.seed)
+        for compiler in compilers
+    )
+    return SameProcessJob(steps, eager_alone_first=config.order == "eager-first")
+
+
+def time_eager_alone(job: Job, spec: ModelSpec, task: str) -> float | None:
+    """Eager's median milliseconds per call of `task`, timed on its own (no compiled model in between).
+
+    The model and inputs are the ones every step builds (same seeds); as many calls as one side of the
+    paired timing gets. None if the model does not build or run (its steps report why).
+    """
+    try:
+        torch.manual_seed(job.seed)
+        workload = spec.build(BuildContext(job.device))
+        generator = torch.Generator().manual_seed(job.seed + 1)
+        runner = TaskRunner(workload, task, job.device, job.seed)
+        inputs = runner.prepare(workload.model, workload.make_inputs(generator))
+        call = lambda: runner.step(workload.model, workload.model, inputs)  # noqa: E731
+        warmup = time_calls(call, max(job.measure.warmup_calls, 1), job.device)
+        count = calls_per_block(median(warmup), job.measure) * job.measure.rounds
+        samples = time_calls(call, count, job.device)
+        synchronize(job.device)
+        return median(samples)
+    except Exception:
+        return None
+    finally:
+        if job.device == "cuda":
+            torch.cuda.empty_cache()
+
+
+def run_same_process(job: SameProcessJob) -> list[JobResult]:
+    """Run every step of `job` in this process, in order; one `JobResult` per compiler, marked "same"."""
+    spec, first = MODELS[job.model], job.steps[0]
+    if first.device == "cpu":
+        torch.set_num_threads(first.threads)
+    timed = first.phase == "cold" and (first.device != "cuda" or torch.cuda.is_available())
+    eager_alone: dict[str, float | None] = {}
+    if timed and job.eager_alone_first:
+        eager_alone = {task: time_eager_alone(first, spec, task) for task in first.tasks}
+    results = []
+    for step in job.steps:
+        result = run_job(step)
+        result.process_mode = SAME
+        results.append(result)
+    if timed and not job.eager_alone_first:
+        eager_alone = {task: time_eager_alone(first, spec, task) for task in first.tasks}
+    for result in results:
+        result.tasks = [dataclasses.replace(task, eager_alone_ms=eager_alone.get(task.task)) for task in result.tasks]
+    return results
