@@ -108,14 +108,14 @@ def test_same_process_worker_runs_the_order(monkeypatch: pytest.MonkeyPatch, ord
     monkeypatch.setattr(bench_worker, "startup_probe", lambda spec, device: events.append(f"probe {spec.label}"))
     monkeypatch.setattr(
         same_process, "time_eager_alone",
-        lambda job, spec, task: events.append(f"eager alone {task}") or 1.25,  # type: ignore[func-returns-value]
+        lambda job, spec: events.append("eager alone") or dict.fromkeys(job.tasks, 1.25),  # type: ignore[func-returns-value]
     )
     config = BenchConfig(compilers=THREE, tasks=("inference", "training"), measure=TINY_MEASURE, order=order)
     results = run_same_process(same_process_job(config, MODELS["tiny"], "cold"))
     labels = [r.compiler for r in results]
     assert labels == (["eager", "torch.compile", "kiln"] if order == "eager-first" else ["kiln", "torch.compile", "eager"])
     probes = [e for e in events if e.startswith(("probe", "eager alone"))]
-    alone = ["eager alone inference", "eager alone training"]
+    alone = ["eager alone"]
     compilers = [f"probe {label}" for label in labels]
     assert probes == (alone + compilers if order == "eager-first" else compilers + alone)
     by_label = {r.compiler: r for r in results}
@@ -126,6 +126,19 @@ def test_same_process_worker_runs_the_order(monkeypatch: pytest.MonkeyPatch, ord
     assert by_label["torch.compile"].tasks[0].stage == "accuracy"
     for label in ("eager", "kiln"):
         assert all(t.status == PASSED and t.speedup and t.compile_s is not None for t in by_label[label].tasks)
+
+
+def test_eager_alone_times_each_task() -> None:
+    def build(ctx: BuildContext) -> Workload:
+        return Workload(_Tiny(), lambda g: (randn(g, 32, 16, device=ctx.device),))
+
+    config = BenchConfig(compilers=(EAGER,), tasks=("inference", "training"), measure=TINY_MEASURE)
+    spec = ModelSpec("tiny", "test", build, ("cpu",), (), "a tiny test model")
+    job = same_process_job(config, spec, "cold").steps[0]
+    medians = same_process.time_eager_alone(job, spec)
+    assert set(medians) == {"inference", "training"} and all(m is not None and m > 0 for m in medians.values())
+    broken = ModelSpec("broken", "test", lambda ctx: 1 / 0, ("cpu",), (), "")  # type: ignore[arg-type, return-value]
+    assert same_process.time_eager_alone(job, broken) == {"inference": None, "training": None}
 
 
 # ---------------------------------------------------------------- the report

@@ -73,29 +73,35 @@ def same_process_job(config: BenchConfig, spec: ModelSpec, phase: str) -> SamePr
     return SameProcessJob(steps, eager_alone_first=config.order == "eager-first")
 
 
-def time_eager_alone(job: Job, spec: ModelSpec, task: str) -> float | None:
-    """Eager's median milliseconds per call of `task`, timed on its own (no compiled model in between).
+def time_eager_alone(job: Job, spec: ModelSpec) -> dict[str, float | None]:
+    """Eager's median milliseconds per call of each task, timed on its own (no compiled model in between).
 
-    The model and inputs are the ones every step builds (same seeds); as many calls as one side of the
-    paired timing gets. None if the model does not build or run (its steps report why).
+    The model and inputs are the ones every step builds (same seeds), built once for all tasks (a
+    training step without an optimizer leaves the weights as they were); as many calls as one side of
+    the paired timing gets. None for a task whose model does not build or run (its steps report why).
     """
+    medians: dict[str, float | None] = dict.fromkeys(job.tasks)
     try:
         torch.manual_seed(job.seed)
         workload = spec.build(BuildContext(job.device))
-        generator = torch.Generator().manual_seed(job.seed + 1)
-        runner = TaskRunner(workload, task, job.device, job.seed)
-        inputs = runner.prepare(workload.model, workload.make_inputs(generator))
-        call = lambda: runner.step(workload.model, workload.model, inputs)  # noqa: E731
-        warmup = time_calls(call, max(job.measure.warmup_calls, 1), job.device)
-        count = calls_per_block(median(warmup), job.measure) * job.measure.rounds
-        samples = time_calls(call, count, job.device)
-        synchronize(job.device)
-        return median(samples)
+        for task in job.tasks:
+            generator = torch.Generator().manual_seed(job.seed + 1)
+            runner = TaskRunner(workload, task, job.device, job.seed)
+            inputs = runner.prepare(workload.model, workload.make_inputs(generator))
+
+            def call() -> object:
+                return runner.step(workload.model, workload.model, inputs)  # called within this iteration
+
+            warmup = time_calls(call, max(job.measure.warmup_calls, 1), job.device)
+            count = calls_per_block(median(warmup), job.measure) * job.measure.rounds
+            medians[task] = median(time_calls(call, count, job.device))
+            synchronize(job.device)
     except Exception:
-        return None
+        pass
     finally:
         if job.device == "cuda":
             torch.cuda.empty_cache()
+    return medians
 
 
 def run_same_process(job: SameProcessJob) -> list[JobResult]:
@@ -106,14 +112,14 @@ def run_same_process(job: SameProcessJob) -> list[JobResult]:
     timed = first.phase == "cold" and (first.device != "cuda" or torch.cuda.is_available())
     eager_alone: dict[str, float | None] = {}
     if timed and job.eager_alone_first:
-        eager_alone = {task: time_eager_alone(first, spec, task) for task in first.tasks}
+        eager_alone = time_eager_alone(first, spec)
     results = []
     for step in job.steps:
         result = run_job(step)
         result.process_mode = SAME
         results.append(result)
     if timed and not job.eager_alone_first:
-        eager_alone = {task: time_eager_alone(first, spec, task) for task in first.tasks}
+        eager_alone = time_eager_alone(first, spec)
     for result in results:
         result.tasks = [dataclasses.replace(task, eager_alone_ms=eager_alone.get(task.task)) for task in result.tasks]
     return results
