@@ -200,6 +200,25 @@ def test_report_of_both_modes() -> None:
     assert "vs the same process" not in single and "eager ms alone" not in single
 
 
+def test_merging_two_gpus_documents_of_both_modes() -> None:
+    from tools.bench.cli import merge_documents
+
+    jobs = _both_modes()
+    meta = {"device": "cuda", "date": "today", "command": "gpu0", "config": {"order": "eager-first"}}
+    halves = [[j for j in jobs if j.compiler == "torch.compile"], [j for j in jobs if j.compiler == "kiln"]]
+    documents = [json.loads(json.dumps(jsonable(report_json(merge_rows(h), h, meta)))) for h in halves]
+    merged = merge_documents(documents)
+    assert len(merged["rows"]) == 4 and merged["meta"]["merged_from"] == 2
+    assert set(merged["meta"]["graph_cache"]) == {
+        "torch.compile cold", "kiln cold", "kiln warm", "torch.compile cold, same process", "kiln cold, same process",
+        "kiln warm, same process",
+    }
+    text = render_report(rows_from_json(merged), merged["meta"])
+    assert text.count("| m     | inference | ") >= 2 and "separate processes vs the same process" in text
+    same_section = text[text.index("same process (one per model)"):]
+    assert "kiln cold, same process" in same_section and "| kiln cold " not in same_section
+
+
 # ---------------------------------------------------------------- end to end
 
 

@@ -150,6 +150,7 @@ def merge_documents(documents: list[dict[str, Any]]) -> dict[str, Any]:
     meta = dict(documents[0]["meta"])
     meta["command"] = " ; ".join(document["meta"].get("command", "") for document in documents)
     meta["merged_from"] = len(documents)
+    meta["graph_cache"] = graph_cache_counts(jobs)
     return report_json(merge_rows(jobs), jobs, meta)
 
 
