@@ -247,6 +247,9 @@ def run_job(job: Job) -> JobResult:
             for task in job.tasks
         ]
         return result
+    kiln = job.compiler.kind == "kiln"
+    # Kiln's counters are per process: a same-process worker's earlier Kiln jobs are subtracted
+    stages_before, counts_before = (_kiln_compile_stages(), _kiln_cache_counts()) if kiln else ({}, {})
     start = time.perf_counter()
     try:
         startup_probe(job.compiler, job.device)
@@ -256,8 +259,14 @@ def run_job(job: Job) -> JobResult:
         result.startup_error = first_line(error)
     spec = MODELS[job.model]
     result.tasks = [run_task(job, spec, task) for task in job.tasks]
-    result.compile_stages = _kiln_compile_stages() if job.compiler.kind == "kiln" else {}
-    result.cache_counts = _kiln_cache_counts() if job.compiler.kind == "kiln" else {}
+    if kiln:
+        result.compile_stages = {
+            stage: seconds - stages_before.get(stage, 0.0) for stage, seconds in _kiln_compile_stages().items()
+        }
+        result.cache_counts = {
+            stage: {kind: n - counts_before.get(stage, {}).get(kind, 0) for kind, n in counts.items()}
+            for stage, counts in _kiln_cache_counts().items()
+        }
     result.wall_s = time.perf_counter() - begin
     return result
 
