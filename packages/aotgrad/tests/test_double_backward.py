@@ -220,3 +220,50 @@ def test_saved_tensor_hooks_keep_no_inputs_and_a_create_graph_backward_says_so()
     torch.testing.assert_close(torch.autograd.grad(y, x, retain_graph=True), torch.autograd.grad(expected, x))
     with pytest.raises(RuntimeError, match=r"double backward .*saved-tensor hooks"):
         torch.autograd.grad(y, x, create_graph=True)
+
+
+F = nn.functional
+NORMS: dict[str, Callable[..., torch.Tensor]] = {
+    "batch_norm_train": lambda x, m, v, w, b: F.batch_norm(x, m, v, w, b, training=True, momentum=0.25),
+    "batch_norm_train_no_stats": lambda x, m, v, w, b: F.batch_norm(x, None, None, w, b, training=True),
+    "batch_norm_eval": lambda x, m, v, w, b: F.batch_norm(x, m, v, w, b, training=False),
+    "instance_norm": lambda x, m, v, w, b: F.instance_norm(x, m, v, w, b, use_input_stats=True, momentum=0.3),
+    "conv_instance_norm": lambda x, m, v, w, b: F.instance_norm(F.conv1d(x, x[:3].detach(), padding=2), m, v, w, b),
+}
+
+
+@pytest.mark.parametrize("wanted", ["weight", "weight_bias", "all"])
+@pytest.mark.parametrize("name", sorted(NORMS))
+def test_batch_norm_gradients_have_eagers_history_under_create_graph(name: str, wanted: str) -> None:
+    """fuzz 1fd27694ca, f9549b8353: with only the weight requiring grad, eager's gradient of a batch
+    norm's weight has history (its fused backward takes the weight) though it does not depend on it;
+    the replayed decomposition gave one without, so a second differentiation raised instead of
+    finding no term. The replay differentiates batch norm whole, as eager does."""
+
+    def run(fn: Callable[..., torch.Tensor]) -> list[Any]:
+        g = torch.Generator().manual_seed(4)
+        x, w, b = torch.randn(4, 3, 5, generator=g), torch.randn(3, generator=g), torch.randn(3, generator=g)
+        stats = [torch.randn(3, generator=g), torch.rand(3, generator=g) + 0.5]
+        leaves = [x, w, b] if wanted == "all" else [w, b] if wanted == "weight_bias" else [w]
+        for leaf in leaves:
+            leaf.requires_grad_()
+        y = fn(x, *stats, w, b)
+        grads = torch.autograd.grad(y, leaves, torch.randn(y.shape, generator=g), create_graph=True)
+        history = [gr.requires_grad for gr in grads]
+        terms = [(gr * torch.randn(gr.shape, generator=g)).sum() for gr in grads if gr.requires_grad]
+        second = torch.autograd.grad(sum(terms), leaves, allow_unused=True) if terms else ()
+        return [y.detach(), history, [gr.detach() for gr in grads], list(second), stats]
+
+    got, want = run(aotgrad.aot_function(NORMS[name], fw_compiler=FirstOrderOnly(), config=strict())), run(NORMS[name])
+    assert got[1] == want[1], f"requires_grad of the gradients: {got[1]} compiled, {want[1]} eager"
+    for got_value, want_value in zip([got[0], *got[2], *got[3], *got[4]], [want[0], *want[2], *want[3], *want[4]]):
+        _assert_same_or_both_zero(got_value, want_value)
+
+
+def _assert_same_or_both_zero(got: torch.Tensor | None, want: torch.Tensor | None) -> None:
+    """Close values; None (no gradient) on one side only where the other is zeros."""
+    if got is None or want is None:
+        present = want if got is None else got
+        assert present is None or not present.count_nonzero()
+        return
+    torch.testing.assert_close(got, want)

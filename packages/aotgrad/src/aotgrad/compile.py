@@ -20,7 +20,12 @@ from torch.fx._lazy_graph_module import _use_lazy_graph_module
 from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
 from aotgrad.config import AotConfig
-from aotgrad.decompositions import DecompositionTable, default_decompositions, with_eager_values
+from aotgrad.decompositions import (
+    DecompositionTable,
+    default_decompositions,
+    replay_decompositions,
+    with_eager_values,
+)
 from aotgrad.errors import (
     AotGradError,
     TracingError,
@@ -298,11 +303,39 @@ def compile_region(
     # 3. compile each side and wrap them for eager autograd (autocast is applied in the graphs
     # already: code generators that trace or run them again must not apply it twice)
     with torch._C._DisableAutocast():
-        return _compiled_region(traced, split, compilers)
+        return _compiled_region(traced, split, compilers, _batch_norm_whole_tracer(fn, traced))
+
+
+def _batch_norm_whole_tracer(
+    fn: Callable[..., Any], traced: TracedRegion
+) -> Callable[[Sequence[Any]], torch.fx.GraphModule | None] | None:
+    """For a double backward through `traced`'s region: traces `fn` from the region's inputs into a
+    forward graph with batch norm whole (`replay_decompositions`), or None where that graph would
+    not line up with the compiled forward's outputs (then the region replays its own graph). None
+    for a region whose inputs were narrowed to their distinct elements (`_through_distinct_elements`)."""
+    if traced.distinct_inputs:
+        return None
+    forward = traced.forward
+
+    def trace(inputs: Sequence[Any]) -> torch.fx.GraphModule | None:
+        fake_mode, fakes = fake_inputs_for(list(inputs))
+        try:
+            with fake_mode, _onednn_disabled(), torch._C._DisableAutocast():
+                whole = trace_functional(fn, fakes, {}, training=True, early=replay_decompositions())
+        except Exception as error:  # the region's own graph still replays: its gradients are eager's values
+            log.debug("aotgrad: replaying the decomposed batch norm (%s: %s)", type(error).__name__, error)
+            return None
+        same = whole.mutated_inputs == forward.mutated_inputs and whole.num_graph_outputs == forward.num_graph_outputs
+        return whole.gm if same else None
+
+    return trace
 
 
 def _compiled_region(
-    traced: TracedRegion, split: tuple[torch.fx.GraphModule, torch.fx.GraphModule] | None, compilers: Compilers
+    traced: TracedRegion,
+    split: tuple[torch.fx.GraphModule, torch.fx.GraphModule] | None,
+    compilers: Compilers,
+    batch_norm_whole: Callable[[Sequence[Any]], torch.fx.GraphModule | None] | None = None,
 ) -> Region:
     forward_gm = split[0] if split is not None else traced.forward.gm
     forward_gm.meta[MUTATED_INPUTS_META] = traced.forward.mutated_inputs  # see runtime/writeback.py
@@ -327,7 +360,7 @@ def _compiled_region(
             grad_inputs=traced.joint.grad_inputs,
             mutated_inputs=traced.forward.mutated_inputs,
             higher_order=DifferentiableBackward.for_region(
-                traced.forward, traced.joint.grad_inputs, traced.joint.differentiable_outputs
+                traced.forward, traced.joint.grad_inputs, traced.joint.differentiable_outputs, batch_norm_whole
             ),
         ),
         traced.distinct_inputs,

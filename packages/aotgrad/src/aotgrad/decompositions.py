@@ -51,7 +51,7 @@ from typing import Any
 import torch
 from torch._decomp import core_aten_decompositions, decomposition_table, get_decompositions
 
-from aotgrad.eager_batch_norm import with_eager_running_stats
+from aotgrad.eager_batch_norm import native_batch_norm_for_replay, with_eager_running_stats
 from aotgrad.eager_factories import EAGER_FACTORIES
 from aotgrad.eager_gradients import EAGER_GRADIENTS
 from aotgrad.eager_std import EAGER_STD
@@ -151,6 +151,21 @@ def mutation_decompositions() -> DecompositionTable:
     for op in _overloads(FIRST_RESULT_DIFFERENTIABLE):
         if op in table:
             table[op] = _detaching_rest(with_eager_running_stats(op, table[op]))
+    return table
+
+
+def replay_decompositions() -> DecompositionTable:
+    """The early table of a double backward's replay graph (`runtime/higher_order.py`): batch norm
+    stays whole, differentiated by eager's own formula (the fused ``native_batch_norm_backward``,
+    whose gradients have history whenever the input or the weight requires grad; the decomposed
+    form's gradient of the weight does not depend on the weight, so it had none). ``native_batch_norm``
+    shows its update of the running statistics as copies; the other overloads declare theirs, except
+    ``cudnn_batch_norm``, decomposed as in `mutation_decompositions`."""
+    table = mutation_decompositions()
+    for op in _overloads(BATCH_NORMS):
+        if op.overloadpacket is not aten.cudnn_batch_norm:
+            table.pop(op, None)
+    table[aten.native_batch_norm.default] = native_batch_norm_for_replay
     return table
 
 

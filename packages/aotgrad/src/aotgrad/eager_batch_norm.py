@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["with_eager_running_stats"]
+__all__ = ["native_batch_norm_for_replay", "with_eager_running_stats"]
 
 
 def _batch_mean(x: torch.Tensor) -> torch.Tensor:
@@ -139,3 +139,29 @@ def _with_cpu_output(bound: dict[str, Any], training: bool, result: Any) -> Any:
     shape = [1, x.shape[1]] + [1] * (x.dim() - 2)
     out = (x.to(acc) * alpha.reshape(shape) + beta.reshape(shape)).to(result[0].dtype)
     return (out, *result[1:]) if isinstance(result, tuple) else [out, *result[1:]]
+
+
+def native_batch_norm_for_replay(
+    x: torch.Tensor,
+    weight: torch.Tensor | None,
+    bias: torch.Tensor | None,
+    running_mean: torch.Tensor | None,
+    running_var: torch.Tensor | None,
+    training: bool,
+    momentum: float,
+    eps: float,
+) -> Any:
+    """``native_batch_norm`` as the functional op eager differentiates the same way, for a double
+    backward's replay graph (`runtime/higher_order.py`): its update of the running statistics, which
+    its schema does not declare, becomes explicit copies that functionalization sees, and the op
+    itself stays whole, so the replay differentiates it with eager's own derivative formula. Without
+    running statistics to update: the op as it is."""
+    if not training or running_mean is None or running_var is None:
+        return NotImplemented
+    aten = torch.ops.aten
+    out, mean, invstd, new_mean, new_var = aten._native_batch_norm_legit_functional.default(
+        x, weight, bias, running_mean, running_var, True, momentum, eps
+    )
+    running_mean.copy_(new_mean)
+    running_var.copy_(new_var)
+    return out, mean, invstd

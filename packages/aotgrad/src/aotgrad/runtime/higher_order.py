@@ -6,7 +6,10 @@ history, and a second differentiation would silently miss the region's second-or
 grad mode is on inside the backward, the region's functional forward graph is replayed eagerly on
 the region's inputs and differentiated with ``torch.autograd.grad(..., create_graph=True)``: eager's
 own derivative formulas, so higher-order gradients are eager's. The compiled backward keeps serving
-every first-order backward.
+every first-order backward. Batch norm, decomposed in that graph before autograd, would be
+differentiated as its decomposition, whose gradients lack history where eager's fused backward gives
+them some (the weight's, when only the weight requires grad): a region with a batch norm replays a
+graph traced again with batch norm whole (`eager_replay`, once per input signature).
 
 A replay is faithful only when it recomputes what the compiled forward computed. A region that
 updates an input in place replays on a copy of that input's old value, taken before the forward
@@ -66,6 +69,16 @@ def _read_inputs(graph: torch.fx.Graph, outputs: Sequence[int]) -> set[int]:
     return {i for i, node in enumerate(placeholders(graph)) if node in seen}
 
 
+def _signature(inputs: Sequence[Any]) -> tuple[Any, ...]:
+    """What a graph traced from `inputs` with static sizes is specialized to."""
+    return tuple(
+        (tuple(x.shape), x.stride(), x.dtype, x.device, x.requires_grad)
+        if isinstance(x, torch.Tensor)
+        else x if isinstance(x, (bool, int, float, str, type(None))) else type(x)
+        for x in inputs
+    )
+
+
 def _why_not_replayable(forward: FunctionalGraph, grad_inputs: tuple[int, ...], kept: tuple[int, ...]) -> str | None:
     """Why replaying `forward` would not recompute what the compiled forward did, or None."""
     differentiated_and_written = set(kept) & set(grad_inputs)
@@ -92,6 +105,10 @@ class DifferentiableBackward:
         differentiable_outputs: forward-output indices that receive a tangent.
         unsupported: why this region cannot be replayed (None: it can).
         retrace: traces the forward graph again from the region's inputs (when `forward` is None).
+        eager_replay: traces, from the region's inputs, a forward graph with batch norm whole (see
+            `replay_decompositions`), replayed in place of `forward`; it returns None where that
+            graph is not possible, and is None where `forward` has no decomposed batch norm.
+        whole_graphs: those graphs per input signature (shapes, strides, dtypes).
     """
 
     forward: torch.fx.GraphModule | None
@@ -100,16 +117,26 @@ class DifferentiableBackward:
     unsupported: str | None = None
     kept_before_mutation: tuple[int, ...] = ()
     retrace: Callable[[Sequence[Any]], torch.fx.GraphModule] | None = None
+    eager_replay: Callable[[Sequence[Any]], torch.fx.GraphModule | None] | None = None
+    whole_graphs: dict[tuple[Any, ...], torch.fx.GraphModule | None] = dataclasses.field(
+        default_factory=dict, compare=False, repr=False
+    )
 
     @staticmethod
     def for_region(
-        forward: FunctionalGraph, grad_inputs: tuple[int, ...], differentiable_outputs: tuple[int, ...]
+        forward: FunctionalGraph,
+        grad_inputs: tuple[int, ...],
+        differentiable_outputs: tuple[int, ...],
+        eager_replay: Callable[[Sequence[Any]], torch.fx.GraphModule | None] | None = None,
     ) -> DifferentiableBackward:
         """The replay of `forward`, or a record of why it cannot be replayed."""
         read = _read_inputs(forward.gm.graph, differentiable_outputs)
         kept = tuple(i for i in forward.mutated_inputs if i in read)
         unsupported = _why_not_replayable(forward, grad_inputs, kept)
-        return DifferentiableBackward(forward.gm, grad_inputs, differentiable_outputs, unsupported, kept)
+        eager_replay = eager_replay if forward.decomposed_batch_norm else None
+        return DifferentiableBackward(
+            forward.gm, grad_inputs, differentiable_outputs, unsupported, kept, eager_replay=eager_replay
+        )
 
     def inputs_to_keep(self, inputs: Sequence[Any]) -> Sequence[Any]:
         """The region's inputs for a later replay, called before the forward: those it updates
@@ -143,11 +170,7 @@ class DifferentiableBackward:
         replay = list(inputs)
         for index in self.grad_inputs:
             replay[index] = replay[index].view_as(replay[index])
-        forward = self.forward
-        if forward is None:
-            assert self.retrace is not None, "a DifferentiableBackward needs its forward graph or a way to trace it"
-            forward = self.retrace(inputs)
-            object.__setattr__(self, "forward", forward)  # traced once, on the first double backward
+        forward = self._replay_graph(inputs)
         with torch.enable_grad(), torch._C._DisableAutocast():
             outputs = ReplayInterpreter(forward).run(*replay)
         pairs = [
@@ -162,6 +185,23 @@ class DifferentiableBackward:
             [out for out, _ in pairs], wanted, [grad for _, grad in pairs], create_graph=True, allow_unused=True
         )
         return list(grads)
+
+    def _replay_graph(self, inputs: Sequence[Any]) -> torch.fx.GraphModule:
+        """The graph to replay: with batch norm whole (`eager_replay`), traced once per input
+        signature (sizes are static in it); else the region's own, traced on the first double
+        backward where it was not kept (`retrace`)."""
+        if self.eager_replay is not None:
+            key = _signature(inputs)
+            if key not in self.whole_graphs:
+                self.whole_graphs[key] = self.eager_replay(inputs)
+            whole = self.whole_graphs[key]
+            if whole is not None:
+                return whole
+        if self.forward is None:
+            assert self.retrace is not None, "a DifferentiableBackward needs its forward graph or a way to trace it"
+            object.__setattr__(self, "forward", self.retrace(inputs))
+        assert self.forward is not None
+        return self.forward
 
     def refuse(self, grads: Sequence[Any], inputs: Sequence[Any]) -> tuple[Any, ...]:
         """`grads` (first-order, from the compiled backward) behind a node that raises why this

@@ -21,7 +21,7 @@ from torch.fx.experimental.proxy_tensor import make_fx
 from torch.utils import _pytree as pytree
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from aotgrad.decompositions import DecompositionTable, mutation_decompositions
+from aotgrad.decompositions import BATCH_NORMS, DecompositionTable, mutation_decompositions
 from aotgrad.errors import TracingError, location_from_stack_trace
 from aotgrad.tracing.eager_checks import EagerChecks
 from aotgrad.tracing.graph_passes import (
@@ -110,6 +110,8 @@ class FunctionalGraph:
         differentiable_mutations: mutated inputs that need no grad but whose new value does, as
             eager's autograd sees them (`x[0].add_(w)` with `w` requiring grad): the joint graph
             differentiates their new values and the wrapper writes them back under grad mode.
+        decomposed_batch_norm: a batch norm was decomposed before autograd (the early table): a
+            double backward replays a graph traced again with it whole (`replay_decompositions`).
     """
 
     gm: torch.fx.GraphModule
@@ -118,6 +120,7 @@ class FunctionalGraph:
     outputs: tuple[OutputSpec, ...]
     out_spec: pytree.TreeSpec
     differentiable_mutations: tuple[int, ...] = ()
+    decomposed_batch_norm: bool = False
 
 
 def _check_no_metadata_mutation(gm: torch.fx.GraphModule) -> None:
@@ -303,6 +306,7 @@ def trace_functional(
     decompositions: DecompositionTable,
     *,
     training: bool = False,
+    early: DecompositionTable | None = None,
 ) -> FunctionalGraph:
     """Trace `fn(*fake_inputs)` into a `FunctionalGraph` of decomposed, functional ATen ops.
 
@@ -314,11 +318,14 @@ def trace_functional(
             applied later, by `trace_joint`.
         training: the graph will be differentiated (`trace_joint`): keep `aten.detach` and the
             user's `torch.no_grad()` blocks as explicit gradient barriers, and do not decompose yet.
+        early: the decompositions applied first (None: `mutation_decompositions()`; a double
+            backward's replay graph passes `replay_decompositions()`).
     """
     # Training: the forward stays undecomposed (but functional) so the joint trace differentiates
     # the original ops with their own derivative formulas and decomposes below autograd. Batch norm
     # is decomposed first either way, so that functionalization sees its running-stat updates.
-    early = mutation_decompositions()
+    batch_norms: list[Any] = []
+    early = _recording(mutation_decompositions() if early is None else early, BATCH_NORMS, batch_norms)
     table = early if training else {op: fn for op, fn in decompositions.items() if op not in _DETACH}
     # One functionalized trace where that is faithful (static sizes, nothing in place left over:
     # tracing/single_pass.py), else decompose first and functionalize in a second trace. Nodes
@@ -339,7 +346,22 @@ def trace_functional(
     if not training:
         _drop_detaches(functional)
     draw_random_in_memory_order(functional, recompile=False)
-    return _rewrite_outputs(functional, spec)
+    graph = _rewrite_outputs(functional, spec)
+    graph.decomposed_batch_norm = bool(batch_norms)
+    return graph
+
+
+def _recording(table: DecompositionTable, packets: tuple[Any, ...], seen: list[Any]) -> DecompositionTable:
+    """`table` with the decompositions of `packets`' overloads noting in `seen` each op they decompose."""
+
+    def noting(op: Any, decomposition: Callable[..., Any]) -> Callable[..., Any]:
+        def decompose(*args: Any, **kwargs: Any) -> Any:
+            seen.append(op)
+            return decomposition(*args, **kwargs)
+
+        return decompose
+
+    return {op: noting(op, fn) if op.overloadpacket in packets else fn for op, fn in table.items()}
 
 
 def _flat_traceable(
