@@ -71,3 +71,37 @@ def test_unique_backward_of_values_selected_by_a_data_dependent_index() -> None:
         out.backward()
         expected.backward()
         torch.testing.assert_close(a.grad, b.grad)
+
+
+def _checked(x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+    n = lengths.max().item()
+    torch._check(n <= x.shape[1])
+    return x * 2 + n
+
+
+def _checked_in_place(x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+    y = x.clone()
+    y.add_(lengths.max().item())  # the in-place op: decomposed first, then functionalized (two traces)
+    n = torch.nonzero(lengths).size(0)
+    torch._check(n >= 2)
+    return y * n
+
+
+@pytest.mark.parametrize("training", [False, True])
+@pytest.mark.parametrize(("fn", "good", "bad"), [(_checked, [3, 8], [3, 9]),
+                                                 (_checked_in_place, [3, 8, 0, 1], [0, 8, 0, 0])])
+def test_torch_check_on_a_data_dependent_value_is_a_graph_node(
+        fn: Any, good: list[int], bad: list[int], training: bool) -> None:
+    """`torch._check` records its condition in the ShapeEnv, on the traced symbol only: a graph traced
+    again (functionalization's second trace, the joint trace) has fresh symbols the condition does not
+    name. As an `aten._assert_scalar` node of the forward graph it reaches every compiler."""
+    forward = RecordingCompiler()
+    compiled = aotgrad.aot_function(fn, fw_compiler=forward, bw_compiler=RecordingCompiler(), config=strict())
+    x = torch.randn(2, 8, requires_grad=training)
+    torch.testing.assert_close(compiled(x, torch.tensor(good)), fn(x, torch.tensor(good)))
+    with pytest.raises(RuntimeError):
+        fn(x, torch.tensor(bad))
+    with pytest.raises(RuntimeError, match="Runtime assertion failed"):
+        compiled(x, torch.tensor(bad))
+    (graph,) = forward.graphs
+    assert any(n.target is torch.ops.aten._assert_scalar.default for n in graph.graph.nodes)

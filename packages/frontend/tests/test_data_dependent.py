@@ -104,6 +104,84 @@ def test_split_sizes_that_do_not_add_up_raise_like_eager() -> None:
         compiled(x, torch.tensor([3, 2, 4]))
 
 
+def _checked_max(x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+    n = lengths.max().item()
+    torch._check(n <= x.shape[1])
+    return x * 2 + n
+
+
+def _checked_is_size(x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+    n = lengths.min().item()
+    torch._check_is_size(n)
+    return x * 2 + n
+
+
+def _checked_nonnegative(x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+    n = lengths.min().item()
+    torch._check(n >= 0)
+    return x + n
+
+
+def _checked_nonzero_count(x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+    m = torch.nonzero(lengths).size(0)
+    torch._check(m >= 2)
+    return x * m
+
+
+def _checked_unused(x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+    torch._check(lengths.max().item() <= x.shape[1])  # the value feeds nothing but the check
+    return x * 2
+
+
+# name: (function, lengths that pass its check, lengths that fail it, the failed condition)
+CHECKED: dict[str, tuple[Callable[..., Any], list[int], list[int], str]] = {
+    "check_le": (_checked_max, [3, 8], [3, 9], "<= 8"),
+    "check_is_size": (_checked_is_size, [3, 8], [-1, 8], ">= 0"),
+    "check_ge": (_checked_nonnegative, [3, 8], [-1, 8], ">= 0"),
+    "check_nonzero_size": (_checked_nonzero_count, [3, 8, 0, 1], [0, 8, 0, 0], ">= 2"),
+    "check_unused_item": (_checked_unused, [3, 8], [3, 9], "<= 8"),
+}
+
+
+def _check_raises_like_eager(name: str, backend: str, tmp_path: Path, *, training: bool = False,
+                             dynamic: bool | None = None, condition: str | None = None) -> None:
+    fn, good, bad, failed = CHECKED[name]
+    condition = re.escape(failed) if condition is None else condition
+    compiled = frontend.compile(fn, backend=backend, fullgraph=True, dynamic=dynamic,
+                                options={**STRICT, "cache_dir": str(tmp_path)})
+    x = torch.randn(2, 8, requires_grad=training)
+    out = compiled(x, torch.tensor(good))
+    torch.testing.assert_close(out, fn(x, torch.tensor(good)))
+    if training:
+        eager = x.detach().clone().requires_grad_()
+        out.sum().backward()
+        fn(eager, torch.tensor(good)).sum().backward()
+        torch.testing.assert_close(x.grad, eager.grad)
+    with pytest.raises(RuntimeError):
+        fn(x, torch.tensor(bad))
+    with pytest.raises(RuntimeError, match=condition):
+        compiled(x, torch.tensor(bad))
+    assert compiled.kiln_context.graphs_compiled == 1
+
+
+@pytest.mark.parametrize("backend", ["inductor", "aot_eager"])
+@pytest.mark.parametrize("name", sorted(CHECKED))
+def test_torch_check_on_a_data_dependent_value_raises_like_eager(name: str, backend: str, tmp_path: Path) -> None:
+    """`torch._check` on an `item()` or `nonzero().size(0)` value: aotgrad traces the graph again with
+    fresh unbacked symbols, and the check used to reach no backend (compiled code returned a result)."""
+    _check_raises_like_eager(name, backend, tmp_path)
+
+
+@pytest.mark.parametrize("backend", ["inductor", "aot_eager"])
+def test_torch_check_against_a_symbolic_size_raises_like_eager(backend: str, tmp_path: Path) -> None:
+    _check_raises_like_eager("check_le", backend, tmp_path, dynamic=True, condition=r"u\d+ <= s\d+")
+
+
+@pytest.mark.parametrize("backend", ["inductor", "aot_eager"])
+def test_torch_check_on_a_data_dependent_value_raises_when_training(backend: str, tmp_path: Path) -> None:
+    _check_raises_like_eager("check_le", backend, tmp_path, training=True)
+
+
 def test_branch_on_an_item_breaks_the_graph_there() -> None:
     def fn(x: torch.Tensor) -> torch.Tensor:
         y = x.cos()
@@ -131,6 +209,8 @@ def test_triton_wrapper_binds_unbacked_sizes(monkeypatch: pytest.MonkeyPatch, tm
         _check(*CASES["masks"])
     (wrapper,) = tmp_path.glob("run_*/*/forward/wrapper.py")
     assert re.search(r"u\d+ = buf\d+\.size\(0\)", wrapper.read_text())
+    _check_raises_like_eager("check_le", "inductor", tmp_path / "le")
+    _check_raises_like_eager("check_nonzero_size", "inductor", tmp_path / "nonzero")
 
 
 def test_unique_runs_eagerly_where_fake_tensors_give_it_wrong_dtypes(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -106,3 +106,23 @@ def test_a_symbol_no_result_size_gives_is_refused_at_compile_time() -> None:
     # The caller (the frontend) then runs the graph eagerly, naming this reason.
     with pytest.raises(UnbackedSymbolError, match="u7"):
         bind_results(Program(), (), {sympy.Symbol("u7", integer=True)}, None)
+
+
+def test_an_assert_scalar_node_is_checked_once_its_symbol_is_bound() -> None:
+    """aotgrad writes the user's `torch._check(n <= 8)` as `aten._assert_scalar`: the wrapper checks
+    it, and the `item()` it reads runs although nothing else uses it."""
+    def fn(x: torch.Tensor) -> tuple[torch.Tensor]:
+        torch.ops.aten._assert_scalar.default(x.max().item() <= 8, "n <= 8")
+        return (x * 2,)
+
+    inputs = (torch.tensor([3, 8]),)
+    shape_env = ShapeEnv(allow_dynamic_output_shape_ops=True, allow_scalar_outputs=True)
+    mode = FakeTensorMode(allow_non_fake_inputs=True, shape_env=shape_env)
+    fakes = [mode.from_tensor(x, static_shapes=True) for x in inputs]
+    with mode:
+        gm = make_fx(fn, tracing_mode="real")(*fakes)
+    shape_env.deferred_runtime_asserts.clear()  # the node alone must give the check
+    compiled = inductor_ir.compile_graph(gm, fakes, backends={"cpu": ReferenceBackend()})
+    torch.testing.assert_close(compiled(*inputs), fn(*inputs))
+    with pytest.raises(RuntimeError, match="u0 <= 8 is false"):
+        compiled(torch.tensor([3, 9]))

@@ -44,6 +44,7 @@ from inductor_ir.unbacked import (
     bind_scalar,
     float_arguments,
     is_unbacked,
+    record_assert,
     unbound_unbacked,
     used_symbols,
 )
@@ -201,6 +202,10 @@ def _lower_call(
         return container[item]  # type: ignore[index]
     if node.target is _aten._local_scalar_dense.default:
         return _item(ctx, node, env)
+    if node.target is _aten._assert_scalar.default:  # `torch._check(u0 <= 8)`: the wrapper checks it
+        condition = node.args[0]
+        record_assert(ctx.program, condition.meta.get("val") if isinstance(condition, torch.fx.Node) else condition)
+        return None
     if isinstance(val, torch.SymInt) and float_arguments(getattr(val.node, "expr", None)):
         return bind_int_of_float(ctx.program, val)  # `int(t.item())` of a float
     if val is not None and not isinstance(val, (torch.Tensor, list, tuple)) and hasattr(val, "node"):

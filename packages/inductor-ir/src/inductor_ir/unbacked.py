@@ -7,7 +7,9 @@ them runs as a ``FallbackKernel`` and the wrapper reads each symbol from its res
 (``u0 = buf3.size(0)``, ``u1 = buf4``). Later kernels, allocations and calls use them like any size
 symbol read from an input. The checks ``torch._check`` put on them while tracing (``u0 >= 0``, the
 split sizes summing to the dim) are run by the wrapper as soon as their symbols are bound, raising
-``RuntimeError`` as eager does instead of reading out of bounds.
+``RuntimeError`` as eager does instead of reading out of bounds; so are the graph's own
+``aten._assert_scalar`` nodes (the user's ``torch._check(n <= x.shape[1])``, which aotgrad writes into
+the graph), and the calls binding their symbols run even when nothing else uses them.
 
 Floats and booleans from ``item()`` (``zuf0``, ``Eq(u0, 1)``) never reach generated kernels, whose
 size arguments are ints: ops reading one run as ``FallbackKernel`` calls given the Python number,
@@ -42,6 +44,7 @@ __all__ = [
     "is_unbacked",
     "is_unbacked_float",
     "output_definers",
+    "record_assert",
     "runtime_checks",
     "symbol_definers",
     "unbound_unbacked",
@@ -221,29 +224,51 @@ def symbol_definers(program: Program) -> dict[str, set[str]]:
 
 
 def output_definers(program: Program) -> set[str]:
-    """The buffers binding unbacked symbols that graph outputs use (a returned ``item()``)."""
+    """The buffers binding unbacked symbols that graph outputs (a returned ``item()``) or the graph's
+    runtime checks use: they run even when no kernel reads them."""
     definers = {symbol: source.buffer for symbol, source in program.size_sources.items() if source.buffer}
     if not definers:
         return set()
-    return {definers[s] for s in _free_symbols(program.outputs) if s in definers}
+    return {definers[s] for s in _free_symbols([program.outputs, program.runtime_asserts]) if s in definers}
+
+
+def record_assert(program: Program, condition: Any) -> None:
+    """Keep the condition of an ``aten._assert_scalar`` node for the wrapper to check (``condition`` is
+    its first argument's ``meta['val']``: a SymBool, or a bool). One known true needs no check.
+
+    Raises ``UnbackedSymbolError`` when no earlier step binds one of its symbols.
+    """
+    expr = getattr(getattr(condition, "node", None), "expr", None)
+    if expr is None:
+        if not isinstance(condition, bool):
+            raise UnbackedSymbolError(f"a runtime check on {condition!r} cannot be checked by the generated code")
+        expr = sympy.true if condition else sympy.false
+    if expr == sympy.true:
+        return
+    unknown = sorted(str(s) for s in expr.free_symbols if s not in program.size_sources)
+    if unknown:
+        raise UnbackedSymbolError(f"the runtime check {expr} uses {', '.join(unknown)}, which the generated code "
+                                  "does not bind")
+    if expr not in program.runtime_asserts:
+        program.runtime_asserts.append(expr)
+        _remember_shape_env(program, getattr(condition, "node", None) and condition.node.shape_env)
 
 
 def runtime_checks(program: Program) -> list[tuple[frozenset[sympy.Symbol], sympy.Expr]]:
-    """The ShapeEnv's deferred runtime assertions on this program's unbacked symbols: (symbols they
-    need, condition in torch's SymPy functions). Their messages name torch's source lines only."""
-    shape_env = program.shape_env
-    asserts = getattr(shape_env, "deferred_runtime_asserts", None)
-    if not asserts:
-        return []
+    """The checks the wrapper runs: the graph's ``_assert_scalar`` conditions, then the ShapeEnv's
+    deferred runtime assertions on this program's unbacked symbols, each once: (symbols they need,
+    condition in torch's SymPy functions). Their messages name torch's source lines only."""
+    asserts = getattr(program.shape_env, "deferred_runtime_asserts", None) or {}
+    deferred = [entry.expr for entries in list(asserts.values()) for entry in entries]
     unbacked = {s for s, source in program.size_sources.items() if source.buffer}
     checks = []
     seen: set[sympy.Expr] = set()
-    for entries in list(asserts.values()):
-        for entry in entries:
-            expr = entry.expr
-            symbols = frozenset(s for s in expr.free_symbols if isinstance(s, sympy.Symbol))
-            if expr in seen or not symbols & unbacked or not symbols <= set(program.size_sources):
-                continue
-            seen.add(expr)
-            checks.append((symbols, expr))
+    for expr in [*program.runtime_asserts, *deferred]:
+        symbols = frozenset(s for s in expr.free_symbols if isinstance(s, sympy.Symbol))
+        if expr in seen or not symbols <= set(program.size_sources):
+            continue
+        if expr not in program.runtime_asserts and not symbols & unbacked:
+            continue  # a ShapeEnv assertion on input sizes only: capture's guards check those
+        seen.add(expr)
+        checks.append((symbols, expr))
     return checks

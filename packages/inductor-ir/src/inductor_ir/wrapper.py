@@ -190,6 +190,7 @@ def _generate(schedule: Schedule, kernel_names: Mapping[str, str]) -> tuple[str,
         else:
             w.line(f"{symbol} = {target}")
     unbacked = _UnbackedBindings(program)
+    unbacked.check_ready(w)
     reused = {a.reuse for s in schedule.memory.steps for a in s.allocations if a.reuse and not a.in_place}
     # Every kernel call is checked to pass distinct memories (its arguments are `__restrict__`).
     storages = StorageTracker()
@@ -254,8 +255,9 @@ def _output_exprs(w: _Writer, outputs: Sequence[Any]) -> list[str]:
 
 
 class _UnbackedBindings:
-    """Binds the unbacked symbols (``u0 = buf3.size(0)``) right after the steps that make them, then
-    runs the ShapeEnv's runtime checks on them (``u0 >= 0``) once all their symbols are bound."""
+    """Binds the unbacked symbols (``u0 = buf3.size(0)``) right after the steps that make them, and
+    runs each runtime check (``u0 >= 0``, the graph's ``torch._check(u0 <= 8)``) once all its symbols
+    are bound: those on input sizes alone at the start (``check_ready``)."""
 
     def __init__(self, program: Any) -> None:
         self.by_buffer: dict[str, list[tuple[sympy.Symbol, Any]]] = {}
@@ -263,7 +265,7 @@ class _UnbackedBindings:
             if src.buffer:
                 self.by_buffer.setdefault(src.buffer, []).append((symbol, src))
         self.bound = {s for s, src in program.size_sources.items() if not src.buffer}
-        self.checks = runtime_checks(program) if self.by_buffer else []
+        self.checks = runtime_checks(program) if self.by_buffer or program.runtime_asserts else []
 
     def defines(self, name: str) -> bool:
         return name in self.by_buffer
@@ -273,14 +275,20 @@ class _UnbackedBindings:
             read = {"item": name, "python": src.python}.get(src.kind, f"{name}.{src.kind}({src.dim})")
             w.line(f"{symbol} = {read}")
             self.bound.add(symbol)
+        self.check_ready(w)
+
+    def check_ready(self, w: _Writer) -> None:
+        """Write the checks whose symbols are all bound now."""
         remaining = []
         for symbols, expr in self.checks:
             if symbols <= self.bound:
-                # Eager raises inside the op (a negative size, split sizes that do not add up); the
-                # compiled kernels would read out of bounds instead: raise before they run.
+                # Eager raises inside the op (a negative size, split sizes that do not add up) or from
+                # `torch._check`; the compiled kernels would read out of bounds or return a result
+                # instead: raise before they run.
                 text = f"a data-dependent size or value broke a check of the compiled graph: {expr} is false"
                 values = ", ".join(f"{s} = {{{s}}}" for s in sorted(symbols, key=str))
-                w.line(f"if not ({TorchPythonPrinter().doprint(expr)}): raise RuntimeError(f{text + ' (' + values + ')'!r})")
+                message = text + (f" ({values})" if values else "")
+                w.line(f"if not ({TorchPythonPrinter().doprint(expr)}): raise RuntimeError(f{message!r})")
             else:
                 remaining.append((symbols, expr))
         self.checks = remaining

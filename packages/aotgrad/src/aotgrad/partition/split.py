@@ -9,7 +9,7 @@ import torch
 import torch.fx
 from torch.fx._lazy_graph_module import _make_graph_module
 
-from aotgrad.tracing.graph_passes import output_values, placeholders
+from aotgrad.tracing.graph_passes import is_runtime_assert, output_values, placeholders
 from aotgrad.tracing.joint import JointGraph
 
 
@@ -29,6 +29,10 @@ class JointRegions:
         for node in graph.nodes:
             if node.op != "output" and any(a in self.tangent_dependent for a in node.all_input_nodes):
                 self.tangent_dependent.add(node)
+        # Checks on forward values (`torch._check` on an `item()`): the forward runs them, as eager does.
+        self.fwd_asserts: list[torch.fx.Node] = [
+            n for n in graph.nodes if is_runtime_assert(n) and n not in self.tangent_dependent
+        ]
 
     def backward_reads(self) -> list[torch.fx.Node]:
         """Forward-side values the backward reads directly (what `save_all` saves), in graph order."""
@@ -114,7 +118,7 @@ def split_joint(
         if not missing:
             break
         saved_list += missing
-    forward_keep = _closure([*regions.fwd_outputs, *saved_list], set(regions.primals))
+    forward_keep = _closure([*regions.fwd_outputs, *saved_list, *regions.fwd_asserts], set(regions.primals))
     if forward_keep & set(regions.tangents):
         raise AssertionError("partition asks the forward for a value that needs the tangents")
     forward = _copy_graph(graph, regions.primals, forward_keep, [*regions.fwd_outputs, *saved_list])

@@ -34,6 +34,7 @@ from aotgrad.tracing.graph_passes import (
     views_as_reshapes,
 )
 from aotgrad.tracing.overlap import OverlapChecks, OverlapWatch, provably_distinct
+from aotgrad.tracing.runtime_asserts import materialize_runtime_asserts
 from aotgrad.tracing.single_pass import (
     BatchNormAboveFunctionalization,
     SinglePassUnsupported,
@@ -406,6 +407,7 @@ def _trace_in_one_pass(
     with torch.enable_grad() if training else torch.no_grad():
         functional = make_fx(run, decomposition_table=table)(*fake_inputs)
     check_one_pass_graph(functional)
+    materialize_runtime_asserts(functional)  # the user's `torch._check`s, for every later trace and backend
     truncate_integral_addcmul_values(functional)  # before the joint trace decomposes them
     return functional, spec_box[0]
 
@@ -429,6 +431,7 @@ def _trace_in_two_passes(
     with torch.enable_grad() if training else torch.no_grad():
         decomposed = make_fx(checked, decomposition_table=early)(*fake_inputs)
     _check_no_metadata_mutation(decomposed)
+    materialize_runtime_asserts(decomposed)  # the user's `torch._check`s: the second trace keeps them
     views_as_reshapes(decomposed, recompile=False)
     truncate_integral_addcmul_values(decomposed)
     # ...then functionalize: in-place ops become out-of-place, input mutations trailing copies.

@@ -1,4 +1,4 @@
-"""Small clean-ups on traced ATen graphs: drop no-op aliases and dead code, keep random ops."""
+"""Small clean-ups on traced ATen graphs: drop no-op aliases and dead code, keep random ops and checks."""
 
 from __future__ import annotations
 
@@ -8,6 +8,16 @@ import torch
 import torch.fx
 
 aten = torch.ops.aten
+
+
+# Checks a graph runs for their effect alone (`tracing/runtime_asserts.py`): never dead code.
+RUNTIME_ASSERTS = frozenset({aten._assert_scalar.default, aten._assert_async.default, aten._assert_async.msg})
+
+
+def is_runtime_assert(node: torch.fx.Node) -> bool:
+    """True when the node checks a condition at run time (`aten._assert_scalar`): it has no users
+    but must run, in the forward graph."""
+    return node.op == "call_function" and node.target in RUNTIME_ASSERTS
 
 
 def is_random(node: torch.fx.Node) -> bool:
@@ -29,11 +39,12 @@ def remove_aliases(graph: torch.fx.Graph, *, detaches: bool = False) -> None:
 
 
 def eliminate_dead_code(graph: torch.fx.Graph) -> None:
-    """Remove nodes nobody uses, except random ops (dropping one would shift eager's RNG stream)."""
+    """Remove nodes nobody uses, except random ops (dropping one would shift eager's RNG stream)
+    and runtime checks."""
     for node in reversed(list(graph.nodes)):
         if node.op in ("placeholder", "output") or node.users:
             continue
-        if is_random(node):
+        if is_random(node) or is_runtime_assert(node):
             continue
         target = node.target
         if isinstance(target, torch._ops.OpOverload) and target._schema.is_mutable:

@@ -59,6 +59,8 @@ class Program:
     lowering_errors: lowerings that crashed (their ops ran as fallbacks instead); empty when healthy.
     shape_env: the ShapeEnv of the graph's unbacked symbols (None without them): its runtime
         assertions on them are checked by the wrapper (see ``unbacked.py``).
+    runtime_asserts: the conditions of the graph's ``aten._assert_scalar`` nodes (a ``torch._check``
+        on an ``item()`` value), in torch's SymPy functions: the wrapper raises where one is false.
     """
 
     graph_inputs: list[InputBuffer | sympy.Expr | None] = field(default_factory=list)
@@ -70,6 +72,7 @@ class Program:
     output_spec: Any = None
     lowering_errors: list[str] = field(default_factory=list)
     shape_env: Any = None
+    runtime_asserts: list[sympy.Basic] = field(default_factory=list)
     _by_name: tuple[int, dict[str, Buffer]] | None = field(default=None, repr=False)
 
     def buffer(self, name: str) -> Buffer:
