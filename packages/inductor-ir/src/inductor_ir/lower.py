@@ -188,6 +188,21 @@ def _get_attr(gm: torch.fx.GraphModule, target: str) -> torch.Tensor:
     return value  # type: ignore[no-any-return]
 
 
+_TENSOR_PROPERTIES = frozenset({_aten.sym_size.int, _aten.sym_stride.int, _aten.sym_storage_offset.default})
+
+
+def _about_tensor_properties(condition: Any) -> bool:
+    """True for a condition on sizes, strides or storage offsets of tensors only. Torch states such
+    facts about the views it makes (`sym_storage_offset(view) >= 0` after slicing with data-dependent
+    bounds); they hold for every real tensor, so one whose symbols the generated code does not bind
+    (a view's storage offset) is not checked. Bound ones (`nonzero(t).size(0) >= 2`) are."""
+    if not isinstance(condition, torch.fx.Node):
+        return False
+    reads = [n for n in condition.all_input_nodes if n.op == "call_function"]
+    return bool(reads) and all(n.target in _TENSOR_PROPERTIES for n in reads) and all(
+        isinstance(arg, (int, torch.fx.Node)) for arg in condition.args)
+
+
 def _lower_call(
     ctx: LoweringContext,
     node: torch.fx.Node,
@@ -204,7 +219,11 @@ def _lower_call(
         return _item(ctx, node, env)
     if node.target is _aten._assert_scalar.default:  # `torch._check(u0 <= 8)`: the wrapper checks it
         condition = node.args[0]
-        record_assert(ctx.program, condition.meta.get("val") if isinstance(condition, torch.fx.Node) else condition)
+        try:
+            record_assert(ctx.program, condition.meta.get("val") if isinstance(condition, torch.fx.Node) else condition)
+        except UnbackedSymbolError:
+            if not _about_tensor_properties(condition):
+                raise
         return None
     if isinstance(val, torch.SymInt) and float_arguments(getattr(val.node, "expr", None)):
         return bind_int_of_float(ctx.program, val)  # `int(t.item())` of a float
