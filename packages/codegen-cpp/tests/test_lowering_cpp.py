@@ -15,6 +15,7 @@ from torch.fx.experimental.proxy_tensor import make_fx
 
 import inductor_ir
 from codegen_cpp import CppBackend
+from codegen_cpp.codegen.lanes import VECTOR_LANES
 
 
 def compile_and_check(
@@ -150,7 +151,7 @@ def test_talk_sin_cos_example_is_one_vectorized_kernel_with_a_scalar_tail(backen
     assert "kiln::load(" in text and "kiln::store(" in text  # vector loop
     assert "kiln::load1(" in text and "kiln::store1(" in text  # scalar tail
     assert "_vec_end" in text and "#pragma omp parallel for" in text
-    assert "x0 += 16" in text and "x1" not in text  # the two dims run as one loop, as in the talk
+    assert f"x0 += {VECTOR_LANES}" in text and "x1" not in text  # the two dims run as one loop, as in the talk
     # The same kernel serves another size (the sizes are arguments).
     other = torch.randn(3, 5)
     outputs = compiled(other)

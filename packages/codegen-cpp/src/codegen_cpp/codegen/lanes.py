@@ -1,12 +1,18 @@
 """How an index expression moves across the lanes of one vector.
 
-A vector loop over ``v`` starts at 0 and steps by ``VEC`` (16), so lane 0's value ``v0`` is a
-multiple of 16 and lane ``l`` sees ``v0 + l``. :func:`lane_stride` proves, where it can, that
-``index(v0 + l) == index(v0) + c * l`` for all 16 lanes and returns ``c``: 1 is a contiguous
-vector load, 0 a broadcast. ``FloorDiv``/``ModularIndexing`` terms (views and reshapes produce
-them) count as lane-invariant or lane-linear when their divisors are multiples of 16 and their
-bases are multiples of 16 at lane 0, e.g. ``1024*((64*x0 + x1) // 1024) + (x1 % 64)`` moves by 1
-per lane of ``x1``.
+A vector loop over ``v`` starts at 0 and steps by ``VEC`` lanes (16 on CPUs with AVX-512, else 8),
+so lane 0's value ``v0`` is a multiple of ``VEC`` and lane ``l`` sees ``v0 + l``. :func:`lane_stride`
+proves, where it can, that ``index(v0 + l) == index(v0) + c * l`` for all lanes and returns ``c``: 1
+is a contiguous vector load, 0 a broadcast. ``FloorDiv``/``ModularIndexing`` terms (views and
+reshapes produce them) count as lane-invariant or lane-linear when their divisors are multiples of
+``VEC`` and their bases are multiples of ``VEC`` at lane 0, e.g. ``1024*((64*x0 + x1) // 1024) +
+(x1 % 64)`` moves by 1 per lane of ``x1``.
+
+The lane count follows the machine's vector registers: a vector of 16 floats is one AVX-512
+register, but on AVX2 it is two, and g++ keeps such a vector that a loop carries (a reduction's
+accumulator) in memory, not registers: a row sum over 512 floats ran 8 times slower with 16 lanes
+than with 8 on an AVX2 CPU. The generated code and the runtime headers agree through
+``-DKILN_VEC=<lanes>`` on every compile (``VECTOR_FLAGS``).
 """
 
 from __future__ import annotations
@@ -15,9 +21,25 @@ import sympy
 
 from inductor_ir import FloorDiv, ModularIndexing
 
-__all__ = ["VECTOR_LANES", "lane_stride"]
+__all__ = ["VECTOR_FLAGS", "VECTOR_LANES", "lane_stride", "vector_lanes_for"]
 
-VECTOR_LANES = 16  # kiln::VEC in kiln_cpu.h
+
+def vector_lanes_for(cpu_flags: str) -> int:
+    """Lanes per vector for a CPU with these feature flags (``/proc/cpuinfo``'s): 16 with AVX-512, else 8."""
+    return 16 if "avx512f" in cpu_flags.split() else 8
+
+
+def _cpu_flags() -> str:
+    try:
+        with open("/proc/cpuinfo") as cpuinfo:
+            return " ".join(line.split(":", 1)[1] for line in cpuinfo if line.startswith("flags"))
+    except OSError:
+        return ""
+
+
+VECTOR_LANES = vector_lanes_for(_cpu_flags())  # kiln::VEC in kiln_cpu.h
+VECTOR_FLAGS = (f"-DKILN_VEC={VECTOR_LANES}",)
+"""The compile flag that gives the runtime headers the same lane count as the generated code."""
 
 
 def _multiple_at_lane0(expr: sympy.Expr, var: sympy.Symbol, lanes: int) -> bool:
@@ -74,7 +96,7 @@ def lane_stride(expr: sympy.Expr, var: sympy.Symbol, lanes: int = VECTOR_LANES) 
         if lane_stride(base, var, lanes) != 1 or not _multiple_at_lane0(base, var, lanes):
             return None
         if divisor == 1 and _divides(modulus, lanes):
-            return sympy.Integer(1)  # (b + l) % m == b % m + l: b % m is a multiple of 16 below m
+            return sympy.Integer(1)  # (b + l) % m == b % m + l: b % m is a multiple of VEC below m
         if _divides(divisor, lanes):
             return sympy.Integer(0)
         return None

@@ -20,6 +20,7 @@ import sympy
 import torch
 
 from codegen_cpp.codegen.dtypes import cpp_dtype
+from codegen_cpp.codegen.lanes import VECTOR_LANES
 from codegen_cpp.codegen.printer import cpp_index
 
 if TYPE_CHECKING:
@@ -46,13 +47,16 @@ def _identity(reduction_type: str, scalar: str) -> str:
     }[reduction_type]
 
 
-LONG_REDUCTION = 16384  # longer float sums (or symbolic ones) fold float32 blocks into double lanes
-REDUCTION_BLOCK = 4096  # elements per float32 block of a blocked (cascade) reduction
-REDUCTION_OUTER_BLOCK = REDUCTION_BLOCK // 16  # steps per block when each lane is one output
+# Float32 lanes add at most ~512 terms each before a sum is folded into double lanes (more terms per
+# lane lose accuracy to eager's cascade sums: with 8 lanes, 868 terms each gave 4x eager's error on
+# a 6943-element sum).
+LONG_REDUCTION = 512 * VECTOR_LANES  # longer float sums (or symbolic ones) fold float32 blocks into double lanes
+REDUCTION_BLOCK = 256 * VECTOR_LANES  # elements per float32 block of a blocked (cascade) reduction
+REDUCTION_OUTER_BLOCK = 256  # steps per block when each lane is one output
 
 
 def _long(handler: CppOpsHandler) -> bool:
-    """Whether the reduction is long enough for float lanes to lose accuracy (n / 16 adds each,
+    """Whether the reduction is long enough for float lanes to lose accuracy (n / VEC adds each,
     or n adds each when every lane is one output)."""
     size = sympy.Mul(*handler.reduction_sizes) if handler.reduction_sizes else sympy.Integer(1)
     limit = REDUCTION_OUTER_BLOCK if handler.outer else LONG_REDUCTION

@@ -16,6 +16,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from codegen_cpp.codegen.lanes import VECTOR_FLAGS
 from codegen_cpp.compile.cache import atomic_write
 from codegen_cpp.config import CppConfig
 from codegen_cpp.errors import CppCompilerNotFoundError
@@ -179,7 +180,7 @@ def _probe(
     if version is None:
         return None
     # BASE_FLAGS are part of the key: a record saved under other base flags would keep them.
-    request = (march_native, openmp, extra, str(RUNTIME_DIR), BASE_FLAGS, GCC_WORKAROUND_FLAGS)
+    request = (march_native, openmp, extra, str(RUNTIME_DIR), BASE_FLAGS, VECTOR_FLAGS, GCC_WORKAROUND_FLAGS)
     record = _probe_record(cache_dir, compiler, version, request)
     try:
         saved = json.loads(record.read_text())
@@ -203,7 +204,7 @@ def _probe(
 def _probe_flags(
     compiler: str, version: str, march_native: bool, openmp: bool, extra: tuple[str, ...]
 ) -> Toolchain | None:
-    base = (*BASE_FLAGS, f"-I{RUNTIME_DIR}", *extra)
+    base = (*BASE_FLAGS, *VECTOR_FLAGS, f"-I{RUNTIME_DIR}", *extra)
     if sys.platform == "darwin":
         base = (*base, "-undefined", "dynamic_lookup")
     # Try the best flags first; drop what this compiler or CPU refuses (-march=native is unsafe

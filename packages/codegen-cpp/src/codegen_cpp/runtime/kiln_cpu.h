@@ -17,7 +17,13 @@
 
 namespace kiln {
 
-constexpr int64_t VEC = 16;
+// Lanes per vector: 16 where AVX-512 holds 16 floats in one register, 8 on AVX2 (the code generator
+// passes -DKILN_VEC; see codegen/lanes.py).
+#ifndef KILN_VEC
+#define KILN_VEC 16
+#endif
+constexpr int64_t VEC = KILN_VEC;
+static_assert(VEC == 8 || VEC == 16, "kiln vectors have 8 or 16 lanes");
 
 typedef float f32x __attribute__((vector_size(VEC * 4)));
 typedef double f64x __attribute__((vector_size(VEC * 8)));

@@ -19,14 +19,16 @@ inline f32x float_of(i32x x) {
 }
 // One mask test (GCC's builtins: <immintrin.h> would add ~0.5 s to every kernel compile).
 inline bool any_lane(maskx m) {
-#if defined(__AVX512F__) && defined(__GNUC__) && !defined(__clang__)
+#if defined(__AVX512F__) && defined(__GNUC__) && !defined(__clang__) && KILN_VEC == 16
   return __builtin_ia32_ptestmd512(m, m, static_cast<unsigned short>(0xFFFF)) != 0;
 #elif defined(__AVX__) && defined(__GNUC__) && !defined(__clang__)
   typedef long long quad4 __attribute__((vector_size(32)));
-  quad4 halves[2];
-  std::memcpy(halves, &m, sizeof halves);
-  const quad4 both = halves[0] | halves[1];
-  return !__builtin_ia32_ptestz256(both, both);
+  constexpr size_t pieces = sizeof(maskx) / sizeof(quad4);
+  quad4 parts[pieces];
+  std::memcpy(parts, &m, sizeof parts);
+  quad4 all = parts[0];
+  for (size_t i = 1; i < pieces; ++i) all |= parts[i];
+  return !__builtin_ia32_ptestz256(all, all);
 #else
   int32_t acc = 0;
   for (int64_t i = 0; i < VEC; ++i) acc |= m[i];
@@ -34,7 +36,7 @@ inline bool any_lane(maskx m) {
 #endif
 }
 // floor for |x| < 2^31 by truncating conversions: always vector code (a lane-wise floorf loop is
-// vectorized by GCC in some inlining contexts and left as 16 scalar rounds in others).
+// vectorized by GCC in some inlining contexts and left as one scalar round per lane in others).
 inline f32x vfloor(f32x x) {
   const f32x t = __builtin_convertvector(__builtin_convertvector(x, i32x), f32x);
   return blend(vgt(t, x), t - 1.0f, t);
@@ -173,7 +175,7 @@ inline f32x cos(f32x x) { return sin_cos(x, true); }
 // 1 / d for finite, nonzero d, within about 1 ulp: a 14-bit estimate and one Newton step cost
 // three cheap instructions where a 16-lane division blocks its unit for ~10 cycles.
 inline f32x reciprocal_finite(f32x d) {
-#if defined(__AVX512F__) && defined(__GNUC__) && !defined(__clang__)
+#if defined(__AVX512F__) && defined(__GNUC__) && !defined(__clang__) && KILN_VEC == 16
   const f32x r = __builtin_ia32_rcp14ps512_mask(d, d, static_cast<unsigned short>(0xFFFF));
   return r + r * (1.0f - d * r);
 #else

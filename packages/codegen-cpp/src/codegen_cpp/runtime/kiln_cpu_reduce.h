@@ -17,16 +17,21 @@ inline S min_identity() {
 }
 
 // ---------------------------------------------------------------- horizontal reductions
-// Four halving steps (lane i meets lane i ^ 8, ^ 4, ^ 2, ^ 1) instead of 15 dependent scalar
-// steps: a short row (softmax over 64 keys) pays its horizontal reductions once per row.
+// Halving steps (lane i meets lane i ^ 8 (16 lanes), ^ 4, ^ 2, ^ 1) instead of VEC - 1 dependent
+// scalar steps: a short row (softmax over 64 keys) pays its horizontal reductions once per row.
 #if defined(__clang__) || (defined(__GNUC__) && __GNUC__ >= 12)
 template <class V, class F>
 inline typename elem<V>::type hreduce(V v, F f) {
-  static_assert(VEC == 16, "the halving steps assume 16 lanes");
+#if KILN_VEC == 16
   v = f(v, __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7));
   v = f(v, __builtin_shufflevector(v, v, 4, 5, 6, 7, 0, 1, 2, 3, 12, 13, 14, 15, 8, 9, 10, 11));
   v = f(v, __builtin_shufflevector(v, v, 2, 3, 0, 1, 6, 7, 4, 5, 10, 11, 8, 9, 14, 15, 12, 13));
   v = f(v, __builtin_shufflevector(v, v, 1, 0, 3, 2, 5, 4, 7, 6, 9, 8, 11, 10, 13, 12, 15, 14));
+#else
+  v = f(v, __builtin_shufflevector(v, v, 4, 5, 6, 7, 0, 1, 2, 3));
+  v = f(v, __builtin_shufflevector(v, v, 2, 3, 0, 1, 6, 7, 4, 5));
+  v = f(v, __builtin_shufflevector(v, v, 1, 0, 3, 2, 5, 4, 7, 6));
+#endif
   return v[0];
 }
 #else
