@@ -96,28 +96,29 @@ def llama_small(ctx: BuildContext) -> Workload:
 # ---------------------------------------------------------------- full-size models (GPU only)
 
 
+def _bf16_token_model(ctx: BuildContext, model_class: str, config: Any, batch: int, tokens: int) -> Workload:
+    """transformers' `model_class` built from `config`, fed `batch` x `tokens` random token ids, run under
+    bf16 autocast."""
+    return Workload(
+        _hf_model(model_class, config).to(ctx.device),
+        _token_inputs(ctx, config.vocab_size, batch, tokens),
+        autocast=torch.bfloat16,
+        source="transformers",
+    )
+
+
 @benchmark_model("bert_base", family="transformer", devices=("cuda",))
 def bert_base(ctx: BuildContext) -> Workload:
     """BERT-base (12 layers, hidden 768) from BertConfig(), batch 8 x 512 tokens, bf16 autocast."""
     config = _hf_config("BertConfig", **_NO_DROPOUT)
-    return Workload(
-        _hf_model("BertModel", config).to(ctx.device),
-        _token_inputs(ctx, config.vocab_size, 8, 512),
-        autocast=torch.bfloat16,
-        source="transformers",
-    )
+    return _bf16_token_model(ctx, "BertModel", config, 8, 512)
 
 
 @benchmark_model("gpt2", family="transformer", devices=("cuda",))
 def gpt2(ctx: BuildContext) -> Workload:
     """GPT-2 (124M: 12 layers, 768 wide) from GPT2Config(), batch 8 x 512 tokens, bf16 autocast."""
     config = _hf_config("GPT2Config", **_GPT2_NO_DROPOUT)
-    return Workload(
-        _hf_model("GPT2LMHeadModel", config).to(ctx.device),
-        _token_inputs(ctx, config.vocab_size, 8, 512),
-        autocast=torch.bfloat16,
-        source="transformers",
-    )
+    return _bf16_token_model(ctx, "GPT2LMHeadModel", config, 8, 512)
 
 
 @benchmark_model("llama_1b_8l", family="transformer", devices=("cuda",))
@@ -128,12 +129,7 @@ def llama_1b_8l(ctx: BuildContext) -> Workload:
         num_attention_heads=32, num_key_value_heads=8, max_position_embeddings=2048, rope_theta=500000.0,
         tie_word_embeddings=True,
     )
-    return Workload(
-        _hf_model("LlamaForCausalLM", config).to(ctx.device),
-        _token_inputs(ctx, config.vocab_size, 4, 512),
-        autocast=torch.bfloat16,
-        source="transformers",
-    )
+    return _bf16_token_model(ctx, "LlamaForCausalLM", config, 4, 512)
 
 
 @benchmark_model("mistral_1b_8l", family="transformer", devices=("cuda",))
@@ -145,12 +141,7 @@ def mistral_1b_8l(ctx: BuildContext) -> Workload:
         num_attention_heads=32, num_key_value_heads=8, max_position_embeddings=4096, sliding_window=4096,
         attention_dropout=0.0,
     )
-    return Workload(
-        _hf_model("MistralForCausalLM", config).to(ctx.device),
-        _token_inputs(ctx, config.vocab_size, 4, 512),
-        autocast=torch.bfloat16,
-        source="transformers",
-    )
+    return _bf16_token_model(ctx, "MistralForCausalLM", config, 4, 512)
 
 
 @benchmark_model("qwen2_1b_8l", family="transformer", devices=("cuda",))
@@ -162,24 +153,14 @@ def qwen2_1b_8l(ctx: BuildContext) -> Workload:
         num_attention_heads=12, num_key_value_heads=2, max_position_embeddings=4096, rope_theta=1000000.0,
         tie_word_embeddings=True, attention_dropout=0.0,
     )
-    return Workload(
-        _hf_model("Qwen2ForCausalLM", config).to(ctx.device),
-        _token_inputs(ctx, config.vocab_size, 4, 512),
-        autocast=torch.bfloat16,
-        source="transformers",
-    )
+    return _bf16_token_model(ctx, "Qwen2ForCausalLM", config, 4, 512)
 
 
 @benchmark_model("distilbert", family="transformer", devices=("cuda",))
 def distilbert(ctx: BuildContext) -> Workload:
     """DistilBERT (6 layers, hidden 768) from DistilBertConfig(), batch 16 x 512 tokens, bf16 autocast."""
     config = _hf_config("DistilBertConfig", dropout=0.0, attention_dropout=0.0)
-    return Workload(
-        _hf_model("DistilBertModel", config).to(ctx.device),
-        _token_inputs(ctx, config.vocab_size, 16, 512),
-        autocast=torch.bfloat16,
-        source="transformers",
-    )
+    return _bf16_token_model(ctx, "DistilBertModel", config, 16, 512)
 
 
 @benchmark_model("roberta_base", family="transformer", devices=("cuda",))
@@ -190,12 +171,7 @@ def roberta_base(ctx: BuildContext) -> Workload:
     config = _hf_config(
         "RobertaConfig", vocab_size=50265, max_position_embeddings=514, type_vocab_size=1, **_NO_DROPOUT
     )
-    return Workload(
-        _hf_model("RobertaModel", config).to(ctx.device),
-        _token_inputs(ctx, config.vocab_size, 8, 510),
-        autocast=torch.bfloat16,
-        source="transformers",
-    )
+    return _bf16_token_model(ctx, "RobertaModel", config, 8, 510)
 
 
 class EncoderDecoderFirstOutput(nn.Module):
