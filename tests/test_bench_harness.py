@@ -14,15 +14,11 @@ from pathlib import Path
 import pytest
 import torch
 
-ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:  # `pytest` (unlike `python -m pytest`) does not put the repository root on the path
-    sys.path.insert(0, str(ROOT))
-
-from tools.bench import accuracy, stats  # noqa: E402
-from tools.bench import worker as bench_worker  # noqa: E402
-from tools.bench.config import COMPILERS, EAGER, BenchConfig, MeasureConfig, parse_compilers, parse_tasks  # noqa: E402
-from tools.bench.registry import BuildContext, ModelSpec, Workload, randn  # noqa: E402
-from tools.bench.report import (  # noqa: E402
+from tools.bench import accuracy, stats
+from tools.bench import worker as bench_worker
+from tools.bench.config import COMPILERS, EAGER, BenchConfig, MeasureConfig, parse_compilers, parse_tasks
+from tools.bench.registry import BuildContext, ModelSpec, Workload, randn
+from tools.bench.report import (
     Row,
     jsonable,
     merge_rows,
@@ -31,11 +27,13 @@ from tools.bench.report import (  # noqa: E402
     rows_from_json,
     summarize_rows,
 )
-from tools.bench.results import FAILED, PASSED, JobResult, TaskResult  # noqa: E402
-from tools.bench.runner import PlannedJob, job_environment, plan_jobs, run_planned  # noqa: E402
-from tools.bench.steps import check_inputs_random  # noqa: E402
-from tools.bench.suite import select_models  # noqa: E402
-from tools.bench.worker import Job, run_task  # noqa: E402
+from tools.bench.results import FAILED, PASSED, JobResult, TaskResult
+from tools.bench.runner import PlannedJob, job_environment, plan_jobs, run_planned
+from tools.bench.steps import check_inputs_random
+from tools.bench.suite import select_models
+from tools.bench.worker import Job, run_task
+
+ROOT = Path(__file__).resolve().parent.parent
 
 TINY_MEASURE = MeasureConfig(warmup_calls=1, rounds=2, min_time_s=0.01, min_reps=2, max_reps=8, memory_calls=1)
 

@@ -8,18 +8,15 @@ model (the encoder-decoder gets decoder ids, an image model gets its image size)
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
 import torch
 
-ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:  # `pytest` (unlike `python -m pytest`) does not put the repository root on the path
-    sys.path.insert(0, str(ROOT))
+from tools.bench.registry import BuildContext
+from tools.bench.suite import MODELS, select_models
 
-from tools.bench.registry import BuildContext  # noqa: E402
-from tools.bench.suite import MODELS, select_models  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 GPU_ONLY = [spec.name for spec in MODELS.values() if spec.devices == ("cuda",)]
 # Forward passes that decide on values (a causal mask's `.item()`) cannot run on meta tensors.

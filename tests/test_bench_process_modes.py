@@ -14,20 +14,18 @@ from pathlib import Path
 import pytest
 import torch
 
-ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:  # `pytest` (unlike `python -m pytest`) does not put the repository root on the path
-    sys.path.insert(0, str(ROOT))
+from tools.bench import same_process
+from tools.bench import worker as bench_worker
+from tools.bench.compare import compare_modes, render_report, rows_for_plot
+from tools.bench.config import COMPILERS, EAGER, BenchConfig, CompilerSpec, MeasureConfig, compiler_order
+from tools.bench.registry import BuildContext, ModelSpec, Workload, randn
+from tools.bench.report import jsonable, merge_rows, report_json, rows_from_json
+from tools.bench.results import FAILED, PASSED, JobResult, TaskResult
+from tools.bench.runner import PlannedJob, plan_jobs, run_planned
+from tools.bench.same_process import SameProcessJob, run_same_process, same_process_job
+from tools.bench.suite import MODELS, select_models
 
-from tools.bench import same_process  # noqa: E402
-from tools.bench import worker as bench_worker  # noqa: E402
-from tools.bench.compare import compare_modes, render_report, rows_for_plot  # noqa: E402
-from tools.bench.config import COMPILERS, EAGER, BenchConfig, CompilerSpec, MeasureConfig, compiler_order  # noqa: E402
-from tools.bench.registry import BuildContext, ModelSpec, Workload, randn  # noqa: E402
-from tools.bench.report import jsonable, merge_rows, report_json, rows_from_json  # noqa: E402
-from tools.bench.results import FAILED, PASSED, JobResult, TaskResult  # noqa: E402
-from tools.bench.runner import PlannedJob, plan_jobs, run_planned  # noqa: E402
-from tools.bench.same_process import SameProcessJob, run_same_process, same_process_job  # noqa: E402
-from tools.bench.suite import MODELS, select_models  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 TINY_MEASURE = MeasureConfig(warmup_calls=1, rounds=2, min_time_s=0.01, min_reps=2, max_reps=8, memory_calls=1)
 THREE = (COMPILERS["kiln"], EAGER, COMPILERS["torch.compile"])

@@ -10,18 +10,15 @@ KNOWN with the bug: they run as non-strict xfails, so a fix shows up as XPASS (t
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:  # `pytest` (unlike `python -m pytest`) does not put the repository root on the path
-    sys.path.insert(0, str(ROOT))
+from tools.fuzz.execute import check
+from tools.fuzz.generator import GenConfig, generate
+from tools.fuzz.program import render_body
 
-from tools.fuzz.execute import check  # noqa: E402
-from tools.fuzz.generator import GenConfig, generate  # noqa: E402
-from tools.fuzz.program import render_body  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 CPP_SEEDS = range(500_000, 500_036)
 TRITON_SEEDS = range(600_000, 600_008)

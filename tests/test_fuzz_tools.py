@@ -7,7 +7,6 @@ Compiler-free and fast: the "compiler" in the shrinker tests is a fake that is w
 from __future__ import annotations
 
 import dataclasses
-import sys
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -16,17 +15,13 @@ import pytest
 import torch
 from torch.overrides import TorchFunctionMode
 
-ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:  # `pytest` (unlike `python -m pytest`) does not put the repository root on the path
-    sys.path.insert(0, str(ROOT))
-
-from tools.fuzz import harness  # noqa: E402
-from tools.fuzz.compare import RunOutcome, compare, compare_tensors  # noqa: E402
-from tools.fuzz.edit import bypass, drop_output, remove_unused  # noqa: E402
-from tools.fuzz.execute import eager_depends_on_layout, load, precision_floor, run_eager  # noqa: E402
-from tools.fuzz.generator import GenConfig, check_eager, generate  # noqa: E402
-from tools.fuzz.program import Leaf, Param, Program, Stmt, render  # noqa: E402
-from tools.fuzz.report import (  # noqa: E402
+from tools.fuzz import harness
+from tools.fuzz.compare import RunOutcome, compare, compare_tensors
+from tools.fuzz.edit import bypass, drop_output, remove_unused
+from tools.fuzz.execute import eager_depends_on_layout, load, precision_floor, run_eager
+from tools.fuzz.generator import GenConfig, check_eager, generate
+from tools.fuzz.program import Leaf, Param, Program, Stmt, render
+from tools.fuzz.report import (
     Finding,
     failure_class,
     innermost_error,
@@ -35,8 +30,10 @@ from tools.fuzz.report import (  # noqa: E402
     pytest_source,
     signature,
 )
-from tools.fuzz.runner import coarse_key  # noqa: E402
-from tools.fuzz.shrink import shrink  # noqa: E402
+from tools.fuzz.runner import coarse_key
+from tools.fuzz.shrink import shrink
+
+ROOT = Path(__file__).resolve().parent.parent
 
 SEEDS = range(40)
 

@@ -10,17 +10,14 @@ to pass only shows as passing (then drop its entry). The full sweep: ``nox -s op
 from __future__ import annotations
 
 import functools
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:  # `pytest` (unlike `python -m pytest`) does not put the repository root on the path
-    sys.path.insert(0, str(ROOT))
+from tools.opinfo_strict import FAILURES, op_database, op_status, run_op
 
-from tools.opinfo_strict import FAILURES, op_database, op_status, run_op  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 SLICE: dict[str, tuple[str, ...]] = {
     # float32: inputs require grad, so the training path runs (forward and backward graphs)

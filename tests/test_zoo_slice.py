@@ -14,20 +14,17 @@ that kind of shortfall. After an improvement, re-record with
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
-
-ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:  # `pytest` (unlike `python -m pytest`) does not put the repository root on the path
-    sys.path.insert(0, str(ROOT))
 
 transformers = pytest.importorskip("transformers")
 
 from tools.zoo.models import SLICE, TRANSFORMERS_MODELS  # noqa: E402
 from tools.zoo.modes import Mode  # noqa: E402
 from tools.zoo.verdicts import kiln_problems, load_expectations, load_known_gaps, mode_problems  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
 
 MODE_SLICE = (("llama", Mode("train", "bf16")), ("bert", Mode("train")), ("vit", Mode("infer", "bf16")))
 """(model, mode) pairs run through capture + aotgrad ("kiln-aot"): LLaMA's rotary angles run in an
