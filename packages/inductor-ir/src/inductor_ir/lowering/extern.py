@@ -25,6 +25,7 @@ from inductor_ir.ir.nodes import (
     ReinterpretView,
 )
 from inductor_ir.lowering.registry import LoweringContext, NotLowerable, channels_last_strides, lowering
+from inductor_ir.lowering.views import is_dense
 from inductor_ir.ops_handler import ops
 from inductor_ir.symbolic import index_symbol
 
@@ -46,6 +47,16 @@ EXTERN_OPS = [
     # slower on CPU at GPT-2/BERT sizes).
     aten.embedding_dense_backward.default,
 ]
+
+
+# Attention kernels return their output in their query's memory order (a query stored batch, sequence,
+# heads gives an output stored that way); the output layout FX recorded holds for the inputs' recorded
+# strides only.
+ATTENTION_OPS = frozenset([
+    aten._scaled_dot_product_flash_attention.default,
+    aten._scaled_dot_product_efficient_attention.default,
+    aten._scaled_dot_product_flash_attention_for_cpu.default,
+])
 
 
 # Matmuls whose operands may be a transposed view (the last two dims swapped) of a buffer.
@@ -86,6 +97,30 @@ def _realized(ctx: LoweringContext, value: Any, transposable: bool) -> Any:
     return value
 
 
+def _recorded_layout_inputs(ctx: LoweringContext, args: tuple[Any, ...]) -> tuple[Any, ...]:
+    """An attention op's tensor arguments not yet in memory, stored with the strides FX recorded for them.
+
+    The kernel computing a query (rotary embedding, a concatenation) may store it in any order; stored
+    in eager's order (a transposed view's), the attention output comes back in the layout FX recorded,
+    instead of being copied into it on every call.
+    """
+    from inductor_ir.lower import layout_of
+
+    assert ctx.node is not None
+    stored: list[Any] = []
+    for value, source in zip(args, ctx.node.args):
+        recorded = source.meta.get("val") if isinstance(source, torch.fx.Node) else None
+        if isinstance(value, IRNode) and not isinstance(value, (Buffer, ReinterpretView)) and isinstance(recorded, torch.Tensor):
+            layout = layout_of(recorded)
+            static = all(isinstance(v, sympy.Integer) for v in (*layout.size, *layout.stride))
+            # Attention kernels read rows with a unit stride (or copy them into such rows first).
+            unit_rows = static and bool(layout.size) and (layout.stride[-1] == 1 or layout.size[-1] == 1)
+            if unit_rows and is_dense(tuple(map(int, layout.size)), tuple(map(int, layout.stride))):
+                value = ctx.realize(value, layout.stride)
+        stored.append(value)
+    return (*stored, *args[len(stored):])
+
+
 def _channels_last_input(ctx: LoweringContext, image: Any) -> Any:
     """A convolution's input stored channels-last (a copy) when layout optimization is on and it is not.
 
@@ -112,6 +147,8 @@ def extern(ctx: LoweringContext, *args: Any, **kwargs: Any) -> Any:
     assert ctx.node is not None
     op = ctx.node.target
     transposable = op in TRANSPOSABLE_OPS
+    if op in ATTENTION_OPS:
+        args = _recorded_layout_inputs(ctx, args)
     args = _realized(ctx, args, transposable)
     if op is aten.convolution.default and ctx.channels_last and args:
         args = (_channels_last_input(ctx, args[0]), *args[1:])

@@ -356,7 +356,7 @@ def _matches(strided: tuple[Buffer, Layout] | None, recorded: torch.Tensor) -> b
     return same_strides and sympy.sympify(layout.offset) == 0 and _own_storage_strides(recorded) is not None
 
 
-def _dense(size: tuple[int, ...], stride: tuple[int, ...]) -> bool:
+def is_dense(size: tuple[int, ...], stride: tuple[int, ...]) -> bool:
     """Whether the strides lay the elements out without gaps or overlap (some permutation of dims)."""
     expected = 1
     for step, n in sorted((st, n) for n, st in zip(size, stride) if n != 1):
@@ -369,7 +369,7 @@ def _dense(size: tuple[int, ...], stride: tuple[int, ...]) -> bool:
 def _own_storage_strides(recorded: torch.Tensor) -> tuple[sympy.Expr, ...] | None:
     """``recorded``'s strides when it fills a storage of its own (offset 0, no gaps, no overlap)."""
     try:
-        if recorded.storage_offset() != 0 or not _dense(tuple(map(int, recorded.shape)), tuple(map(int, recorded.stride()))):
+        if recorded.storage_offset() != 0 or not is_dense(tuple(map(int, recorded.shape)), tuple(map(int, recorded.stride()))):
             return None
         if recorded.untyped_storage().nbytes() != recorded.numel() * recorded.element_size():
             return None
