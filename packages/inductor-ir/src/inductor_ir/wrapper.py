@@ -2,9 +2,9 @@
 
 As in the talk's "Output Wrapper": read symbolic sizes from the inputs, allocate buffers with their
 strides (or reuse dead ones), launch kernels and extern calls in order, free dead buffers, return
-the outputs. Kernels are called by their ``KernelSource.name``; those names, ``reinterpret``, ``ensure_layout``
-and ``aligned_matmul`` (CUDA matrix products with misaligned rows) are bound in the module's
-namespace by :func:`load_wrapper`.
+the outputs. Views are ``as_strided`` calls written inline. Kernels are called by their
+``KernelSource.name``; those names, ``reinterpret``, ``ensure_layout`` and ``aligned_matmul`` (CUDA
+matrix products with misaligned rows) are bound in the module's namespace by :func:`load_wrapper`.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import sympy
 import torch
 from torch.utils._sympy.printers import PythonPrinter as TorchPythonPrinter
 
+from inductor_ir.ir.layout import contiguous_strides
 from inductor_ir.ir.nodes import Buffer, ExternKernel, InputBuffer, MultiOutput, ReinterpretView
 from inductor_ir.matmul_alignment import MatmulPadding, aligned_matmul, matmul_padding
 from inductor_ir.scheduler import ExternStep, KernelStep, Schedule
@@ -51,7 +52,7 @@ def _expr(value: Any) -> str:
         if _is_whole_buffer(value):
             return value.data.name
         layout = value.layout
-        return f"reinterpret({value.data.name}, {_tuple(layout.size)}, {_tuple(layout.stride)}, {_sym(layout.offset)})"
+        return _view_expr(value.data.name, layout.size, layout.stride, layout.offset)
     if isinstance(value, Buffer):
         return value.name
     if isinstance(value, torch.dtype):
@@ -69,6 +70,12 @@ def _expr(value: Any) -> str:
     if value is None or isinstance(value, (bool, int, str)):
         return repr(value)
     raise _Unprintable(value)
+
+
+def _view_expr(name: str, size: Sequence[Any], stride: Sequence[Any], offset: Any) -> str:
+    """``reinterpret(name, ...)`` written inline (a view is made on every call: one Python call fewer)."""
+    start = f"{name}.storage_offset()" if sympy.sympify(offset) == 0 else f"{name}.storage_offset() + {_sym(offset)}"
+    return f"{name}.as_strided({_tuple(tuple(size))}, {_tuple(tuple(stride))}, {start})"
 
 
 def _is_whole_buffer(view: ReinterpretView) -> bool:
@@ -246,7 +253,7 @@ def _output_exprs(w: _Writer, outputs: Sequence[Any]) -> list[str]:
     for output, name in zip(outputs, names):
         if isinstance(output, ReinterpretView) and _is_whole_buffer(output) and names.count(name) > 1:
             layout = output.layout
-            exprs.append(f"reinterpret({name}, {_tuple(layout.size)}, {_tuple(layout.stride)}, {_sym(layout.offset)})")
+            exprs.append(_view_expr(name, layout.size, layout.stride, layout.offset))
         elif isinstance(output, (int, float)) and not isinstance(output, bool):
             exprs.append(repr(output))
         else:
@@ -315,6 +322,11 @@ def _extern_lines(w: _Writer, step: ExternStep, unbacked: _UnbackedBindings) -> 
         name = f"_matmul_padding_{len(w.constants)}"
         w.constants[name] = padding
         call = f"aligned_matmul({w.op(buf.op)}, {name}, {', '.join(args)})"
+    elif not binds and _returns_row_major(buf):
+        # A structured matmul allocates its result row-major: no layout check, and the public function
+        # (its Python binding parses arguments faster than an OpOverload call).
+        w.line(f"{buf.name} = {_ROW_MAJOR_MATMULS[buf.op]}({', '.join(args)})")
+        return
     if buf.output_is_tuple:
         w.line(f"{buf.name} = {call}")
         unbacked.bind(w, buf.name)
@@ -326,6 +338,25 @@ def _extern_lines(w: _Writer, step: ExternStep, unbacked: _UnbackedBindings) -> 
     else:
         layout = buf.layout
         w.line(f"{buf.name} = ensure_layout({call}, {_tuple(layout.size)}, {_tuple(layout.stride)})")
+
+
+# ATen's matmuls that always return a new row-major tensor (structured kernels: the result is allocated
+# with contiguous strides whatever the operands' layouts), by the public function computing the same op.
+_ROW_MAJOR_MATMULS: dict[Any, str] = {
+    torch.ops.aten.mm.default: "torch.mm",
+    torch.ops.aten.bmm.default: "torch.bmm",
+    torch.ops.aten.addmm.default: "torch.addmm",
+    torch.ops.aten.baddbmm.default: "torch.baddbmm",
+}
+
+
+def _returns_row_major(buf: ExternKernel) -> bool:
+    """Whether ``buf`` is a matmul whose recorded layout is the row-major one ATen returns."""
+    if buf.op not in _ROW_MAJOR_MATMULS or buf.output_is_tuple:
+        return False
+    layout = buf.layout
+    strides = contiguous_strides(layout.size)
+    return all(sympy.sympify(n) == 1 or sympy.sympify(a) == sympy.sympify(b) for n, a, b in zip(layout.size, layout.stride, strides))
 
 
 def _static(values: Sequence[Any]) -> tuple[int, ...] | None:
