@@ -13,6 +13,8 @@ from inductor_ir.ir.checks import IndexCheck, RuntimeCheck
 
 __all__ = ["CppKernel", "load_library"]
 
+_data_ptr = torch.Tensor.data_ptr
+_get_num_threads = torch.get_num_threads
 _FailureRecord = ctypes.c_int64 * 3  # {site, value, size}: runtime/kiln_cpu_checks.h
 
 
@@ -68,11 +70,11 @@ class CppKernel:
         count = self.num_pointers
         if len(args) != count + self.num_sizes:
             raise TypeError(f"kernel {self.name} takes {count + self.num_sizes} arguments, got {len(args)}")
-        threads = self.num_threads or torch.get_num_threads()
+        threads = self.num_threads or _get_num_threads()
         if self.num_sizes:
-            self._function(*[t.data_ptr() for t in args[:count]], *[int(s) for s in args[count:]], threads)
+            self._function(*map(_data_ptr, args[:count]), *map(int, args[count:]), threads)
         else:
-            self._function(*[t.data_ptr() for t in args], threads)
+            self._function(*map(_data_ptr, args), threads)
         failure = self._failure
         if failure is not None and failure[0]:
             raise self._failed(failure)
