@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 from capture_helpers import RecordingBackend
 
@@ -111,3 +112,34 @@ def test_type_guard_names_its_line() -> None:
     assert event.guard is not None and event.guard.kind == "TYPE_MATCH"
     assert event.guard_location is not None and event.guard_location.lineno == _line_of("return y * len(items)")
     assert "(1, 2)" in event.failing_values
+
+
+class _Reader(torch.nn.Module):
+    """Reads one environment variable in each of several submodules (transformers' attention layers do)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.layers = torch.nn.ModuleList(torch.nn.Linear(4, 4) for _ in range(3))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        import os
+
+        for layer in self.layers:
+            x = layer(x) * (2 if os.environ.get("KILN_TEST_GUARD_ONCE", "0") == "1" else 3)
+        return x
+
+
+def test_one_object_read_from_several_places_is_guarded_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("KILN_TEST_GUARD_ONCE", raising=False)
+    module = _Reader()
+    x = torch.randn(2, 4)
+    explanation = capture.explain(module, x)
+    environment = [g for g in explanation.guards if g.kind == "ENVIRONMENT"]
+    assert len(environment) == 1, [str(g) for g in environment]
+    # No guard checks an object the entry itself holds (it is always the same object).
+    assert not [g for g in explanation.guards if g.kind in ("ID_MATCH", "TYPE_MATCH") and g.source_expr.startswith("_k")]
+    # The one guard still sees a change.
+    compiled = capture.optimize(RecordingBackend())(module)
+    assert torch.equal(compiled(x), module(x))
+    monkeypatch.setenv("KILN_TEST_GUARD_ONCE", "1")
+    assert torch.equal(compiled(x), module(x))

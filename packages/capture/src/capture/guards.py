@@ -18,7 +18,7 @@ from torch.nn.modules import module as _MODULE_IMPL
 
 from capture.errors import UserLocation
 from capture.guard_compiler import HOOK_DICTS, ModuleFacts, compile_guard_function, module_hooks, tensor_state
-from capture.sources import Source
+from capture.sources import ObjectSource, Source
 
 GuardFn = Callable[[Any, Any, Any], bool]
 global_module_hooks = operator.attrgetter(*(name for name in (
@@ -76,10 +76,17 @@ class GuardSet:
     facts: ModuleFacts = field(default_factory=ModuleFacts)
     """What MODULE_HOOKS and NO_ATTRIBUTE guards compare (those of proven modules are checked in one batch)."""
 
+    _names: dict[int, str] = field(default_factory=dict)  # id(value) -> its constant's name
+
     def constant(self, value: object) -> str:
-        """Name under which `value` is visible to guard code."""
+        """Name under which `value` is visible to guard code (one name per object: the same object named
+        twice gives one guard, not two that differ only in the constant's name)."""
+        name = self._names.get(id(value))
+        if name is not None and self.constants.get(name) is value:
+            return name
         name = f"_k{len(self.constants)}"
         self.constants[name] = value
+        self._names[id(value)] = name
         return name
 
     def add(self, kind: str, source: Source | str, code: str, description: str, *,
@@ -101,6 +108,8 @@ class GuardSet:
 
     def type_is(self, source: Source, value: object) -> None:
         """Guard `type(source) is type(value)`."""
+        if isinstance(source, ObjectSource):  # the object itself, held by the entry: nothing to check
+            return
         t = self.constant(type(value))
         self.add("TYPE_MATCH", source, f"type({source.expr()}) is {t}",
                  f"type({source.expr()}) is {type(value).__qualname__}")
@@ -110,6 +119,8 @@ class GuardSet:
         self.constant(value)  # keep alive so the id cannot be reused
         if isinstance(value, torch.nn.Module):
             self.tracked.setdefault(source.expr(), (source, value))
+        if isinstance(source, ObjectSource) and self.constants.get(source.expr()) is value:
+            return  # the object itself, held by the entry: always the same
         self.add("ID_MATCH", source, f"id({source.expr()}) == {id(value)}",
                  f"{source.expr()} is the object {_short(value)}")
 
