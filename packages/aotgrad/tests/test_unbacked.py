@@ -87,9 +87,16 @@ def _checked_in_place(x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
     return y * n
 
 
+def _checked_pinned(x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+    n = torch.nonzero(lengths).size(0)  # fake `lengths` memoizes its symbol, which the check pins to 2
+    torch._check(n == 2)
+    return x * n
+
+
 @pytest.mark.parametrize("training", [False, True])
 @pytest.mark.parametrize(("fn", "good", "bad"), [(_checked, [3, 8], [3, 9]),
-                                                 (_checked_in_place, [3, 8, 0, 1], [0, 8, 0, 0])])
+                                                 (_checked_in_place, [3, 8, 0, 1], [0, 8, 0, 0]),
+                                                 (_checked_pinned, [3, 8], [0, 8])])
 def test_torch_check_on_a_data_dependent_value_is_a_graph_node(
         fn: Any, good: list[int], bad: list[int], training: bool) -> None:
     """`torch._check` records its condition in the ShapeEnv, on the traced symbol only: a graph traced

@@ -133,6 +133,26 @@ def _checked_unused(x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
     return x * 2
 
 
+# A check that pins the value to one number makes the ShapeEnv replace its symbol by that number
+# (the sizes below are then static): the compiled code must still read the value and check it.
+def _pinned_item(x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+    n = lengths.max().item()
+    torch._check(n == 8)
+    return x[:, :n] * 2 + n
+
+
+def _pinned_to_a_size(x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+    n = lengths.max().item()
+    torch._check(n == x.shape[1])
+    return x.sum(1) * n
+
+
+def _pinned_nonzero_count(x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+    m = torch.nonzero(lengths).size(0)  # of an input: fake tensors memoize its symbol across traces
+    torch._check(m == 2)
+    return x * m
+
+
 # name: (function, lengths that pass its check, lengths that fail it, the failed condition)
 CHECKED: dict[str, tuple[Callable[..., Any], list[int], list[int], str]] = {
     "check_le": (_checked_max, [3, 8], [3, 9], "<= 8"),
@@ -140,6 +160,9 @@ CHECKED: dict[str, tuple[Callable[..., Any], list[int], list[int], str]] = {
     "check_ge": (_checked_nonnegative, [3, 8], [-1, 8], ">= 0"),
     "check_nonzero_size": (_checked_nonzero_count, [3, 8, 0, 1], [0, 8, 0, 0], ">= 2"),
     "check_unused_item": (_checked_unused, [3, 8], [3, 9], "<= 8"),
+    "check_eq_item": (_pinned_item, [3, 8], [3, 7], ">= 8"),
+    "check_eq_size": (_pinned_to_a_size, [3, 8], [3, 9], "<= 8"),
+    "check_eq_nonzero_size": (_pinned_nonzero_count, [3, 8], [0, 8], ">= 2"),
 }
 
 
@@ -178,8 +201,18 @@ def test_torch_check_against_a_symbolic_size_raises_like_eager(backend: str, tmp
 
 
 @pytest.mark.parametrize("backend", ["inductor", "aot_eager"])
-def test_torch_check_on_a_data_dependent_value_raises_when_training(backend: str, tmp_path: Path) -> None:
-    _check_raises_like_eager("check_le", backend, tmp_path, training=True)
+@pytest.mark.parametrize("name", ["check_le", "check_eq_item", "check_eq_nonzero_size"])
+def test_torch_check_on_a_data_dependent_value_raises_when_training(name: str, backend: str, tmp_path: Path) -> None:
+    _check_raises_like_eager(name, backend, tmp_path, training=True)
+
+
+@pytest.mark.parametrize("backend", ["inductor", "aot_eager"])
+@pytest.mark.parametrize("name", ["check_eq_size", "check_eq_nonzero_size"])
+def test_torch_check_pinning_a_value_raises_like_eager_with_symbolic_sizes(name: str, backend: str,
+                                                                           tmp_path: Path) -> None:
+    """`torch._check(n == 5)` lets the ShapeEnv replace n's symbol by 5, which folded the checks on it
+    to True (later traces reused the replaced symbol, the generated code no longer read it)."""
+    _check_raises_like_eager(name, backend, tmp_path, dynamic=True, condition=r"u\d+")
 
 
 def test_branch_on_an_item_breaks_the_graph_there() -> None:
@@ -211,6 +244,8 @@ def test_triton_wrapper_binds_unbacked_sizes(monkeypatch: pytest.MonkeyPatch, tm
     assert re.search(r"u\d+ = buf\d+\.size\(0\)", wrapper.read_text())
     _check_raises_like_eager("check_le", "inductor", tmp_path / "le")
     _check_raises_like_eager("check_nonzero_size", "inductor", tmp_path / "nonzero")
+    _check_raises_like_eager("check_eq_item", "inductor", tmp_path / "pinned")
+    _check_raises_like_eager("check_eq_nonzero_size", "inductor", tmp_path / "pinned_nonzero")
 
 
 def test_unique_runs_eagerly_where_fake_tensors_give_it_wrong_dtypes(monkeypatch: pytest.MonkeyPatch) -> None:

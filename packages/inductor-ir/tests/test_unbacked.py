@@ -126,3 +126,40 @@ def test_an_assert_scalar_node_is_checked_once_its_symbol_is_bound() -> None:
     torch.testing.assert_close(compiled(*inputs), fn(*inputs))
     with pytest.raises(RuntimeError, match="u0 <= 8 is false"):
         compiled(torch.tensor([3, 9]))
+
+
+def _pinned_item(x: torch.Tensor) -> tuple[torch.Tensor]:
+    n = x.max().item()
+    torch.ops.aten._assert_scalar.default(n >= 8, "n >= 8")
+    torch.ops.aten._assert_scalar.default(n <= 8, "n <= 8")
+    return (x[:n] * n,)
+
+
+def _pinned_nonzero_count(x: torch.Tensor) -> tuple[torch.Tensor]:
+    m = torch.nonzero(x).size(0)
+    torch.ops.aten._assert_scalar.default(m >= 3, "m >= 3")
+    torch.ops.aten._assert_scalar.default(m <= 3, "m <= 3")
+    return (x * m,)
+
+
+@pytest.mark.parametrize(("fn", "good", "bad", "failed"), [
+    (_pinned_item, [3, 8, 1, 0, 0, 0, 0, 0, 0, 0], [3, 7, 1, 0, 0, 0, 0, 0, 0, 0], r"u0 >= 8 is false"),
+    (_pinned_nonzero_count, [3, 8, 1, 0], [3, 0, 1, 0], r"u0 >= 3 is false"),
+])
+def test_checks_that_pin_a_symbol_to_a_constant_are_still_checked(fn: Any, good: list[int], bad: list[int],
+                                                                  failed: str) -> None:
+    """Checks pinning an unbacked symbol to one value make the ShapeEnv replace it by that constant:
+    the node's value and sizes read as 8 and the checks as True. The wrapper still reads the symbol (from
+    the FX node's `unbacked_bindings`) and checks the conditions as traced."""
+    inputs = (torch.tensor(good),)
+    shape_env = ShapeEnv(allow_dynamic_output_shape_ops=True, allow_scalar_outputs=True)
+    mode = FakeTensorMode(allow_non_fake_inputs=True, shape_env=shape_env)
+    fakes = [mode.from_tensor(x, static_shapes=True) for x in inputs]
+    with mode:
+        gm = make_fx(fn, tracing_mode="real")(*fakes)
+    assert shape_env.replacements  # the symbol is a constant now
+    shape_env.deferred_runtime_asserts.clear()  # the nodes alone must give the checks
+    compiled = inductor_ir.compile_graph(gm, fakes, backends={"cpu": ReferenceBackend()})
+    torch.testing.assert_close(compiled(*inputs), fn(*inputs))
+    with pytest.raises(RuntimeError, match=failed):
+        compiled(torch.tensor(bad))

@@ -44,6 +44,7 @@ from inductor_ir.unbacked import (
     bind_scalar,
     float_arguments,
     is_unbacked,
+    pinned_unbacked,
     record_assert,
     unbound_unbacked,
     used_symbols,
@@ -232,6 +233,7 @@ def _lower_call(
     # A data-dependent op (nonzero, masked_select, unique, a boolean mask): its result's sizes are
     # unbacked symbols that the wrapper reads from the result of a FallbackKernel.
     unbound = unbound_unbacked(ctx.program, val)
+    pinned = pinned_unbacked(ctx.program, node.meta.get("unbacked_bindings"), unbound)
     # A value realized for an earlier user (e.g. a matmul operand) is loaded from its buffer.
     args = torch.fx.map_arg(node.args, lambda n: ctx.stored(env[n]))
     kwargs = torch.fx.map_arg(node.kwargs, lambda n: ctx.stored(env[n]))
@@ -241,9 +243,9 @@ def _lower_call(
             return target(*args)  # type: ignore[operator]  # arithmetic on sizes
         target = _PYTHON_OPERATORS[target]  # a traced `x + 1` on tensors: the ATen op
     result: Any = None
-    if unbound or float_arguments([args, kwargs]):
+    if unbound or pinned or float_arguments([args, kwargs]):
         result = fallback(ctx, target, args, kwargs, val)
-        bind_results(ctx.program, result, unbound, _shape_env_of(val))
+        bind_results(ctx.program, result, unbound | set(pinned), _shape_env_of(val), pinned)
         return result
     fn = None if target in eager_ops or _touches_complex(node) else LOWERINGS.get(target)
     if fn is not None:

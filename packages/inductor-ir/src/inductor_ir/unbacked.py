@@ -9,7 +9,10 @@ symbol read from an input. The checks ``torch._check`` put on them while tracing
 split sizes summing to the dim) are run by the wrapper as soon as their symbols are bound, raising
 ``RuntimeError`` as eager does instead of reading out of bounds; so are the graph's own
 ``aten._assert_scalar`` nodes (the user's ``torch._check(n <= x.shape[1])``, which aotgrad writes into
-the graph), and the calls binding their symbols run even when nothing else uses them.
+the graph), and the calls binding their symbols run even when nothing else uses them. A check that
+pins a symbol to one value (``torch._check(n == 5)``) makes the ShapeEnv replace it by that value:
+sizes and values read as 5, but the symbol is still bound (from the node's ``unbacked_bindings``) and
+the check is made as traced (``u0 >= 5``), not as the replaced ``True``.
 
 Floats and booleans from ``item()`` (``zuf0``, ``Eq(u0, 1)``) never reach generated kernels, whose
 size arguments are ints: ops reading one run as ``FallbackKernel`` calls given the Python number,
@@ -26,7 +29,7 @@ from typing import Any
 import sympy
 import torch
 import torch.utils._pytree as pytree
-from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
+from torch.fx.experimental.symbolic_shapes import CallMethodKey, free_unbacked_symbols
 from torch.utils._sympy.symbol import SymT, symbol_is_type
 
 from inductor_ir.ir.nodes import Buffer, ComputedBuffer, ExternKernel, MultiOutput, Pointwise, ReinterpretView
@@ -44,6 +47,7 @@ __all__ = [
     "is_unbacked",
     "is_unbacked_float",
     "output_definers",
+    "pinned_unbacked",
     "record_assert",
     "runtime_checks",
     "symbol_definers",
@@ -84,6 +88,44 @@ def unbound_unbacked(program: Program, value: Any) -> set[sympy.Symbol]:
     return {s for s in symbols if s not in program.size_sources}
 
 
+def pinned_unbacked(program: Program, bindings: Any, unbound: set[sympy.Symbol]) -> dict[sympy.Symbol, tuple[Any, ...]]:
+    """The unbacked sizes and strides an op's result binds (its FX ``meta['unbacked_bindings']``:
+    symbol -> key path, ``.size()[0]``) that the ShapeEnv has replaced: neither an earlier step binds
+    them nor do they show in the result's sizes (``unbound``, from ``unbound_unbacked``).
+
+    ``torch._check(nonzero(t).size(0) == 2)`` makes the ShapeEnv replace ``u0`` by 2: the result's
+    sizes then read as 2, yet the wrapper must still read ``u0`` from the result to run the graph's
+    checks on it (``u0 >= 2``).
+    """
+    if not isinstance(bindings, dict):
+        return {}
+    return {s: tuple(path) for s, path in bindings.items()
+            if isinstance(s, sympy.Symbol) and is_unbacked(s) and s not in program.size_sources
+            and s not in unbound and _is_size_or_stride(tuple(path))}
+
+
+def _is_size_or_stride(path: tuple[Any, ...]) -> bool:
+    """Whether ``path`` reads a size or stride: ``[k].size()[d]`` or ``.stride()[d]`` (not a storage offset)."""
+    return (len(path) >= 2 and isinstance(path[-2], CallMethodKey) and path[-2].name in ("size", "stride")
+            and isinstance(path[-1], pytree.SequenceKey)
+            and all(isinstance(key, pytree.SequenceKey) for key in path[:-2]))
+
+
+def _source_at(result: Any, path: tuple[Any, ...]) -> SizeSource | None:
+    """Where the wrapper reads the size or stride at key path ``path`` of ``result`` (None: not one)."""
+    value = result
+    for position, key in enumerate(path):
+        if isinstance(key, pytree.SequenceKey) and isinstance(value, (list, tuple)) and key.idx < len(value):
+            value = value[key.idx]
+            continue
+        rest = path[position + 1:]
+        if (isinstance(key, CallMethodKey) and key.name in ("size", "stride") and isinstance(value, Buffer)
+                and len(rest) == 1 and isinstance(rest[0], pytree.SequenceKey)):
+            return SizeSource(-1, key.name, rest[0].idx, value.name)
+        return None
+    return None
+
+
 def _buffers(result: Any) -> Iterator[Buffer]:
     if isinstance(result, Buffer):
         yield result
@@ -92,11 +134,18 @@ def _buffers(result: Any) -> Iterator[Buffer]:
             yield from _buffers(item)
 
 
-def bind_results(program: Program, result: Any, wanted: set[sympy.Symbol], shape_env: Any) -> None:
-    """Read each symbol of ``wanted`` from a size or stride of the buffers of ``result``.
+def bind_results(program: Program, result: Any, wanted: set[sympy.Symbol], shape_env: Any,
+                 paths: dict[sympy.Symbol, tuple[Any, ...]] | None = None) -> None:
+    """Read each symbol of ``wanted`` from a size or stride of the buffers of ``result``: where
+    ``paths`` (``pinned_unbacked``) gives its key path, from there, else where a layout shows it.
 
     Raises ``UnbackedSymbolError`` when one only appears inside a larger expression (``2*u0``).
     """
+    for symbol, path in (paths or {}).items():
+        source = _source_at(result, path)
+        if symbol in wanted and source is not None and symbol not in program.size_sources:
+            program.size_sources[symbol] = source
+            program.size_hints.setdefault(symbol, UNBACKED_HINT)
     for buf in _buffers(result):
         layout = buf.layout
         for kind, exprs in (("size", layout.size), ("stride", layout.stride)):
@@ -115,10 +164,12 @@ def bind_scalar(program: Program, kernel: ExternKernel, value: Any) -> sympy.Bas
     """The expression of ``item()``'s result ``value``, its symbol read from ``kernel``'s result: a
     SymInt or SymFloat is its symbol (``u0``, ``zuf0``), a SymBool ``Eq(u0, 1)`` (``u0`` the bool)."""
     expr = getattr(getattr(value, "node", None), "expr", None)
-    symbol = expr
-    if isinstance(value, torch.SymBool) and isinstance(expr, sympy.Eq) and expr.rhs == 1:
-        symbol = expr.lhs
-    if not isinstance(symbol, sympy.Symbol) or not is_unbacked(symbol):
+    # `torch._check(n == 5)` makes the ShapeEnv replace u0 by 5 (or by `s0` for `n == x.shape[0]`):
+    # the value is that expression, but the wrapper still reads u0 to check the graph's assertions on it.
+    symbol = _scalar_symbol(value, expr)
+    if symbol is None:
+        symbol = _scalar_symbol(value, _traced_expr(value))
+    if symbol is None:
         raise UnbackedSymbolError(f"a data-dependent {type(value).__name__} ({expr}) cannot be bound by the "
                                   "generated code")
     program.size_sources[symbol] = SizeSource(-1, "item", 0, kernel.name)
@@ -126,6 +177,19 @@ def bind_scalar(program: Program, kernel: ExternKernel, value: Any) -> sympy.Bas
         program.size_hints.setdefault(symbol, UNBACKED_HINT)
     _remember_shape_env(program, getattr(value.node, "shape_env", None))
     return expr
+
+
+def _scalar_symbol(value: Any, expr: Any) -> sympy.Symbol | None:
+    """The unbacked symbol of ``item()``'s result given its expression (``Eq(u0, 1)`` for a SymBool)."""
+    if isinstance(value, torch.SymBool) and isinstance(expr, sympy.Eq) and expr.rhs == 1:
+        expr = expr.lhs
+    return expr if isinstance(expr, sympy.Symbol) and is_unbacked(expr) else None
+
+
+def _traced_expr(value: Any) -> Any:
+    """The expression ``value`` had when it was traced, before the ShapeEnv's later replacements
+    (``SymNode.expr`` applies them: after ``torch._check(u0 == 5)``, ``u0 >= 5`` reads as True)."""
+    return getattr(getattr(value, "node", None), "_expr", None)
 
 
 def bind_int_of_float(program: Program, value: torch.SymInt) -> sympy.Symbol:
@@ -243,6 +307,16 @@ def record_assert(program: Program, condition: Any) -> None:
         if not isinstance(condition, bool):
             raise UnbackedSymbolError(f"a runtime check on {condition!r} cannot be checked by the generated code")
         expr = sympy.true if condition else sympy.false
+    # Checked as traced: the ShapeEnv may since have replaced its symbol by the constant the check pins
+    # it to (`torch._check(n == 5)`: `u0 >= 5` reads as True), folding the check away.
+    traced = _traced_expr(condition)
+    if isinstance(traced, sympy.Basic) and traced != expr:
+        if traced.free_symbols <= set(program.size_sources):
+            expr = traced
+        elif expr == sympy.true:  # folded away by a replacement the generated code cannot check
+            raise UnbackedSymbolError(f"the runtime check {traced} uses "
+                                      f"{', '.join(sorted(str(s) for s in traced.free_symbols))}, which the "
+                                      "generated code does not bind")
     if expr == sympy.true:
         return
     unknown = sorted(str(s) for s in expr.free_symbols if s not in program.size_sources)

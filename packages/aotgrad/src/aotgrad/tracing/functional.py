@@ -34,7 +34,7 @@ from aotgrad.tracing.graph_passes import (
     views_as_reshapes,
 )
 from aotgrad.tracing.overlap import OverlapChecks, OverlapWatch, provably_distinct
-from aotgrad.tracing.runtime_asserts import materialize_runtime_asserts
+from aotgrad.tracing.runtime_asserts import fresh_unbacked_symbols, materialize_runtime_asserts
 from aotgrad.tracing.single_pass import (
     BatchNormAboveFunctionalization,
     SinglePassUnsupported,
@@ -437,6 +437,7 @@ def _trace_in_two_passes(
     # ...then functionalize: in-place ops become out-of-place, input mutations trailing copies.
     constants = _lift_tensor_constants(decomposed)
     run = torch.func.functionalize(torch.fx.Interpreter(decomposed).run, remove="mutations")
+    fresh_unbacked_symbols(fake_inputs)  # not the first pass's symbols, which checks may have pinned
     try:
         # The first pass applied the caller's autocast (and the graph's own autocast blocks): its
         # ATen ops hold the casts. Traced again under that autocast they would be cast twice (a

@@ -23,6 +23,7 @@ from aotgrad.tracing.derivative_fixes import rrelu_from_drawn_slopes
 from aotgrad.tracing.functional import FunctionalGraph
 from aotgrad.tracing.graph_passes import clean, output_values, placeholders
 from aotgrad.tracing.replay_ops import REPLAY_OVERRIDES
+from aotgrad.tracing.runtime_asserts import fresh_unbacked_symbols
 
 aten = torch.ops.aten
 
@@ -126,6 +127,7 @@ def _functionalized(
     and the gradient read from a buffer never written. Only joints with such ops pay this trace.
     """
     run = torch.fx.Interpreter(gm).run
+    fresh_unbacked_symbols(primals)
 
     def functional_joint(primals: list[Any], tangents: list[torch.Tensor]) -> Any:
         return run(*primals, *tangents)
@@ -176,6 +178,7 @@ def trace_joint(
         return (*(out.detach() if isinstance(out, torch.Tensor) else out for out in outputs), *grads)
 
     table = joint_decompositions(decompositions)
+    fresh_unbacked_symbols(fake_inputs)  # the forward's checks on pinned symbols stay checks
     with fx_traceback.preserve_node_meta():
         gm = make_fx(joint, decomposition_table=table)(list(fake_inputs), tangents)
         if _mutates(gm):

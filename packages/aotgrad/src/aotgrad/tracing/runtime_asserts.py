@@ -8,17 +8,23 @@ trace's graph as `_assert_scalar` nodes (torch's own op, which FX treats as side
 traced again with the graph, reaches every backend (an eager run raises from the op; a compiled
 wrapper raises once the symbols are bound) and survives dead-code elimination
 (`graph_passes.eliminate_dead_code`) and partitioning (`partition/split.py`: the forward runs it).
+
+Each trace again must also make fresh symbols (`fresh_unbacked_symbols`): fake tensors remember the
+result of `nonzero` (and `item`, `unique`) on them, so without it the second trace would reuse `u0`,
+which `torch._check(m == 2)` made the ShapeEnv replace by 2; every check on it would then read as
+True and be dropped, and the compiled code would return a result where eager raises.
 """
 
 from __future__ import annotations
 
 import torch
 import torch.fx
+from torch._guards import detect_fake_mode
 from torch.fx.experimental.symbolic_shapes import ShapeEnv
 from torch.fx.passes.runtime_assert import insert_deferred_runtime_asserts
 from torch.utils import _pytree as pytree
 
-__all__ = ["materialize_runtime_asserts"]
+__all__ = ["fresh_unbacked_symbols", "materialize_runtime_asserts"]
 
 
 def _unbacked_shape_env(graph: torch.fx.Graph) -> ShapeEnv | None:
@@ -54,3 +60,16 @@ def materialize_runtime_asserts(gm: torch.fx.GraphModule) -> None:
         return
     insert_deferred_runtime_asserts(gm, shape_env, "aotgrad")
     gm.recompile()
+
+
+def fresh_unbacked_symbols(fake_inputs: object) -> None:
+    """Make the next trace over `fake_inputs` give data-dependent ops fresh unbacked symbols.
+
+    A fake tensor memoizes the symbol of `nonzero(t).size(0)` (and `t.item()`) for the fake mode's
+    current epoch; advancing the epoch (as torch's AOTAutograd does between its traces) makes the
+    next trace bind a new symbol that the graph's `_assert_scalar` nodes check, instead of reusing
+    one that the ShapeEnv has since replaced by a constant. Call it before each trace again.
+    """
+    fake_mode = detect_fake_mode(fake_inputs)
+    if fake_mode is not None:
+        fake_mode.epoch += 1
