@@ -174,3 +174,36 @@ def test_graph_cache_key_covers_every_stage_and_the_backend() -> None:
 def test_capture_environment_is_read_by_the_frontend() -> None:
     env = read_environment({"KILN_CAPTURE_SCALAR_OUTPUTS": "0", "KILN_CAPTURE_VERBOSE": "1"})
     assert env.capture == {"verbose": True, "capture_scalar_outputs": False, "capture_dynamic_output_shape_ops": True}
+
+
+def test_kernel_backends_are_read_once_until_the_import_paths_change(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from frontend import stage_options
+
+    reads: list[str] = []
+    real_entry_points = stage_options.entry_points
+
+    def counted(group: str) -> Any:
+        reads.append(group)
+        return real_entry_points(group=group)
+
+    monkeypatch.setattr(stage_options, "entry_points", counted)
+    monkeypatch.setattr(stage_options, "_ENTRIES_READ", None)
+    monkeypatch.setattr(stage_options, "_FACTORIES", {})
+    first = stage_options.kernel_backend_entries()
+    factory = stage_options.load_kernel_backend_factory("cpu")
+    for _ in range(3):  # one graph each: nothing is read or loaded again
+        assert stage_options.load_kernel_backend_factory("cpu") is factory
+    assert factory is codegen_cpp.CppBackend and "cpu" in first
+    assert reads == [stage_options.KERNEL_BACKENDS_GROUP]
+
+    stage_options.kernel_backend_entries().clear()  # callers get a copy
+    assert stage_options.kernel_backend_entries() == first and len(reads) == 1
+
+    monkeypatch.syspath_prepend(str(tmp_path))  # a new import path may hold new distributions
+    assert stage_options.load_kernel_backend_factory("cpu") is factory
+    assert len(reads) == 2
+    (tmp_path / "installed.dist-info").mkdir()  # installing into a folder changes its modification time
+    stage_options.kernel_backend_entries()
+    assert len(reads) == 3

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import types
 import typing
 from collections.abc import Iterator, Mapping
@@ -163,6 +164,7 @@ _CHOICES: dict[str, tuple[Any, ...]] = {
 """Options whose value is one of a few names."""
 
 
+@functools.cache
 def _field_types() -> dict[str, Any]:
     hints = typing.get_type_hints(Config)
     return {name: hints[name] for name in Config.option_names()}

@@ -20,6 +20,8 @@ only when an option names its device). The frontend's own options reach the stag
 
 from __future__ import annotations
 
+import os
+import sys
 from collections.abc import Callable, Mapping
 from importlib.metadata import EntryPoint, entry_points
 from typing import Any
@@ -54,9 +56,37 @@ class KernelBackendUnavailable(RuntimeError):
     """No code generator could be loaded for a device type; the message says why."""
 
 
+# The group's entry points as last read, with the `_search_path_state` they were read under.
+_ENTRIES_READ: tuple[tuple[tuple[str, int], ...], dict[str, EntryPoint]] | None = None
+
+
+# What each device's entry point loaded, with that entry point (valid while the entries are those read).
+_FACTORIES: dict[str, tuple[EntryPoint, Any]] = {}
+
+
+def _search_path_state() -> tuple[tuple[str, int], ...]:
+    """Each import path with its folder's modification time (-1 where it has none): installing or
+    removing a distribution changes the folder it goes into, adding a path changes the list."""
+    state = []
+    for path in sys.path:
+        try:
+            state.append((path, os.stat(path or ".").st_mtime_ns))
+        except (OSError, ValueError):
+            state.append((path, -1))
+    return tuple(state)
+
+
 def kernel_backend_entries() -> dict[str, EntryPoint]:
-    """The entry points of the kernel-backend group by device type (not loaded)."""
-    return {point.name: point for point in entry_points(group=KERNEL_BACKENDS_GROUP)}
+    """The entry points of the kernel-backend group by device type (not loaded).
+
+    Reading the installed distributions' metadata takes milliseconds, and every compiled graph asks:
+    the entries are read again only when an import path or its folder changed since the last read.
+    """
+    global _ENTRIES_READ
+    state = _search_path_state()
+    if _ENTRIES_READ is None or _ENTRIES_READ[0] != state:
+        _ENTRIES_READ = (state, {point.name: point for point in entry_points(group=KERNEL_BACKENDS_GROUP)})
+    return dict(_ENTRIES_READ[1])
 
 
 def load_kernel_backend_factory(device_type: str) -> Any:
@@ -69,12 +99,17 @@ def load_kernel_backend_factory(device_type: str) -> Any:
             f"install one that registers under the {KERNEL_BACKENDS_GROUP!r} entry-point group"
         )
     point = entries[device_type]
+    loaded = _FACTORIES.get(device_type)
+    if loaded is not None and loaded[0] is point:
+        return loaded[1]
     try:
-        return point.load()
+        factory = point.load()
     except Exception as error:
         raise KernelBackendUnavailable(
             f"kernel backend {point.value!r} for {device_type!r} failed to import: {type(error).__name__}: {error}"
         ) from error
+    _FACTORIES[device_type] = (point, factory)
+    return factory
 
 
 def _check_kernel_option(device_type: str, name: str, value: Any) -> None:

@@ -9,6 +9,7 @@ of the fields that change what it produces (for cache keys).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import types
 import typing
@@ -60,6 +61,12 @@ def _coerce(owner: str, name: str, expected: Any, value: Any) -> Any:
     raise OptionError(f"{owner} option {name!r} expects {type_name}, got {value!r} ({type(value).__name__})")
 
 
+@functools.cache
+def _field_hints(cls: type) -> dict[str, Any]:
+    """The evaluated field annotations of `cls` (evaluating them costs ~1 ms, and options are parsed per graph)."""
+    return typing.get_type_hints(cls)
+
+
 def parse_dataclass_options(
     cls: type[C], options: Mapping[str, Any], *, owner: str, base: C | None = None
 ) -> C:
@@ -77,7 +84,7 @@ def parse_dataclass_options(
         raise OptionError(
             f"unknown {owner} option(s) {', '.join(repr(k) for k in unknown)}; valid options are: {', '.join(fields)}"
         )
-    hints = typing.get_type_hints(cls)
+    hints = _field_hints(cls)
     values = {name: _coerce(owner, name, hints[name], value) for name, value in options.items()}
     start = base if base is not None else cls()
     return dataclasses.replace(start, **values)  # type: ignore[type-var]
