@@ -161,6 +161,37 @@ def test_double_backward_through_a_loaded_graph(cache_dir: Path) -> None:
     assert _hits() == 1
 
 
+def test_loading_a_graph_builds_no_decomposition_table_until_a_replay_needs_it(
+    cache_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import aotgrad.plans as plans
+
+    _train_step_matches_eager()
+    new_process()
+    built: list[str] = []
+    real_with_eager_values = plans.with_eager_values
+
+    def counted(table: Any) -> Any:
+        built.append("table")
+        return real_with_eager_values(table)
+
+    monkeypatch.setattr(plans, "with_eager_values", counted)
+    _train_step_matches_eager()
+    assert _hits() >= 1 and built == []  # loaded and trained without one
+
+    def fn(x: torch.Tensor) -> torch.Tensor:
+        return (x.cos() * x).sum()
+
+    x = torch.randn(5, generator=torch.Generator().manual_seed(4)).requires_grad_()
+    frontend.compile(fn, options=STRICT)(x)
+    new_process()
+    (grad,) = torch.autograd.grad(frontend.compile(fn, options=STRICT)(x), x, create_graph=True)
+    (second,) = torch.autograd.grad(grad.sum(), x)
+    (want,) = torch.autograd.grad(torch.autograd.grad(fn(x), x, create_graph=True)[0].sum(), x)
+    torch.testing.assert_close(second, want)
+    assert built == ["table"]  # the double backward's replay built it, once
+
+
 def test_graphs_run_eagerly_are_not_saved(cache_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import inductor_ir
 

@@ -20,6 +20,7 @@ Example::
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable, Sequence
 from typing import Any, cast
 
@@ -162,13 +163,20 @@ def aot_graph_from_plans(
     config = config or AotConfig()
     compiled = AotCallable(gm, gm, Compilers(fw_compiler, bw_compiler or fw_compiler), partition, decompositions, config)
     compiled._dynamic = dynamic_dims_of([*compiled.state_tensors(), *example_inputs])
-    table = default_decompositions() if decompositions is None else with_eager_values(decompositions)
+
+    @functools.cache
+    def table() -> DecompositionTable:
+        # Only a double backward's replay traces again: most loads never build the table.
+        return default_decompositions() if decompositions is None else with_eager_values(decompositions)
+
     regions = {plan.key: _region(plan, load, compiled, table) for plan in plans}
     compiled._regions.update(regions)
     return compiled
 
 
-def _region(plan: RegionPlan, load: Callable[[Any], Callable[..., Any]], owner: AotCallable, table: Any) -> Region:
+def _region(
+    plan: RegionPlan, load: Callable[[Any], Callable[..., Any]], owner: AotCallable, table: Callable[[], DecompositionTable]
+) -> Region:
     # The forward graph itself is not kept: only the double-backward replay needs it (traced then).
     graph = FunctionalGraph(
         gm=cast(torch.fx.GraphModule, None),
@@ -186,7 +194,7 @@ def _region(plan: RegionPlan, load: Callable[[Any], Callable[..., Any]], owner: 
 
     def retrace(inputs: Sequence[Any]) -> torch.fx.GraphModule:
         with torch._C._DisableAutocast():
-            return trace_region(owner._traceable(), list(inputs), grad_mask, table).forward.gm
+            return trace_region(owner._traceable(), list(inputs), grad_mask, table()).forward.gm
 
     higher = DifferentiableBackward(
         None, training.grad_inputs, training.differentiable_outputs, training.replay_unsupported,
