@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -116,6 +116,7 @@ class TritonLauncher:
         self.tuned: dict[tuple[str, tuple[int, int, int]], LaunchConfig] = dict(tuned or {})
         self._positions = {name: i for i, name in enumerate(spec.arg_names)}
         self._numel_positions = tuple(self._positions.get(n, -1) for n in ("xnumel", "rnumel", "ynumel"))
+        self._numels = _numels_reader(self._numel_positions)
         self._prepared: dict[tuple[int, ...], _Prepared] = {}
         # Direct launches (see fast_launch.py) on CUDA; Triton's own path under the interpreter, or
         # for a variant the direct path cannot compile.
@@ -137,7 +138,7 @@ class TritonLauncher:
         """The variants a call with these arguments (dtypes stand for aligned tensors) will compile."""
         if not self._direct:
             return []
-        key = tuple(int(example_args[p]) if p >= 0 else 1 for p in self._numel_positions)
+        key = self._numels(example_args)
         configs = self.configs_for(*key)
         if not self.autotune:
             configs = configs[:1]
@@ -274,11 +275,11 @@ class TritonLauncher:
 
     def prepared_for(self, args: Sequence[Any]) -> _Prepared | None:
         """How calls with these arguments are launched, once one was (None before)."""
-        return self._prepared.get(tuple(int(args[p]) if p >= 0 else 1 for p in self._numel_positions))
+        return self._prepared.get(self._numels(args))
 
     def run(self, *args: Any) -> None:
         """Launch the kernel on `args` (in `spec.arg_names` order)."""
-        key = tuple(int(args[p]) if p >= 0 else 1 for p in self._numel_positions)
+        key = self._numels(args)
         prepared = self._prepared.get(key)
         if prepared is None:
             prepared = self._prepare(args, key)
@@ -302,6 +303,14 @@ class TritonLauncher:
         self.fn.run(*args, grid=grid, warmup=False, **prepared.options)
 
     __call__ = run
+
+
+def _numels_reader(positions: tuple[int, ...]) -> Callable[[Sequence[Any]], tuple[int, ...]]:
+    """``args -> (xnumel, rnumel, ynumel)`` read from these argument positions (1 where a kernel has none):
+    one generated expression, run on every launch."""
+    parts = ", ".join(f"int(args[{p}])" if p >= 0 else "1" for p in positions)
+    reader: Callable[[Sequence[Any]], tuple[int, ...]] = eval(f"lambda args: ({parts},)")  # positions are ints
+    return reader
 
 
 def _device_of(args: Sequence[Any]) -> Any | None:
