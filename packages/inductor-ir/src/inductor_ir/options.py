@@ -15,7 +15,7 @@ import types
 import typing
 from collections.abc import Collection, Mapping
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 __all__ = ["OptionError", "options_hash", "parse_dataclass_options"]
 
@@ -84,7 +84,7 @@ def parse_dataclass_options(
         raise OptionError(
             f"unknown {owner} option(s) {', '.join(repr(k) for k in unknown)}; valid options are: {', '.join(fields)}"
         )
-    hints = _field_hints(cls)
+    hints = _field_hints(cast(type, cls))
     values = {name: _coerce(owner, name, hints[name], value) for name, value in options.items()}
     start = base if base is not None else cls()
     return dataclasses.replace(start, **values)  # type: ignore[type-var]
