@@ -43,3 +43,24 @@ def test_one_element_loads_match_eager(cpu_backend: TritonBackend, program: Call
     compiled = inductor_ir.compile_graph(gm, inputs, backends={"cpu": cpu_backend})
     for got, want in zip(compiled(*inputs), program(*inputs), strict=True):
         torch.testing.assert_close(got, want)  # sums of gradients: a different summation order
+
+
+
+def _normalize_backward(expanded: torch.Tensor, y: torch.Tensor, positive: torch.Tensor,
+                        g: torch.Tensor) -> tuple[torch.Tensor]:
+    """`normalize`'s backward as aotgrad partitions it: `expanded` is the norm `expand`ed to x's size."""
+    total = (-g * (y / expanded)).sum(0, keepdim=True)
+    return (g / expanded + torch.where(positive, total, 0.0) * y,)
+
+
+def test_loads_from_an_empty_buffer_read_no_memory(cpu_backend: TritonBackend) -> None:
+    """The backward of `normalize` over zero elements reads the saved norm `expand`ed to size 0
+    (stride 0: an empty tensor with no memory) at the constant index 0, with no mask, in a kernel of
+    one row (the sum over zero elements): it read a null pointer (SIGSEGV in Triton's interpreter)."""
+    generator = torch.Generator().manual_seed(5)
+    inputs = [torch.empty_strided((0,), (0,)), torch.randn(0, generator=generator), torch.tensor([True]),
+              torch.randn(0, generator=generator)]
+    gm = make_fx(_normalize_backward, decomposition_table=inductor_ir.decompositions())(*inputs)
+    compiled = inductor_ir.compile_graph(gm, inputs, backends={"cpu": cpu_backend})
+    for got, want in zip(compiled(*inputs), _normalize_backward(*inputs), strict=True):
+        torch.testing.assert_close(got, want)

@@ -258,6 +258,11 @@ class KernelWriter(RuntimeChecks):
                 f"kernel {self.group.name}: load of {name}, which is neither an input nor computed here"
             )
         record = self.group.buffers()[name]
+        if record.numel() == 0:
+            # No element of an empty buffer is ever used, but a load at a constant index (an `expand`
+            # to size 0, stride 0) has no mask: it would read past the allocation (a null pointer).
+            dtype = triton_type(compute_dtype(record.dtype))
+            return self.emit(f"tl.full({self.shape(self.region_axes())}, 0, {dtype})", record.dtype, self.region_axes())
         text, axes = self.index(index)
         mask, mask_axes = self._current_mask(axes)
         text = self._broadcast_index(text, axes, mask_axes)
