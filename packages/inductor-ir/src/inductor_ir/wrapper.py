@@ -252,6 +252,7 @@ def _output_exprs(w: _Writer, outputs: Sequence[Any]) -> list[str]:
     exprs = []
     for output, name in zip(outputs, names):
         if isinstance(output, ReinterpretView) and _is_whole_buffer(output) and names.count(name) > 1:
+            assert isinstance(name, str)
             layout = output.layout
             exprs.append(_view_expr(name, layout.size, layout.stride, layout.offset))
         elif isinstance(output, (int, float)) and not isinstance(output, bool):
