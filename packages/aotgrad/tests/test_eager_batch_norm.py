@@ -42,3 +42,36 @@ def test_running_mean_of_a_channel_with_inf(fn: Callable[..., torch.Tensor], req
     torch.testing.assert_close(compiled(*got), fn(*want), equal_nan=True)
     torch.testing.assert_close(got[1], want[1], equal_nan=True, msg="running mean")  # inf, -inf, NaN, finite
     torch.testing.assert_close(got[2], want[2], equal_nan=True, msg="running var")
+
+
+def test_evaluation_gradients_with_an_infinite_running_mean() -> None:
+    """Evaluation-mode batch norm is differentiated by eager's formula: the weight's gradient is
+    ``sum(dy * (x - mean)) * invstd``, NaN where the cotangents differ in sign on a channel whose
+    running mean is infinite (the decomposed forward's gradient, ``sum(dy * x) - mean * sum(dy)``,
+    gave -inf there); the input's and the bias's gradients and the output match too."""
+
+    def fn(
+        x: torch.Tensor, rm: torch.Tensor, rv: torch.Tensor, w: torch.Tensor, b: torch.Tensor
+    ) -> torch.Tensor:
+        return F.batch_norm(x, rm, rv, w, b, training=False, momentum=0.25)
+
+    def inputs() -> list[torch.Tensor]:
+        g = torch.Generator().manual_seed(71)
+        x = torch.randn(1, 6, 2, 1, generator=g)
+        rm = torch.randn(6, generator=g)
+        rm[1], rm[4] = float("-inf"), float("inf")
+        rv = torch.rand(6, generator=g) + 0.1
+        w = torch.randn(6, generator=g)
+        b = torch.randn(6, generator=g)
+        return [x.requires_grad_(), rm, rv, w.requires_grad_(), b.requires_grad_()]
+
+    dy = torch.tensor([0.75, -2.0]).repeat(6).reshape(1, 6, 2, 1)
+    compiled = aotgrad.aot_function(fn, fw_compiler=aotgrad.eager_compiler, config=strict())
+    want, got = inputs(), inputs()
+    want_out, got_out = fn(*want), compiled(*got)
+    torch.testing.assert_close(got_out, want_out, equal_nan=True)
+    want_grads = torch.autograd.grad(want_out, [want[0], want[3], want[4]], dy)
+    got_grads = torch.autograd.grad(got_out, [got[0], got[3], got[4]], dy)
+    assert want_grads[1][1].isnan() and want_grads[1][4].isnan()
+    for name, w, g in zip(("input", "weight", "bias"), want_grads, got_grads):
+        torch.testing.assert_close(g, w, equal_nan=True, msg=lambda m, n=name: f"{n}: {m}")

@@ -120,7 +120,8 @@ def joint_decompositions(table: DecompositionTable) -> DecompositionTable:
     the joint forward+backward trace applies. Activation gradients it decomposes use
     `EAGER_GRADIENTS` (eager's values at NaN) in place of torch's."""
     inference_only = _overloads(INFERENCE_ONLY)
-    return {op: EAGER_GRADIENTS.get(op, fn) for op, fn in table.items() if op not in inference_only}
+    joint = {op: EAGER_GRADIENTS.get(op, fn) for op, fn in table.items() if op not in inference_only}
+    return _native_batch_norm_as_eager(joint)
 
 
 # Early-decomposed ops of which only the first result is differentiable: batch norm's saved
@@ -143,15 +144,45 @@ def _detaching_rest(decomposition: Callable[..., Any]) -> Callable[..., Any]:
     return decompose
 
 
-def mutation_decompositions() -> DecompositionTable:
+def mutation_decompositions(*, differentiated: bool = False) -> DecompositionTable:
     """The decompositions applied first (before functionalization and autograd), whatever table the
     caller passes: `EARLY_DECOMPOSED` (batch norm, recurrent layers). Batch norm's results past the
-    first are detached (`FIRST_RESULT_DIFFERENTIABLE`); inference traces drop those detaches."""
+    first are detached (`FIRST_RESULT_DIFFERENTIABLE`); inference traces drop those detaches.
+
+    `differentiated` (a forward traced for the joint trace): evaluation-mode ``native_batch_norm``,
+    which updates nothing, stays whole, so that autograd differentiates it by eager's own formula
+    (``native_batch_norm_backward``); the joint trace decomposes both (`joint_decompositions`). The
+    gradient of the decomposed forward, whose output is ``x * alpha + beta`` as eager's CPU kernel
+    computes it, takes the weight's gradient as ``sum(dy * x) - mean * sum(dy)``: -inf where eager's
+    ``sum(dy * (x - mean))`` is NaN, with an infinite running mean."""
     table: DecompositionTable = dict(get_decompositions(list(EARLY_DECOMPOSED)))  # type: ignore[arg-type]
     for op in _overloads(FIRST_RESULT_DIFFERENTIABLE):
         if op in table:
             table[op] = _detaching_rest(with_eager_running_stats(op, table[op]))
+    if differentiated:
+        table[aten.native_batch_norm.default] = _whole_in_evaluation(table[aten.native_batch_norm.default])
     return table
+
+
+def _whole_in_evaluation(decomposition: Callable[..., Any]) -> Callable[..., Any]:
+    """`decomposition` of ``native_batch_norm``, leaving the op whole (NotImplemented) where it does
+    not train."""
+    names = [a.name for a in aten.native_batch_norm.default._schema.arguments]
+
+    def decompose(*args: Any, **kwargs: Any) -> Any:
+        bound = {**dict(zip(names, args)), **kwargs}
+        if not bound["training"]:
+            return NotImplemented
+        return decomposition(*args, **kwargs)
+
+    return decompose
+
+
+def _native_batch_norm_as_eager(table: DecompositionTable) -> DecompositionTable:
+    """`table` decomposing ``native_batch_norm`` (kept whole in evaluation by the early table of a
+    differentiated forward) with its output as eager's CPU kernel computes it."""
+    op = aten.native_batch_norm.default
+    return {**table, op: with_eager_running_stats(op, table.get(op, decomposition_table[op]))}
 
 
 def replay_decompositions() -> DecompositionTable:

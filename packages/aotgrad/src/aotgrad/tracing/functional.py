@@ -326,7 +326,8 @@ def trace_functional(
     # the original ops with their own derivative formulas and decomposes below autograd. Batch norm
     # is decomposed first either way, so that functionalization sees its running-stat updates.
     batch_norms: list[Any] = []
-    early = _recording(mutation_decompositions() if early is None else early, BATCH_NORMS, batch_norms)
+    early = mutation_decompositions(differentiated=training) if early is None else early
+    early = _recording(early, BATCH_NORMS, batch_norms)
     table = early if training else {op: fn for op, fn in decompositions.items() if op not in _DETACH}
     # One functionalized trace where that is faithful (static sizes, nothing in place left over:
     # tracing/single_pass.py), else decompose first and functionalize in a second trace. Nodes
@@ -357,8 +358,10 @@ def _recording(table: DecompositionTable, packets: tuple[Any, ...], seen: list[A
 
     def noting(op: Any, decomposition: Callable[..., Any]) -> Callable[..., Any]:
         def decompose(*args: Any, **kwargs: Any) -> Any:
-            seen.append(op)
-            return decomposition(*args, **kwargs)
+            result = decomposition(*args, **kwargs)
+            if result is not NotImplemented:  # NotImplemented: the op stays whole
+                seen.append(op)
+            return result
 
         return decompose
 
