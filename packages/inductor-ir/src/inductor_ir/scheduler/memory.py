@@ -83,7 +83,10 @@ def plan_memory(
     """Plan allocations and frees.
 
     Args:
-        program: the program scheduled (its inputs and constants are never freed).
+        program: the program scheduled. Its constants are never freed, and its inputs never reused;
+            an input is released (the wrapper drops its name) after its last use, or at once when no
+            step reads it, so that a caller passing its inputs boxed (a backward's saved activations,
+            the list emptied) frees each one as soon as the graph is done with it, as eager autograd does.
         steps: what each step of the schedule reads, writes and may overwrite, in order.
         kept: buffers never freed (graph outputs and what they view).
         no_reuse: buffers whose memory may be aliased by another tensor (never reused).
@@ -98,7 +101,8 @@ def plan_memory(
     for k, step in enumerate(steps):
         for name in step.writes:
             last_use.setdefault(name, k)
-    inputs = {b.name for b in program.input_buffers()} | set(program.constants)
+    released_inputs = {b.name for b in program.input_buffers()} - set(kept)
+    inputs = released_inputs | set(program.constants)
     pool: dict[tuple[object, ...], list[str]] = {}
     plan = MemoryPlan([StepMemory() for _ in steps])
     for k, step in enumerate(steps):
@@ -125,6 +129,11 @@ def plan_memory(
             dying = dying_here
         # Buffers written here and never read nor kept die at once.
         dying += [n for n in step.writes if last_use.get(n) == k and n not in kept and n not in step.reads]
+        # An input dies like a buffer but its memory is the caller's: dropped here, never reused.
+        unread = released_inputs - last_use.keys() if k == 0 else set()
+        memory.frees.extend(
+            sorted(unread) + sorted(n for n in step.reads if last_use.get(n) == k and n in released_inputs)
+        )
         for name in dict.fromkeys(dying):
             memory.frees.append(name)
             if name in no_reuse:
@@ -156,7 +165,9 @@ def with_in_place(group: KernelGroup, memory: StepMemory) -> KernelGroup:
     found = {r.name: r for r in group.inputs if r.name in over}
     missing = over.keys() - found.keys()
     if missing:
-        raise AssertionError(f"kernel {group.name}: in-place reuse of {sorted(missing)}, which it does not read")
+        raise AssertionError(
+            f"kernel {group.name}: in-place reuse of {sorted(missing)}, which it does not read"
+        )
     return dataclasses.replace(
         group,
         inputs=tuple(r for r in group.inputs if r.name not in over),
