@@ -32,12 +32,10 @@ def test_convolution_stem_of_an_input_image() -> None:
         program = check_interpret(_stem, lambda: [rand(2, 3, 32, 32), rand(8, 3, 7, 7), rand(8)])
     (conv,) = [b for b in program.buffers if isinstance(b, inductor_ir.ExternKernel) and b.op is aten.convolution.default]
     image = conv.args[0]
-    if conv.layout.device.startswith("cuda"):
-        # The image is copied channels-last (a computed buffer); the result comes back channels-last.
-        assert isinstance(image, inductor_ir.ComputedBuffer)
-        assert int(image.layout.stride[1]) == 1 and int(conv.layout.stride[1]) == 1
-    else:
-        assert isinstance(image, inductor_ir.InputBuffer)
+    # On CUDA and CPU alike, the image is copied channels-last (a computed buffer); the result comes
+    # back channels-last.
+    assert isinstance(image, inductor_ir.ComputedBuffer)
+    assert int(image.layout.stride[1]) == 1 and int(conv.layout.stride[1]) == 1
 
 
 def test_two_convolutions_of_one_input_image() -> None:

@@ -1,13 +1,15 @@
 """Channels-last feature maps: which graphs store their 4-D buffers channels-last, and what layout a
 convolution's result then has.
 
-In a graph of 2-D convolutions on CUDA (inference: no convolution input is also a graph output, as
+In a graph of 2-D convolutions on CUDA or CPU (inference: no convolution input is also a graph output, as
 a training forward's are, saved for a backward graph traced for the recorded layouts), `lower` makes
 every realized 4-D buffer channels-last (``LoweringContext.channels_last``), the convolution lowering
 copies an input image channels-last (``lowering/extern.py``), and a convolution reading a
-channels-last input records the channels-last result cuDNN returns (:func:`convolution_result_layout`).
-cuDNN then runs its NHWC kernels without converting layouts around each call. Graph outputs keep the
-layouts FX recorded. ``InductorIRConfig.layout_optimization`` turns it off; CPU graphs never change.
+channels-last input records the channels-last result cuDNN (or oneDNN) returns (:func:`convolution_result_layout`). cuDNN then runs
+its NHWC kernels without converting layouts around each call; on CPU oneDNN's NHWC convolutions are
+faster than its NCHW ones (2-core AMD EPYC, one thread, 8x32x32x32 -> 32 channels, 3x3: 4.5 -> 1.9 ms;
+the 3-channel stem 1.6 -> 0.27 ms). Graph outputs keep the layouts FX recorded.
+``InductorIRConfig.layout_optimization`` turns it off.
 """
 
 from __future__ import annotations
@@ -25,6 +27,9 @@ from inductor_ir.lowering.registry import channels_last_strides
 __all__ = ["convolution_result_layout", "wants_channels_last"]
 
 _aten = torch.ops.aten
+
+# Devices whose convolution libraries run channels-last feature maps faster (cuDNN, oneDNN).
+_CHANNELS_LAST_DEVICES = frozenset({"cuda", "cpu"})
 
 # A backward graph (traced for the recorded layouts), or attention and batched matmuls whose 4-D
 # operands are not images (attention kernels need a contiguous last dim, as in ViT).
@@ -46,21 +51,27 @@ def wants_channels_last(graph: torch.fx.Graph, outputs: Collection[torch.fx.Node
         outputs: the nodes it returns.
 
     Returns:
-        True for a graph of 2-D convolutions on CUDA (forward only, no attention or ``bmm``) whose
+        True for a graph of 2-D convolutions on CUDA or CPU, all on one device (forward only, no attention or ``bmm``) whose
         convolution inputs are not graph outputs (a training forward saves them for the backward
         graph, which was traced for the recorded layouts).
     """
     convs = [n for n in graph.nodes if n.op == "call_function" and n.target is _aten.convolution.default]
     if not convs or any(n.target in _NOT_CHANNELS_LAST for n in graph.nodes):
         return False
+    devices = set()
     for node in convs:
         val = node.meta.get("val")
-        if not isinstance(val, torch.Tensor) or val.dim() != 4 or val.device.type != "cuda":
+        if (
+            not isinstance(val, torch.Tensor)
+            or val.dim() != 4
+            or val.device.type not in _CHANNELS_LAST_DEVICES
+        ):
             return False
+        devices.add(val.device.type)
         source = node.args[0]
         if (len(node.args) > 6 and node.args[6]) or (isinstance(source, torch.fx.Node) and source in outputs):
             return False  # transposed convolution, or an input saved for the backward graph
-    return True
+    return len(devices) == 1
 
 
 def convolution_result_layout(kernel: ExternKernel) -> Layout:

@@ -5,6 +5,11 @@ every index the bodies use is linear in them with ``coeff(a) == Nb * coeff(b)``:
 ``a = 0, b = m`` to the bodies gives the same addresses. A ``(1000, 37)`` contiguous tensor then
 runs as one loop of 37000 (vectors of 16 and a tail of 8) instead of 1000 rows of 2 vectors and a
 tail of 5. Pointwise and reduction dims merge only among themselves.
+
+Pointwise dims are first put in the order of the kernel's stores (``_memory_order``): a group
+iterating a channels-last buffer as ``(N, C, H*W)`` runs its loops as ``(N, H*W, C)``, so the store
+is a vector store and the three dims merge into one loop, instead of a stride-C scatter (a
+BatchNorm+ReLU over 8x32x32x32 channels-last: 1.8 ms -> 0.1 ms, one thread).
 """
 
 from __future__ import annotations
@@ -44,6 +49,7 @@ class _IndexRecorder:
     def __init__(self) -> None:
         self.indices: list[sympy.Expr] = []
         self.loads: list[sympy.Expr] = []
+        self.stores: list[sympy.Expr] = []
         self._indirect = 0
 
     def load(self, name: str, index: sympy.Expr) -> None:
@@ -52,6 +58,7 @@ class _IndexRecorder:
 
     def store(self, name: str, index: sympy.Expr, value: Any, mode: str | None = None) -> None:
         self.indices.append(sympy.expand(index))
+        self.stores.append(sympy.expand(index))
 
     def store_reduction(self, name: str, index: sympy.Expr, value: Any) -> None:
         self.indices.append(sympy.expand(index))
@@ -89,6 +96,32 @@ def _mergeable(
     return True
 
 
+def _memory_order(
+    xs: Sequence[sympy.Symbol], sizes: Sequence[sympy.Expr], stores: Sequence[sympy.Expr]
+) -> list[int]:
+    """The pointwise dims ordered by their strides in the stores, largest (outermost) first.
+
+    Each dim's key is its constant coefficient in every store index, in store order; the sort is
+    stable, so dims keep their order unless every store says otherwise. The group's own order stays
+    when a store is not linear in the dims with constant coefficients (views with ``//``, ``%``,
+    symbolic strides) or no dim moves.
+    """
+    live = [d for d in range(len(xs)) if sizes[d] != 1]
+    keys: dict[int, tuple[int, ...]] = {d: () for d in live}
+    for index in stores:
+        if any(f.has(*xs) for f in index.atoms(sympy.Function)):
+            return list(range(len(xs)))
+        for d in live:
+            coeff = sympy.diff(index, xs[d])
+            if not isinstance(coeff, sympy.Integer):
+                return list(range(len(xs)))
+            keys[d] = (*keys[d], -abs(int(coeff)))
+    ordered = sorted(live, key=lambda d: keys[d])
+    if ordered == live:
+        return list(range(len(xs)))
+    return [d for d in range(len(xs)) if d not in keys] + ordered
+
+
 def _merge(
     original: Sequence[sympy.Symbol], sizes: Sequence[sympy.Expr], indices: Sequence[sympy.Expr], prefix: str
 ) -> tuple[list[sympy.Expr], list[sympy.Symbol], list[sympy.Expr]]:
@@ -121,8 +154,15 @@ def plan_space(group: KernelGroup, merge: bool = True) -> IterationSpace:
         plain_ranges = {**dict(zip(xs, x_sizes)), **dict(zip(rs, r_sizes))}
         plain_loads = tuple(simplify_index(index, plain_ranges) for index in _record(group, xs, rs).loads)
         return IterationSpace(xs, rs, xs, rs, x_sizes, r_sizes, plain_loads)
-    indices = _record(group, xs, rs).indices
-    body_xs, loop_xs, loop_x_sizes = _merge(xs, x_sizes, indices, "x")
+    recorded = _record(group, xs, rs)
+    indices = recorded.indices
+    order = _memory_order(xs, x_sizes, recorded.stores) if not rs else list(range(len(xs)))
+    permuted_body, loop_xs, loop_x_sizes = _merge(
+        [xs[d] for d in order], [x_sizes[d] for d in order], indices, "x"
+    )
+    body_xs: list[sympy.Expr] = [sympy.Integer(0)] * len(xs)
+    for position, dim in enumerate(order):
+        body_xs[dim] = permuted_body[position]
     body_rs, loop_rs, loop_r_sizes = _merge(rs, r_sizes, indices, "r")
     ranges = {**dict(zip(loop_xs, loop_x_sizes)), **dict(zip(loop_rs, loop_r_sizes))}
     # every load index, simplified as the kernel will see it
