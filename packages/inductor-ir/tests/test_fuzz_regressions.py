@@ -103,3 +103,26 @@ def test_as_strided_of_an_intermediate_reads_eagers_memory_layout() -> None:
     gm = make_fx(_strided_reads_and_writes_of_a_flip, decomposition_table=inductor_ir.decompositions())(x, v)
     compiled = inductor_ir.compile_graph(gm, [x, v], backends={"cpu": ReferenceBackend()})
     assert_close(compiled(x, v), _strided_reads_and_writes_of_a_flip(x, v))
+
+
+def _cats_of_many_parts(x: torch.Tensor, g: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    # The gradient of x.split(1, 1)[-1] (zeros for every unused column), the columns of x in reverse
+    # order, and columns computed one by one.
+    split_gradient = torch.cat([*(torch.zeros(4, 1) for _ in range(x.size(1) - 1)), g], 1)
+    reversed_columns = torch.cat(list(x.split(1, 1))[::-1], 1).sin()
+    computed = torch.cat([x[:, i : i + 1] * (i % 5) for i in range(100)], 1)
+    return split_gradient, reversed_columns, computed
+
+
+def test_a_cat_of_a_thousand_parts_reads_a_bounded_number_of_them_per_kernel() -> None:
+    # Each element of a masked cat selects among all its parts: one kernel of 2,053 masked loads
+    # kept the C++ compiler busy for minutes. Runs of zeros become one part; past MAX_CAT_PARTS
+    # parts, each is stored and ATen's cat copies them.
+    from inductor_ir.lowering.indexing import MAX_CAT_PARTS
+
+    x, g = torch.randn(4, 1000, generator=torch.Generator().manual_seed(8)), torch.randn(4, 1)
+    gm = make_fx(_cats_of_many_parts, decomposition_table=inductor_ir.decompositions())(x, g)
+    compiled = inductor_ir.compile_graph(gm, [x, g], backends={"cpu": ReferenceBackend()})
+    assert_close(compiled(x, g), _cats_of_many_parts(x, g))
+    masked = [s.source.count("ops.masked(") for s in compiled.sources]
+    assert max(masked) <= MAX_CAT_PARTS, masked

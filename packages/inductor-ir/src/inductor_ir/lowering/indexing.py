@@ -14,6 +14,7 @@ from inductor_ir.ir.layout import Layout, contiguous_strides
 from inductor_ir.ir.nodes import Buffer, ExternKernel, IRNode, Pointwise, ReinterpretView
 from inductor_ir.lowering.common import (
     broadcast_shapes,
+    const,
     convert,
     expand_loader,
     load_converted,
@@ -37,15 +38,102 @@ def cat(ctx: LoweringContext, tensors: Sequence[IRNode], dim: int = 0) -> Pointw
     there is nothing to fuse, and a kernel reading every element under per-input masks is slower.
     """
     # Legacy rule: 1-d empty tensors are skipped.
-    parts = [t for t in tensors if not (len(t.get_size()) == 1 and t.get_size()[0] == 0)]
-    if not parts:
+    kept = [
+        (t, n)
+        for t, n in zip(tensors, _part_nodes(ctx, tensors))
+        if not (len(t.get_size()) == 1 and t.get_size()[0] == 0)
+    ]
+    if not kept:
         raise NotLowerable("cat of empty tensors")
-    require_same_device(*parts)
-    ndim = len(parts[0].get_size())
+    require_same_device(*(t for t, _ in kept))
+    ndim = len(kept[0][0].get_size())
     dim = dim % ndim
-    dtype = ctx.out_dtype(promote_dtypes(*parts))
+    dtype = ctx.out_dtype(promote_dtypes(*(t for t, _ in kept)))
+    parts = _with_fills_merged(ctx, kept, dim)
+    if len(parts) > MAX_CAT_PARTS and parts[0].device.startswith("cpu"):
+        return _aten_cat(ctx, [ctx.realize(p) for p in parts], dim, dtype)
+    while len(parts) > MAX_CAT_PARTS:
+        parts = _cats_of_groups(ctx, parts, dim, dtype)
     if len(parts) > 1 and _copy_by_aten(ctx, parts):
         return _aten_cat(ctx, parts, dim, dtype)
+    return _masked_cat(ctx, parts, dim, dtype)
+
+
+MAX_CAT_PARTS = 64
+"""The most parts one masked concatenation reads. Each of its elements selects among all its parts,
+and its kernel's code grows with their number: a cat of 2,053 parts (the gradient of ``split(1)``
+over that many columns) kept the C++ compiler busy for minutes. With more parts, on CPU each part is
+stored and ATen's ``cat`` copies them; elsewhere they are concatenated in groups, each group stored,
+then those buffers."""
+
+
+def _cats_of_groups(
+    ctx: LoweringContext, parts: Sequence[IRNode], dim: int, dtype: torch.dtype
+) -> list[IRNode]:
+    """`parts` concatenated in groups of `MAX_CAT_PARTS`, each group stored: one buffer per group."""
+    groups = [parts[i : i + MAX_CAT_PARTS] for i in range(0, len(parts), MAX_CAT_PARTS)]
+    return [ctx.realize(_masked_cat(ctx, group, dim, dtype)) for group in groups]
+
+
+def _part_nodes(ctx: LoweringContext, tensors: Sequence[IRNode]) -> list[Any]:
+    """The FX node of each part of the cat being lowered (None where not known)."""
+    args = ctx.node.args if ctx.node is not None else ()
+    nodes = args[0] if args and isinstance(args[0], (list, tuple)) else ()
+    return list(nodes) if len(nodes) == len(tensors) else [None] * len(tensors)
+
+
+# Creation ops whose result holds one value throughout, and where their argument lists hold it.
+_FILLS: dict[Any, int | None] = {
+    aten.zeros.default: None,
+    aten.zeros_like.default: None,
+    aten.new_zeros.default: None,
+    aten.ones.default: None,
+    aten.ones_like.default: None,
+    aten.new_ones.default: None,
+    aten.full.default: 1,
+    aten.full_like.default: 1,
+    aten.new_full.default: 2,
+}
+
+
+def _fill_of(node: Any) -> tuple[str, Any] | None:
+    """The value a creation node fills its result with (its ``repr`` first, which tells ``-0.0`` from
+    ``0.0`` and equals for NaNs, then the value), or None for any other node."""
+    if not isinstance(node, torch.fx.Node) or node.target not in _FILLS:
+        return None
+    position = _FILLS[node.target]
+    if position is None:
+        value: Any = 0 if "zeros" in str(node.target) else 1
+    else:
+        value = node.args[position] if len(node.args) > position else node.kwargs.get("fill_value")
+    return (repr(value), value) if type(value) in (bool, int, float) else None
+
+
+def _with_fills_merged(ctx: LoweringContext, kept: Sequence[tuple[IRNode, Any]], dim: int) -> list[IRNode]:
+    """The parts, each run of adjacent parts filled with one value (of one dtype) as one part: the
+    gradient of a ``split`` of which few pieces are used is a cat of many zeros."""
+    runs: list[tuple[Any, Any, list[IRNode]]] = []  # (what fills them or None, the value, the parts)
+    for t, node in kept:
+        fill = _fill_of(node)
+        key = None if fill is None else (fill[0], t.dtype, t.device, len(t.get_size()))
+        if key is not None and runs and runs[-1][0] == key:
+            runs[-1][2].append(t)
+        else:
+            runs.append((key, fill[1] if fill is not None else None, [t]))
+    return [run[0] if len(run) == 1 else _filled_like(ctx, run, dim, value) for _, value, run in runs]
+
+
+def _filled_like(ctx: LoweringContext, run: Sequence[IRNode], dim: int, value: Any) -> Pointwise:
+    """One part holding `value`, as long along `dim` as the parts of `run` together."""
+    size = list(run[0].get_size())
+    size[dim] = sum((t.get_size()[dim] for t in run), sympy.Integer(0))
+    dtype = run[0].dtype
+    return Pointwise(lambda index: const(value, dtype), tuple(size), dtype, run[0].device, (ctx.origin,))
+
+
+def _masked_cat(ctx: LoweringContext, parts: Sequence[IRNode], dim: int, dtype: torch.dtype) -> Pointwise:
+    """The concatenation of `parts` along `dim` as one pointwise value: each element loads from the
+    part whose range holds it."""
     offsets, start = [], sympy.Integer(0)
     for t in parts:
         offsets.append(start)
