@@ -135,4 +135,52 @@ def test_min_cut_never_recomputes_convolutions() -> None:
     convolutions = lambda gm: sum(t is aten.convolution.default for t in _targets(gm))  # noqa: E731
     forward, backward = aotgrad.min_cut(joint)
     assert convolutions(forward) == 1 and convolutions(backward) == 0
-    assert measure_saved(joint, aotgrad.min_cut).activation_bytes <= measure_saved(joint, aotgrad.save_all).activation_bytes
+    assert (
+        measure_saved(joint, aotgrad.min_cut).activation_bytes
+        <= measure_saved(joint, aotgrad.save_all).activation_bytes
+    )
+
+
+def _residual_stack(x: torch.Tensor, *weights: torch.Tensor) -> torch.Tensor:
+    # A pre-norm residual stream: h_k = h_{k-1} + norm(h_{k-1}) @ w_k; each add is cheap to recompute.
+    h = x
+    for w in weights:
+        normed = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + 1e-6)
+        h = h + normed @ w
+    return h.sum()
+
+
+def _bytes(node: torch.fx.Node) -> int:
+    value = node.meta["val"]
+    return value.numel() * value.element_size()
+
+
+def test_min_cut_rebuilds_no_value_from_more_than_three_large_saved_tensors() -> None:
+    torch.manual_seed(0)
+    inputs = [
+        torch.randn(64, 32, requires_grad=True),
+        *(torch.randn(32, 32, requires_grad=True) for _ in range(8)),
+    ]
+    joint = _joint(_residual_stack, inputs)
+    forward, backward = aotgrad.min_cut(joint)
+    # In the backward, a value that does not depend on the tangents is a recomputed one; its frontier
+    # is the saved values it is rebuilt from. Without the limit the last layer's residual came back
+    # from the input and all eight matmul outputs.
+    placeholders = [n for n in backward.graph.nodes if n.op == "placeholder"]
+    num_saved = len(placeholders) - joint.num_fwd_outputs
+    saved = set(placeholders[:num_saved])
+    frontier: dict[torch.fx.Node, set[torch.fx.Node]] = {n: {n} for n in saved}
+    widest = 0
+    for node in backward.graph.nodes:
+        if node.op != "call_function" or not all(p in frontier for p in node.all_input_nodes):
+            continue
+        frontier[node] = set().union(*(frontier[p] for p in node.all_input_nodes))
+        if isinstance(node.meta.get("val"), torch.Tensor):
+            widest = max(widest, sum(4 * _bytes(p) >= _bytes(node) for p in frontier[node]))
+    assert 1 <= widest <= 3
+    tangent = torch.randn(())
+    outs = forward(*(t.detach() for t in inputs))
+    grads = backward(*outs[joint.num_fwd_outputs :], tangent)
+    expected = torch.autograd.grad(_residual_stack(*inputs), inputs, tangent)
+    for got, want in zip(grads, expected):
+        torch.testing.assert_close(got, want)

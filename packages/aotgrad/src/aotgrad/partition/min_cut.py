@@ -9,7 +9,7 @@ import torch.fx
 
 from aotgrad.partition.compress import save_masks_as_bool
 from aotgrad.partition.maxflow import INFINITE, FlowNetwork
-from aotgrad.partition.policy import is_recomputable, node_bytes, saves_input_cast
+from aotgrad.partition.policy import is_recomputable, node_bytes, saves_input_cast, wide_recomputes
 from aotgrad.partition.split import JointRegions, split_joint
 from aotgrad.tracing.joint import JointGraph
 
@@ -43,8 +43,9 @@ def _capacity(node: torch.fx.Node, is_primal: bool) -> int:
 
 def min_cut_saved_values(joint: JointGraph) -> list[torch.fx.Node]:
     """The values `min_cut` saves: a minimum cut, in bytes, between the forward inputs and the
-    backward, where only cheap ops (see `aotgrad.partition.policy`) may be recomputed, and casts
-    of inputs that `saves_input_cast` picks (a parameter's bf16 copy feeding a GEMM) are saved.
+    backward, where only cheap ops (see `aotgrad.partition.policy`) may be recomputed, casts
+    of inputs that `saves_input_cast` picks (a parameter's bf16 copy feeding a GEMM) are saved, and
+    so is a value `wide_recomputes` finds would be rebuilt from too many saved tensors.
 
     Each forward-side node `n` becomes an edge `n.in -> n.out` whose capacity is its size; the
     source feeds the primals and every node that must not be recomputed, the sink drains every
@@ -52,12 +53,16 @@ def min_cut_saved_values(joint: JointGraph) -> list[torch.fx.Node]:
     """
     regions = JointRegions(joint)
     primals = set(regions.primals)
+    forward = [n for n in regions.graph.nodes if n.op != "output" and n not in regions.tangent_dependent]
+    wide = wide_recomputes(forward, primals | {n for n in forward if not is_recomputable(n)})
     net = FlowNetwork()
-    for node in regions.graph.nodes:
-        if node.op == "output" or node in regions.tangent_dependent:
-            continue
+    for node in forward:
         net.add_edge((node, "in"), (node, "out"), _capacity(node, node in primals))
-        banned = not is_recomputable(node) or saves_input_cast(node, primals, regions.tangent_dependent)
+        banned = (
+            not is_recomputable(node)
+            or saves_input_cast(node, primals, regions.tangent_dependent)
+            or node in wide
+        )
         if node in primals or (banned and node.op != "placeholder"):
             net.add_edge(_SOURCE, (node, "in"), INFINITE)
         for user in node.users:
@@ -101,4 +106,3 @@ def min_cut(joint: JointGraph) -> tuple[torch.fx.GraphModule, torch.fx.GraphModu
     forward, backward = split_joint(joint, saved)
     save_masks_as_bool(forward, backward, joint.num_fwd_outputs)
     return forward, backward
-

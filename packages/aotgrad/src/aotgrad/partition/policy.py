@@ -107,7 +107,9 @@ def _is_cast(node: torch.fx.Node) -> bool:
 
 
 def _is_view(node: torch.fx.Node) -> bool:
-    return node.op == "call_function" and isinstance(node.target, torch._ops.OpOverload) and node.target.is_view
+    return (
+        node.op == "call_function" and isinstance(node.target, torch._ops.OpOverload) and node.target.is_view
+    )
 
 
 def _view_source(node: torch.fx.Node) -> torch.fx.Node:
@@ -178,7 +180,9 @@ def value_bytes(value: Any) -> int | None:
     """Bytes of a traced value (`node.meta["val"]`): a tensor's size, 8 for a number, None for others."""
     if isinstance(value, torch.Tensor):
         numel = value.numel()
-        numel = int(numel.node.hint) if isinstance(numel, torch.SymInt) and numel.node.hint is not None else numel
+        numel = (
+            int(numel.node.hint) if isinstance(numel, torch.SymInt) and numel.node.hint is not None else numel
+        )
         if free_unbacked_symbols(numel):
             return 1 << 20  # `nonzero`'s rows (int() of one raises GuardOnDataDependentSymNode)
         try:
@@ -193,3 +197,49 @@ def value_bytes(value: Any) -> int | None:
 def node_bytes(node: torch.fx.Node) -> int | None:
     """Bytes saving `node` would cost, or None when it cannot be saved (e.g. a tuple of results)."""
     return value_bytes(node.meta.get("val"))
+
+
+MAX_RECOMPUTE_READS = 3
+"""The most large saved tensors one recomputed value may be rebuilt from (see `wide_recomputes`)."""
+
+_LARGE_SHARE = 4  # a frontier tensor counts as large at a quarter of the value's bytes or more
+_MAX_FRONTIER = 64
+
+
+def wide_recomputes(nodes: list[torch.fx.Node], leaves: set[torch.fx.Node]) -> set[torch.fx.Node]:
+    """Recomputable forward nodes that must not be recomputed because rebuilding them in the backward
+    would read more than `MAX_RECOMPUTE_READS` large saved tensors.
+
+    The min cut counts only the bytes saved, so it rebuilds a residual stream
+    (`h_k = h_{k-1} + attention_k + mlp_k`, each add a cheap op) from the embedding and every
+    layer's projection output: layer k's backward then reads 2k + 1 tensors to recompute one,
+    a traffic quadratic in the depth (an 8-layer LLaMA's last norm backward read 17 tensors and took
+    4x its fused time). Walking the forward in order, each recomputable node's *frontier* is the
+    set of non-recomputed values it would be rebuilt from (through recomputable inputs); a node
+    whose frontier holds more than `MAX_RECOMPUTE_READS` tensors of at least a quarter of its own
+    bytes (small ones, a norm's statistics or weight, do not count) is banned: it is computed in
+    the forward and saved, and later nodes are rebuilt from it. The chain is cut every few adds.
+
+    Args:
+        nodes: the joint graph's forward nodes, in order.
+        leaves: nodes never recomputed (primals and ops `is_recomputable` refuses).
+    """
+    banned: set[torch.fx.Node] = set()
+    frontier: dict[torch.fx.Node, frozenset[torch.fx.Node]] = {}
+    for node in nodes:
+        if node in leaves or node.op != "call_function":
+            frontier[node] = frozenset({node})
+            continue
+        parts: set[torch.fx.Node] = set()
+        for source in node.all_input_nodes:
+            parts |= frontier.get(source, frozenset({source}))
+        own = node_bytes(node)
+        large = [
+            p for p in parts if own is None or (size := node_bytes(p)) is None or size * _LARGE_SHARE >= own
+        ]
+        if len(large) > MAX_RECOMPUTE_READS or len(parts) > _MAX_FRONTIER:
+            banned.add(node)
+            frontier[node] = frozenset({node})
+        else:
+            frontier[node] = frozenset(parts)
+    return banned
