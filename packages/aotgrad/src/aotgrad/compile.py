@@ -248,6 +248,30 @@ def _explain_failure(error: BaseException, node: torch.fx.Node | None) -> AotGra
     return TracingError(f"{type(error).__name__}: {error}", location)
 
 
+# A training forward graph's meta: how many of its last outputs are values saved for the backward
+# graph. Its compiler may return those in strides of its own choosing (channels-last feature maps)
+# if it writes every output's strides (a tuple of ints, or None where unknown) under
+# OUTPUT_STRIDES_META in the graph's meta: the backward graph is then compiled for them.
+SAVED_OUTPUTS_META = "aotgrad_saved_outputs"
+OUTPUT_STRIDES_META = "aotgrad_output_strides"
+
+
+def _restride_saved(forward_gm: torch.fx.GraphModule, backward_gm: torch.fx.GraphModule, saved: int) -> None:
+    """Give the backward's saved-value placeholders the strides the compiled forward returns them with."""
+    strides = forward_gm.meta.get(OUTPUT_STRIDES_META)
+    if not strides or saved <= 0 or len(strides) < saved:
+        return
+    for node, stride in zip(placeholders(backward_gm.graph)[:saved], strides[len(strides) - saved :]):
+        val = node.meta.get("val")
+        if stride is None or not isinstance(val, FakeTensor) or len(stride) != val.dim():
+            continue
+        if tuple(val.stride()) == tuple(stride) or not all(isinstance(n, int) for n in val.shape):
+            continue
+        with val.fake_mode:
+            node.meta["val"] = torch.empty_strided(val.shape, stride, dtype=val.dtype, device=val.device)
+        node.meta.pop("tensor_meta", None)
+
+
 def _compile_backward(compiler: CompilerFn, backward_gm: torch.fx.GraphModule) -> Callable[..., Any]:
     # No output needs a gradient (and nothing is saved): the backward only returns Nones; a code
     # generator need not see a graph without inputs.
@@ -344,16 +368,19 @@ def _compiled_region(
         return Region(traced.forward, CompiledInference(compilers.forward(gm, _example_inputs(gm))), traced.distinct_inputs)
     assert traced.joint is not None
     forward_gm, backward_gm = split
+    saved = len(placeholders(backward_gm.graph)) - traced.joint.num_tangents
     if log.isEnabledFor(logging.DEBUG):
-        saved = len(placeholders(backward_gm.graph)) - traced.joint.num_tangents
         log.debug(
             "aotgrad: joint graph of %d nodes split into forward (%d nodes) and backward (%d nodes), %d saved values",
             len(traced.joint.gm.graph.nodes), len(forward_gm.graph.nodes), len(backward_gm.graph.nodes), saved,
         )
+    forward_gm.meta[SAVED_OUTPUTS_META] = saved  # and the compiler may report their strides
+    forward = compilers.forward(forward_gm, _example_inputs(forward_gm))
+    _restride_saved(forward_gm, backward_gm, saved)
     return Region(
         traced.forward,
         CompiledTraining(
-            forward=compilers.forward(forward_gm, _example_inputs(forward_gm)),
+            forward=forward,
             backward=_compile_backward(compilers.backward, backward_gm),
             num_fwd_outputs=traced.joint.num_fwd_outputs,
             differentiable_outputs=traced.joint.differentiable_outputs,

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import sympy
 import torch
 import torch.utils._pytree as pytree
 
@@ -21,7 +22,7 @@ from inductor_ir.backend import KernelBackend, KernelSource
 from inductor_ir.config import InductorIRConfig
 from inductor_ir.debug import describe_group, dump_artifacts
 from inductor_ir.graph_passes import fold_embedding_gradients_pass, fuse_attention_pass
-from inductor_ir.ir.nodes import InputBuffer
+from inductor_ir.ir.nodes import Buffer, InputBuffer, ReinterpretView
 from inductor_ir.ir.program import Program
 from inductor_ir.lower import lower
 from inductor_ir.scheduler import Schedule, schedule
@@ -157,6 +158,16 @@ class CompiledGraph:
             f"{list(layout.size)}, got {got}; compile again for this input (or with dynamic shapes)"
         )
 
+    def output_strides(self) -> list[tuple[int, ...] | None]:
+        """Per output, the strides the compiled graph returns it with (None: not a tensor, or
+        symbolic strides)."""
+        strides: list[tuple[int, ...] | None] = []
+        for out in self.program.outputs:
+            layout = out.layout if isinstance(out, (Buffer, ReinterpretView)) else None
+            static = layout is not None and all(isinstance(s, sympy.Integer) for s in layout.stride)
+            strides.append(tuple(int(s) for s in layout.stride) if layout is not None and static else None)
+        return strides
+
     def artifacts(self) -> dict[str, str]:
         """Every stage's text: ``ir.txt``, ``groups.txt``, one file per kernel, ``wrapper.py``."""
         texts = {"ir.txt": str(self.program)}
@@ -200,6 +211,7 @@ def compile_graph(
     *,
     backends: Mapping[str, KernelBackend],
     config: InductorIRConfig | None = None,
+    free_layout_outputs: int = 0,
 ) -> CompiledGraph:
     """Compile an ATen FX graph with the given kernel backends.
 
@@ -214,6 +226,9 @@ def compile_graph(
         example_inputs: one value per placeholder.
         backends: device type (``"cpu"``, ``"cuda"``) -> :class:`KernelBackend`.
         config: options; see :class:`InductorIRConfig` (default: ``InductorIRConfig.defaults()``).
+        free_layout_outputs: how many of the last outputs may come back in layouts of the compiled
+            graph's choosing (a training forward's saved values; see :func:`lower`); the compiled
+            graph's ``output_strides()`` says which.
 
     Returns:
         A :class:`CompiledGraph` callable with the same flat inputs as ``gm``.
@@ -226,7 +241,8 @@ def compile_graph(
             graph = fuse_attention_pass(gm)  # hand-written softmax(q @ k.T) @ v -> one fused call (a copy)
             graph = fold_embedding_gradients_pass(graph)  # a tied embedding's gradient -> index_put into the other's
             program = lower(graph, example_inputs, layout_optimization=config.layout_optimization,
-                            eager_ops=eager_ops(backends), strict_lowering=config.strict_lowering)
+                            eager_ops=eager_ops(backends), strict_lowering=config.strict_lowering,
+                            free_layout_outputs=free_layout_outputs)  # fmt: skip
         if config.check_ir:
             program.check()
         with timings.measure("scheduling"):

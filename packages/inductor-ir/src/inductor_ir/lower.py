@@ -77,6 +77,7 @@ def lower(
     layout_optimization: bool = DEFAULT_CONFIG.layout_optimization,
     eager_ops: Collection[Any] = frozenset(),
     strict_lowering: bool = DEFAULT_CONFIG.strict_lowering,
+    free_layout_outputs: int = 0,
 ) -> Program:
     """Lower an ATen-level FX graph (``make_fx`` / ``aotgrad`` output) to a :class:`Program`.
 
@@ -95,6 +96,9 @@ def lower(
         strict_lowering: a lowering that raises (other than ``NotLowerable``) raises from here, with
             the node and the user's line in a note; off (`InductorIRConfig`'s default), the op runs as
             a ``FallbackKernel`` and the error is recorded in ``program.lowering_errors``.
+        free_layout_outputs: how many of the last outputs may come back in layouts of this graph's
+            choosing (a training forward's values saved for a backward graph that is then compiled
+            for the layouts ``Program.outputs`` have); the others keep the strides FX recorded.
 
     Returns:
         The program: inputs, buffers in execution order, outputs.
@@ -108,8 +112,10 @@ def lower(
                if is_unbacked(s) and s not in program.size_sources]
     if unbound:  # e.g. a saved tensor of size `2*u0` only: no input gives u0 itself
         raise UnbackedSymbolError(f"no input gives the data-dependent size(s) {', '.join(sorted(set(unbound)))}")
-    output_nodes = _output_nodes(gm)
-    ctx.channels_last = layout_optimization and wants_channels_last(gm.graph, output_nodes)
+    output_nodes, saved_nodes = _output_nodes(gm, free_layout_outputs)
+    visible = output_nodes - saved_nodes
+    ctx.channels_last = layout_optimization and wants_channels_last(gm.graph, visible, saved_nodes)
+    ctx.saved_outputs = frozenset(saved_nodes) if ctx.channels_last else frozenset()
     for node in gm.graph.nodes:
         ctx.node = node
         if node.op == "get_attr":
@@ -122,7 +128,8 @@ def lower(
             env[node] = _lower_call(ctx, node, env, output_nodes, eager_ops, strict_lowering)
         elif node.op == "output":
             flat, program.output_spec = pytree.tree_flatten(node.args[0])
-            program.outputs = [_lower_output(ctx, o, env) for o in flat]
+            free_from = len(flat) - free_layout_outputs
+            program.outputs = [_lower_output(ctx, o, env, k >= free_from) for k, o in enumerate(flat)]
     ctx.node = None
     return program
 
@@ -174,12 +181,20 @@ def _hint_from_symint(program: Program, value: Any) -> None:
             program.size_hints[expr] = int(hint)
 
 
-def _output_nodes(gm: torch.fx.GraphModule) -> set[torch.fx.Node]:
-    result: set[torch.fx.Node] = set()
+def _output_nodes(
+    gm: torch.fx.GraphModule, free_layout_outputs: int = 0
+) -> tuple[set[torch.fx.Node], set[torch.fx.Node]]:
+    """The nodes returned where their recorded layout is kept, and those returned only among the
+    last ``free_layout_outputs`` outputs (whose layouts the graph may choose)."""
+    kept: set[torch.fx.Node] = set()
+    free: set[torch.fx.Node] = set()
     for node in gm.graph.nodes:
         if node.op == "output":
-            torch.fx.map_arg(node.args, result.add)
-    return result
+            flat = pytree.tree_leaves(node.args[0])
+            for k, value in enumerate(flat):
+                if isinstance(value, torch.fx.Node):
+                    (free if k >= len(flat) - free_layout_outputs else kept).add(value)
+    return kept | free, free - kept
 
 
 def _get_attr(gm: torch.fx.GraphModule, target: str) -> torch.Tensor:
@@ -271,7 +286,9 @@ def _lower_call(
     if isinstance(result, Reduction):
         result = ctx.realize(result)
     if isinstance(result, IRNode) and not isinstance(result, (Buffer, ReinterpretView)):
-        if node in outputs:
+        if node in outputs and node in ctx.saved_outputs:
+            result = ctx.realize(result)  # a saved value: in the graph's own layout (see lower)
+        elif node in outputs:
             result = _realize_output(ctx, result, val)
         elif len(node.users) > 1 and not ctx.should_inline(result):
             result = ctx.realize(result)
@@ -447,12 +464,14 @@ def _same_expanded_strides(layout: Layout, stride: Sequence[sympy.Expr]) -> bool
     return all(n == 1 or sympy.expand(a - b) == 0 for n, a, b in zip(layout.size, layout.stride, stride))
 
 
-def _lower_output(ctx: LoweringContext, value: Any, env: dict[torch.fx.Node, Any]) -> Any:
+def _lower_output(ctx: LoweringContext, value: Any, env: dict[torch.fx.Node, Any], free: bool = False) -> Any:
     """A graph output, stored with the strides FX recorded for it.
 
     A training forward's outputs are the backward graph's inputs, and the backward was compiled
     for the recorded strides (its wrapper does not check them again): an output left in another
     layout (a view of an unrealized value realized contiguous) would be read at wrong offsets.
+    A ``free`` output of a channels-last graph (a saved value, see ``free_layout_outputs``) keeps
+    the layout it has here: the backward graph is compiled for it.
     """
     node = value if isinstance(value, torch.fx.Node) else None
     if node is not None:
@@ -460,6 +479,8 @@ def _lower_output(ctx: LoweringContext, value: Any, env: dict[torch.fx.Node, Any
     if not isinstance(value, IRNode):
         return value
     val = _recorded(node.meta.get("val") if node is not None else None, value)
+    if free and ctx.channels_last and not _expanded_dims(ctx.program, val):
+        return ctx.realize(value)
     if _expanded_dims(ctx.program, val) and not isinstance(value, (Buffer, ReinterpretView)):
         return _realize_output(ctx, value, val)
     stride = _output_stride(ctx.program, val)

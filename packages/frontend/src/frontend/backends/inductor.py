@@ -16,6 +16,8 @@ import torch
 import torch.utils._pytree as pytree
 
 import inductor_ir
+from aotgrad import is_boxed as aotgrad_is_boxed
+from aotgrad.compile import OUTPUT_STRIDES_META, SAVED_OUTPUTS_META
 from frontend.backends._aot import aot_compile, aot_config
 from frontend.backends.fallback import (
     compile_or_fall_back,
@@ -87,6 +89,62 @@ class _StaticGraphRunner:
         return getattr(self.compiled, name)
 
 
+def _changed_strides(
+    gm: torch.fx.GraphModule, strides: list[tuple[int, ...] | None], saved: int
+) -> dict[int, tuple[int, ...]]:
+    """The saved outputs (by position) that the compiled graph returns in strides other than the recorded ones."""
+    (output,) = [n for n in gm.graph.nodes if n.op == "output"]
+    flat = pytree.tree_leaves(output.args[0])
+    changed: dict[int, tuple[int, ...]] = {}
+    for position in range(max(len(flat) - saved, 0), len(flat)):
+        value = flat[position]
+        val = value.meta.get("val") if isinstance(value, torch.fx.Node) else None
+        stride = strides[position] if position < len(strides) else None
+        if isinstance(val, torch.Tensor) and stride is not None and tuple(val.stride()) != stride:
+            changed[position] = stride
+    return changed
+
+
+class _SavedLayouts:
+    """A training forward whose compiled graph returns some saved values in its own strides (the
+    backward was compiled for them): should its first call fail and the graph run eagerly instead,
+    those values are copied into the compiled strides, so the backward still reads them right."""
+
+    boxed_call: Literal[True] = True
+
+    def __init__(self, runner: Callable[..., Any], changed: dict[int, tuple[int, ...]]) -> None:
+        self.wrapped_runner = runner  # what the graph cache saves (graph_cache/runners.py)
+        self._run = runner if aotgrad_is_boxed(runner) else _boxed(runner)
+        self._changed: dict[int, tuple[int, ...]] | None = changed
+        self._first = True
+
+    def __call__(self, args: list[Any]) -> Any:
+        outputs = self._run(args)
+        changed = self._changed
+        if changed is None:
+            return outputs
+        first, self._first = self._first, False
+        if first and all(outputs[k].stride() == stride for k, stride in changed.items()):
+            self._changed = None  # the compiled graph ran: nothing to copy, ever
+            return outputs
+        outputs = list(outputs)
+        for k, stride in changed.items():
+            value = outputs[k]
+            if value.stride() != stride:
+                copy = torch.empty_strided(value.shape, stride, dtype=value.dtype, device=value.device)
+                outputs[k] = copy.copy_(value)
+        return tuple(outputs)
+
+
+def _boxed(fn: Callable[..., Any]) -> Callable[[list[Any]], Any]:
+    def call(args: list[Any]) -> Any:
+        inputs = list(args)
+        args.clear()
+        return fn(*inputs)
+
+    return call
+
+
 def checked_by_aotgrad(compiled: Callable[..., Any]) -> Callable[..., Any]:
     """`compiled`, or a boxed runner skipping its input checks when its shapes are all static."""
     program = getattr(compiled, "program", None)
@@ -104,16 +162,29 @@ def _graph_compiler(
     def compile_aten(aten_gm: torch.fx.GraphModule, inputs: list[Any]) -> Callable[..., Any]:
         if artifacts is not None:
             artifacts.write_graph(f"aten_{which}.py", aten_gm)
+        # A training forward's saved values may come back in the compiled graph's own layouts
+        # (channels-last maps); aotgrad then compiles the backward for them (see aotgrad.compile).
+        saved = int(aten_gm.meta.get(SAVED_OUTPUTS_META, 0)) if which == "forward" else 0
+        changed: dict[int, tuple[int, ...]] = {}
 
         def build() -> Callable[..., Any]:
             with context.stage("lowering", artifacts):
-                compiled = inductor_ir.compile_graph(aten_gm, inputs, backends=backends, config=inductor_config)
+                compiled = inductor_ir.compile_graph(
+                    aten_gm, inputs, backends=backends, config=inductor_config, free_layout_outputs=saved
+                )
+            if saved:
+                strides = compiled.output_strides()
+                changed.update(_changed_strides(aten_gm, strides, saved))
+                if changed:
+                    aten_gm.meta[OUTPUT_STRIDES_META] = strides
             _record_split(context, compiled)
             if artifacts is not None:
                 _write_compiled(artifacts, which, compiled)
             return checked_by_aotgrad(compiled)
 
         runner = compile_or_fall_back(build, aten_gm, context, f"the {which} graph")
+        if changed:
+            runner = _SavedLayouts(runner, changed)
         if context.config.cudagraphs and "cuda" in backends:
             return CudaGraphRunner(unboxed(runner), context, which)
         return runner

@@ -114,9 +114,12 @@ class LoweringContext:
     _counter: itertools.count[int] = field(default_factory=itertools.count)
     _realized: dict[int, Buffer] = field(default_factory=dict)
     inline_depth: dict[int, int] = field(default_factory=dict)
-    # Layout optimization for convolution graphs on CUDA (set by `lower`): 4-D buffers are stored
-    # channels-last, so cuDNN runs its NHWC kernels without converting layouts around each conv.
+    # Layout optimization for convolution graphs (set by `lower`): 4-D buffers are stored
+    # channels-last, so cuDNN / oneDNN run their NHWC kernels without converting layouts around each conv.
     channels_last: bool = False
+    # In such a graph, the nodes returned only as values saved for the backward graph: stored in
+    # the graph's own layout (the backward is compiled for it), not the recorded one.
+    saved_outputs: frozenset[torch.fx.Node] = frozenset()
 
     # -- names and buffers ---------------------------------------------------------------------
     def new_name(self) -> str:
