@@ -3,6 +3,7 @@ convolution graphs run channels-last; every result still equals eager's."""
 
 from __future__ import annotations
 
+import pytest
 import sympy
 import torch
 import torch.nn.functional as F
@@ -105,3 +106,32 @@ def test_cpu_convolution_graph_runs_channels_last(backend: CppBackend) -> None:
     for got, want in zip(results, expected):
         assert got.stride() == want.stride()  # outputs keep the layouts FX recorded (z is NCHW)
         torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+
+
+def _bias_gelu_backward(
+    x: torch.Tensor, b: torch.Tensor, g: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    y = torch.ops.aten.gelu_backward(g, x + b, approximate="tanh")
+    return y, y.sum(0)
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_column_sums_run_whole_row_tiles(backend: CppBackend, threads: int) -> None:
+    # A pointwise result stored beside its column sum: tiles as long as the row (split per thread).
+    g = torch.Generator().manual_seed(2)
+    inputs = [
+        torch.randn(300, 1000, generator=g),
+        torch.randn(1000, generator=g),
+        torch.randn(300, 1000, generator=g),
+    ]
+    compiled, source = _compile(_bias_gelu_backward, inputs, backend)
+    assert "125 vectors of outputs at once" in source and "kiln_tile = std::min<int64_t>(125," in source
+    previous = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        got = compiled(*inputs)
+    finally:
+        torch.set_num_threads(previous)
+    want = _bias_gelu_backward(*inputs)
+    torch.testing.assert_close(got[0], want[0], rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(got[1], want[1], rtol=1e-5, atol=1e-4)

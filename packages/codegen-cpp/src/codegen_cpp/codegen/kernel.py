@@ -32,7 +32,7 @@ from codegen_cpp.codegen.ranged import RangedOpsHandler
 from codegen_cpp.codegen.reduction import combine_partial
 from codegen_cpp.codegen.reuse import MAX_SCRATCH_ELEMENTS, LoopValueReuse
 from codegen_cpp.codegen.space import IterationSpace, plan_space
-from codegen_cpp.codegen.tiling import TiledAccumulators, tile_loop, tile_vectors
+from codegen_cpp.codegen.tiling import TiledAccumulators, tile_loop, tile_step, tile_vectors
 from codegen_cpp.config import CppConfig
 from inductor_ir.backend import KernelGroup, KernelNode, KernelSource
 from inductor_ir.ir.checks import RuntimeCheck
@@ -206,12 +206,17 @@ class _KernelWriter(LoopShapes):
         """Pointwise loops whose last dim runs ``vector_body`` per vector (per tile of ``tile``
         vectors, codegen/tiling.py) and ``scalar_body`` per tail index."""
         end = f"{vector_var.name}_vec_end"
+        pragma = self._pragma(1) if len(sizes) == 1 else []
+        step: list[str] = []
         if tile > 1:
             tile_var = sympy.Symbol(f"{vector_var.name}_tile")
             count = f"({end} - {tile_var.name}) / {VECTOR_LANES}"
+            # One dimension: the tiles are what the threads share (a tile per thread).
+            shared = self._threads() if pragma and not self.plan.parallel else None
+            step = [f"const int64_t kiln_tile = {tile_step(sizes[-1], tile, shared)};"]
             vector_loop = [
-                self._for(tile_var, "0", end, VECTOR_LANES * tile) + " {",
-                _INDENT + f"const int64_t kiln_tile_n = {count} < {tile} ? {count} : {tile};",
+                self._for(tile_var, "0", end, f"{VECTOR_LANES} * kiln_tile") + " {",
+                _INDENT + f"const int64_t kiln_tile_n = {count} < kiln_tile ? {count} : kiln_tile;",
                 *_indent(vector_body),
                 "}",
             ]
@@ -221,7 +226,8 @@ class _KernelWriter(LoopShapes):
             # One dimension: the vector loop itself is what the threads share.
             return [
                 f"const int64_t {end} = ({cpp_index(sizes[0])}) / {VECTOR_LANES} * {VECTOR_LANES};",
-                *self._pragma(1),
+                *step,
+                *pragma,
                 *vector_loop,
                 self._for(vector_var, end, cpp_index(sizes[0])) + " {",
                 *_indent(scalar_body),
@@ -230,6 +236,7 @@ class _KernelWriter(LoopShapes):
         inner = [
             "{",
             _INDENT + f"const int64_t {end} = ({cpp_index(sizes[-1])}) / {VECTOR_LANES} * {VECTOR_LANES};",
+            *_indent(step),
             *_indent(vector_loop),
             _INDENT + self._for(vector_var, end, cpp_index(sizes[-1])) + " {",
             *_indent(scalar_body, 2),

@@ -37,7 +37,7 @@ class LoopShapes:
     r_sizes: list[sympy.Expr]
 
     @staticmethod
-    def _for(var: sympy.Symbol, start: str, end: str, step: int = 1) -> str:
+    def _for(var: sympy.Symbol, start: str, end: str, step: int | str = 1) -> str:
         increment = f"++{var.name}" if step == 1 else f"{var.name} += {step}"
         return f"for (int64_t {var.name} = {start}; {var.name} < {end}; {increment})"
 
