@@ -126,3 +126,27 @@ def test_a_cat_of_a_thousand_parts_reads_a_bounded_number_of_them_per_kernel() -
     assert_close(compiled(x, g), _cats_of_many_parts(x, g))
     masked = [s.source.count("ops.masked(") for s in compiled.sources]
     assert max(masked) <= MAX_CAT_PARTS, masked
+
+
+def _max_pools(x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    pool = torch.ops.aten.max_pool2d_with_indices.default
+    return (
+        *pool(x, [3, 3], [2, 2], [0, 0], [1, 1], True),
+        *pool(x, [3, 3], [2, 2], [1, 1], [1, 1], False),
+        *pool(x, [2, 3], [1, 2], [1, 1], [2, 1], True),
+    )
+
+
+def test_max_pool_indices_of_nan_and_infinite_windows_are_eagers() -> None:
+    # Eager scans a window from its first element inside the input and takes an element that is
+    # greater or NaN: the last NaN wins (Kiln took the first, so the gradient went elsewhere), and a
+    # window of padding and -inf points at its first element inside (Kiln: at the padding).
+    x = torch.randn(2, 3, 5, 6, generator=torch.Generator().manual_seed(11))
+    draw = torch.rand(x.shape, generator=torch.Generator().manual_seed(12))
+    x[draw < 0.3] = float("nan")
+    x[(draw >= 0.3) & (draw < 0.6)] = float("-inf")
+    x[1, 2] = float("-inf")
+    gm = make_fx(_max_pools)(x)
+    compiled = inductor_ir.compile_graph(gm, [x], backends={"cpu": ReferenceBackend()})
+    for i, (got, want) in enumerate(zip(compiled(x), _max_pools(x))):
+        torch.testing.assert_close(got, want, equal_nan=True, msg=lambda m, i=i: f"output {i}: {m}")

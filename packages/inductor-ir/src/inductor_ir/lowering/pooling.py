@@ -68,7 +68,10 @@ def _window(
 @lowering(aten.max_pool2d_with_indices.default)
 def max_pool2d_with_indices(ctx: LoweringContext, x: IRNode, kernel_size: Any, stride: Any = (), padding: Any = 0,
                             dilation: Any = 1, ceil_mode: bool = False) -> tuple[IRNode, IRNode]:  # fmt: skip
-    """(max over each window, flat index h*W+w of the first max); NaN wins."""
+    """(max over each window, flat index h*W+w of the max) as eager's kernels pick it: scanning the
+    window row by row from its first element inside the input, an element is taken when it is
+    greater or NaN, so the last NaN wins, and a window of -inf (or padding and -inf) points at its
+    first element inside the input."""
     kernel = _pair(kernel_size)
     steps, pads, dils = _pair(stride, kernel[0]), _pair(padding), _pair(dilation)
     if kernel[0] * kernel[1] > MAX_WINDOW or not x.dtype.is_floating_point:
@@ -76,15 +79,20 @@ def max_pool2d_with_indices(ctx: LoweringContext, x: IRNode, kernel_size: Any, s
     out = _out_sizes(ctx)
     acc = compute_dtype_for(x.dtype)
     load, src = x.make_loader(), x.dtype
+    # Without padding every window starts inside the input (a ceil_mode window too).
+    starts_inside = pads == (0, 0)
 
     def best(index: Index) -> tuple[Any, Any]:
-        value, where_at = None, None
+        value, where_at, seen = None, None, None
         for inside, flat, at in _window(x, index, kernel, steps, pads, dils):
             v = ops.masked(inside, functools.partial(load_converted, load, at, acc, src), float("-inf"))
             if value is None:
-                value, where_at = v, flat
+                value, where_at, seen = v, flat, inside
                 continue
-            take = ops.logical_or(ops.gt(v, value), ops.logical_and(ops.isnan(v), ops.logical_not(ops.isnan(value))))
+            take = ops.logical_or(ops.gt(v, value), ops.isnan(v))
+            if not starts_inside:  # the first element inside the input starts the scan
+                take = ops.logical_or(take, ops.logical_and(inside, ops.logical_not(seen)))
+                seen = ops.logical_or(seen, inside)
             value = ops.where(take, v, value)
             where_at = ops.where(take, flat, where_at)
         return value, where_at
