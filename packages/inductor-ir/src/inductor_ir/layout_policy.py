@@ -45,6 +45,15 @@ _NOT_CHANNELS_LAST = {
 }
 _CONVOLUTIONS = (_aten.convolution.default, _aten.convolution_backward.default)
 
+# Training channels-last on CPU (a forward returning its saved maps channels-last, a backward
+# running convolution_backward channels-last) is off: resnet_tiny's gradients came out 0.5-1% off
+# (tools.bench, 2026-11-28: grad.2.body.0.1.bias relative error 9e-3 against float64, eager 1.6e-6)
+# while a plain conv-BN-ReLU stack matched; the error needs both the channels-last copies of
+# convolution_backward's inputs and its results recorded in the layouts ATen returns
+# (`fake_result_layouts`), in convolutions of both halves of the network. Until that is found,
+# training graphs keep their recorded layouts. Tests set it to True to run the path.
+TRAINING_CHANNELS_LAST = False
+
 
 def wants_channels_last(
     graph: torch.fx.Graph, outputs: Collection[torch.fx.Node], saved: Collection[torch.fx.Node] = ()
@@ -82,11 +91,11 @@ def wants_channels_last(
         devices.add(val.device.type)
         if node.args[6 + backward]:
             return False  # a transposed convolution
-        if backward and val.device.type != "cpu":
+        if backward and not TRAINING_CHANNELS_LAST:
             return False
         if not backward and image in outputs:
             return False  # an input the caller sees, or saved for a backward compiled for its recorded layout
-        if not backward and image in saved and val.device.type != "cpu":
+        if not backward and image in saved and not (TRAINING_CHANNELS_LAST and val.device.type == "cpu"):
             return False
     return len(devices) == 1
 
