@@ -16,7 +16,7 @@ import sympy
 from inductor_ir.backend import KernelBackend, KernelGroup
 from inductor_ir.ir.program import Program
 from inductor_ir.scheduler.group_edges import GroupEdges
-from inductor_ir.scheduler.groups import Group, merged_space, place
+from inductor_ir.scheduler.groups import Group, group_vars, merged_space, place
 
 __all__ = ["fuse_groups"]
 
@@ -106,6 +106,39 @@ def fuse_groups(
             return sorted(live.values(), key=lambda g: g.order)
 
 
+def reduction_walks(group: Group) -> frozenset[str]:
+    """How the loads and stores inside a group's reduction loop walk memory: "inner" for an access
+    contiguous along the innermost reduction variable (a row sum), "outer" for one contiguous along
+    the innermost output variable and strided along the reduction (a column sum: a bias or norm
+    weight's gradient over tokens). Accesses that do not depend on the outputs' variables walk no way."""
+    if not group.reduction_size or not group.pointwise_size:
+        return frozenset()
+    xs, rs = group_vars(group.pointwise_size, group.reduction_size)
+    walks: set[str] = set()
+    for placement in group.placements:
+        if not placement.in_loop:
+            continue
+        for dep in (*placement.reads, *placement.writes):
+            if not dep.index.free_symbols & set(xs):
+                continue  # a vector along the reduction (a row's statistic): read the same either way
+            along_r = sympy.diff(dep.index, rs[-1])
+            if along_r == 1:
+                walks.add("inner")
+            elif along_r != 0 and sympy.diff(dep.index, xs[-1]) == 1:
+                walks.add("outer")
+    return frozenset(walks)
+
+
+def _crosses_walks(fused: Group, a: Group, b: Group) -> bool:
+    """A merge whose reduction loop would walk memory both along and across its rows where neither
+    part did: groups sharing an iteration space only by coincidence of sizes (a square `tokens x
+    hidden` tensor reduced along rows in one, along columns in the other). Fused, one of them reads
+    or writes across its tiles (uncoalesced on a GPU, strided on a CPU) for the whole range."""
+    if len(reduction_walks(fused)) < 2:
+        return False
+    return len(reduction_walks(a)) < 2 and len(reduction_walks(b)) < 2
+
+
 def _try_merge(
     a: Group,
     b: Group,
@@ -124,7 +157,7 @@ def _try_merge(
     if space is None:
         return None
     fused = place(a.nodes + b.nodes, *space)
-    if fused is None:
+    if fused is None or _crosses_walks(fused, a, b):
         return None
     backend = backends.get(a.device.split(":")[0])
     if backend is not None:
