@@ -357,12 +357,26 @@ def test_split_plan_targets_about_a_thousand_programs() -> None:
     full = plan_split(_sum_group(1, 1 << 20, over="inner"), looped)
     assert full.split * full.split_chunk >= 1 << 20 and full.split_chunk % 2048 == 0
     assert 512 <= full.split <= 1024
-    # Outer reductions count 64 outputs per program: 768 outputs -> 12 programs before the split.
+    # Outer reductions count 64 outputs per program: 768 outputs -> 12 programs before the split,
+    # cut into chunks of rows (a multiple of 128) up to about a thousand programs.
     outer = plan_split(_sum_group(16384, 768, over="outer"), looped)
-    assert outer.split == 8
+    assert outer.split_chunk % 128 == 0 and outer.split * outer.split_chunk >= 16384
+    assert 512 <= 12 * outer.split <= 1024
+    # A square norm-weight gradient (2,048 columns over 2,048 tokens) splits: 32 programs alone.
+    assert plan_split(_sum_group(2048, 2048, over="outer"), looped).split >= 8
+    assert plan_split(_sum_group(512, 2048, over="outer"), looped).split == 0  # short: not worth it
     assert plan_split(_sum_group(4096, 4096, over="inner"), looped).split == 0  # enough rows already
     assert plan_split(_sum_group(2, 4000, over="inner"), looped).split == 0  # short: not worth it
     assert plan_split(_sum_group(2, 1 << 20, over="inner"), KernelPlan("persistent")).split == 0
+
+
+def test_a_split_reductions_block_never_straddles_two_chunks() -> None:
+    from codegen_triton.backend import _max_rblock
+
+    assert _max_rblock(1024, 0) == 1024  # not split
+    assert _max_rblock(1024, 4096) == 1024
+    assert _max_rblock(1024, 384) == 128  # 256 would cover rows of two chunks
+    assert _max_rblock(1024, 128) == 128
 
 
 BINARY = ["pow", "atan2", "fmod", "maximum", "minimum", "truncdiv", "floordiv", "remainder"]

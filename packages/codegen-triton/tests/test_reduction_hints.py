@@ -36,3 +36,15 @@ def test_most_loads_decide_a_mixed_reduction(cpu_backend: TritonBackend) -> None
     assert _hints(weight_grad, shapes, cpu_backend) == ["outer"]
     # One load each way: a tie counts as inner.
     assert _hints(lambda x, w: (x.t() * w).sum(1), [(3000, 16), (3000,)], cpu_backend) == ["inner"]
+
+
+def test_a_column_sum_over_a_few_thousand_rows_is_split(cpu_backend: TritonBackend) -> None:
+    # 100 columns are 2 programs of 64: the rows are cut into chunks (grid axis 1), each summed on
+    # its own, then the partial sums are added; the last chunk is partly past the end.
+    example = [torch.randn(3000, 100)]
+    gm = make_fx(lambda x: (x * x).sum(0))(*example)
+    compiled = inductor_ir.compile_graph(gm, example, backends={"cpu": cpu_backend})
+    (generated,) = [source.generated for source in compiled.sources if "_red_" in source.name]
+    assert generated.split >= 2 and generated.hint == "outer"
+    fresh = torch.randn(3000, 100)
+    torch.testing.assert_close(compiled(fresh), (fresh * fresh).sum(0), rtol=1e-5, atol=1e-4)

@@ -347,7 +347,7 @@ class TritonKernelCall:
             generated.kind,
             generated.arg_names,
             (),
-            config.max_rblock,
+            _max_rblock(config.max_rblock, generated.split_chunk),
             generated.split,
             generated.hint,
             tuple(generated.checks.items()),
@@ -513,3 +513,9 @@ class TritonKernelCall:
         sizes = args[count:]
         self.launcher.run(*args[:count], *spaces, *sizes, *numels)
         self.finisher.run(*spaces, *args[:count], *sizes, numels[0], generated.split)
+
+
+def _max_rblock(configured: int, split_chunk: int) -> int:
+    """The largest RBLOCK to try: the configured one, and for a split reduction the largest power of
+    two dividing its chunk (a block never straddles two chunks, which would count rows twice)."""
+    return min(configured, split_chunk & -split_chunk) if split_chunk else configured

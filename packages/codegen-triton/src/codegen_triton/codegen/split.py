@@ -29,6 +29,11 @@ _TARGET_PROGRAMS = 1024  # several programs per SM on current GPUs (an H200 has 
 _MIN_CHUNK = 2048  # a multiple of every RBLOCK tried, so chunks never straddle a block
 _MIN_RNUMEL = 8192
 _OUTER_XBLOCK = 64
+# An outer reduction (a column sum over tokens: a norm weight's or bias's gradient) has few programs
+# along x even for a modest range (2,048 outputs over 2,048 rows: 32 programs of 64 columns), so it
+# splits from shorter ranges, in chunks of this many rows (its RBLOCK is capped to the chunk).
+_OUTER_MIN_RNUMEL = 1024
+_OUTER_MIN_CHUNK = 128
 
 
 def _cdiv(a: int, b: int) -> int:
@@ -43,7 +48,9 @@ def plan_split(group: KernelGroup, plan: KernelPlan) -> KernelPlan:
     rnumel = sympy.Mul(*group.reduction_size)
     if not (isinstance(xnumel, sympy.Integer) and isinstance(rnumel, sympy.Integer)):
         return plan
-    if int(rnumel) < _MIN_RNUMEL:
+    # The plan's walk, by majority: a column sum that also reads each row's statistic is outer.
+    inner = plan.hint != "outer" and reads_reduction_contiguously(group)
+    if int(rnumel) < (_MIN_RNUMEL if inner else _OUTER_MIN_RNUMEL):
         return plan
     # Pointwise nodes inside the loop (e.g. a batch-norm backward's gradient term, stored while its
     # per-channel sums accumulate) run in the first kernel: each chunk stores its own elements.
@@ -51,11 +58,12 @@ def plan_split(group: KernelGroup, plan: KernelPlan) -> KernelPlan:
         if node.in_reduction_loop and node.kind == "reduction" and node.reduction_type not in SPLITTABLE:
             return plan
     # Outer reductions (contiguous along the outputs) run wide XBLOCKs, so fewer x programs.
-    x_programs = int(xnumel) if reads_reduction_contiguously(group) else _cdiv(int(xnumel), _OUTER_XBLOCK)
-    split = min(_cdiv(_TARGET_PROGRAMS, x_programs), _cdiv(int(rnumel), _MIN_CHUNK))
+    x_programs = int(xnumel) if inner else _cdiv(int(xnumel), _OUTER_XBLOCK)
+    min_chunk = _MIN_CHUNK if inner else _OUTER_MIN_CHUNK
+    split = min(_cdiv(_TARGET_PROGRAMS, x_programs), _cdiv(int(rnumel), min_chunk))
     if split < 2:
         return plan
-    chunk = _cdiv(_cdiv(int(rnumel), split), _MIN_CHUNK) * _MIN_CHUNK
+    chunk = _cdiv(_cdiv(int(rnumel), split), min_chunk) * min_chunk
     return dataclasses.replace(plan, split=_cdiv(int(rnumel), chunk), split_chunk=chunk)
 
 

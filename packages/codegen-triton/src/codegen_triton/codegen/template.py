@@ -33,6 +33,7 @@ class GeneratedKernel:
         numels: the SymPy value of each numel argument ("xnumel", "ynumel", "rnumel").
         uses_random: whether the kernel draws random numbers (`tl.rand`/`tl.randn`).
         split: for a split reduction, the number of chunks (grid axis 1 of this kernel); 0 otherwise.
+        split_chunk: for a split reduction, the length of each chunk (RBLOCK divides it).
         workspaces: dtypes of the split reduction's workspaces (`xnumel * split` elements each).
         finish: the split reduction's second kernel (same module), which reads the workspaces first.
         persistent: for a looped reduction of symbolic size, a persistent variant (same module) to
@@ -55,6 +56,7 @@ class GeneratedKernel:
     persistent_limit: int = 0
     hint: str = ""
     checks: dict[int, CheckSite] = dataclasses.field(default_factory=dict)
+    split_chunk: int = 0
 
 
 def kernel_name(group: KernelGroup, plan: KernelPlan) -> str:
@@ -313,4 +315,5 @@ def _write_split(group: KernelGroup, plan: KernelPlan, *, interpret: bool, runti
         finish_kernel,
         hint=plan.hint,
         checks=partial.checks,
+        split_chunk=plan.split_chunk,
     )
