@@ -64,10 +64,6 @@ class TritonBackend:
         >>> compiled = inductor_ir.compile_graph(gm, inputs, backends={"cuda": TritonBackend()})  # doctest: +SKIP
     """
 
-    separates_reduction_walks = True
-    """Row and column reductions of one square space stay in separate kernels (a fused one would load
-    one side uncoalesced; see `inductor_ir.scheduler.fusion`)."""
-
     @classmethod
     def parse_options(cls, options: Mapping[str, Any]) -> TritonConfig:
         """The `TritonConfig` of ``options`` (its fields and inductor_ir's common backend options; see

@@ -232,12 +232,7 @@ class KernelSource:
 
 @runtime_checkable
 class KernelBackend(Protocol):
-    """A code generator for one device type, found by `compile_graph(..., backends={"cpu": ...})`.
-
-    Optional attribute: ``separates_reduction_walks = True`` asks the scheduler never to fuse a
-    reduction walking rows with one walking columns of the same (square) space (see
-    ``scheduler.fusion``); a backend without it gets them fused when legal.
-    """
+    """A code generator for one device type, found by `compile_graph(..., backends={"cpu": ...})`."""
 
     device_type: str
 

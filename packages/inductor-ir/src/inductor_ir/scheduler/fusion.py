@@ -87,11 +87,7 @@ def fuse_groups(
         candidates -= rejected
         ranked = sorted(
             candidates,
-            key=lambda p: (
-                -_score(program, live[p[0]], live[p[1]], sizes),
-                abs(live[p[0]].order - live[p[1]].order),
-                p,
-            ),
+            key=lambda p: (-_score(program, live[p[0]], live[p[1]], sizes), abs(live[p[0]].order - live[p[1]].order), p),
         )
         merged = False
         for i, j in ranked:
@@ -137,9 +133,7 @@ def _crosses_walks(fused: Group, a: Group, b: Group) -> bool:
     """A merge whose reduction loop would walk memory both along and across its rows where neither
     part did: groups sharing an iteration space only by coincidence of sizes (a square `tokens x
     hidden` tensor reduced along rows in one, along columns in the other). Fused, one of them reads
-    or writes across its tiles for the whole range: uncoalesced on a GPU, so a backend that sets
-    ``separates_reduction_walks`` (Triton's) keeps them apart. The C++ kernels run such a fused
-    loop faster than two (one pass over the data, in cache), and keep them together."""
+    or writes across its tiles (uncoalesced on a GPU, strided on a CPU) for the whole range."""
     if len(reduction_walks(fused)) < 2:
         return False
     return len(reduction_walks(a)) < 2 and len(reduction_walks(b)) < 2
@@ -163,11 +157,9 @@ def _try_merge(
     if space is None:
         return None
     fused = place(a.nodes + b.nodes, *space)
-    if fused is None:
+    if fused is None or _crosses_walks(fused, a, b):
         return None
     backend = backends.get(a.device.split(":")[0])
-    if getattr(backend, "separates_reduction_walks", False) and _crosses_walks(fused, a, b):
-        return None
     if backend is not None:
         first, second = (a, b) if a.order <= b.order else (b, a)
         vertical = bool(first.names() & second.reads())
