@@ -7,7 +7,6 @@ falls back to eager on its first call. With the default, a residual net's gradie
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +15,6 @@ import torch
 
 import frontend
 import frontend.graph_cache.lookup as lookup
-import frontend.graph_cache.store as store
 import inductor_ir
 import inductor_ir.layout_policy as layout_policy
 from frontend.backends.inductor import _SavedLayouts
@@ -65,17 +63,6 @@ def _channels_last(layout: Any) -> bool:
 
 def _images(seed: int) -> torch.Tensor:
     return torch.randn(4, 3, 12, 12, generator=torch.Generator().manual_seed(seed))
-
-
-@pytest.fixture
-def cache_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    """A fresh graph cache folder for this test."""
-    monkeypatch.setattr(store, "_REPORTED", set())
-    monkeypatch.setattr(lookup, "_STORES", {})
-    frontend.reset()
-    with frontend.config.patch(cache_dir=tmp_path, graph_cache=True):
-        yield tmp_path
-    frontend.reset()
 
 
 def test_training_steps_match_eager_and_run_channels_last(

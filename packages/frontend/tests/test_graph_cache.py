@@ -16,7 +16,7 @@ import subprocess
 import sys
 import textwrap
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -43,17 +43,6 @@ def _inputs(seed: int = 1, rows: int = 8) -> torch.Tensor:
 
 def _fn(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     return (torch.sin(x) * y + x.exp()).sum(dim=1)
-
-
-@pytest.fixture
-def cache_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    """A fresh cache folder for this test, graph cache on, faults not yet reported."""
-    monkeypatch.setattr(store, "_REPORTED", set())
-    monkeypatch.setattr(lookup, "_STORES", {})
-    frontend.reset()
-    with frontend.config.patch(cache_dir=tmp_path, graph_cache=True):
-        yield tmp_path
-    frontend.reset()
 
 
 def new_process() -> None:
