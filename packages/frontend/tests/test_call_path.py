@@ -14,10 +14,14 @@ from typing import Any
 import pytest
 import torch
 from torch import nn
+from torch.fx.experimental.proxy_tensor import make_fx
 
 import aotgrad
+import codegen_cpp
 import frontend
+import inductor_ir
 from frontend.backends.fallback import compile_or_fall_back
+from frontend.backends.inductor import checked_by_aotgrad
 from frontend.config import Config
 from frontend.context import CompileContext
 
@@ -188,3 +192,24 @@ def test_boxed_runner_falls_back_with_the_original_inputs() -> None:
     for _ in range(2):
         z = torch.randn(5)
         assert torch.equal(works([z])[0], z * 2)
+
+
+def test_a_graph_with_symbolic_sizes_runs_boxed_and_still_checks_its_inputs() -> None:
+    def fn(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return (x.sin() * y).sum(0)
+
+    torch.manual_seed(0)
+    gm = make_fx(fn, tracing_mode="symbolic")(torch.randn(5, 3), torch.randn(5, 3))
+    fakes = [node.meta["val"] for node in gm.graph.nodes if node.op == "placeholder"]
+    compiled = inductor_ir.compile_graph(gm, fakes, backends={"cpu": codegen_cpp.CppBackend()})
+    assert compiled.program.size_sources  # sizes are symbols
+    runner = checked_by_aotgrad(compiled)
+    # Boxed: the wrapper owns the list, so a backward's saved values can be freed as it goes.
+    assert aotgrad.is_boxed(runner)
+    x, y = torch.randn(7, 3), torch.randn(7, 3)
+    args = [x, y]
+    got = runner(args)
+    assert not args
+    torch.testing.assert_close(got, fn(x, y))
+    with pytest.raises((TypeError, ValueError, RuntimeError)):
+        runner([torch.randn(7, 3), torch.randn(7, 3, dtype=torch.float64)])  # checked, as before

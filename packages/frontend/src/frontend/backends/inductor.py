@@ -58,13 +58,16 @@ def _record_split(context: CompileContext, compiled: Any) -> None:
         move_seconds(context.times, "lowering", {"scheduling": float(seconds)})
 
 
-class _StaticGraphRunner:
-    """Runs a compiled graph with static shapes without `CompiledGraph`'s per-call input checks.
+class _BoxedGraphRunner:
+    """Runs a compiled graph called boxed (``runner(args)``, aotgrad's convention, see
+    `aotgrad.runtime.boxed`): the list goes straight to the wrapper's ``call(args)``, which empties it
+    and drops each input after its last use, so a backward's saved activations are freed as it goes
+    (`CompiledGraph.__call__` would hold them all in its argument tuple to the end).
 
-    aotgrad calls it only with inputs that match the region it was compiled for (its region key
-    pins every input's dtype, shape and strides), so checking them again costs time for nothing.
-    Called boxed (``runner(args)``, aotgrad's convention, see `aotgrad.runtime.boxed`): the list
-    goes straight to the wrapper's ``call(args)``, which empties it as it reads the inputs.
+    With static shapes it skips `CompiledGraph`'s per-call input checks: aotgrad calls it only with
+    inputs that match the region it was compiled for (its region key pins every input's dtype, shape
+    and strides), so checking them again costs time for nothing. With symbolic sizes it checks them
+    (the sizes the kernels were specialized on) before the wrapper takes the list.
     """
 
     boxed_call: Literal[True] = True
@@ -72,6 +75,7 @@ class _StaticGraphRunner:
     def __init__(self, compiled: Any) -> None:
         self.compiled = compiled
         self._call = compiled.call
+        self._check = bool(compiled.program.size_sources) and compiled.check_inputs
         spec = compiled.program.output_spec
         self._spec = spec
         self._flat = spec is None or (
@@ -80,6 +84,8 @@ class _StaticGraphRunner:
 
     def __call__(self, args: list[Any]) -> Any:
         """Run the wrapper on the flat inputs (emptied); return its outputs (a tuple, or the graph's structure)."""
+        if self._check:
+            self.compiled._check_inputs(args)
         outputs = self._call(args)
         if self._flat:
             return outputs
@@ -146,11 +152,11 @@ def _boxed(fn: Callable[..., Any]) -> Callable[[list[Any]], Any]:
 
 
 def checked_by_aotgrad(compiled: Callable[..., Any]) -> Callable[..., Any]:
-    """`compiled`, or a boxed runner skipping its input checks when its shapes are all static."""
+    """`compiled` as a boxed runner (`_BoxedGraphRunner`) when it is an inductor_ir graph, else itself."""
     program = getattr(compiled, "program", None)
-    if program is None or program.size_sources or not callable(getattr(compiled, "call", None)):
+    if program is None or not callable(getattr(compiled, "call", None)):
         return compiled
-    return _StaticGraphRunner(compiled)
+    return _BoxedGraphRunner(compiled)
 
 
 def _graph_compiler(
