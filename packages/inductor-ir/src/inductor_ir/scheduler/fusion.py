@@ -134,6 +134,8 @@ def _crosses_walks(fused: Group, a: Group, b: Group) -> bool:
     part did: groups sharing an iteration space only by coincidence of sizes (a square `tokens x
     hidden` tensor reduced along rows in one, along columns in the other). Fused, one of them reads
     or writes across its tiles (uncoalesced on a GPU, strided on a CPU) for the whole range."""
+    if not set(fused.pointwise_size) & set(fused.reduction_size):
+        return False  # no output dim as long as a reduction dim: rows and columns cannot be confused
     if len(reduction_walks(fused)) < 2:
         return False
     return len(reduction_walks(a)) < 2 and len(reduction_walks(b)) < 2
