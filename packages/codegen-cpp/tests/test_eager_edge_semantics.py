@@ -249,6 +249,23 @@ def test_half_kernels_round_where_eagers_do(backend: CppBackend) -> None:
         assert got.dtype == want.dtype and torch.equal(got, want), f"result {k}: {got} != {want}"
 
 
+def _xlogy_with_numbers(n: torch.Tensor, h: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    return torch.xlogy(n, 300), torch.xlogy(2.5, n), torch.xlogy(h, 1e5), torch.xlogy(n.bool(), 300)
+
+
+def test_xlogy_takes_its_number_in_the_results_float_dtype(backend: CppBackend) -> None:
+    """fuzz ca6ab2a629: `xlogy(int8 tensor, 300)` is `x * log(300.0)` in eager; Kiln made the number
+    an int8 first (300 wraps to 44: 37.84 where eager gives 57.04). A half tensor does round it
+    (`xlogy(half, 1e5)` is inf in eager)."""
+    n = torch.arange(-4, 36, dtype=torch.int8)
+    h = torch.linspace(-2, 2, 40).half()
+    gm = make_fx(_xlogy_with_numbers, decomposition_table=inductor_ir.decompositions())(n, h)
+    compiled = inductor_ir.compile_graph(gm, [n, h], backends={"cpu": backend})
+    for k, (got, want) in enumerate(zip(compiled(n, h), _xlogy_with_numbers(n, h), strict=True)):
+        assert got.dtype == want.dtype, f"result {k}"
+        torch.testing.assert_close(got, want, equal_nan=True, msg=f"result {k}")
+
+
 def _through_integers(x: torch.Tensor) -> tuple[torch.Tensor, ...]:
     return 7 / x.clamp(-120, 120).to(torch.int64), 7 / x.to(torch.int32), 7 / x.to(torch.int8), 7 / x.double().to(torch.int64)
 

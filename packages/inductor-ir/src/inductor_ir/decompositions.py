@@ -149,14 +149,22 @@ def xlogy(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     return torch.where(y.isnan(), torch.full((), float("nan"), dtype=compute, device=x.device), out).to(dtype)
 
 
+def _xlogy_number_dtype(tensor: torch.Tensor, number: float) -> torch.dtype:
+    """The dtype eager gives the number of ``xlogy(tensor, number)`` (or its mirror): the result's
+    floating dtype, so a half tensor rounds it (1e5 becomes inf) and an integer tensor never wraps it
+    (``xlogy(int8, 300)`` is ``x * log(300.0)``, not ``x * log(44)``)."""
+    dtype = torch.result_type(tensor, number)
+    return dtype if dtype.is_floating_point else torch.get_default_dtype()
+
+
 def xlogy_scalar_other(x: torch.Tensor, y: float) -> torch.Tensor:
-    """``xlogy(tensor, number)``: the number becomes the result's dtype first, as eager wraps it."""
-    return xlogy(x, torch.scalar_tensor(y, dtype=torch.result_type(x, y), device=x.device))
+    """``xlogy(tensor, number)``."""
+    return xlogy(x, torch.scalar_tensor(y, dtype=_xlogy_number_dtype(x, y), device=x.device))
 
 
 def xlogy_scalar_self(x: float, y: torch.Tensor) -> torch.Tensor:
     """``xlogy(number, tensor)``."""
-    return xlogy(torch.scalar_tensor(x, dtype=torch.result_type(y, x), device=y.device), y)
+    return xlogy(torch.scalar_tensor(x, dtype=_xlogy_number_dtype(y, x), device=y.device), y)
 
 
 # Ours replace torch's for these (layer and group norm: their statistics become one Welford reduction).

@@ -36,6 +36,10 @@ def full(ctx: LoweringContext, size: Sequence[Any], fill_value: Any, *, dtype: t
     """A tensor of ``size`` filled with ``fill_value``."""
     out = ctx.out_dtype(dtype or torch.get_default_dtype())
     sizes = tuple(sympify_int(s) for s in size)
+    if out.is_floating_point and isinstance(fill_value, (int, float)):
+        # The value as the tensor holds it: a float16 tensor of 1e5 is inf even where kernels compute
+        # in float32 (a number given to arithmetic, `x * 0.1`, keeps its precision: not this path).
+        fill_value = torch.tensor(float(fill_value), dtype=out).item()
     return Pointwise(lambda index: const(fill_value, out), sizes, out, _device(device), (ctx.origin,))
 
 
