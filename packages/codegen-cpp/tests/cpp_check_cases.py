@@ -123,6 +123,16 @@ def main() -> None:
         [[a, per_row.index_fill(0, torch.tensor([4]), 0)]],
     )
 
+    # An index into an expanded (stride-0) dim: no gather reads its lanes, each is still checked.
+    one = torch.randn(1, 1, generator=generator)
+    lanes = torch.randint(-7, 7, (64,), generator=generator)
+    _check(
+        "unread_lanes",
+        lambda x, i: x.expand(7, 7)[:, i] * 2,
+        [one, lanes],
+        [[one, lanes.index_fill(0, torch.tensor([37]), -8)], [one, lanes.index_fill(0, torch.tensor([5]), 7)]],
+    )
+
     # runtime_checks=False: no check in the source, valid inputs still give eager's values.
     _check(
         "unchecked",

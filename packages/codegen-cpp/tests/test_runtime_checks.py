@@ -4,7 +4,7 @@ The cases (cpp_check_cases.py) run in a child process, so a regression that cras
 SIGFPE) fails its case instead of killing pytest: two translation units sharing the library's
 failure record, an empty table (nothing read from its null data pointer), lanes outside a mask
 (padding) left unchecked, a parallel vectorized gather with many bad lanes, lane-invariant
-divisors, and ``runtime_checks=False`` (no check in the source, valid inputs still right).
+divisors, an index no gather reads (into an expanded dim), and ``runtime_checks=False`` (no check in the source, valid inputs still right).
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ _CASES = [
     "masked_lanes",
     "parallel_gather",
     "row_divisor",
+    "unread_lanes",
     "unchecked",
 ]
 

@@ -49,6 +49,11 @@ class RuntimeChecks(ArithmeticOps):
         if vector:
             self.state.lane_checks[name] = (wrap, cpp_index(size), site)
             self._target.append(f"const auto {name} = {value};")
+            mask = self._active_mask()
+            active = f", {mask}" if mask else ""
+            line = f"kiln::check_lanes<{wrap}>({name}, {cpp_index(size)}, {site}{active});"
+            self._target.append(line)
+            self.state.unread_lane_checks[name] = (self._target, line)
             return True
         mask = self._active_mask()
         args = f"{value}, {cpp_index(size)}, {site}" + (f", {mask}" if mask else "")
@@ -63,6 +68,11 @@ class RuntimeChecks(ArithmeticOps):
         lane_check = self.state.lane_checks.get(vector_name)
         if lane_check is None:
             return read
+        unread = self.state.unread_lane_checks.pop(vector_name, None)
+        if unread is not None:
+            lines, line = unread
+            if line in lines:
+                lines.remove(line)  # this read checks every lane it uses
         wrap, size, site = lane_check
         active = f", {mask}[lane] != 0" if mask else ""
         return f"kiln::checked_index<{wrap}>({read}, {size}, {site}{active})"

@@ -55,6 +55,9 @@ class KernelState:
     unreadable: set[sympy.Symbol] = field(default_factory=set)
     # vector indirect indices checked lane by lane where read: name -> (wrap, size, site) as C++ text
     lane_checks: dict[str, tuple[str, str, int]] = field(default_factory=dict)
+    # those no gather has read yet -> (the lines holding it, its whole-vector check line there): a
+    # gather reading one removes that line, so an index no load moves with is still checked
+    unread_lane_checks: dict[str, tuple[list[str], str]] = field(default_factory=dict)
 
     def check_site(self, check: RuntimeCheck) -> int:
         """The site number of ``check`` in the failure record (equal checks share one)."""

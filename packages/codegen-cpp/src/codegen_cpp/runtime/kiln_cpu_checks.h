@@ -52,6 +52,17 @@ inline int64_t checked_index(int64_t i, int64_t size, int64_t site, maskx active
   return checked_index<Wrap>(i, size, site, any_lane(active));
 }
 
+// Every lane of a vector index that no gather reads (a load through a stride-0 dim does not move
+// with it): eager still raises for a bad value, so each lane is checked here, active lanes only.
+template <bool Wrap>
+inline void check_lanes(const i64x& i, int64_t size, int64_t site) {
+  for (int64_t l = 0; l < VEC; ++l) checked_index<Wrap>(i[l], size, site);
+}
+template <bool Wrap>
+inline void check_lanes(const i64x& i, int64_t size, int64_t site, maskx active) {
+  for (int64_t l = 0; l < VEC; ++l) checked_index<Wrap>(i[l], size, site, active[l] != 0);
+}
+
 // ---------------------------------------------------------------- integer divisors
 // A divisor of 0 (SIGFPE in an integer division) fails; the division goes on by 1.
 template <class I>
