@@ -291,6 +291,27 @@ def test_prod_double_backward_matches_eager(values: tuple[float, ...]) -> None:
     torch.testing.assert_close(results[1], results[0], equal_nan=True)
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float64])
+@pytest.mark.parametrize("values", [(0.0, float("inf")), (0.0, float("nan")), (-0.0, 1e30, float("inf"))])
+def test_prod_double_backward_with_one_zero_and_inf_is_eagers(
+    dtype: torch.dtype, values: tuple[float, ...]
+) -> None:
+    """fuzz c835085280: with one zero and an inf the product is NaN; eager's second derivative is
+    still 0 in places, where the replay's `where` of both branches leaked NaN from the other one."""
+
+    def fn(x: torch.Tensor) -> torch.Tensor:
+        return x.prod()
+
+    compiled = aotgrad.aot_function(fn, fw_compiler=aotgrad.eager_compiler, config=strict())
+    results = []
+    for f in (fn, compiled):
+        x = _special(35, (8, 2), dtype, values)
+        (g,) = torch.autograd.grad(f(x), x, torch.tensor(0.75, dtype=dtype), create_graph=True)
+        cotangent = torch.linspace(-2, 2, g.numel(), dtype=torch.float64).reshape(g.shape).to(dtype)
+        results.append(torch.autograd.grad((g * cotangent).sum(), x))
+    torch.testing.assert_close(results[1], results[0], equal_nan=True)
+
+
 # --- in-place writes into expanded empty tensors -------------------------------------------------
 
 

@@ -8,7 +8,9 @@ data in eager but not on fake tensors: `prod`'s gradient is `grad * result / inp
 no input is zero (NaN where an input is inf or NaN), a zero-safe product of the others otherwise
 (and, for the product of all elements outside create_graph, zeros where two or more are zero);
 traced on fake tensors autograd always takes the zero-safe one (finite there). `REPLAY_OVERRIDES`
-maps such ops to an autograd.Function computing the same value with eager's derivative.
+maps such ops to an autograd.Function computing the same value with eager's derivative. A double
+backward replays the forward on real values (`runtime/higher_order.py`): there `prod` is autograd's
+own, whose branch is eager's at every order.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
+from torch._subclasses.fake_tensor import is_fake
 
 aten = torch.ops.aten
 
@@ -86,10 +89,17 @@ class _Prod(torch.autograd.Function):
         return chosen, None, None, None
 
 
+def _data_is_known(x: torch.Tensor) -> bool:
+    """Whether `x` holds real values (a double backward's replay), not fake ones (the joint trace)."""
+    return x.device.type != "meta" and not is_fake(x)
+
+
 def _prod(
     x: torch.Tensor, dim: int | None = None, keepdim: bool = False, dtype: torch.dtype | None = None, *, differentiable: bool = True
 ) -> torch.Tensor:
-    if differentiable and x.requires_grad and torch.is_grad_enabled():
+    # On real values autograd's own derivative takes eager's branch, at every order: `_Prod`'s
+    # selection by `where` would leak the branch not taken into a second derivative (0 * NaN).
+    if differentiable and x.requires_grad and torch.is_grad_enabled() and not _data_is_known(x):
         return _Prod.apply(x, dim, keepdim, dtype)  # type: ignore[no-any-return]
     return aten.prod.default(x, dtype=dtype) if dim is None else aten.prod.dim_int(x, dim, keepdim, dtype=dtype)  # type: ignore[no-any-return]
 
