@@ -266,6 +266,25 @@ def test_xlogy_takes_its_number_in_the_results_float_dtype(backend: CppBackend) 
         torch.testing.assert_close(got, want, equal_nan=True, msg=f"result {k}")
 
 
+def _with_a_0d_float32_tensor(x: torch.Tensor, t: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    return torch.fmod(x - t, t), x % t, t * x, t / x, x * t, x / t, torch.xlogy(x, t), torch.atan2(x, t)
+
+
+@pytest.mark.parametrize("dtype", (torch.float16, torch.bfloat16), ids=str)
+def test_a_0d_tensor_operand_is_rounded_to_half_as_eager_rounds_it(backend: CppBackend, dtype: torch.dtype) -> None:
+    """fuzz f759b82c3d: `fmod(f16 - t, t)` with t a 0-d float32 tensor: eager casts t to float16
+    first (as a Python number), Kiln divided by t's float32 value, so values next to a multiple of
+    t came out a whole t apart (-0.61 where eager gives -0.001). Eager reads t unrounded only as
+    the second operand of mul and div."""
+    generator = torch.Generator().manual_seed(41)
+    x = (torch.randn(1981, generator=generator) * 3).to(dtype)
+    t = torch.tensor(0.6123456789)
+    gm = make_fx(_with_a_0d_float32_tensor, decomposition_table=inductor_ir.decompositions())(x, t)
+    compiled = inductor_ir.compile_graph(gm, [x, t], backends={"cpu": backend})
+    for k, (got, want) in enumerate(zip(compiled(x, t), _with_a_0d_float32_tensor(x, t), strict=True)):
+        assert got.dtype == want.dtype and torch.equal(got, want), f"result {k}: {(got != want).sum()} differ"
+
+
 def _through_integers(x: torch.Tensor) -> tuple[torch.Tensor, ...]:
     return 7 / x.clamp(-120, 120).to(torch.int64), 7 / x.to(torch.int32), 7 / x.to(torch.int8), 7 / x.double().to(torch.int64)
 

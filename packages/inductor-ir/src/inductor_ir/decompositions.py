@@ -141,7 +141,7 @@ def xlogy(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     if not dtype.is_floating_point:
         dtype = torch.get_default_dtype()
     compute = torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
-    x, y = x.to(compute), y.to(compute)
+    x, y = x.to(dtype).to(compute), y.to(dtype).to(compute)  # a float32 0-d y is rounded to half first
     log = aten.log.default(y)
     if compute != dtype:
         log = log.to(dtype).to(compute)

@@ -200,12 +200,14 @@ def _operand_loader(
 
     In an op whose dtype is the half ``half`` (computed in float32), eager first casts each operand
     to ``half``: an int64 tensor beyond float16's range is inf, and a Python scalar is rounded
-    (``f16 % 0.7`` divides by 0.7002). ``round_scalars=False`` for the ops whose eager kernels read a
-    scalar operand at float32 precision (mul, div).
+    (``f16 % 0.7`` divides by 0.7002), and so is a 0-d tensor. ``round_scalars=False`` for the ops
+    whose eager kernels read a scalar operand (number or 0-d tensor) at float32 precision (mul, div).
     """
     if isinstance(value, IRNode):
         load, src = expand_loader(value, out_size), value.dtype
-        through_half = half is not None and src != half and bool(value.get_size())
+        # A 0-d tensor of another dtype is rounded as a Python scalar is (`f16 % tensor(0.7)`
+        # divides by 0.7002 in eager), and read at full precision where a scalar is (mul, div).
+        through_half = half is not None and src != half and (bool(value.get_size()) or round_scalars)
 
         def load_tensor(index: Index) -> Any:
             if through_half and half is not None:
@@ -240,7 +242,8 @@ def make_pointwise(
     Each input (an IR value or a Python/SymPy scalar) is loaded and converted to
     ``compute_dtype``; ``fn`` returns a value of ``result_dtype`` (default ``compute_dtype``),
     converted to ``out_dtype`` (default ``result_dtype``). Operands of an op whose dtype is
-    float16/bfloat16 are first cast to it, as eager's kernels do (see ``_operand_loader``).
+    float16/bfloat16 are first cast to it, as eager's kernels do (see ``_operand_loader``);
+    ``round_scalars=False`` spares the second operand only.
     """
     result_dtype = result_dtype or compute_dtype
     out_dtype = out_dtype or result_dtype
@@ -255,8 +258,10 @@ def make_pointwise(
     op_dtype = promote_dtypes(*inputs)
     half = op_dtype if op_dtype in _HALF and compute_dtype == torch.float32 else None
     loaders: list[Callable[[Index], Any]] = []
-    for value in inputs:
-        loaders.append(_operand_loader(value, out_size, compute_dtype, half, round_scalars))
+    for position, value in enumerate(inputs):
+        # Eager reads a scalar at float32 precision only as the second operand (`x * t`, not `t * x`).
+        rounded = round_scalars or position == 0
+        loaders.append(_operand_loader(value, out_size, compute_dtype, half, rounded))
 
     def inner_fn(index: Index) -> Any:
         result = fn(*[load(index) for load in loaders])
