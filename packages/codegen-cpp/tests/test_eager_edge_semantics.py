@@ -285,6 +285,23 @@ def test_a_0d_tensor_operand_is_rounded_to_half_as_eager_rounds_it(backend: CppB
         assert got.dtype == want.dtype and torch.equal(got, want), f"result {k}: {(got != want).sum()} differ"
 
 
+@pytest.mark.parametrize("dtype", (torch.float16, torch.bfloat16), ids=str)
+def test_a_half_linspace_rounds_each_step_as_eager(backend: CppBackend, dtype: torch.dtype) -> None:
+    """fuzz 589b58f292: float16 `linspace(-2, 2, 4)` is [-2, -0.66699, 0.66699, 2] in eager (each
+    step rounded to float16); computed in float32, -0.66650 put `x + linspace(...) > 0` on the other
+    side for x = 0.6667."""
+    for start, end, steps in [(-2, 2, 4), (0.3256, 2.0517, 4), (-2.1816, 2.558, 7), (2.2983, 3.9884, 17)]:
+
+        def spaced(x: torch.Tensor) -> tuple[torch.Tensor]:
+            return (x + torch.linspace(start, end, steps, dtype=dtype),)
+
+        x = torch.zeros(steps, dtype=dtype)
+        gm = make_fx(spaced, decomposition_table=inductor_ir.decompositions())(x)
+        (got,) = inductor_ir.compile_graph(gm, [x], backends={"cpu": backend})(x)
+        (want,) = spaced(x)
+        assert torch.equal(got, want), f"linspace({start}, {end}, {steps}): {got} != {want}"
+
+
 def _through_integers(x: torch.Tensor) -> tuple[torch.Tensor, ...]:
     return 7 / x.clamp(-120, 120).to(torch.int64), 7 / x.to(torch.int32), 7 / x.to(torch.int8), 7 / x.double().to(torch.int64)
 

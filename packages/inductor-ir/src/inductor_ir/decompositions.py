@@ -167,6 +167,39 @@ def xlogy_scalar_self(x: float, y: torch.Tensor) -> torch.Tensor:
     return xlogy(torch.scalar_tensor(x, dtype=_xlogy_number_dtype(y, x), device=y.device), y)
 
 
+def _in_dtype(value: float, dtype: torch.dtype) -> float:
+    return float(torch.tensor(float(value), dtype=torch.float64).to(dtype))
+
+
+def linspace(
+    start: Any, end: Any, steps: int, *, dtype: torch.dtype | None = None, layout: torch.layout | None = None,
+    device: torch.device | None = None, pin_memory: bool | None = None,
+) -> torch.Tensor:  # fmt: skip
+    """``aten.linspace`` of float16/bfloat16 as eager's scalar half kernel computes it, every step
+    rounded to the dtype: start, end, their difference, the step, each ``step * i`` and the sum, from
+    the start for the first half and back from the end for the rest. (A float16 ``linspace(-2, 2, 4)``
+    holds -0.66699; torch's decomposition, in float32 throughout, gives -0.66650.) Exact up to one
+    vector of elements: eager's vector loop steps from each vector's first lane, by ISA-dependent
+    widths. Other dtypes: torch's decomposition."""
+    dtype = dtype or torch.get_default_dtype()
+    numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (start, end, steps))
+    if dtype not in (torch.float16, torch.bfloat16) or not numbers or steps < 2:
+        return torch._decomp.decomposition_table[aten.linspace.default](
+            start, end, steps, dtype=dtype, layout=layout, device=device, pin_memory=pin_memory
+        )
+    compute = torch.float32
+    first, last = _in_dtype(start, dtype), _in_dtype(end, dtype)
+    step = _in_dtype(_in_dtype(last - first, dtype) / (steps - 1), dtype)
+
+    def rounded(t: torch.Tensor) -> torch.Tensor:
+        return t.to(dtype).to(compute)
+
+    index = torch.arange(steps, dtype=torch.int64, device=device)
+    ahead = rounded(first + rounded(step * rounded(index.to(compute))))
+    behind = rounded(last - rounded(step * rounded((steps - 1 - index).to(compute))))
+    return torch.where(index < steps // 2, ahead, behind).to(dtype)
+
+
 # Ours replace torch's for these (layer and group norm: their statistics become one Welford reduction).
 _OWN = {
     aten.native_layer_norm.default: native_layer_norm,
@@ -176,6 +209,7 @@ _OWN = {
     aten.xlogy.Tensor: xlogy,
     aten.xlogy.Scalar_Other: xlogy_scalar_other,
     aten.xlogy.Scalar_Self: xlogy_scalar_self,
+    aten.linspace.default: linspace,
 }
 
 
