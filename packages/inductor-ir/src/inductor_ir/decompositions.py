@@ -184,9 +184,10 @@ def linspace(
     dtype = dtype or torch.get_default_dtype()
     numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (start, end, steps))
     if dtype not in (torch.float16, torch.bfloat16) or not numbers or steps < 2:
-        return torch._decomp.decomposition_table[aten.linspace.default](
+        spaced: torch.Tensor = torch._decomp.decomposition_table[aten.linspace.default](
             start, end, steps, dtype=dtype, layout=layout, device=device, pin_memory=pin_memory
         )
+        return spaced
     compute = torch.float32
     first, last = _in_dtype(start, dtype), _in_dtype(end, dtype)
     step = _in_dtype(_in_dtype(last - first, dtype) / (steps - 1), dtype)
