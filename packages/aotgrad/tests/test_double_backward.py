@@ -239,22 +239,91 @@ def test_batch_norm_gradients_have_eagers_history_under_create_graph(name: str, 
     norm's weight has history (its fused backward takes the weight) though it does not depend on it;
     the replayed decomposition gave one without, so a second differentiation raised instead of
     finding no term. The replay differentiates batch norm whole, as eager does."""
+    _check_norm_history(NORMS[name], wanted)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("wanted", ["weight", "weight_bias"])
+@pytest.mark.parametrize("name", sorted(NORMS))
+def test_batch_norm_on_an_expanded_input_keeps_eagers_history(
+    name: str, wanted: str, dtype: torch.dtype
+) -> None:
+    """fuzz f2b40baedb: a region taking an expanded input runs on its distinct elements, and its
+    replay graph with batch norm whole was not traced for such a region: the decomposed batch norm
+    replayed, and the weight's gradient had no history (no second-order gradients at all)."""
+    _check_norm_history(NORMS[name], wanted, expanded=True, dtype=dtype)
+
+
+def test_batch_norm_on_an_expanded_input_of_symbolic_size_keeps_eagers_history() -> None:
+    """fuzz f2b40baedb, with the expanded input's size symbolic (bound to another input's size)."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.experimental.symbolic_shapes import DimDynamic, ShapeEnv, StatelessSymbolicContext
+
+    def fn(x: torch.Tensor, y: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        return F.batch_norm(x, None, None, w, b, training=True) * y
+
+    mode = FakeTensorMode(shape_env=ShapeEnv())
+    dynamic = StatelessSymbolicContext(
+        dynamic_sizes=[DimDynamic.DYNAMIC, DimDynamic.STATIC, DimDynamic.STATIC]
+    )
+    with mode:
+        y_fake = mode.from_tensor(torch.randn(4, 3, 5), symbolic_context=dynamic)
+        x_fake = mode.from_tensor(torch.randn(1, 3, 5)).expand(y_fake.shape[0], 3, 5)
+        w_fake, b_fake = (mode.from_tensor(torch.randn(3)).requires_grad_() for _ in range(2))
+    compiled = aotgrad.aot_graph(
+        fn, [x_fake, y_fake, w_fake, b_fake], fw_compiler=FirstOrderOnly(), config=strict()
+    )
+    for n in (4, 6):
+        results = []
+        for f in (fn, compiled):
+            g = torch.Generator().manual_seed(n)
+            x, y = torch.randn(1, 3, 5, generator=g).expand(n, 3, 5), torch.randn(n, 3, 5, generator=g)
+            w, b = torch.randn(3, generator=g).requires_grad_(), torch.randn(3, generator=g).requires_grad_()
+            out = f(x, y, w, b)
+            grads = torch.autograd.grad(out, (w, b), torch.randn(out.shape, generator=g), create_graph=True)
+            results.append([[gr.requires_grad for gr in grads], out.detach(), *(gr.detach() for gr in grads)])
+        (want_history, *want), (got_history, *got) = results
+        assert got_history == want_history, (
+            f"requires_grad of the gradients: {got_history} compiled, {want_history} eager"
+        )
+        for got_value, want_value in zip(got, want):
+            torch.testing.assert_close(got_value, want_value)
+
+
+def test_batch_norm_beside_a_data_dependent_op_keeps_eagers_history() -> None:
+    """Like fuzz f2b40baedb: the replay graph with batch norm whole was traced without unbacked
+    symbols, so a region with `masked_select` failed to trace it and replayed without history."""
+
+    def fn(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        return F.batch_norm(x, None, None, w, b, training=True).sum() + x.masked_select(x > 0).sum() * w.sum()
+
+    _check_norm_history(lambda x, m, v, w, b: fn(x, w, b), "weight_bias")
+
+
+def _check_norm_history(
+    fn: Callable[..., torch.Tensor], wanted: str, expanded: bool = False, dtype: torch.dtype = torch.float32
+) -> None:
+    """`fn(x, running_mean, running_var, weight, bias)` compiled gives eager's values, gradients under
+    create_graph=True (and whether they have history), second-order gradients and running statistics."""
 
     def run(fn: Callable[..., torch.Tensor]) -> list[Any]:
         g = torch.Generator().manual_seed(4)
-        x, w, b = torch.randn(4, 3, 5, generator=g), torch.randn(3, generator=g), torch.randn(3, generator=g)
+        x = torch.randn(1 if expanded else 4, 3, 5, generator=g)
+        x = x.expand(4, 3, 5) if expanded else x
+        w, b = torch.randn(3, generator=g), torch.randn(3, generator=g)
         stats = [torch.randn(3, generator=g), torch.rand(3, generator=g) + 0.5]
+        x, w, b, *stats = (t.to(dtype) for t in (x, w, b, *stats))
         leaves = [x, w, b] if wanted == "all" else [w, b] if wanted == "weight_bias" else [w]
         for leaf in leaves:
             leaf.requires_grad_()
         y = fn(x, *stats, w, b)
-        grads = torch.autograd.grad(y, leaves, torch.randn(y.shape, generator=g), create_graph=True)
+        grads = torch.autograd.grad(y, leaves, torch.randn(y.shape, generator=g).to(dtype), create_graph=True)
         history = [gr.requires_grad for gr in grads]
-        terms = [(gr * torch.randn(gr.shape, generator=g)).sum() for gr in grads if gr.requires_grad]
+        terms = [(gr * torch.randn(gr.shape, generator=g).to(dtype)).sum() for gr in grads if gr.requires_grad]
         second = torch.autograd.grad(sum(terms), leaves, allow_unused=True) if terms else ()
         return [y.detach(), history, [gr.detach() for gr in grads], list(second), stats]
 
-    got, want = run(aotgrad.aot_function(NORMS[name], fw_compiler=FirstOrderOnly(), config=strict())), run(NORMS[name])
+    got, want = run(aotgrad.aot_function(fn, fw_compiler=FirstOrderOnly(), config=strict())), run(fn)
     assert got[1] == want[1], f"requires_grad of the gradients: {got[1]} compiled, {want[1]} eager"
     for got_value, want_value in zip([got[0], *got[2], *got[3], *got[4]], [want[0], *want[2], *want[3], *want[4]]):
         _assert_same_or_both_zero(got_value, want_value)

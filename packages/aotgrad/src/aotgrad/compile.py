@@ -66,6 +66,10 @@ class TracedRegion:
     forward: FunctionalGraph
     joint: JointGraph | None
     distinct_inputs: tuple[tuple[int, tuple[int, ...]], ...] = ()
+    # Those inputs' full shapes (symbolic where the inputs' sizes are), and the fake inputs traced
+    # (the distinct elements): a double backward's replay graph expands them back (`_full_shapes`).
+    full_shapes: dict[int, torch.Size] = dataclasses.field(default_factory=dict)
+    traced_inputs: Sequence[Any] = ()
 
 
 def fake_inputs_for(flat_inputs: Sequence[Any], unbacked: bool = False) -> tuple[FakeTensorMode, list[Any]]:
@@ -176,12 +180,13 @@ def _trace_region(
     # With oneDNN off, decompositions pick portable ATen ops over oneDNN kernels whose workspace
     # outputs fake tensors cannot describe (the recurrent layers); the graph's ops still use oneDNN.
     with fake_mode, _onednn_disabled(), _python_dispatcher_if_symbolic(fakes):
+        full_shapes = {i: fakes[i].shape for i, _ in _distinct_dims(fakes, grad_mask)}
         fn, fakes, distinct = _through_distinct_elements(fn, fakes, grad_mask)
         needed_grad = [isinstance(x, torch.Tensor) and x.requires_grad for x in fakes]
         forward = trace_functional(fn, fakes, decompositions, training=grad_mask is not None)
         _check_constants(forward.gm, training=torch.is_grad_enabled())
         if grad_mask is None:
-            return TracedRegion(forward, None, distinct)
+            return TracedRegion(forward, None, distinct, full_shapes, fakes)
         # The trace ran the user's in-place ops under autograd: an input that needed no grad and
         # now does was written from values that do; its new value is differentiable (as in eager).
         forward.differentiable_mutations = tuple(
@@ -199,7 +204,18 @@ def _trace_region(
         # block would run in bfloat16).
         with torch._C._DisableAutocast():
             joint = trace_joint(forward, fakes, grad_mask, decompositions)
-        return TracedRegion(forward, joint, distinct)
+        return TracedRegion(forward, joint, distinct, full_shapes, fakes)
+
+
+def _distinct_dims(
+    fakes: Sequence[Any], grad_mask: Sequence[bool] | None
+) -> tuple[tuple[int, tuple[int, ...]], ...]:
+    """(input, dims) for the inputs whose elements repeat along `dims` and that need no grad."""
+    return tuple(
+        (i, tuple(dims))
+        for i, x in enumerate(fakes)
+        if isinstance(x, torch.Tensor) and not (grad_mask and grad_mask[i]) and (dims := repeated_dims(x))
+    )
 
 
 def _through_distinct_elements(
@@ -213,11 +229,7 @@ def _through_distinct_elements(
     value could not be written back into the input. Expanded inside the graph, functionalization
     sees the sharing. Returns the function, its example inputs, and (input, dims) pairs for `Region`.
     """
-    distinct = tuple(
-        (i, tuple(dims))
-        for i, x in enumerate(fakes)
-        if isinstance(x, torch.Tensor) and not (grad_mask and grad_mask[i]) and (dims := repeated_dims(x))
-    )
+    distinct = _distinct_dims(fakes, grad_mask)
     if not distinct:
         return fn, fakes, ()
     shapes = {i: fakes[i].shape for i, _ in distinct}
@@ -332,27 +344,87 @@ def compile_region(
 
 def _batch_norm_whole_tracer(
     fn: Callable[..., Any], traced: TracedRegion
-) -> Callable[[Sequence[Any]], torch.fx.GraphModule | None] | None:
+) -> Callable[[Sequence[Any]], torch.fx.GraphModule | None]:
     """For a double backward through `traced`'s region: traces `fn` from the region's inputs into a
     forward graph with batch norm whole (`replay_decompositions`), or None where that graph would
-    not line up with the compiled forward's outputs (then the region replays its own graph). None
-    for a region whose inputs were narrowed to their distinct elements (`_through_distinct_elements`)."""
-    if traced.distinct_inputs:
-        return None
+    not line up with the compiled forward's outputs (then the region replays its own graph, whose
+    gradients are eager's values, but the weight's may lack the history eager's has: logged).
+
+    The region's inputs are those it runs on: an input whose elements repeat (an expanded tensor)
+    comes narrowed to its distinct elements, and is expanded back to its full shape for `fn`."""
     forward = traced.forward
 
     def trace(inputs: Sequence[Any]) -> torch.fx.GraphModule | None:
-        fake_mode, fakes = fake_inputs_for(list(inputs))
-        try:
-            with fake_mode, _onednn_disabled(), torch._C._DisableAutocast():
-                whole = trace_functional(fn, fakes, {}, training=True, early=replay_decompositions())
-        except Exception as error:  # the region's own graph still replays: its gradients are eager's values
-            log.debug("aotgrad: replaying the decomposed batch norm (%s: %s)", type(error).__name__, error)
+        full = _full_shapes(traced, inputs)
+        if full is None:
+            _log_decomposed_replay("an expanded input's size is bound to no input")
             return None
-        same = whole.mutated_inputs == forward.mutated_inputs and whole.num_graph_outputs == forward.num_graph_outputs
-        return whole.gm if same else None
+
+        def whole_fn(*flat: Any) -> Any:
+            return fn(*(x.expand(full[i]) if i in full else x for i, x in enumerate(flat)))
+
+        try:
+            whole = _trace_whole(whole_fn, inputs)
+        except Exception as error:  # the region's own graph still replays: its gradients are eager's values
+            _log_decomposed_replay(f"{type(error).__name__}: {error}")
+            return None
+        same_outputs = whole.num_graph_outputs == forward.num_graph_outputs
+        if whole.mutated_inputs != forward.mutated_inputs or not same_outputs:
+            _log_decomposed_replay("its graph with batch norm whole has other outputs")
+            return None
+        return whole.gm
 
     return trace
+
+
+def _log_decomposed_replay(why: str) -> None:
+    log.warning(
+        "aotgrad: a double backward replays a batch norm decomposed (%s): its gradients are eager's values, "
+        "but the weight's may lack the history eager's has",
+        why,
+    )
+
+
+def _trace_whole(fn: Callable[..., Any], inputs: Sequence[Any]) -> FunctionalGraph:
+    """`fn`'s forward graph with batch norm whole, traced from `inputs` (again with unbacked
+    symbols where an op's output depends on the data, as in `trace_region`)."""
+    try:
+        return _trace_whole_once(fn, inputs, unbacked=False)
+    except Exception as error:
+        if not _data_dependent(error):
+            raise
+    return _trace_whole_once(fn, inputs, unbacked=True)
+
+
+def _trace_whole_once(fn: Callable[..., Any], inputs: Sequence[Any], unbacked: bool) -> FunctionalGraph:
+    fake_mode, fakes = fake_inputs_for(list(inputs), unbacked)
+    with fake_mode, _onednn_disabled(), torch._C._DisableAutocast():
+        return trace_functional(fn, fakes, {}, training=True, early=replay_decompositions())
+
+
+def _full_shapes(traced: TracedRegion, inputs: Sequence[Any]) -> dict[int, tuple[int, ...]] | None:
+    """The full shapes of the region's inputs narrowed to their distinct elements, given the real
+    inputs of one call: symbolic sizes bound through the sizes (and ints) the traced inputs had
+    for them. None where a size is bound to nothing the region takes."""
+    bindings: dict[Any, int] = {}
+    for fake, real in zip(traced.traced_inputs, inputs):
+        tensors = isinstance(fake, torch.Tensor) and isinstance(real, torch.Tensor)
+        pairs = zip(fake.shape, real.shape) if tensors else [(fake, real)]
+        for size, value in pairs:
+            if isinstance(size, torch.SymInt) and isinstance(value, int) and size.node.expr.is_symbol:
+                bindings[size.node.expr] = value
+    full: dict[int, tuple[int, ...]] = {}
+    for index, shape in traced.full_shapes.items():
+        sizes = []
+        for size in shape:
+            if isinstance(size, torch.SymInt):
+                expr = size.node.expr.xreplace(bindings)
+                if not expr.is_number:
+                    return None
+                size = int(expr)
+            sizes.append(int(size))
+        full[index] = tuple(sizes)
+    return full
 
 
 def _compiled_region(
