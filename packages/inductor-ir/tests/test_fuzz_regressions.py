@@ -150,3 +150,20 @@ def test_max_pool_indices_of_nan_and_infinite_windows_are_eagers() -> None:
     compiled = inductor_ir.compile_graph(gm, [x], backends={"cpu": ReferenceBackend()})
     for i, (got, want) in enumerate(zip(compiled(x), _max_pools(x))):
         torch.testing.assert_close(got, want, equal_nan=True, msg=lambda m, i=i: f"output {i}: {m}")
+
+
+def _scatter_add_of_views_of_empty(index: torch.Tensor, values: torch.Tensor, ramp: torch.Tensor) -> torch.Tensor:
+    # A gather's backward over a (1, 0, 1, 2) tensor: views between [0] and [1, 0, 1, 1] index by
+    # `// 0` and `% 0`, which no element ever computes.
+    flat = (values * ramp).view(1, 0, 1, 1).view(0).view(1, 0, 1, 1)
+    return torch.ops.aten.scatter_add(values.new_zeros(1, 0, 1, 2), 1, index, flat)
+
+
+def test_views_through_an_empty_dim_compile() -> None:
+    """fuzz 41d49fedda: the backward of a gather over a (1, 0, 1, 2) tensor failed to compile:
+    ZeroDivisionError from `ModularIndexing(i, 1, 0)` of the empty dim."""
+    index = torch.zeros(1, 0, 1, 1, dtype=torch.int64)
+    values, ramp = torch.randn(0), torch.arange(0)
+    gm = make_fx(_scatter_add_of_views_of_empty, decomposition_table=inductor_ir.decompositions())(index, values, ramp)
+    compiled = inductor_ir.compile_graph(gm, [index, values, ramp], backends={"cpu": ReferenceBackend()})
+    assert_close(compiled(index, values, ramp), _scatter_add_of_views_of_empty(index, values, ramp))

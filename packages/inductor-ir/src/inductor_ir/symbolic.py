@@ -44,6 +44,8 @@ class FloorDiv(sympy.Function):
     def eval(cls, base: sympy.Expr, divisor: sympy.Expr) -> sympy.Expr | None:  # type: ignore[override]
         if divisor == 1:
             return base
+        if divisor == 0:
+            return sympy.Integer(0)  # a view of an empty tensor: no element ever computes this index
         if base == 0:
             return sympy.Integer(0)
         if base.is_Integer and divisor.is_Integer:
@@ -77,8 +79,8 @@ class ModularIndexing(sympy.Function):
     def eval(  # type: ignore[override]
         cls, base: sympy.Expr, divisor: sympy.Expr, modulus: sympy.Expr
     ) -> sympy.Expr | None:
-        if base == 0 or modulus == 1:
-            return sympy.Integer(0)
+        if base == 0 or modulus == 1 or modulus == 0 or divisor == 0:
+            return sympy.Integer(0)  # 0 and 0: a view of an empty tensor, whose index never computes
         if base.is_Integer and divisor.is_Integer and modulus.is_Integer:
             return sympy.Integer((int(base) // int(divisor)) % int(modulus))
         if isinstance(base, sympy.Add):
