@@ -616,3 +616,50 @@ def test_batch_norm_applies_a_running_statistic_passed_as_weight_after_updating_
         lambda: [_leaf(43, (5, 3), grad=True), _leaf(44, (3,)), _leaf(46, (3,)).abs() + 0.5, _leaf(45, (3,))],
         no_grad=no_grad,
     )
+
+
+# --- advanced indexing with a 0-d index tensor beside others ----------------------------------------
+
+
+def _index_put_at_a_0d_column(a: torch.Tensor, i: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    return a.index_put((i.argsort(stable=True)[:2], torch.tensor(6)), v) * 2
+
+
+def _index_at_a_0d_column(a: torch.Tensor, i: torch.Tensor, j: torch.Tensor) -> torch.Tensor:
+    return torch.ops.aten.index.Tensor(a, [i, j]).sin()
+
+
+@pytest.mark.parametrize("no_grad", [True, False])
+def test_index_put_with_a_0d_index_beside_a_1d_one_is_eagers(no_grad: bool) -> None:
+    """fuzz bc990cafd8: torch's fake `index` left a 0-d index tensor out of the indices' broadcast,
+    so the gradient of `index_put`'s values (an `index`) had shape () where eager's has (2,)."""
+    check_against_eager(
+        _index_put_at_a_0d_column,
+        lambda: [_leaf(50, (3, 7), grad=True), torch.tensor([4, 1, 7]), _leaf(51, (2,), grad=True)],
+        no_grad=no_grad,
+    )
+    check_against_eager(
+        _index_put_at_a_0d_column,
+        lambda: [_leaf(52, (3, 7)), torch.tensor([4, 1, 7]), _leaf(53, (1,), grad=True)],
+        no_grad=no_grad,
+    )
+
+
+@pytest.mark.parametrize("no_grad", [True, False])
+def test_index_with_a_0d_index_beside_a_1d_one_has_eagers_shape_in_the_graph(no_grad: bool) -> None:
+    """fuzz bc990cafd8: the forward graph's `index` had the fake shape (4,) for eager's (2, 4)."""
+    graphs: list[torch.fx.GraphModule] = []
+
+    def recording(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Callable[..., Any]:
+        graphs.append(gm)
+        return aotgrad.eager_compiler(gm, example_inputs)
+
+    def make_inputs() -> list[Any]:
+        return [_leaf(54, (3, 5, 4), grad=not no_grad), torch.tensor([2, 0]), torch.tensor(3)]
+
+    check_against_eager(_index_at_a_0d_column, make_inputs, no_grad=no_grad)
+    compiled = aotgrad.aot_function(_index_at_a_0d_column, fw_compiler=recording, config=strict())
+    with torch.no_grad() if no_grad else torch.enable_grad():
+        compiled(*make_inputs())
+    (output,) = [n for n in graphs[0].graph.nodes if n.op == "output"]
+    assert tuple(output.args[0][0].meta["val"].shape) == (2, 4)

@@ -29,6 +29,9 @@ Graphs that aotgrad hands to a compiler use torch's Core ATen opset
 * **Decomposed as eager computes** (`EAGER_THRESHOLD`): ``threshold`` on integer tensors converts its
   threshold and value to the tensor's dtype and selects between integers (torch's went through
   float32, rounding integers beyond 2**24).
+* **Shaped as eager's** (`EAGER_INDEX`, first and in the joint trace): ``index`` with a 0-d index tensor beside
+  others broadcasts its indices first (torch's fake kernel left the 0-d one out of the result's shape,
+  so a forward graph's meta and the gradient of ``index_put``'s values had the wrong shape).
 * **Decomposed as eager computes** (`EAGER_STD`): ``std`` and ``std_mean`` of float32, float16 and
   bfloat16 tensors on the CPU accumulate and take the square root in float64, as eager's CPU kernels
   do (torch's float32 variance overflowed to inf for values near 1e30).
@@ -54,6 +57,7 @@ from torch._decomp import core_aten_decompositions, decomposition_table, get_dec
 from aotgrad.eager_batch_norm import native_batch_norm_for_replay, with_eager_running_stats
 from aotgrad.eager_factories import EAGER_FACTORIES
 from aotgrad.eager_gradients import EAGER_GRADIENTS
+from aotgrad.eager_index import EAGER_INDEX
 from aotgrad.eager_std import EAGER_STD
 from aotgrad.eager_threshold import EAGER_THRESHOLD
 from aotgrad.eager_upsample import EAGER_UPSAMPLE
@@ -118,9 +122,11 @@ INFERENCE_ONLY: tuple[Any, ...] = (aten._scaled_dot_product_flash_attention_for_
 def joint_decompositions(table: DecompositionTable) -> DecompositionTable:
     """`table` without the decompositions that are wrong under autograd (`INFERENCE_ONLY`): the one
     the joint forward+backward trace applies. Activation gradients it decomposes use
-    `EAGER_GRADIENTS` (eager's values at NaN) in place of torch's."""
+    `EAGER_GRADIENTS` (eager's values at NaN) in place of torch's; `index` (the gradient of
+    `index_put`'s values) broadcasts its indices first (`EAGER_INDEX`: eager's shape on fake tensors)."""
     inference_only = _overloads(INFERENCE_ONLY)
     joint = {op: EAGER_GRADIENTS.get(op, fn) for op, fn in table.items() if op not in inference_only}
+    joint = {**EAGER_INDEX, **joint}  # a table's own decomposition of `index` comes first
     return _native_batch_norm_as_eager(joint)
 
 
@@ -156,6 +162,7 @@ def mutation_decompositions(*, differentiated: bool = False) -> DecompositionTab
     computes it, takes the weight's gradient as ``sum(dy * x) - mean * sum(dy)``: -inf where eager's
     ``sum(dy * (x - mean))`` is NaN, with an infinite running mean."""
     table: DecompositionTable = dict(get_decompositions(list(EARLY_DECOMPOSED)))  # type: ignore[arg-type]
+    table.update(EAGER_INDEX)  # the forward graph's shapes are eager's (its tangents are made from them)
     for op in _overloads(FIRST_RESULT_DIFFERENTIABLE):
         if op in table:
             table[op] = _detaching_rest(with_eager_running_stats(op, table[op]))
