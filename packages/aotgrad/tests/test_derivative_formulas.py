@@ -85,3 +85,51 @@ def test_rrelu_training_gradient() -> None:
     # it drew: the gradient of the negative entries came out zero.
     x = torch.randn(4, 6, requires_grad=True)
     _compare(lambda t: torch.nn.functional.rrelu(t, 0.1, 0.4, training=True), x, seed=3)
+
+
+# --- ops without a derivative formula, on a path a backward may never take -------------------------
+
+
+# Eager's error names its in-place op, Kiln's its functional one.
+_NO_DERIVATIVE = r"derivative for aten::floor_divide_? is not implemented"
+
+
+def _floor_divided_in_place(
+    a: torch.Tensor, w: torch.Tensor, b: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    t = a[1:].lerp_(w, 0.3)
+    t.floor_divide_(3)
+    return b.sin(), a * 2
+
+
+def _inputs(seed: int) -> list[torch.Tensor]:
+    g = torch.Generator().manual_seed(seed)
+    a, w, b = torch.randn(3, 2, generator=g), torch.randn(2, generator=g), torch.randn(2, generator=g)
+    return [a, w.requires_grad_(), b.requires_grad_()]
+
+
+def test_an_op_without_a_derivative_raises_only_in_a_backward_that_reaches_it() -> None:
+    """fuzz fe18401325: `floor_divide_` on a view written from a tensor that requires grad; eager
+    raises "derivative for aten::floor_divide is not implemented" only in a backward through it,
+    the joint trace raised it while compiling (a gradient no backward asked for)."""
+    compiled = aotgrad.aot_function(
+        _floor_divided_in_place, fw_compiler=aotgrad.eager_compiler, config=strict()
+    )
+    runs = []
+    for f in (_floor_divided_in_place, compiled):
+        a, w, b = _inputs(60)
+        outs = f(a, w, b)
+        cotangent = torch.randn(2, generator=torch.Generator().manual_seed(61))
+        grads = torch.autograd.grad(outs[0], [w, b], cotangent, allow_unused=True)
+        runs.append([[o.requires_grad for o in (*outs, a)], *outs, a, *grads])
+        with pytest.raises(RuntimeError, match=_NO_DERIVATIVE):
+            torch.autograd.grad(outs[1].sum(), w)
+        with pytest.raises(RuntimeError, match=_NO_DERIVATIVE):
+            torch.autograd.grad(a.sum(), w)  # the input's new value: written through the view
+    (want_flags, *want), (got_flags, *got) = runs
+    assert got_flags == want_flags
+    for got_value, want_value in zip(got, want):
+        if want_value is None or got_value is None:
+            assert want_value is None and got_value is None
+        else:
+            torch.testing.assert_close(got_value, want_value)

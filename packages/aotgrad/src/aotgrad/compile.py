@@ -458,6 +458,7 @@ def _compiled_region(
             differentiable_outputs=traced.joint.differentiable_outputs,
             grad_inputs=traced.joint.grad_inputs,
             mutated_inputs=traced.forward.mutated_inputs,
+            raising_outputs=traced.joint.raising_outputs,
             higher_order=DifferentiableBackward.for_region(
                 traced.forward, traced.joint.grad_inputs, traced.joint.differentiable_outputs, batch_norm_whole
             ),

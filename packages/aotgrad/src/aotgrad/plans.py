@@ -95,8 +95,8 @@ def export_plans(compiled: Any, export: Callable[[Callable[..., Any]], Any]) -> 
 
     Raises:
         NotPlannable: `compiled` is not an `AotCallable` (a graph split at custom autograd
-            Functions), or a region ran eagerly, raises eager's error, or takes inputs narrowed
-            to their distinct elements.
+            Functions), or a region ran eagerly, raises eager's error, takes inputs narrowed
+            to their distinct elements, or has a backward that reaches an op without a derivative.
     """
     if not isinstance(compiled, AotCallable):
         raise NotPlannable(f"a {type(compiled).__name__} is not one traced region (custom autograd Functions?)")
@@ -106,6 +106,8 @@ def export_plans(compiled: Any, export: Callable[[Callable[..., Any]], Any]) -> 
             raise NotPlannable("a region runs eagerly or raises eager's error")
         if region.distinct_inputs:
             raise NotPlannable("a region takes inputs with repeated elements")
+        if isinstance(region.compiled, CompiledTraining) and region.compiled.raising_outputs:
+            raise NotPlannable("a region's backward reaches an op without a derivative formula")
         plans.append(_plan(key, region, export))
     if not plans:
         raise NotPlannable("nothing was compiled")

@@ -62,6 +62,8 @@ class CompiledTraining:
             their memory are copied first, so the backward sees the values from before.
         higher_order: recomputes the gradients with history for a backward under
             ``create_graph=True`` (None: such a backward raises).
+        raising_outputs: differentiable outputs whose backward reaches an op without a derivative
+            formula, with eager's error: raised by a backward that gives one of them a gradient.
     """
 
     forward: Callable[..., Any]
@@ -71,6 +73,7 @@ class CompiledTraining:
     grad_inputs: tuple[int, ...]
     mutated_inputs: tuple[int, ...] = ()
     higher_order: DifferentiableBackward | None = None
+    raising_outputs: dict[int, str] = dataclasses.field(default_factory=dict)
     _function: type[torch.autograd.Function] | None = None
     _apply: Callable[..., Any] | None = None
 
@@ -195,7 +198,12 @@ def _autograd_function_for(plan: CompiledTraining, num_inputs: int) -> type[torc
     contiguous = torch.Tensor.contiguous
     saved_tensor_hooks = torch._C._autograd._top_saved_tensors_default_hooks
 
+    raising = tuple(plan.raising_outputs.items())
+
     def run_backward(ctx: Any, *grad_outputs: Any) -> tuple[Any, ...]:
+        for index, message in raising:  # as eager's backward, reaching an op without a derivative
+            if grad_outputs[index] is not None:
+                raise RuntimeError(message)
         args = list(ctx.saved_tensors) if layout.plain else _restore_with_layout(ctx)
         # The autograd node lets go of the saved values (unless retain_graph): `args` holds
         # the only references, and a boxed backward drops them as it goes.

@@ -10,6 +10,7 @@ floating outputs: an output that needs no tangent leaves a gap).
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -38,6 +39,9 @@ class JointGraph:
         num_fwd_outputs: number of forward outputs at the front of the output tuple.
         grad_inputs: primal indices whose gradient the graph returns, in output order.
         differentiable_outputs: forward-output indices that receive a tangent, in placeholder order.
+        raising_outputs: differentiable outputs whose backward reaches an op without a derivative
+            (`aten.floor_divide`...), with eager's error: the graph ignores their tangents, and a
+            backward that gives them a gradient raises that error, as eager's does (only then).
     """
 
     gm: torch.fx.GraphModule
@@ -45,6 +49,7 @@ class JointGraph:
     num_fwd_outputs: int
     grad_inputs: tuple[int, ...]
     differentiable_outputs: tuple[int, ...]
+    raising_outputs: dict[int, str] = dataclasses.field(default_factory=dict)
 
     @property
     def num_tangents(self) -> int:
@@ -137,6 +142,47 @@ def _functionalized(
     )
 
 
+_MISSING_DERIVATIVE = re.compile(r"derivative for '?[\w:.]+'? is not implemented")
+
+
+def _missing_derivative(error: RuntimeError) -> str | None:
+    """Eager's error for an op without a derivative formula, where `error` is one (else None)."""
+    match = _MISSING_DERIVATIVE.search(str(error))
+    return str(error).strip().splitlines()[0] if match else None
+
+
+def _gradients(
+    chosen: Sequence[tuple[torch.Tensor, torch.Tensor]], wanted: Sequence[torch.Tensor]
+) -> tuple[Sequence[Any], dict[int, str]]:
+    """The gradients of `wanted` for (output, tangent) pairs `chosen`, and the positions in `chosen`
+    of the outputs left out because their backward reaches an op without a derivative formula,
+    with eager's error.
+
+    Eager raises that error only in a backward that reaches the op, so the trace must not: each
+    output is tried alone where all together fail (on fake tensors; the failed attempts' nodes
+    are dead code, cleaned away)."""
+    try:
+        outputs, tangents = [out for out, _ in chosen], [t for _, t in chosen]
+        return torch.autograd.grad(outputs, wanted, tangents, allow_unused=True, retain_graph=True), {}
+    except RuntimeError as error:
+        if _missing_derivative(error) is None:
+            raise
+    raising: dict[int, str] = {}
+    for position, (out, tangent) in enumerate(chosen):
+        try:
+            torch.autograd.grad(out, wanted, tangent, allow_unused=True, retain_graph=True)
+        except RuntimeError as error:
+            message = _missing_derivative(error)
+            if message is None:
+                raise
+            raising[position] = message
+    kept = [pair for position, pair in enumerate(chosen) if position not in raising]
+    if not kept:
+        return [None] * len(wanted), raising
+    grads = torch.autograd.grad([out for out, _ in kept], wanted, [t for _, t in kept], allow_unused=True)
+    return grads, raising
+
+
 def trace_joint(
     forward: FunctionalGraph,
     fake_inputs: Sequence[Any],
@@ -161,6 +207,7 @@ def trace_joint(
     values = [forward_outputs[i].meta["val"] for i in candidates]
     tangents = [torch.empty(v.shape, dtype=v.dtype, device=v.device) for v in values]
     differentiable_box: list[tuple[int, ...]] = []
+    raising: dict[int, str] = {}
 
     def joint(primals: list[Any], tangents: list[torch.Tensor]) -> tuple[Any, ...]:
         leaves = _as_primals(primals, grad_mask)
@@ -171,9 +218,8 @@ def trace_joint(
             wanted = [leaves[i] for i in grad_inputs]
             grads: Sequence[Any] = ()
             if wanted and chosen:
-                grads = torch.autograd.grad(
-                    [outputs[i] for i, _ in chosen], wanted, [t for _, t in chosen], allow_unused=True
-                )
+                grads, left_out = _gradients([(outputs[i], t) for i, t in chosen], wanted)
+                raising.update((chosen[position][0], message) for position, message in left_out.items())
         grads = list(grads) or [None] * len(wanted)
         return (*(out.detach() if isinstance(out, torch.Tensor) else out for out in outputs), *grads)
 
@@ -191,4 +237,4 @@ def trace_joint(
             assert not node.users, "an unused tangent was read"
             gm.graph.erase_node(node)
     clean(gm, differentiated=True)
-    return JointGraph(gm, len(fake_inputs), len(forward_outputs), grad_inputs, differentiable)
+    return JointGraph(gm, len(fake_inputs), len(forward_outputs), grad_inputs, differentiable, dict(raising))
