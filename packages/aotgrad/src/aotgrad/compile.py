@@ -28,6 +28,7 @@ from aotgrad.decompositions import (
 )
 from aotgrad.errors import (
     AotGradError,
+    EagerOnlyWriteError,
     TracingError,
     UnsupportedOperatorError,
     location_from_stack_trace,
@@ -330,6 +331,11 @@ def compile_region(
         node = current_node() if current_node else None
         location = error.user_location or (location_from_stack_trace(node.meta.get("stack_trace")) if node else None)
         return RaisingRegion(error.op, location)
+    except EagerOnlyWriteError as error:
+        # The program is valid and only eager can make this write: run eagerly, fallback or not.
+        failure = _explain_failure(error, current_node() if current_node else None)
+        log.warning("aotgrad: running this graph eagerly (whatever fallback_to_eager says): %s", failure)
+        return None
     except Exception as error:
         failure = _explain_failure(error, current_node() if current_node else None)
         if not config.fallback_to_eager:

@@ -43,6 +43,16 @@ class TracingError(AotGradError):
         super().__init__(f"aotgrad could not trace this graph{where}: {reason}")
 
 
+class EagerOnlyWriteError(TracingError):
+    """An in-place write that only eager can make: into a tensor whose elements overlap in memory
+    (an `as_strided` view written element by element, in eager's own loop order), or one that
+    torch's functionalization cannot fold back (through an `expand`ed narrow integer tensor).
+
+    The user's program is valid and eager defines its result, so aotgrad runs such a graph eagerly
+    whatever `fallback_to_eager` says, and logs this error as the reason.
+    """
+
+
 _FRAME_LINE = re.compile(r'File "([^"]+)", line (\d+)')
 _INTERNAL_PATH_PARTS = ("/torch/", "/src/aotgrad/", "/site-packages/", "/contextlib.py")
 

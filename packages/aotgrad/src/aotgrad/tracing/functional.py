@@ -22,7 +22,7 @@ from torch.utils import _pytree as pytree
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from aotgrad.decompositions import BATCH_NORMS, DecompositionTable, mutation_decompositions
-from aotgrad.errors import TracingError, location_from_stack_trace
+from aotgrad.errors import EagerOnlyWriteError, TracingError, location_from_stack_trace
 from aotgrad.tracing.eager_checks import EagerChecks
 from aotgrad.tracing.graph_passes import (
     clean,
@@ -181,9 +181,10 @@ def _rewrite_outputs(gm: torch.fx.GraphModule, flat_outputs_spec: pytree.TreeSpe
         if isinstance(value, torch.Tensor) and not provably_distinct(value):
             # Its elements share memory (`as_strided((3, 2), (1, 1))`): the new value, written back element
             # by element, would leave each shared location holding whichever copy came last.
-            raise TracingError(
+            raise EagerOnlyWriteError(
                 f"an input (flat input {index}) whose elements overlap in memory is written in place; eager "
-                "updates it element by element, which aotgrad cannot express. Write into a `clone()`.",
+                "updates it element by element, which aotgrad cannot express, so this graph runs eagerly. "
+                "To compile it, write into a `clone()`.",
                 None,
             )
     for node in graph.nodes:
@@ -474,9 +475,9 @@ def _explained_functionalization_failure(error: RuntimeError, gm: torch.fx.Graph
         if isinstance(node.target, torch._ops.OpOverload) and node.target._schema.is_mutable
         and getattr(node.meta.get("val"), "dtype", None) == dtype and node.meta.get("stack_trace")
     ]
-    return TracingError(
+    return EagerOnlyWriteError(
         f"an in-place write through an `expand`ed {dtype} tensor (or into an expanded {dtype} input), "
-        "which torch's functionalization cannot express for this dtype; write into a `clone()` of the "
-        "expanded tensor, or use int64",
+        "which torch's functionalization cannot express for this dtype, so this graph runs eagerly; to "
+        "compile it, write into a `clone()` of the expanded tensor, or use int64",
         location_from_stack_trace((writes or expands)[0].meta.get("stack_trace")),
     )

@@ -19,13 +19,16 @@ most once, and the sum is right. So:
   graph runs;
 * a write into a view of an `expand` output that touches each location once (`e.narrow(0, 1, 1).add_(1)`),
   and a fill through a view of one, are made, with gradients off, into an `as_strided` view of the
-  memory's owner: folded back through the expand it would be `base + sum(new - base)` too. Not where
-  that memory is an input's (the write must stay an input mutation): there the fold stays;
+  memory's owner: folded back through the expand it would be `base + sum(new - base)` too. Where
+  that memory is an input's (the write must stay an input mutation, and an `as_strided` view of the
+  input would bake in its storage offset), the write is made into a clone of the input, copied back;
+* an `expand` that repeats nothing (`x.expand(-1, -1)`) is traced as a `view`, whose fold is exact;
 * a write through an `unfold` view whose windows do not overlap is made, where no gradient flows
   through it, into an `as_strided` view of the memory's owner: functionalization folds a write
   through `unfold` back with `unfold_backward`, which zeroes every element no window covers;
 * writes into tensors that may overlap without a stride-0 dim (`unfold`, `as_strided` views; eager
-  writes those element by element) are refused with a `TracingError`: the graph runs eagerly.
+  writes those element by element, in its own loop order) raise `EagerOnlyWriteError`: the graph
+  runs eagerly, whatever `fallback_to_eager` says (the program is valid; only eager defines it).
 
 `OverlapChecks` does this in the two-pass trace (it sees the in-place ops; the one-pass trace sees
 them only after functionalization, so `OverlapWatch` sends such functions to the two-pass trace).
@@ -40,10 +43,11 @@ from typing import Any
 
 import torch
 import torch.utils._pytree as pytree
+from torch.fx.experimental.symbolic_shapes import statically_known_true
 from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from aotgrad.errors import AotGradError, TracingError, location_from_current_stack
+from aotgrad.errors import AotGradError, EagerOnlyWriteError, location_from_current_stack
 from aotgrad.tracing.single_pass import SinglePassUnsupported
 
 aten = torch.ops.aten
@@ -149,6 +153,10 @@ class OverlapChecks(TorchDispatchMode):
         kwargs = kwargs or {}
         if func is aten.expand.default:
             out = func(*args, **kwargs)
+            if _repeats_nothing(args[0], out):
+                # Folded back through an `expand`, a write would come out `base + (new - base)`
+                # (rounded: 1e30 + (1 - 1e30) is 0); through a `view` it is exact.
+                return aten.view.default(args[0], list(out.shape))
             self._expand_sources[id(out)] = (out, args[0])
             self._over_expand[id(out)] = (out, args[0])
             return out
@@ -161,7 +169,7 @@ class OverlapChecks(TorchDispatchMode):
             if isinstance(out, torch.Tensor):
                 self._over_unfold[id(out)] = (out, unfolded)
             return out
-        if getattr(func, "is_view", False) and args and (source := self._source_of(args[0])) is not None:
+        if getattr(func, "is_view", False) and args and (source := self._expanded(args[0])) is not None:
             out = func(*args, **kwargs)
             if isinstance(out, torch.Tensor):
                 self._over_expand[id(out)] = (out, source)
@@ -173,16 +181,22 @@ class OverlapChecks(TorchDispatchMode):
                     return self._repeated(func, args, kwargs, written, repeated)
                 source = self._source_of(written)
                 if source is not None and args and args[0] is written and provably_distinct(written) \
-                        and not torch.is_grad_enabled():
+                        and not _gradient_flows(args, kwargs):
                     return self._through_source(func, args, kwargs, written, source)
+                owner = self._input_owner(written)
+                if owner is not None and args and args[0] is written and provably_distinct(written) \
+                        and not _gradient_flows(args, kwargs):
+                    _write_through_copy(func, written, args[1:], kwargs, owner)
+                    return written
                 unfolded = self._unfolded(written)
                 if unfolded is not None and provably_distinct(written):
                     return self._through_unfolded(func, args, kwargs, written, unfolded)
                 if not provably_distinct(written):
-                    raise TracingError(
+                    raise EagerOnlyWriteError(
                         f"`{func}` writes in place into a tensor whose elements may overlap in memory (an "
-                        "`unfold` or `as_strided` view); eager writes it element by element, which aotgrad "
-                        "cannot express. Write into a `clone()`.",
+                        "`unfold` or `as_strided` view); eager writes it element by element, in an order "
+                        "no functional graph can express, so this graph runs eagerly. To compile it, "
+                        "write into a `clone()`.",
                         location_from_current_stack(),
                     )
         return func(*args, **kwargs)
@@ -203,32 +217,48 @@ class OverlapChecks(TorchDispatchMode):
             isinstance(a, torch.Tensor) and a.requires_grad for a in pytree.tree_leaves((args, kwargs))
         )
         if with_grad or not args or args[0] is not written:
-            raise TracingError(
+            raise EagerOnlyWriteError(
                 f"`{func}` writes in place through an `unfold` view; with gradients on, aotgrad cannot "
-                "express that write. Write into a `clone()`.",
+                "express that write, so this graph runs eagerly. To compile it, write into a `clone()`.",
                 location_from_current_stack(),
             )
         func(_storage_view(unfolded, written), *args[1:], **kwargs)
         return written
 
-    def _source_of(self, t: Any) -> torch.Tensor | None:
-        """The `expand` source `t` is a view of (through the expand), or None; None too where that
-        memory belongs to an input of the traced function."""
+    def _expanded(self, t: Any) -> torch.Tensor | None:
+        """The `expand` source `t` is a view of (through the expand), or None."""
         entry = self._over_expand.get(id(t))
-        if entry is None or entry[0] is not t:
+        return entry[1] if entry is not None and entry[0] is t else None
+
+    def _source_of(self, t: Any) -> torch.Tensor | None:
+        """`_expanded(t)`, but None where that memory belongs to an input of the traced function."""
+        source = self._expanded(t)
+        if source is None:
             return None
-        source = entry[1]
         owner = source._base if source._base is not None else source
         if any(owner is t or owner is t._base for t in self._inputs):
             return None
         return source
+
+    def _input_owner(self, t: Any) -> torch.Tensor | None:
+        """The traced function's input whose memory `t` (an `expand` output or a view of one) is in,
+        where that input is contiguous (a clone of it lays its elements out alike) and the only
+        candidate; else None."""
+        source = self._expanded(t)
+        if source is None:
+            return None
+        owner = source._base if source._base is not None else source
+        candidates = [x for x in self._inputs if owner is x or owner is x._base]
+        if len(candidates) != 1 or not candidates[0].is_contiguous():
+            return None
+        return candidates[0]
 
     @staticmethod
     def _through_source(func: Any, args: Any, kwargs: dict[str, Any], written: torch.Tensor, source: torch.Tensor) -> Any:
         """A write into a view of an `expand` output that touches each memory location once, made
         into the same locations as an `as_strided` view of the expand's source: functionalization
         folds it back exactly, where through the expand it would fold ``base + sum(new - base)``
-        (NaN over an infinite element, rounded elsewhere). Only with gradients off: traced with
+        (NaN over an infinite element, rounded elsewhere). Only where no gradient flows: traced with
         gradients, the write through `as_strided` got a wrong gradient (16 where eager gives 12
         for ``(w * 2).expand(2, n)[0].mul_(3)``), so there the fold through the expand stays."""
         func(_storage_view(source, written), *args[1:], **kwargs)
@@ -237,21 +267,26 @@ class OverlapChecks(TorchDispatchMode):
     def _repeated(self, func: Any, args: Any, kwargs: dict[str, Any], written: torch.Tensor, repeated: list[int]) -> Any:
         tolerated = func in _FILLS or func in _MASKED_FILLS  # eager accepts these
         if tolerated and args and args[0] is written and provably_distinct(written, repeated):
-            target = self._distinct_view(written, repeated)
-            if func in _FILLS:
-                func(target, *args[1:], **kwargs)
-            else:
+            rest = args[1:]
+            if func in _MASKED_FILLS:
                 mask = args[1].expand(written.shape)
                 for d in repeated:
                     mask = mask.any(d, keepdim=True)
-                func(target, mask, *args[2:], **kwargs)
+                rest = (mask, *args[2:])
+            # An `expand` output itself is written through plain views of its source (`_distinct_view`).
+            owner = None if id(written) in self._expand_sources else self._input_owner(written)
+            if owner is not None and not _gradient_flows(args, kwargs):
+                _write_through_copy(func, distinct_elements(written, repeated), rest, kwargs, owner)
+            else:
+                func(self._distinct_view(written, repeated), *rest, **kwargs)
             return written
         refused = func._schema.name.split("::")[-1] in _REFUSED or func is aten.fill_.Tensor
         if not tolerated and (torch.Tag.pointwise in func.tags or refused):
             raise OverlappingWriteError(str(func), location_from_current_stack())
-        raise TracingError(
+        raise EagerOnlyWriteError(
             f"`{func}` writes in place into a tensor whose elements share memory (an `expand`ed view); "
-            "aotgrad cannot express that write. Write into a `clone()`.",
+            "aotgrad cannot express that write, so this graph runs eagerly. To compile it, write into a "
+            "`clone()`.",
             location_from_current_stack(),
         )
 
@@ -272,6 +307,36 @@ class OverlapChecks(TorchDispatchMode):
         return view if view.shape == narrowed.shape else narrowed
 
 
+def _repeats_nothing(source: torch.Tensor, out: torch.Tensor) -> bool:
+    """Whether `out = source.expand(...)` only adds leading dims of size 1: a view, no copies."""
+    lead = out.dim() - source.dim()
+    return all(statically_known_true(n == 1) for n in out.shape[:lead]) and all(
+        statically_known_true(a == b) for a, b in zip(out.shape[lead:], source.shape)
+    )
+
+
+def _gradient_flows(args: Any, kwargs: dict[str, Any]) -> bool:
+    """Whether a write with these arguments is traced with gradients (one of them requires grad)."""
+    return torch.is_grad_enabled() and any(
+        isinstance(a, torch.Tensor) and a.requires_grad for a in pytree.tree_leaves((args, kwargs))
+    )
+
+
+def _write_through_copy(
+    func: Any, target: torch.Tensor, rest: Sequence[Any], kwargs: dict[str, Any], owner: torch.Tensor
+) -> None:
+    """`func(target, *rest)` where `target` (no two elements in one memory location) is a view of an
+    `expand` over the memory of `owner`, an input of the traced function: made on the same elements
+    of a clone of `owner`, which is then copied into it. Through the expand, functionalization would
+    fold the write back as `base + sum(new - base)` (rounded, NaN over an infinite element, failing
+    for narrow integers); an `as_strided` view of the input itself would bake in its storage offset,
+    which the compiled region is not specialized on. The offset into the clone is relative."""
+    copy = owner.clone()  # contiguous, as `owner` is, from offset 0
+    offset = target.storage_offset() - owner.storage_offset()
+    func(copy.as_strided(target.shape, target.stride(), offset), *rest, **kwargs)
+    owner.copy_(copy)
+
+
 def _storage_view(source: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
     """The elements of `like` (a view sharing `source`'s memory) as an `as_strided` view of the
     tensor owning that memory: functionalization accepts `as_strided` only first in a view chain."""
@@ -280,16 +345,19 @@ def _storage_view(source: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
 
 
 _INPLACE_DUNDERS = frozenset({"__setitem__"})
+_EXPANDS = frozenset({"expand", "expand_as", "broadcast_to", "broadcast_tensors"})
 
 
 class OverlapWatch(TorchFunctionMode):
     """For the one-pass trace: gives up (`SinglePassUnsupported`) at an in-place call on a tensor
-    with repeated elements, which only the two-pass trace sees as in place."""
+    with repeated elements, which only the two-pass trace sees as in place, and at one after an
+    `expand` (a write through it, even where it repeats nothing, needs `OverlapChecks`)."""
 
     def __init__(self) -> None:
         super().__init__()
         self._saw_repeated = False  # a tensor with repeated elements exists: views of it may be written
         self._saw_unfold = False  # an `unfold` view exists: a write through it needs the two-pass trace
+        self._saw_expand = False  # an `expand` exists: `OverlapChecks` makes one repeating nothing a view
 
     def __torch_function__(self, func: Any, types: Any, args: Sequence[Any] = (), kwargs: Any = None) -> Any:
         kwargs = kwargs or {}
@@ -304,11 +372,14 @@ class OverlapWatch(TorchFunctionMode):
         for target in targets:
             for t in target if isinstance(target, (tuple, list)) else [target]:
                 if isinstance(t, torch.Tensor) and (
-                    self._saw_repeated or self._saw_unfold or repeated_dims(t) or not provably_distinct(t)
+                    self._saw_repeated or self._saw_unfold or self._saw_expand or repeated_dims(t)
+                    or not provably_distinct(t)
                 ):
                     raise SinglePassUnsupported(f"in-place `{name}` on a tensor whose elements overlap, or after one exists")
         if name == "unfold":
             self._saw_unfold = True
+        if name in _EXPANDS:
+            self._saw_expand = True
         out = func(*args, **kwargs)
         if not self._saw_repeated and isinstance(out, torch.Tensor) and repeated_dims(out):
             self._saw_repeated = True
