@@ -42,16 +42,52 @@ def test_graph_mixing_cpu_and_cuda_falls_back_and_stays_right() -> None:
     torch.testing.assert_close(frontend.compile(mixed)(x, y), mixed(x, y))
 
 
-@pytest.mark.xfail(strict=False, reason="open: on the GPU an int16 product fused into an int64 sum is not "
-                   "wrapped to int16 first (found by the fuzzer's cuda target; the interpreter and C++ wrap it)")
-def test_narrow_int_product_wraps_before_a_wider_sum() -> None:
-    def f(a: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        return ((-1) * a).sum(), (a * 3).sum(), (-a).sum()
+def _wrapping_then_widened(a: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    return (-a).to(torch.int64), (a + a).to(torch.int64), (a - 1 - a.max()).to(torch.int64), (a * -1).long()
 
-    a = torch.tensor([[32767], [-32768], [1234]], dtype=torch.int16, device="cuda")
-    compiled = frontend.compile(f, options={"fallback_to_eager": False})
-    for got, want in zip(compiled(a), f(a)):
-        assert torch.equal(got, want), (got, want)
+
+def _wrapping_then_summed(a: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    return ((-1) * a).sum(), (a * 3).sum(), (-a).sum(), (a * a).sum()
+
+
+def _extremes(dtype: torch.dtype) -> torch.Tensor:
+    info = torch.iinfo(dtype)
+    return torch.tensor([[info.max], [info.min], [123], [-7]], dtype=dtype, device="cuda")
+
+
+@pytest.mark.parametrize("dtype", [torch.int8, torch.int16, torch.int32, torch.int64], ids=str)
+def test_signed_int_arithmetic_wraps_before_a_wider_use(dtype: torch.dtype) -> None:
+    """fuzz (cuda target): `-a` of int16 -32768, widened to int64, gave +32768 on an H200: computed
+    on uint16 bit patterns (or in int32), then narrowed to int16 and sign-extended, the GPU code
+    dropped the wrap. Narrow results are now wrapped by arithmetic and held in int32."""
+    a = _extremes(dtype)
+    compiled = frontend.compile(_wrapping_then_widened, options={"fallback_to_eager": False})
+    for k, (got, want) in enumerate(zip(compiled(a), _wrapping_then_widened(a), strict=True)):
+        assert torch.equal(got, want), (k, got, want)
+
+
+def _narrow_edges(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    return a // b, torch.div(a, b, rounding_mode="trunc"), a.abs(), a << 1, (a * a).sum(0, dtype=a.dtype), a * 3
+
+
+@pytest.mark.parametrize("dtype", [torch.int8, torch.int16], ids=str)
+def test_signed_int_division_abs_shift_and_sum_wrap(dtype: torch.dtype) -> None:
+    """An int8/int16 result of arithmetic is held in int32 in Triton code, wrapped: -128 // -1,
+    |-128| and 64 << 1 are -128 in int8, as in eager."""
+    a = _extremes(dtype)
+    b = torch.tensor([[-1], [-1], [5], [-2]], dtype=dtype, device="cuda")
+    compiled = frontend.compile(_narrow_edges, options={"fallback_to_eager": False})
+    for k, (got, want) in enumerate(zip(compiled(a, b), _narrow_edges(a, b), strict=True)):
+        assert got.dtype == want.dtype and torch.equal(got, want), (k, got, want)
+
+
+@pytest.mark.parametrize("dtype", [torch.int8, torch.int16, torch.int32, torch.int64], ids=str)
+def test_signed_int_arithmetic_wraps_before_a_wider_sum(dtype: torch.dtype) -> None:
+    """fuzz (cuda target): `((-1) * a).sum()` of int16 [32767, -32768, 123, -7] gave -115, eager -65651."""
+    a = _extremes(dtype)
+    compiled = frontend.compile(_wrapping_then_summed, options={"fallback_to_eager": False})
+    for k, (got, want) in enumerate(zip(compiled(a), _wrapping_then_summed(a), strict=True)):
+        assert torch.equal(got, want), (k, got, want)
 
 
 @pytest.mark.parametrize("shapes", [((1,), (2, 1), (1,)), ((1, 2), (2, 2), (1,)), ((3, 4), (5, 4), (5,))])

@@ -42,7 +42,19 @@ def constant_literal(value: bool | int | float, dtype: torch.dtype) -> str:
     return str(int(value))
 
 
+_NARROW = (torch.int8, torch.int16)
 _UNSIGNED = {torch.int8: "tl.uint8", torch.int16: "tl.uint16", torch.int32: "tl.uint32", torch.int64: "tl.uint64"}
+
+
+def _wrapped_in_int32(expr: str, dtype: torch.dtype) -> str:
+    """``expr`` (exact in int32) wrapped into the range of the narrow ``dtype`` by arithmetic, and kept
+    in int32: an int8/int16 value that arithmetic made is held in an int32 register (loads and
+    stores convert). On a GPU (Triton 3.6, H200), a wrapped result narrowed to int16 and widened
+    again lost its wrap (-(-32768) widened to int64 as +32768, whether computed on uint16 bit
+    patterns or truncated from int32): the narrowing cast is never written."""
+    bits = torch.iinfo(dtype).bits
+    half, mask = 1 << (bits - 1), (1 << bits) - 1
+    return f"((({expr}) + {half}) & {mask}) - {half}"
 
 
 def _wrapping(operator: str, a: V, b: V) -> str:
@@ -53,6 +65,8 @@ def _wrapping(operator: str, a: V, b: V) -> str:
     if unsigned is None or b.dtype != a.dtype:
         return "{a} " + operator + " {b}"
     signed = triton_type(a.dtype)
+    if a.dtype in _NARROW:
+        return _wrapped_in_int32(f"{{a}}.to(tl.int32) {operator} {{b}}.to(tl.int32)", a.dtype)
     return f"({{a}}.to({unsigned}, bitcast=True) {operator} {{b}}.to({unsigned}, bitcast=True)).to({signed}, bitcast=True)"
 
 
@@ -104,10 +118,20 @@ class TritonMathOps:
         """a // b toward negative infinity (Triton's integer `//` truncates, so it is corrected)."""
         if is_float(a.dtype):
             return self._float_floordiv(a, b)
+        a, b = self._int32_held(a), self._int32_held(b)
         quotient = self._binary("{a} // {b}", a, b)
         fix = "(({a} % {b}) != 0) & (({a} < 0) != ({b} < 0))"
         correction = self._binary(fix, a, b, torch.bool)
-        return self.emit(f"{quotient} - {correction}.to({triton_type(a.dtype)})", a.dtype, a.axes | b.axes)
+        held = "tl.int32" if a.dtype in _NARROW else triton_type(a.dtype)
+        return self._wrap_narrow(self.emit(f"{quotient} - {correction}.to({held})", a.dtype, a.axes | b.axes))
+
+    def _int32_held(self, x: V) -> V:
+        """An int8/int16 operand as int32 (``-128 // -1`` is 128 there, wrapped after)."""
+        return self._unary("{x}.to(tl.int32)", x) if x.dtype in _NARROW else x
+
+    def _wrap_narrow(self, x: V) -> V:
+        """An int8/int16 result computed in int32, wrapped into its dtype's range (see `_wrapped_in_int32`)."""
+        return self._unary(_wrapped_in_int32("{x}", x.dtype), x) if x.dtype in _NARROW else x
 
     def _float_floordiv(self, a: V, b: V) -> V:
         """Float a // b as eager computes it, from the exact fmod rather than floor(a / b), which
@@ -127,7 +151,7 @@ class TritonMathOps:
         """a / b toward zero."""
         if is_float(a.dtype):
             return self._binary(f"libdevice.trunc({_divide(a.dtype)})", a, b)
-        return self._binary("{a} // {b}", a, b)
+        return self._wrap_narrow(self._binary("{a} // {b}", self._int32_held(a), self._int32_held(b)))
 
     def remainder(self, a: V, b: V) -> V:
         """a % b with the sign of b: the remainder of a truncating division, moved into b's sign.
@@ -178,13 +202,15 @@ class TritonMathOps:
         """-x; of a float, ``x * -1.0``: Triton's ``-x`` is ``0 - x``, +0.0 where eager gives -0.0."""
         if is_float(x.dtype):
             return self._unary("{x} * -1.0", x)
-        if x.dtype in _UNSIGNED:  # -INT_MIN wraps to INT_MIN, as in eager
+        if x.dtype in _NARROW:  # -INT_MIN wraps to INT_MIN, as in eager (see `_wrapping`)
+            return self._unary(_wrapped_in_int32("0 - {x}.to(tl.int32)", x.dtype), x)
+        if x.dtype in _UNSIGNED:
             return self._unary(f"(0 - {{x}}.to({_UNSIGNED[x.dtype]}, bitcast=True)).to({triton_type(x.dtype)}, bitcast=True)", x)
         return self._unary("-{x}", x)
 
     def abs(self, x: V) -> V:
-        """|x|."""
-        return self._unary("tl.abs({x})", x)
+        """|x| (of an int8/int16, computed in int32 and wrapped: |-128| is -128)."""
+        return self._wrap_narrow(self._unary("tl.abs({x})", self._int32_held(x)))
 
     def reciprocal(self, x: V) -> V:
         """1 / x."""
@@ -400,8 +426,8 @@ class TritonMathOps:
         return self._unary("~{x}", x)
 
     def left_shift(self, a: V, b: V) -> V:
-        """a << b."""
-        return self._binary("{a} << {b}", a, b)
+        """a << b (of an int8/int16, computed in int32 and wrapped)."""
+        return self._wrap_narrow(self._binary("{a} << {b}", self._int32_held(a), b))
 
     def right_shift(self, a: V, b: V) -> V:
         """a >> b."""
