@@ -129,3 +129,18 @@ def test_an_integer_matrix_product_raises_on_cuda_as_eager_does() -> None:
     with pytest.raises(RuntimeError) as compiled:
         frontend.compile(product, options={"fallback_to_eager": False})(a, a.t())
     assert str(eager.value) in str(compiled.value)
+
+
+def test_cpu_scalars_a_graph_makes_itself_run_on_the_gpu() -> None:
+    """fuzz a48fe64ae8, d6135d1e6b: a graph's own CPU 0-dim tensors met CUDA tensors, so the graph
+    "mixed devices" and ran eagerly (an error with fallback_to_eager=False)."""
+
+    def f(x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        shifted = x - torch.scalar_tensor(-1.5, dtype=torch.float64)
+        return torch.zeros((), dtype=torch.float64) + x, shifted.t().pow_(2)
+
+    x = torch.randn(3, 1, generator=torch.Generator().manual_seed(53)).cuda()
+    compiled = frontend.compile(f, options={"fallback_to_eager": False})
+    for got, want in zip(compiled(x), f(x), strict=True):
+        assert got.dtype == want.dtype and got.device == want.device
+        torch.testing.assert_close(got, want)

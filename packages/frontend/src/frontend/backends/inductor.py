@@ -31,6 +31,7 @@ from frontend.backends.kernel_backends import (
     TimedKernelBackend,
     load_kernel_backend,
 )
+from frontend.backends.scalar_devices import place_cpu_scalars
 from frontend.context import CompileContext
 from frontend.cudagraphs import CudaGraphRunner
 from frontend.debug import GraphArtifacts
@@ -202,6 +203,8 @@ def inductor_backend(gm: torch.fx.GraphModule, example_inputs: list[Any], contex
     """Compile one captured graph to fused C++ (CPU) or Triton (CUDA) kernels."""
     artifacts = context.artifacts
     devices = graph_device_types(gm, example_inputs) or {"cpu"}
+    if len(devices) > 1 and place_cpu_scalars(gm, example_inputs):
+        devices = graph_device_types(gm, example_inputs)
     if len(devices) > 1:
         return fall_back(gm, context, "a graph", mixed_devices_reason(gm, example_inputs, devices))
     (device,) = devices
