@@ -8,8 +8,8 @@ import logging
 
 import pytest
 import torch
-from aotgrad_helpers import strict
-from test_fuzz_regressions import _leaf, check_against_eager
+from aotgrad_helpers import check_against_eager, strict
+from aotgrad_helpers import seeded_leaf as _leaf
 
 import aotgrad
 
