@@ -300,3 +300,16 @@ def test_a_recurrent_layer_under_cpu_autocast_runs_as_eager_runs_it(functional: 
         got = compiled(x)
     assert got.dtype == want.dtype
     torch.testing.assert_close(got, want)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+def test_a_half_linspace_compiles_and_matches_eager(dtype: torch.dtype) -> None:
+    """fuzz 2353abaee6: the half linspace decomposition rounded its bounds through `torch.tensor`,
+    which traced into the graph a `detach_` functionalization kept: the graph failed to compile."""
+
+    def f(x: torch.Tensor) -> torch.Tensor:
+        return x + torch.linspace(-2, 2, x.size(-1), dtype=dtype)
+
+    x = torch.randn(3, 5, generator=torch.Generator().manual_seed(59))
+    compiled = frontend.compile(f, options={"fallback_to_eager": False})
+    assert torch.equal(compiled(x), f(x))

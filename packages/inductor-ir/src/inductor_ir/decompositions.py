@@ -9,6 +9,8 @@ statistics are one ``var_mean`` (one Welford reduction).
 from __future__ import annotations
 
 import functools
+import math
+import struct
 from typing import Any
 
 import torch
@@ -168,7 +170,18 @@ def xlogy_scalar_self(x: float, y: torch.Tensor) -> torch.Tensor:
 
 
 def _in_dtype(value: float, dtype: torch.dtype) -> float:
-    return float(torch.tensor(float(value), dtype=torch.float64).to(dtype))
+    """``value`` rounded to float16 or bfloat16 (through float32, as eager converts a number), in
+    plain Python: a tensor made here would be traced into the graph (a ``detach_`` that
+    functionalization keeps)."""
+    try:
+        single = struct.unpack("<f", struct.pack("<f", float(value)))[0]
+        if dtype == torch.float16:
+            return float(struct.unpack("<e", struct.pack("<e", single))[0])
+    except OverflowError:
+        return math.copysign(math.inf, value)
+    bits = struct.unpack("<I", struct.pack("<f", single))[0]
+    bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000  # to the nearest, ties to even
+    return float(struct.unpack("<f", struct.pack("<I", bits))[0])
 
 
 def linspace(
