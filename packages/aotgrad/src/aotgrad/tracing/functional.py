@@ -448,9 +448,42 @@ def _trace_in_two_passes(
         # matmul in a `torch.autocast(enabled=False)` block would become bfloat16).
         with torch.no_grad(), torch._C._DisableAutocast():
             functional = make_fx(lambda *args: run(*args, *constants), decomposition_table=table)(*fake_inputs)
+            if _writes_of_decompositions(functional):
+                functional = _functionalized_again(functional, fake_inputs, table)
     except RuntimeError as error:
         raise _explained_functionalization_failure(error, decomposed) from error
     return functional, spec_box[0]
+
+
+def _writes_of_decompositions(gm: torch.fx.GraphModule) -> bool:
+    """Whether `gm` (a functionalized trace) still writes in place into a tensor other than an input.
+
+    make_fx applies the decomposition table below functionalization, so an in-place op inside a
+    decomposition is recorded as it is: torch 2.11 decomposes `index_fill` of a non-contiguous tensor
+    into `empty_like(x).copy_(filled)` (fuzz 88a60d62fa). Functionalization's own `copy_`s into inputs
+    and random ops drawing into a tensor (`bernoulli_`, kept on purpose) are not such writes.
+    """
+    for node in gm.graph.nodes:
+        target = node.target
+        if node.op != "call_function" or not isinstance(target, torch._ops.OpOverload):
+            continue
+        if not target._schema.is_mutable or torch.Tag.nondeterministic_seeded in target.tags:
+            continue
+        written = node.args[0] if node.args else None
+        if not (isinstance(written, torch.fx.Node) and written.op == "placeholder"):
+            return True
+    return False
+
+
+def _functionalized_again(
+    gm: torch.fx.GraphModule, fake_inputs: Sequence[Any], table: DecompositionTable
+) -> torch.fx.GraphModule:
+    """`gm` traced once more under functionalization, so that the writes its decompositions made
+    become out-of-place ops (their own decompositions, if any, apply again)."""
+    constants = _lift_tensor_constants(gm)
+    run = torch.func.functionalize(torch.fx.Interpreter(gm).run, remove="mutations")
+    fresh_unbacked_symbols(fake_inputs)
+    return make_fx(lambda *args: run(*args, *constants), decomposition_table=table)(*fake_inputs)
 
 
 _SUMS_PROMOTE = frozenset({torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32})
