@@ -138,3 +138,22 @@ def test_installed_kernel_backends_are_found_by_entry_point() -> None:
     cpu = load_kernel_backend("cpu", Config())
     assert cpu.device_type == "cpu"
     assert hasattr(cpu, "generate") and hasattr(cpu, "compile")
+
+
+def test_a_write_only_eager_defines_runs_eagerly_as_a_reported_fallback(caplog: pytest.LogCaptureFixture) -> None:
+    """An in-place add into an input whose elements overlap (fuzz 9327aff3a2): aotgrad runs the
+    graph eagerly whatever fallback_to_eager says; the frontend reports it as a fallback."""
+
+    def add_into(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        return a.add_(b, alpha=-2)
+
+    def inputs() -> list[torch.Tensor]:
+        base = torch.arange(3, dtype=torch.int32)
+        return [base.as_strided((2, 2), (1, 1)), torch.tensor([[4]], dtype=torch.int32)]
+
+    compiled = frontend.compile(add_into, options={"fallback_to_eager": False})
+    with caplog.at_level(logging.DEBUG, logger="kiln.fallbacks"):
+        got = compiled(*inputs())
+    assert torch.equal(got, add_into(*inputs()))
+    assert "runs eagerly" in caplog.text or "running this graph eagerly" in caplog.text
+    assert any(record.name == "kiln.fallbacks" for record in caplog.records)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import contextlib
+import logging
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import torch
@@ -44,8 +46,37 @@ def aot_compile(
     }
     if decompositions is not None:
         kwargs["decompositions"] = decompositions
-    with context.stage("aotgrad"):
+    with context.stage("aotgrad"), _eager_runs_reported(context):
         return aotgrad.aot_graph(gm, list(example_inputs), **kwargs)
+
+
+class _EagerRunsAsFallbacks(logging.Filter):
+    """Turns aotgrad's "running this graph eagerly" warnings into the frontend's fallback events
+    (shown on ``kiln.fallbacks``, kept in the compile report), instead of a bare ``aotgrad`` log line:
+    a graph aotgrad runs eagerly whatever `fallback_to_eager` says (an in-place write only eager
+    defines) must be as visible as any other fallback."""
+
+    def __init__(self, context: CompileContext) -> None:
+        super().__init__()
+        self._context = context
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        if record.levelno < logging.WARNING or "running this graph eagerly" not in message:
+            return True
+        self._context.events.emit("fallbacks", f"{self._context.label}: {message.removeprefix('aotgrad: ')}")
+        return False
+
+
+@contextlib.contextmanager
+def _eager_runs_reported(context: CompileContext) -> Iterator[None]:
+    logger = logging.getLogger("aotgrad")
+    forward = _EagerRunsAsFallbacks(context)
+    logger.addFilter(forward)
+    try:
+        yield
+    finally:
+        logger.removeFilter(forward)
 
 
 def _noted(compiler: GraphCompiler, context: CompileContext, parent: torch.fx.GraphModule) -> GraphCompiler:
