@@ -313,3 +313,31 @@ def test_a_half_linspace_compiles_and_matches_eager(dtype: torch.dtype) -> None:
     x = torch.randn(3, 5, generator=torch.Generator().manual_seed(59))
     compiled = frontend.compile(f, options={"fallback_to_eager": False})
     assert torch.equal(compiled(x), f(x))
+
+
+@pytest.mark.parametrize("functional", [False, True])
+@pytest.mark.parametrize("steps", [12, 200])
+def test_a_recurrent_layer_unrolls_only_over_short_sequences(functional: bool, steps: int) -> None:
+    """fuzz 182002222 (a hang): a GRU over 2,053 steps compiled for minutes, unrolled into 2,053
+    cells. Beyond 64 steps the layer is a graph break (its reason given) and runs eagerly; the
+    code around it stays compiled."""
+    torch.manual_seed(47)
+    gru = torch.nn.GRU(5, 4, batch_first=True)
+
+    def f(x: torch.Tensor) -> torch.Tensor:
+        if functional:
+            h0 = torch.zeros(1, x.size(0), 4)
+            out = torch.gru(x * 2, h0, list(gru.parameters()), True, 1, 0.0, False, False, True)[0]
+        else:
+            out, _ = gru(x * 2)
+        return out.sin() + 1
+
+    x = torch.randn(3, steps, 5)
+    explanation = frontend.explain(f, x)
+    if steps > 64:
+        assert explanation.graph_break_count == 1
+        assert any("time steps runs eagerly" in str(reason) for reason in explanation.break_reasons)
+    else:
+        assert explanation.graph_break_count == 0
+    with torch.no_grad():
+        torch.testing.assert_close(frontend.compile(f)(x), f(x))

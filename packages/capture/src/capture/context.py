@@ -97,6 +97,10 @@ class CaptureContext:
         """
         if getattr(value, "_kiln_original", None) is not None or getattr(value, "_kiln_disabled", False):
             return value
+        if isinstance(value, torch.nn.RNNBase):
+            # A recurrent layer breaks the graph only to run eagerly whole (a long sequence, CPU
+            # autocast): its forward would break again on every weakref and on the op itself.
+            return value
         if isinstance(value, (types.FunctionType, types.MethodType, torch.nn.Module)):
             return wrap_for_capture(value, self)
         if type(value) is functools.partial:

@@ -30,6 +30,7 @@ from capture.variables.context_managers import YieldSignal
 from capture.variables.functions import BoundMethodVariable, CellVariable, UserFunctionVariable
 from capture.variables.objects import NNModuleVariable
 from capture.variables.rebuilding import CannotReconstruct
+from capture.variables.recurrent import long_recurrence
 
 if TYPE_CHECKING:
     from capture.symbolic.output_graph import OutputGraph
@@ -324,6 +325,10 @@ class InstructionTranslator:
         is_leaf = type(module).__module__.startswith("torch.nn.") and not isinstance(module, _CONTAINER_MODULES)
         if isinstance(module, torch.nn.RNNBase) and cpu_autocast_enabled(self):
             raise Unsupported(RECURRENT_UNDER_CPU_AUTOCAST.format(f"nn.{type(module).__name__}"))
+        if isinstance(module, torch.nn.RNNBase) and args:
+            reason = long_recurrence(f"nn.{type(module).__name__}", args[0], bool(module.batch_first))
+            if reason is not None:
+                raise Unsupported(reason)
         if is_leaf and not pre_hooks and not post_hooks:
             target = self.output.register_module(module, module_var.source)
             return self.output.call_graph("call_module", target, args, kwargs)

@@ -33,6 +33,7 @@ from capture.variables.context_managers import GradModeVariable
 from capture.variables.data_checked import data_checked_call
 from capture.variables.functions import BoundMethodVariable, UserFunctionVariable
 from capture.variables.model_output import ModelOutputVariable, is_model_output_class
+from capture.variables.recurrent import long_recurrence
 from capture.variables.sizes import SizeVariable
 from capture.variables.sym_values import call_builtin
 from capture.variables.tensor import TensorVariable
@@ -68,6 +69,12 @@ def is_fixed_library_attribute(module: types.ModuleType, value: object) -> bool:
 # Recurrent layers: under CPU autocast eager runs them as one oneDNN kernel (torch 2.11 returns
 # bfloat16, later versions may refuse), which no trace of their decomposition reproduces.
 _RECURRENT = frozenset({torch.lstm, torch.gru, torch.rnn_tanh, torch.rnn_relu})
+
+
+def _packed_recurrent(args: list[VariableTracker]) -> bool:
+    """Whether a `torch.lstm`-style call is the packed-sequence overload (data, batch_sizes, ...)."""
+    second = args[1] if len(args) > 1 else None
+    return isinstance(second, TensorVariable) and second.example.dim() == 1
 
 
 class TorchFunctionVariable(VariableTracker):
@@ -116,6 +123,11 @@ class TorchFunctionVariable(VariableTracker):
             return construct_module(tx, fn, args, kwargs)
         if fn in _RECURRENT and cpu_autocast_enabled(tx):
             raise Unsupported(RECURRENT_UNDER_CPU_AUTOCAST.format(f"torch.{fn.__name__}"))
+        if fn in _RECURRENT and args and not _packed_recurrent(args):
+            first = args[8] if len(args) > 8 else kwargs.get("batch_first")
+            reason = long_recurrence(f"torch.{fn.__name__}", args[0], bool(first is not None and first.as_constant()))
+            if reason is not None:
+                raise Unsupported(reason)
         traced = data_checked_call(tx, fn, args, kwargs)
         if traced is not None:
             return traced
