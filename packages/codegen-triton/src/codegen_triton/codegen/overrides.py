@@ -13,7 +13,7 @@ import math
 
 import torch
 
-from codegen_triton.codegen.values import TritonValue, compute_dtype, is_float, triton_type
+from codegen_triton.codegen.values import TritonValue, compute_dtype, is_float, triton_type, wrapped_in_int32
 
 __all__ = ["TritonMathOps", "constant_literal"]
 
@@ -46,17 +46,6 @@ _NARROW = (torch.int8, torch.int16)
 _UNSIGNED = {torch.int8: "tl.uint8", torch.int16: "tl.uint16", torch.int32: "tl.uint32", torch.int64: "tl.uint64"}
 
 
-def _wrapped_in_int32(expr: str, dtype: torch.dtype) -> str:
-    """``expr`` (exact in int32) wrapped into the range of the narrow ``dtype`` by arithmetic, and kept
-    in int32: an int8/int16 value that arithmetic made is held in an int32 register (loads and
-    stores convert). On a GPU (Triton 3.6, H200), a wrapped result narrowed to int16 and widened
-    again lost its wrap (-(-32768) widened to int64 as +32768, whether computed on uint16 bit
-    patterns or truncated from int32): the narrowing cast is never written."""
-    bits = torch.iinfo(dtype).bits
-    half, mask = 1 << (bits - 1), (1 << bits) - 1
-    return f"((({expr}) + {half}) & {mask}) - {half}"
-
-
 def _wrapping(operator: str, a: V, b: V) -> str:
     """The template of ``{a} <operator> {b}``; for signed integers of one dtype, computed on their
     unsigned bit patterns: Triton's signed overflow is undefined (LLVM may widen an int16 product
@@ -66,7 +55,7 @@ def _wrapping(operator: str, a: V, b: V) -> str:
         return "{a} " + operator + " {b}"
     signed = triton_type(a.dtype)
     if a.dtype in _NARROW:
-        return _wrapped_in_int32(f"{{a}}.to(tl.int32) {operator} {{b}}.to(tl.int32)", a.dtype)
+        return wrapped_in_int32(f"{{a}}.to(tl.int32) {operator} {{b}}.to(tl.int32)", a.dtype)
     return f"({{a}}.to({unsigned}, bitcast=True) {operator} {{b}}.to({unsigned}, bitcast=True)).to({signed}, bitcast=True)"
 
 
@@ -130,8 +119,8 @@ class TritonMathOps:
         return self._unary("{x}.to(tl.int32)", x) if x.dtype in _NARROW else x
 
     def _wrap_narrow(self, x: V) -> V:
-        """An int8/int16 result computed in int32, wrapped into its dtype's range (see `_wrapped_in_int32`)."""
-        return self._unary(_wrapped_in_int32("{x}", x.dtype), x) if x.dtype in _NARROW else x
+        """An int8/int16 result computed in int32, wrapped into its dtype's range (see `values.wrapped_in_int32`)."""
+        return self._unary(wrapped_in_int32("{x}", x.dtype), x) if x.dtype in _NARROW else x
 
     def _float_floordiv(self, a: V, b: V) -> V:
         """Float a // b as eager computes it, from the exact fmod rather than floor(a / b), which
@@ -203,7 +192,7 @@ class TritonMathOps:
         if is_float(x.dtype):
             return self._unary("{x} * -1.0", x)
         if x.dtype in _NARROW:  # -INT_MIN wraps to INT_MIN, as in eager (see `_wrapping`)
-            return self._unary(_wrapped_in_int32("0 - {x}.to(tl.int32)", x.dtype), x)
+            return self._unary(wrapped_in_int32("0 - {x}.to(tl.int32)", x.dtype), x)
         if x.dtype in _UNSIGNED:
             return self._unary(f"(0 - {{x}}.to({_UNSIGNED[x.dtype]}, bitcast=True)).to({triton_type(x.dtype)}, bitcast=True)", x)
         return self._unary("-{x}", x)

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from codegen_triton.codegen.values import TritonValue, compute_dtype, triton_type
+from codegen_triton.codegen.values import TritonValue, compute_dtype, triton_type, wrapped_in_int32
 
 if TYPE_CHECKING:
     from codegen_triton.codegen.kernel import KernelWriter
@@ -44,10 +44,8 @@ def _reduce_block(kind: str, block: str, dtype: torch.dtype | None = None) -> st
     `tl.sum` of a narrow integer type sums in int32: cast back to `dtype` (a sum of int8 wraps in
     eager, and a value of `dtype` in the kernel must hold a value of it)."""
     if kind == "sum":
-        if dtype in (torch.int8, torch.int16):  # wrapped, held in int32 (overrides._wrapped_in_int32)
-            bits = torch.iinfo(dtype).bits
-            half, mask = 1 << (bits - 1), (1 << bits) - 1
-            return f"((((tl.sum({block}, 1) + {half}) & {mask}) - {half}))[:, None]"
+        if dtype in (torch.int8, torch.int16):  # wrapped, held in int32
+            return f"({wrapped_in_int32(f'tl.sum({block}, 1)', dtype)})[:, None]"
         if dtype in _NARROW_INTS:
             return f"tl.sum({block}, 1).to({triton_type(dtype)})[:, None]"
         return f"tl.sum({block}, 1)[:, None]"

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import torch
 
-__all__ = ["TritonValue", "compute_dtype", "is_float", "triton_type"]
+__all__ = ["TritonValue", "compute_dtype", "is_float", "triton_type", "wrapped_in_int32"]
 
 _TRITON_TYPES: dict[torch.dtype, str] = {
     torch.float32: "tl.float32",
@@ -36,6 +36,17 @@ def triton_type(dtype: torch.dtype) -> str:
 def compute_dtype(dtype: torch.dtype) -> torch.dtype:
     """The dtype a value is held in registers: float16/bfloat16 are computed in float32."""
     return torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
+
+
+def wrapped_in_int32(expr: str, dtype: torch.dtype) -> str:
+    """``expr`` (exact in int32) wrapped into the range of the narrow ``dtype`` by arithmetic, and kept
+    in int32: an int8/int16 value that arithmetic made is held in an int32 register (loads and
+    stores convert). On a GPU (Triton 3.6, H200), a wrapped result narrowed to int16 and widened
+    again lost its wrap (-(-32768) widened to int64 as +32768, whether computed on uint16 bit
+    patterns or truncated from int32): the narrowing cast is never written."""
+    bits = torch.iinfo(dtype).bits
+    half, mask = 1 << (bits - 1), (1 << bits) - 1
+    return f"((({expr}) + {half}) & {mask}) - {half}"
 
 
 def is_float(dtype: torch.dtype) -> bool:
