@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from tools.opinfo_strict import FAILURES, op_database, op_status, run_op
+from tools.opinfo_strict import FAILURES, main, op_database, op_status, run_op
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -82,3 +82,11 @@ def test_op_compiles_strictly_and_matches_eager(name: str) -> None:
     if failed and name in KNOWN_GAPS:
         pytest.xfail(KNOWN_GAPS[name])
     assert op_status(cases) == "ok", "\n".join(failed) or f"no comparable case: {[c.detail for c in cases]}"
+
+
+def test_an_unknown_op_name_is_refused_with_the_close_ones(capsys: pytest.CaptureFixture[str]) -> None:
+    """`--only div` named no OpInfo (its variants are `div.no_rounding_mode`, ...): every worker died
+    on a KeyError and the sweep reported "crash"."""
+    assert main(["--only", "div,sin"]) == 2
+    printed = capsys.readouterr().out
+    assert "not an OpInfo name: 'div'" in printed and "div.no_rounding_mode" in printed

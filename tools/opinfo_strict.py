@@ -452,7 +452,14 @@ def main(argv: list[str]) -> int:
     if options.worker:
         _worker(only, options)
         return 0
-    names = only or sorted(op_database())
+    known = op_database()
+    unknown = [name for name in only if name not in known]
+    if unknown:
+        for name in unknown:
+            close = sorted(n for n in known if n.startswith(name) or name.split(".")[-1] in n)[:6]
+            print(f"not an OpInfo name: {name!r}" + (f" (did you mean: {', '.join(close)}?)" if close else ""))
+        return 2
+    names = only or sorted(known)
     if options.limit:
         names = names[: options.limit]
     results: dict[str, list[CaseResult]] = {}
