@@ -4,7 +4,8 @@ a failed assert raises what eager raises (IndexError, RuntimeError), never reads
 The cases (triton_check_cases.py) run in a child process with TRITON_INTERPRET=1, so a regression
 that crashes the interpreter fails its case instead of killing pytest: pointwise, persistent and
 looped kernels, scatter and index_put reductions, lanes outside a mask left unchecked, integer
-division (float division stays inf/nan), and ``runtime_checks=False`` (no asserts, valid inputs
+division (float division stays inf/nan; a constant 0 divisor of an empty block divides nothing: fuzz
+12a89c4cce), and ``runtime_checks=False`` (no asserts, valid inputs
 still right). Kernels with checks are compiled in Triton's debug mode, where asserts exist.
 """
 
@@ -29,6 +30,7 @@ _CASES = [
     "index_put",
     "masked_lanes",
     "integer_division",
+    "divisor_of_nothing",
     "float_division",
     "unchecked",
 ]

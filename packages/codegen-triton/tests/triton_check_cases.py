@@ -132,6 +132,9 @@ def main() -> None:
         [a, b],
         [[a, b.index_fill(0, torch.tensor([44]), 0)]],
     )
+    # A constant 0 divisor (the size of an empty dim) of a reduction over no elements divides nothing.
+    _check("divisor_of_nothing", lambda a, i: torch.take_along_dim(a, i % a.size(0), 0).sum(),
+           [torch.empty(0, 9, dtype=torch.int64), torch.empty(0, 9, dtype=torch.int64)], [])
     numerator = torch.randn(30, generator=generator)
     zeros = torch.where(torch.rand(30, generator=generator) < 0.5, 0.0, torch.randn(30, generator=generator))
     _check("float_division", lambda x, z: (x / z, x // z, x % z, torch.fmod(x, z)), [numerator, zeros], [])

@@ -42,12 +42,15 @@ class RuntimeChecks(TritonMathOps):
     def _site(self, check: RuntimeCheck, size: str) -> int:
         return self.check_sites.setdefault((check, size), len(self.check_sites) + 1)
 
-    def _write_assert(self, condition: str, value: V, check: RuntimeCheck, size: str) -> None:
-        """``tl.device_assert(condition | ~masks, message)`` for ``value``'s lanes under the block
-        and ``ops.masked`` masks (lanes outside them may hold anything), after the definitions of
-        ``value`` and the masks: in the latest section defining one of them (a load through the
-        checked value may be hoisted out of a loop, but never above the value itself)."""
-        mask, _ = self._current_mask(value.axes)  # type: ignore[attr-defined]
+    def _write_assert(
+        self, condition: str, value: V, check: RuntimeCheck, size: str, axes: frozenset[str] = frozenset()
+    ) -> None:
+        """``tl.device_assert(condition | ~masks, message)`` for the lanes of ``value`` (and of
+        ``axes``: where the checked operation runs) under the block and ``ops.masked`` masks (lanes
+        outside them may hold anything), after the definitions of ``value`` and the masks: in the
+        latest section defining one of them (a load through the checked value may be hoisted out of
+        a loop, but never above the value itself)."""
+        mask, _ = self._current_mask(value.axes | axes)  # type: ignore[attr-defined]
         stack = [m.name for m in self._mask_stack]  # type: ignore[attr-defined]
         if mask is not None:
             condition = f"({condition}) | ~({mask})"
@@ -71,30 +74,32 @@ class RuntimeChecks(TritonMathOps):
         condition = f"(0 <= {value.name}) & ({value.name} < {size_text})"
         self._write_assert(condition, value, check if isinstance(check, IndexCheck) else IndexCheck(), size_text)
 
-    def _check_divisor(self, b: V) -> None:
+    def _check_divisor(self, a: V, b: V) -> None:
+        """Assert ``b`` nonzero on the lanes where ``a`` is divided by it: a constant 0 divisor of an
+        empty block (a sum over no elements of ``x % x.size(0)``) divides nothing."""
         if not self.runtime_checks or is_float(b.dtype):
             return
         literal = self.literal_of(b)
         if literal is not None and literal != 0:
             return
-        self._write_assert(f"{b.name} != 0", b, DivisionCheck(), "")
+        self._write_assert(f"{b.name} != 0", b, DivisionCheck(), "", a.axes)
 
     def floordiv(self, a: V, b: V) -> V:
         """a // b toward negative infinity (an integer divisor asserted nonzero first)."""
-        self._check_divisor(b)
+        self._check_divisor(a, b)
         return super().floordiv(a, b)
 
     def truncdiv(self, a: V, b: V) -> V:
         """a / b toward zero (an integer divisor asserted nonzero first)."""
-        self._check_divisor(b)
+        self._check_divisor(a, b)
         return super().truncdiv(a, b)
 
     def remainder(self, a: V, b: V) -> V:
         """a % b with the sign of b (an integer divisor asserted nonzero first)."""
-        self._check_divisor(b)
+        self._check_divisor(a, b)
         return super().remainder(a, b)
 
     def fmod(self, a: V, b: V) -> V:
         """a % b with the sign of a (an integer divisor asserted nonzero first)."""
-        self._check_divisor(b)
+        self._check_divisor(a, b)
         return super().fmod(a, b)
