@@ -31,6 +31,7 @@ _CASES = [
     "masked_lanes",
     "integer_division",
     "divisor_of_nothing",
+    "divisor_outside_the_loop",
     "float_division",
     "unchecked",
 ]

@@ -135,6 +135,10 @@ def main() -> None:
     # A constant 0 divisor (the size of an empty dim) of a reduction over no elements divides nothing.
     _check("divisor_of_nothing", lambda a, i: torch.take_along_dim(a, i % a.size(0), 0).sum(),
            [torch.empty(0, 9, dtype=torch.int64), torch.empty(0, 9, dtype=torch.int64)], [])
+    # A divisor defined before a looped reduction, the dividend inside it (fuzz 771fba8fea).
+    looped = torch.randint(-9, 10, (1025,), generator=generator).to(torch.int8)
+    _check("divisor_outside_the_loop", lambda a, d: torch.div(a, d, rounding_mode="floor").sum(0),
+           [looped, torch.tensor(3, dtype=torch.int8)], [[looped, torch.tensor(0, dtype=torch.int8)]])
     numerator = torch.randn(30, generator=generator)
     zeros = torch.where(torch.rand(30, generator=generator) < 0.5, 0.0, torch.randn(30, generator=generator))
     _check("float_division", lambda x, z: (x / z, x // z, x % z, torch.fmod(x, z)), [numerator, zeros], [])

@@ -42,15 +42,14 @@ class RuntimeChecks(TritonMathOps):
     def _site(self, check: RuntimeCheck, size: str) -> int:
         return self.check_sites.setdefault((check, size), len(self.check_sites) + 1)
 
-    def _write_assert(
-        self, condition: str, value: V, check: RuntimeCheck, size: str, axes: frozenset[str] = frozenset()
-    ) -> None:
+    def _write_assert(self, condition: str, value: V, check: RuntimeCheck, size: str, operand: V | None = None) -> None:
         """``tl.device_assert(condition | ~masks, message)`` for the lanes of ``value`` (and of
-        ``axes``: where the checked operation runs) under the block and ``ops.masked`` masks (lanes
-        outside them may hold anything), after the definitions of ``value`` and the masks: in the
-        latest section defining one of them (a load through the checked value may be hoisted out of
-        a loop, but never above the value itself)."""
-        mask, _ = self._current_mask(value.axes | axes)  # type: ignore[attr-defined]
+        ``operand``'s: where the checked operation runs) under the block and ``ops.masked`` masks
+        (lanes outside them may hold anything), after the definitions of ``value``, ``operand`` and
+        the masks: in the latest section defining one of them (a load through the checked value
+        may be hoisted out of a loop, but never above the value itself)."""
+        axes = value.axes | (operand.axes if operand is not None else frozenset())
+        mask, _ = self._current_mask(axes)  # type: ignore[attr-defined]
         stack = [m.name for m in self._mask_stack]  # type: ignore[attr-defined]
         if mask is not None:
             condition = f"({condition}) | ~({mask})"
@@ -61,7 +60,8 @@ class RuntimeChecks(TritonMathOps):
         sections = self.sections  # type: ignore[attr-defined]
         latest = None
         for position, section in enumerate(sections):
-            if any(line_.startswith(f"{name} = ") for name in [value.name, *stack] for line_ in section.lines):
+            defined = [value.name, *([operand.name] if operand is not None else []), *stack]
+            if any(line_.startswith(f"{name} = ") for name in defined for line_ in section.lines):
                 latest = position
         target = sections[latest] if latest is not None else self.target  # type: ignore[attr-defined]
         target.lines.append(line)
@@ -82,7 +82,7 @@ class RuntimeChecks(TritonMathOps):
         literal = self.literal_of(b)
         if literal is not None and literal != 0:
             return
-        self._write_assert(f"{b.name} != 0", b, DivisionCheck(), "", a.axes)
+        self._write_assert(f"{b.name} != 0", b, DivisionCheck(), "", a)
 
     def floordiv(self, a: V, b: V) -> V:
         """a // b toward negative infinity (an integer divisor asserted nonzero first)."""
