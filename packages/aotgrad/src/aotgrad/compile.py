@@ -45,6 +45,10 @@ from aotgrad.tracing.overlap import OverlappingWriteError, distinct_elements, re
 
 log = logging.getLogger("aotgrad")
 
+EAGER_RUN = "aotgrad_eager_run"
+"""The attribute (True) of an ``aotgrad`` log record saying a graph runs eagerly: a caller with its
+own fallback reporting (the frontend) turns such records into its events."""
+
 CompilerFn = Callable[[torch.fx.GraphModule, list[Any]], Callable[..., Any]]
 """A forward or backward compiler: a functional ATen graph and its example inputs (tensors and
 symbolic sizes) in, a callable running it out (plain, or a `BoxedCallable`). The same shape as a
@@ -334,13 +338,14 @@ def compile_region(
     except EagerOnlyWriteError as error:
         # The program is valid and only eager can make this write: run eagerly, fallback or not.
         failure = _explain_failure(error, current_node() if current_node else None)
-        log.warning("aotgrad: running this graph eagerly (whatever fallback_to_eager says): %s", failure)
+        log.warning("aotgrad: running this graph eagerly (whatever fallback_to_eager says): %s", failure,
+                    extra={EAGER_RUN: True})
         return None
     except Exception as error:
         failure = _explain_failure(error, current_node() if current_node else None)
         if not config.fallback_to_eager:
             raise failure from error
-        log.warning("aotgrad: running this graph eagerly: %s", failure)
+        log.warning("aotgrad: running this graph eagerly: %s", failure, extra={EAGER_RUN: True})
         return None
     # 3. compile each side and wrap them for eager autograd (autocast is applied in the graphs
     # already: code generators that trace or run them again must not apply it twice)

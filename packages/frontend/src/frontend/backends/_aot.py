@@ -10,6 +10,7 @@ from typing import Any
 import torch
 
 import aotgrad
+from aotgrad.compile import EAGER_RUN
 from frontend.context import CompileContext
 
 GraphCompiler = aotgrad.CompilerFn
@@ -61,10 +62,10 @@ class _EagerRunsAsFallbacks(logging.Filter):
         self._context = context
 
     def filter(self, record: logging.LogRecord) -> bool:
-        message = record.getMessage()
-        if record.levelno < logging.WARNING or "running this graph eagerly" not in message:
+        if not getattr(record, EAGER_RUN, False):
             return True
-        self._context.events.emit("fallbacks", f"{self._context.label}: {message.removeprefix('aotgrad: ')}")
+        message = record.getMessage().removeprefix("aotgrad: ")
+        self._context.events.emit("fallbacks", f"{self._context.label}: {message}")
         return False
 
 

@@ -17,7 +17,7 @@ import torch
 
 from inductor_ir.ir.layout import Layout, contiguous_strides
 from inductor_ir.ir.nodes import FallbackKernel, IRNode, Pointwise
-from inductor_ir.lowering.common import const, convert
+from inductor_ir.lowering.common import const, convert, round_scalar
 from inductor_ir.lowering.registry import LoweringContext, NotLowerable, lowering
 from inductor_ir.ops_handler import ops
 from inductor_ir.symbolic import sympify_int
@@ -36,10 +36,10 @@ def full(ctx: LoweringContext, size: Sequence[Any], fill_value: Any, *, dtype: t
     """A tensor of ``size`` filled with ``fill_value``."""
     out = ctx.out_dtype(dtype or torch.get_default_dtype())
     sizes = tuple(sympify_int(s) for s in size)
-    if out.is_floating_point and isinstance(fill_value, (int, float)):
+    if out in (torch.float16, torch.bfloat16, torch.float32) and isinstance(fill_value, (int, float)):
         # The value as the tensor holds it: a float16 tensor of 1e5 is inf even where kernels compute
         # in float32 (a number given to arithmetic, `x * 0.1`, keeps its precision: not this path).
-        fill_value = torch.tensor(float(fill_value), dtype=out).item()
+        fill_value = round_scalar(fill_value, out)
     return Pointwise(lambda index: const(fill_value, out), sizes, out, _device(device), (ctx.origin,))
 
 
