@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -53,6 +54,14 @@ def warnings_reset(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(cpp_cache, "_REPORTED", set())
 
 
+def _wait_for_background_builds() -> None:
+    """Join the precompiled-header build the first compile started: it writes a staging folder
+    under the cache and renames it, which a copy taken meanwhile would race."""
+    for thread in threading.enumerate():
+        if thread.name == "kiln-precompile-header":
+            thread.join()
+
+
 @pytest.fixture(scope="module")
 def pristine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """A cache holding the libraries of ``_times(2.0)`` and ``_times(3.0)`` (built once)."""
@@ -61,6 +70,7 @@ def pristine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
         _use_cache(patch, root)
         _compile_and_check(_times(2.0))
         _compile_and_check(_times(3.0))
+    _wait_for_background_builds()
     assert len(_entries(root)) == 2
     yield root
 
