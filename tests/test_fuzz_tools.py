@@ -6,6 +6,7 @@ Compiler-free and fast: the "compiler" in the shrinker tests is a fake that is w
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from collections import Counter
 from pathlib import Path
@@ -381,3 +382,56 @@ def test_a_kiln_mismatch_on_strided_inputs_stays_a_mismatch() -> None:
     program = _program([Stmt("t1", "mul", "{0} * 3", ("a1",))], shape=(4, 4))
     program = dataclasses.replace(program, params=(program.params[0], Param("a1", "l1", "{0}.t()")))
     assert not eager_depends_on_layout(program, _fake_kiln(program), "cpu", torch.float32)
+
+
+# ----- calls at other sizes ----------------------------------------------------------------------
+def test_some_programs_are_called_again_at_grown_sizes(programs: list[Program]) -> None:
+    grown = [p for p in programs if p.grows]
+    assert len(grown) >= 5, "about half the programs should be called at grown sizes too"
+    for program in grown[:6]:
+        assert program.grows[0] == 1
+        for grow in program.grows:
+            assert check_eager(program, grow) is None, (program.seed, grow)
+    assert Program.from_json(grown[0].to_json()) == grown[0]
+
+
+def test_a_size_spelled_out_keeps_a_program_at_its_own_sizes() -> None:
+    from tools.fuzz.generator import _with_grows
+
+    free = _program([Stmt("t1", "sum", "{0}.sum(1)", ("a0",))], shape=(3, 4))
+    spelled = _program([Stmt("t1", "view", "{0}.reshape(4, 3)", ("a0",))], shape=(3, 4))
+    assert _with_grows(free, __import__("random").Random(0), 1.0).grows == (1, 3)
+    assert _with_grows(spelled, __import__("random").Random(0), 1.0).grows == ()
+    assert harness.grown((0, 1, 2, 5), 3) == (0, 1, 5, 8)
+
+
+def test_a_wrong_result_at_grown_sizes_is_a_mismatch(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The calls at grown sizes are compared with eager at those sizes: a compiler wrong only after
+    its recompile for new sizes is caught, and the verdict names the call."""
+    from tools.fuzz import execute
+
+    program = dataclasses.replace(_program([Stmt("t1", "mul", "{0} * 3", ("a0",))], shape=(3, 4)), grows=(1, 3))
+
+    def wrong_when_grown(program: Program, target: str, grows: Any) -> list[RunOutcome]:
+        namespace = load(program)
+
+        def compiled(*args: Any) -> Any:
+            with _WrongMultiply() if args[0].shape != (3, 4) else contextlib.nullcontext():
+                return namespace["program"](*args)
+
+        return [RunOutcome(harness.run(compiled, namespace["make_inputs"], program.mode, grow=g)) for g in grows]
+
+    monkeypatch.setattr(execute, "run_kiln", wrong_when_grown)
+    verdict = execute.check(program, "eager")
+    assert verdict.kind == "mismatch" and verdict.where.startswith("call 3, sizes grown by 1"), verdict
+    assert execute.check(dataclasses.replace(program, grows=()), "eager").ok
+
+
+def test_a_finding_test_repeats_the_calls_at_grown_sizes() -> None:
+    program = dataclasses.replace(_program([Stmt("t1", "mul", "{0} * 3", ("a0",))], shape=(3, 4)), grows=(1,))
+    source = pytest_source(Finding("sig", "mismatch", "call 3", "values differ", "cpp", program, 1, {"cpp": "mismatch"}))
+    namespace: dict[str, Any] = {}
+    exec(compile(source, "test.py", "exec"), namespace)
+    assert namespace["GROWS"] == (1,) and "for grow in (0, 0, *GROWS)" in source
+    leaves, _ = namespace["make_inputs"](False, 1)
+    assert leaves[0].shape == (4, 5)

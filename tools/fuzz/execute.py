@@ -18,7 +18,7 @@ from __future__ import annotations
 import contextlib
 import linecache
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import torch
@@ -43,11 +43,11 @@ def load(program: Program, ref: bool = False, device: str = "cpu") -> dict[str, 
     return namespace
 
 
-def _outcome(fn: Any, namespace: dict[str, Any], mode: str, ref: bool) -> RunOutcome:
+def _outcome(fn: Any, namespace: dict[str, Any], mode: str, ref: bool, grow: int = 0) -> RunOutcome:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            return RunOutcome(harness.run(fn, namespace["make_inputs"], mode, ref, namespace.get("AUTOCAST")))
+            return RunOutcome(harness.run(fn, namespace["make_inputs"], mode, ref, namespace.get("AUTOCAST"), grow))
     except Exception as error:
         return RunOutcome.of_exception(error)
 
@@ -57,10 +57,10 @@ def device_of(target: str) -> str:
     return "cuda" if target == "cuda" else "cpu"
 
 
-def run_eager(program: Program, ref: bool = False, device: str = "cpu") -> RunOutcome:
-    """Eager PyTorch's run (`ref=True`: every float made float64)."""
+def run_eager(program: Program, ref: bool = False, device: str = "cpu", grow: int = 0) -> RunOutcome:
+    """Eager PyTorch's run (`ref=True`: every float made float64; `grow`: on inputs of other sizes)."""
     namespace = load(program, ref, device)
-    return _outcome(namespace["program"], namespace, program.mode, ref)
+    return _outcome(namespace["program"], namespace, program.mode, ref, grow)
 
 
 @contextlib.contextmanager
@@ -81,9 +81,10 @@ def _triton_on_cpu() -> Iterator[None]:
         inductor_backend.load_kernel_backend = original
 
 
-def run_kiln(program: Program, target: str = "cpp", calls: int = 1) -> list[RunOutcome]:
-    """Kiln's runs of `program` through `target` (see the module docstring), `calls` times on fresh
-    inputs (the later calls reuse the compiled code); capture's cache is reset after."""
+def run_kiln(program: Program, target: str = "cpp", grows: Sequence[int] = (0,)) -> list[RunOutcome]:
+    """Kiln's runs of `program` through `target` (see the module docstring), one per entry of
+    `grows` on fresh inputs of sizes grown by it (the later calls reuse the compiled code, or
+    recompile for new sizes); capture's cache is reset after."""
     import frontend
 
     if target not in TARGETS:
@@ -94,39 +95,47 @@ def run_kiln(program: Program, target: str = "cpp", calls: int = 1) -> list[RunO
     try:
         with patch:
             compiled = frontend.compile(namespace["program"], backend=backend, options={"fallback_to_eager": False})
-            return [_outcome(compiled, namespace, program.mode, False) for _ in range(calls)]
+            return [_outcome(compiled, namespace, program.mode, False, grow) for grow in grows]
     finally:
         frontend.reset()
 
 
 def check(program: Program, target: str = "cpp") -> Verdict:
-    """Run `program` eagerly, in float64 and twice through Kiln's `target`; the comparison's verdict.
+    """Run `program` eagerly, in float64 and through Kiln's `target`: twice at its own sizes, then
+    once per entry of `program.grows`; the comparison's verdict.
 
     The second call reuses the compiled code, so state kept between calls (buffers, caches, an
-    input mutated in place and read again) gets checked too.
+    input mutated in place and read again) gets checked too. The calls at grown sizes check the
+    guards on sizes and the recompiled graph with symbolic sizes (automatic dynamic shapes).
     """
     if target == "cuda" and not torch.cuda.is_available():  # else every program would "match": both raise
         raise RuntimeError("the cuda target needs a CUDA device")
-    eager = run_eager(program, device=device_of(target))
+    device = device_of(target)
+    eager = run_eager(program, device=device)
     if _device_assert(eager):
         return Verdict("skipped", "exception", f"eager's GPU kernels asserted ({eager.error[:200]})")
     ref = run_eager(program, ref=True)
     floor = precision_floor(program)
-    first, second = run_kiln(program, target, calls=2)
-    if _device_assert(first) or _device_assert(second):
+    grows = (0, 0, *program.grows) if eager.result is not None else (0, 0)
+    runs = run_kiln(program, target, grows)
+    if any(_device_assert(run) for run in runs):
         # A device-side assert leaves the process's CUDA context unusable: whatever Kiln raised, no
         # comparison with eager's run means anything now (the worker restarts after this program).
-        return Verdict("skipped", "exception", f"a GPU kernel asserted ({(first.error or second.error)[:200]})")
-    verdict = compare(eager, first, ref, floor)
-    if verdict.kind == "mismatch" and eager_depends_on_layout(program, first, device_of(target), floor):
+        return Verdict("skipped", "exception", f"a GPU kernel asserted ({next(r.error for r in runs if r.error)[:200]})")
+    verdict = compare(eager, runs[0], ref, floor)
+    if verdict.kind == "mismatch" and eager_depends_on_layout(program, runs[0], device, floor):
         return Verdict("eager_layout_bug", verdict.where, "eager's own values change when its inputs are made "
                        f"contiguous, and Kiln's match that contiguous run: {verdict.detail}")
     if not verdict.ok or eager.result is None:
         return verdict
-    again = compare(eager, second, ref, floor)
-    if again.ok:
-        return again
-    return Verdict(again.kind, f"second call: {again.where}", f"the first call matched; the second: {again.detail}")
+    for call, (grow, run) in enumerate(zip(grows[1:], runs[1:]), start=2):
+        if grow:
+            eager, ref = run_eager(program, device=device, grow=grow), run_eager(program, ref=True, grow=grow)
+        again = compare(eager, run, ref, floor)
+        if not again.ok:
+            where = f"call {call}" + (f", sizes grown by {grow}" if grow else "")
+            return Verdict(again.kind, f"{where}: {again.where}", f"the first call matched; call {call}: {again.detail}")
+    return verdict
 
 
 def eager_depends_on_layout(program: Program, kiln: RunOutcome, device: str, floor: torch.dtype | None) -> bool:

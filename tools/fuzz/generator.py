@@ -60,12 +60,14 @@ class GenConfig:
         mode_weights: how often each mode (no_grad, grad, double) is drawn.
         autocast_weight: the share of programs run under bfloat16 autocast.
         rules: the rules to draw from, with weights (a subset focuses a run, e.g. only integer ops).
+        grow_weight: the share of programs also called on inputs of other sizes (`Program.grows`).
     """
 
     max_stmts: int = 10
     mode_weights: tuple[float, float, float] = (0.5, 0.35, 0.15)
     autocast_weight: float = 0.15
     rules: tuple[str, ...] = tuple(RULES)
+    grow_weight: float = 0.5
 
 
 def _outputs(b: Builder) -> list[str]:
@@ -131,14 +133,35 @@ def _with_autocast(program: Program, rng: random.Random, weight: float) -> Progr
     return replace(program, autocast=place, stmts=tuple(stmts))
 
 
-def check_eager(program: Program) -> BaseException | None:
-    """Run `program` eagerly as the worker will; the exception eager raises, or None."""
+GROWS = (1, 3)
+"""The size steps of the later calls: the first recompiles (sizes become symbolic), the second
+reuses that graph at yet other sizes."""
+
+
+def _with_grows(program: Program, rng: random.Random, weight: float) -> Program:
+    """Sometimes call `program` again on inputs of grown sizes: as many of `GROWS` as eager runs
+    (a program may spell sizes out, ``reshape(6, -1)``, and then only runs at its own)."""
+    if rng.random() >= weight or not any(s >= 2 for leaf in program.leaves for s in leaf.shape):
+        return program
+    grows: list[int] = []
+    for grow in GROWS:
+        if check_eager(program, grow) is not None:
+            break
+        grows.append(grow)
+    return replace(program, grows=tuple(grows))
+
+
+def check_eager(program: Program, grow: int = 0) -> BaseException | None:
+    """Run `program` eagerly as the worker will (`grow`: on inputs of grown sizes); the exception
+    eager raises, or None."""
     namespace: dict[str, object] = {}
     exec(compile(render(program), f"<fuzz {program.seed}>", "exec"), namespace)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            harness.run(namespace["program"], namespace["make_inputs"], program.mode, autocast=namespace.get("AUTOCAST"))
+            harness.run(
+                namespace["program"], namespace["make_inputs"], program.mode, autocast=namespace.get("AUTOCAST"), grow=grow
+            )
     except Exception as error:
         return error
     return None
@@ -160,7 +183,9 @@ def generate(seed: int, config: GenConfig | None = None) -> Program:
         if error is not None and program.mode != "no_grad":
             program = _with_mode(program, "no_grad")
             error = check_eager(program)
-        if error is None or any(s.may_raise for s in program.stmts):
+        if error is None:
+            return _with_grows(program, random.Random(seed * 7919 + sub), config.grow_weight)
+        if any(s.may_raise for s in program.stmts):
             return program
     raise RuntimeError(f"no well-typed program for seed {seed} in 50 tries")
 

@@ -21,14 +21,22 @@ DEVICE = "cpu"
 SPECIAL_VALUES = (float("inf"), float("-inf"), float("nan"), -0.0, 0.0, 1e30, -1e30, 1e-40, 65504.0)
 
 
-def make_leaf(seed, shape, dtype, fill="normal", ref=False, channels_last=False, requires_grad=False):
+def grown(shape, grow):
+    """`shape` with every size of at least 2 grown by `grow` (sizes 0 and 1 keep their meaning:
+    empty, and broadcast), so inputs that broadcast against each other still do."""
+    return tuple(s + grow if s >= 2 else s for s in shape)
+
+
+def make_leaf(seed, shape, dtype, fill="normal", ref=False, channels_last=False, requires_grad=False, grow=0):
     """One input leaf from its own seed: the same values whatever other inputs exist.
 
     `fill` picks the values: "normal" (standard normal), "wide" (x1000), "positive" (> 0.1),
     "special" (normal with inf/nan/-0/huge/subnormal sprinkled in), "small" (integers in [-10, 10]),
     "full" (integers over the dtype's whole range), "index" (integers in [0, 2**20), to take `%` of).
     `ref=True` makes floating leaves float64 (same values): the float64 reference run.
+    `grow`: the leaf of a later call with other sizes (see `grown`).
     """
+    shape = grown(shape, grow)
     g = torch.Generator().manual_seed(seed)
     if dtype == torch.bool:
         t = torch.randint(0, 2, shape, generator=g).bool()
@@ -77,7 +85,7 @@ def _snapshot(values):
     return [None if v is None else v.detach().cpu().clone() for v in values]
 
 
-def run(fn, make_inputs, mode, ref=False, autocast=None):
+def run(fn, make_inputs, mode, ref=False, autocast=None, grow=0):
     """Run `fn` on fresh inputs in `mode` and return what to compare, as a dict of lists.
 
     Modes: "no_grad" (inference), "grad" (outputs, then the gradients of the leaves that require
@@ -85,9 +93,10 @@ def run(fn, make_inputs, mode, ref=False, autocast=None):
     ``torch.autograd.grad(create_graph=True)``). The dict holds "outputs", "requires_grad" (of each
     output), "args" (the arguments after the call: in-place updates must show), and in the grad
     modes "grads" / "grads2". `autocast` (a dtype): the call runs under the caller's
-    ``torch.autocast("cpu", dtype=autocast)``; the backward runs outside it, as usual.
+    ``torch.autocast("cpu", dtype=autocast)``; the backward runs outside it, as usual. `grow`: the
+    inputs' sizes grown by that much (see `grown`).
     """
-    leaves, args = make_inputs(ref)
+    leaves, args = make_inputs(ref, grow)
     grad_leaves = [leaf for leaf in leaves if leaf.requires_grad]
     with torch.autocast(DEVICE, dtype=autocast or torch.bfloat16, enabled=autocast is not None):
         if mode == "no_grad":

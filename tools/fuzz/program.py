@@ -44,7 +44,7 @@ class Leaf:
             extra += ", channels_last=True"
         if self.requires_grad:
             extra += ", requires_grad=True"
-        return f"make_leaf({self.seed}, {self.shape!r}, torch.{self.dtype}, {self.fill!r}, ref{extra})"
+        return f"make_leaf({self.seed}, {self.shape!r}, torch.{self.dtype}, {self.fill!r}, ref{extra}, grow=grow)"
 
 
 @dataclass(frozen=True)
@@ -94,7 +94,8 @@ class Stmt:
 
 @dataclass(frozen=True)
 class Program:
-    """A whole fuzz program: run ``program(*args)`` in `mode` on ``make_inputs()``."""
+    """A whole fuzz program: run ``program(*args)`` in `mode` on ``make_inputs()``, then on inputs
+    of other sizes (`grows`)."""
 
     seed: int
     mode: str
@@ -104,6 +105,10 @@ class Program:
     outputs: tuple[str, ...]
     notes: tuple[str, ...] = field(default=(), compare=False)
     autocast: str = ""  # one of AUTOCAST_PLACES
+    grows: tuple[int, ...] = ()
+    """After two calls at the leaves' own sizes, one call per entry with every size of at least 2
+    grown by it (`harness.grown`): the first new sizes recompile (automatic dynamic shapes), the
+    next reuse that graph with its symbolic sizes."""
 
     def ops(self) -> list[str]:
         """The grammar rules used, in order."""
@@ -137,6 +142,7 @@ class Program:
             outputs=tuple(data["outputs"]),
             notes=tuple(data.get("notes", ())),
             autocast=data.get("autocast", ""),
+            grows=tuple(data.get("grows", ())),
         )
 
 
@@ -148,7 +154,10 @@ def render_body(program: Program, ref: bool = False) -> str:
     lines = [f"MODE = {program.mode!r}"]
     if program.autocast == "outside":
         lines.append("AUTOCAST = torch.bfloat16  # the caller's autocast, around the compiled call")
-    lines += ["", "", "def make_inputs(ref=False):"]
+    else:
+        lines.append("AUTOCAST = None")
+    lines.append(f"GROWS = {program.grows!r}  # the later calls' input sizes: grown by each (see `grown`)")
+    lines += ["", "", "def make_inputs(ref=False, grow=0):"]
     for leaf in program.leaves:
         lines.append(f"    {leaf.name} = {leaf.render()}")
     leaves = ", ".join(leaf.name for leaf in program.leaves)

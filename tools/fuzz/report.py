@@ -183,15 +183,16 @@ def pytest_source(finding: Finding) -> str:
             "    import pytest",
             "",
             "    with pytest.raises(Exception) as eager_error:",
-            "        run(program, make_inputs, MODE)",
+            "        run(program, make_inputs, MODE, autocast=AUTOCAST)",
             "    with pytest.raises(eager_error.type):",
-            "        run(compiled, make_inputs, MODE)",
+            "        run(compiled, make_inputs, MODE, autocast=AUTOCAST)",
         ]
     else:
         lines += [
-            "    expected = run(program, make_inputs, MODE)",
-            "    actual = run(compiled, make_inputs, MODE)",
-            "    assert_matches(expected, actual)",
+            "    for grow in (0, 0, *GROWS):  # twice at the inputs' own sizes, then at grown sizes",
+            "        expected = run(program, make_inputs, MODE, autocast=AUTOCAST, grow=grow)",
+            "        actual = run(compiled, make_inputs, MODE, autocast=AUTOCAST, grow=grow)",
+            "        assert_matches(expected, actual)",
         ]
     device = '\nDEVICE = "cuda"  # inputs and autocast on the GPU\n' if finding.target == "cuda" else ""
     return "# ruff: noqa\n" + docstring + render(finding.program) + device + (_TRITON_PATCH if triton else "") + "\n".join(lines) + "\n"
