@@ -52,3 +52,61 @@ def test_definitions_recover_each_dim_from_the_flat_index() -> None:
             name, text = line.split(" = ")
             env[name] = eval(text, {}, env)
         assert (env["x0"], env["x1"], env["x2"]) == (flat // 12, (flat // 4) % 3, flat % 4)
+
+
+class _CInt(int):
+    """An int whose ``//`` and ``%`` truncate toward zero, as Triton's integer ops do."""
+
+    def __floordiv__(self, other: int) -> _CInt:  # type: ignore[override]
+        q = abs(int(self)) // abs(int(other))
+        return _CInt(q if (int(self) < 0) == (int(other) < 0) else -q)
+
+    def __mod__(self, other: int) -> _CInt:  # type: ignore[override]
+        return _CInt(int(self) - int(other) * int(self // other))
+
+    def __add__(self, other: int) -> _CInt:  # type: ignore[override]
+        return _CInt(int(self) + int(other))
+
+    __radd__ = __add__
+
+    def __sub__(self, other: int) -> _CInt:  # type: ignore[override]
+        return _CInt(int(self) - int(other))
+
+    def __rsub__(self, other: int) -> _CInt:  # type: ignore[override]
+        return _CInt(int(other) - int(self))
+
+    def __mul__(self, other: int) -> _CInt:  # type: ignore[override]
+        return _CInt(int(self) * int(other))
+
+    __rmul__ = __mul__
+
+    def __neg__(self) -> _CInt:
+        return _CInt(-int(self))
+
+
+def _eval_truncating(text: str, **values: int) -> int:
+    """`text` evaluated with C's truncating ``//`` and ``%`` (integer literals included)."""
+    import re
+
+    source = re.sub(r"(?<![\w.])(\d+)", r"_C(\1)", text)
+    return int(eval(source, {"_C": _CInt}, {k: _CInt(v) for k, v in values.items()}))
+
+
+def test_a_dividend_that_may_be_negative_keeps_floor_semantics_under_truncating_ops() -> None:
+    """A roll's ``Mod(-5, s)`` and an indirect (maybe negative) index: Triton's ``%`` and ``//``
+    truncate, so these print with a correction (``-5 % 2`` is 1 in SymPy, -1 in Triton)."""
+    size = sympy.Symbol("s1", integer=True, positive=True)
+    indirect = sympy.Symbol("indirect0", integer=True)
+    printer = TritonIndexPrinter()
+    cases = [
+        (sympy.Mod(-5, size), lambda i, s: -5 % s),
+        (sympy.Mod(indirect, size), lambda i, s: i % s),
+        (FloorDiv(indirect, 4), lambda i, s: i // 4),
+        (ModularIndexing(indirect, 3, size), lambda i, s: (i // 3) % s),
+    ]
+    for expr, expected in cases:
+        text = printer.print(expr)
+        for i in range(-9, 10):
+            for s in (1, 2, 3, 7):
+                assert _eval_truncating(text, indirect0=i, s1=s) == expected(i, s), (expr, text, i, s)
+    assert printer.print(FloorDiv(x0, 3)) == "x0 // 3"  # known nonnegative: no correction

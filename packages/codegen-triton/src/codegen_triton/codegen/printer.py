@@ -1,9 +1,11 @@
 """SymPy index expressions printed as Triton expressions, with the IR's `//` and `%` semantics.
 
 Index expressions contain `Add`, `Mul`, `Integer`, `Symbol` and the IR's `FloorDiv(a, b)` and
-`ModularIndexing(x, div, mod)` (= `(x // div) % mod`), whose operands are never negative: Triton's
-integer `//` and `%` (C semantics) are then exact. Plain SymPy `floor`, `Mod`, `Min`, `Max` and
-integer powers are printed too, for expressions simplified by SymPy itself.
+`ModularIndexing(x, div, mod)` (= `(x // div) % mod`). Triton's integer `//` and `%` have C
+semantics (truncation), exact where the dividend is known nonnegative; elsewhere (a symbolic
+``Mod(-5, s0)`` of a roll, an indirect index) they print with SymPy's floor semantics. Plain SymPy
+`floor`, `Mod`, `Min`, `Max` and integer powers are printed too, for expressions simplified by
+SymPy itself. Divisors are sizes and strides: positive.
 """
 
 from __future__ import annotations
@@ -55,18 +57,17 @@ class TritonIndexPrinter:
             return self._print_pow(expr)
         name = type(expr).__name__
         if name == "FloorDiv":
-            base, divisor = expr.args
-            return f"{self.paren(base)} // {self.paren(divisor)}"
+            return self._floordiv(*expr.args)
         if name == "ModularIndexing":
             base, divisor, modulus = expr.args
             if divisor == 1:
-                return f"{self.paren(base)} % {self.paren(modulus)}"
-            return f"({self.paren(base)} // {self.paren(divisor)}) % {self.paren(modulus)}"
+                return self._floormod(self.paren(base), bool(base.is_nonnegative), modulus)
+            return self._floormod(f"({self._floordiv(base, divisor)})", bool(base.is_nonnegative), modulus)
         if isinstance(expr, sympy.Mod):
-            return f"{self.paren(expr.args[0])} % {self.paren(expr.args[1])}"
+            return self._floormod(self.paren(expr.args[0]), bool(expr.args[0].is_nonnegative), expr.args[1])
         if isinstance(expr, sympy.floor) and isinstance(expr.args[0], sympy.Mul):
             numerator, denominator = sympy.fraction(expr.args[0])
-            return f"{self.paren(numerator)} // {self.paren(denominator)}"
+            return self._floordiv(numerator, denominator)
         if isinstance(expr, sympy.Min | sympy.Max):
             fn = "tl.minimum" if isinstance(expr, sympy.Min) else "tl.maximum"
             text = self._print(expr.args[0])
@@ -74,6 +75,30 @@ class TritonIndexPrinter:
                 text = f"{fn}({text}, {self._print(arg)})"
             return text
         raise NotImplementedError(f"cannot print index expression {expr} ({name}) as Triton")
+
+    def _divisor(self, divisor: sympy.Expr) -> str:
+        """A divisor's text: sizes and strides, positive (`FloorDiv(s0, 2)` too, where SymPy
+        cannot tell); one known to be negative or zero is refused."""
+        if divisor.is_nonpositive:
+            raise NotImplementedError(f"cannot print a division by {divisor} (not positive) as Triton")
+        return self.paren(divisor)
+
+    def _floordiv(self, base: sympy.Expr, divisor: sympy.Expr) -> str:
+        """``base // divisor`` rounded toward negative infinity, as SymPy and Python round (Triton's
+        integer ``//`` truncates: ``-5 // 2`` is -2 there): a dividend that may be negative first
+        loses its floor remainder."""
+        b = self._divisor(divisor)
+        if base.is_nonnegative:
+            return f"{self.paren(base)} // {b}"
+        return f"({self.paren(base)} - {self._floormod(self.paren(base), False, divisor)}) // {b}"
+
+    def _floormod(self, base: str, nonnegative: bool, divisor: sympy.Expr) -> str:
+        """``base % divisor`` with the divisor's sign, as SymPy's ``Mod`` (Triton's integer ``%``
+        takes the dividend's sign: ``-5 % 2`` is -1 there); `base` is already source text."""
+        b = self._divisor(divisor)
+        if nonnegative:
+            return f"{base} % {b}"
+        return f"(({base} % {b}) + {b}) % {b}"
 
     def _print_add(self, expr: sympy.Add) -> str:
         terms = sorted(expr.args, key=lambda t: (t.is_number, sympy.default_sort_key(t)))

@@ -393,11 +393,11 @@ def _scatter_into(ctx: LoweringContext, x: IRNode, src: IRNode, inside: Any, src
 def slice_scatter(ctx: LoweringContext, x: IRNode, src: IRNode, dim: int = 0, start: Any = None, end: Any = None,
                   step: int = 1) -> Pointwise:  # fmt: skip
     """``x`` with ``x[..., start:end:step, ...] = src``."""
-    from inductor_ir.lowering.views import _normalize
+    from inductor_ir.lowering.views import _normalize, example_value
 
     size = x.get_size()
     dim = dim % len(size)
-    begin = _normalize(start, size[dim], sympy.Integer(0))
+    begin = _normalize(start, size[dim], sympy.Integer(0), example_value(ctx))
     length = src.get_size()[dim]
 
     def inside(idx: Index) -> Any:

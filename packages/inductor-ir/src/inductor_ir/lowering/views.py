@@ -7,7 +7,7 @@ Anything else becomes an ``IndexView`` whose ``reindex`` maps the view's index t
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import sympy
@@ -128,7 +128,25 @@ def squeeze(ctx: LoweringContext, x: IRNode, dim: Any = None) -> IRNode:
     return IndexView(x, tuple(size[k] for k in keep), reindex)
 
 
-def _normalize(value: Any, size: sympy.Expr, default: sympy.Expr) -> sympy.Expr:
+def example_value(ctx: LoweringContext) -> Callable[[sympy.Expr], int | None]:
+    """A size expression's value at the example inputs' sizes (None: it has an unbacked symbol)."""
+
+    def value(expr: sympy.Expr) -> int | None:
+        try:
+            return ctx.program.hint(expr)
+        except (TypeError, ValueError):
+            return None
+
+    return value
+
+
+def _normalize(value: Any, size: sympy.Expr, default: sympy.Expr, hint: Callable[[sympy.Expr], int | None]) -> sympy.Expr:
+    """A slice bound as Python clamps it: negative counts from the end, then clipped to ``[0, size]``.
+
+    With a symbolic ``size`` the clipping is decided on the example sizes (`hint`): torch's fake
+    slice branched on the same comparisons and guarded them, so every size the graph accepts
+    clips the same way (``x[-5:]`` of a size ``s`` guarded ``s < 5`` starts at 0, not ``s - 5``).
+    """
     if value is None:
         return default
     v = sympify_int(value)
@@ -140,9 +158,15 @@ def _normalize(value: Any, size: sympy.Expr, default: sympy.Expr) -> sympy.Expr:
         return sympy.Integer(min(max(i, 0), n))
     if v.is_number and int(v) >= 2**62:
         return size
-    if v.is_number and int(v) < 0:
-        return size + v
-    return v
+    if not v.is_number:
+        return v
+    bound = size + v if int(v) < 0 else v
+    at_bound, at_size = hint(bound), hint(size)
+    if at_bound is not None and at_bound < 0:
+        return sympy.Integer(0)
+    if at_bound is not None and at_size is not None and at_bound > at_size:
+        return size
+    return bound
 
 
 @lowering(aten.slice.Tensor)
@@ -150,11 +174,15 @@ def slice_(ctx: LoweringContext, x: IRNode, dim: int = 0, start: Any = None, end
     """``x[..., start:end:step, ...]`` along ``dim``."""
     size = list(x.get_size())
     dim = dim % len(size)
-    begin = _normalize(start, size[dim], sympy.Integer(0))
-    stop = _normalize(end, size[dim], size[dim])
+    hint = example_value(ctx)
+    begin = _normalize(start, size[dim], sympy.Integer(0), hint)
+    stop = _normalize(end, size[dim], size[dim], hint)
     span = stop - begin
+    at_span = hint(span)
     if span.is_number:
         length: sympy.Expr = sympy.Integer(max(0, -(-int(span) // step)))
+    elif at_span is not None and at_span <= 0:
+        length = sympy.Integer(0)  # (guarded: see _normalize)
     else:
         length = span if step == 1 else FloorDiv(span + step - 1, step)
     out = size[:dim] + [length] + size[dim + 1 :]

@@ -1,0 +1,73 @@
+"""Slice bounds, rolls and other size arithmetic at symbolic sizes, against eager at every size.
+
+A graph recompiled for a second size (automatic dynamic shapes) is reused for every later size
+its guards accept: its bounds must clamp as Python clamps them (``x[-5:]`` of 3 elements starts
+at 0, ``x[2:-2]`` of 3 elements is empty), and Python's floor ``%`` must stay floor ``%`` in
+generated code (``-5 % s`` of a roll).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+import torch
+
+import frontend
+from frontend.backends import inductor as inductor_backend
+
+SIZES = (2, 2, 3, 5, 7, 8, 12)
+"""The first size compiles static, the second repeats it, the third recompiles with a symbolic
+size, and the rest reuse that graph (or one more, where a guard splits the range)."""
+
+PROGRAMS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
+    "negative_start": lambda x: x[-5:] * 2,
+    "stepped_both_ends": lambda x: torch.cummax(x[2:-2:2], 0)[1],
+    "start_past_end": lambda x: x[6:] + 1,
+    "stop_before_start": lambda x: x[:-6].sum(0, keepdim=True) + x[:1],
+    "negative_stop_step_3": lambda x: x[1:-1:3].exp(),
+    "roll_by_more_than_size": lambda x: x.roll(5, 0),
+    "roll_negative": lambda x: x.roll(-3, 0) * x,
+    "slice_assign_negative": lambda x: x.clone().index_fill(0, torch.tensor([0]), 0.0)[-4:].cumsum(0),
+}
+
+
+def _use_triton(monkeypatch: pytest.MonkeyPatch) -> None:
+    import codegen_triton
+
+    def triton_on_cpu(device_type: str, config: object) -> object:
+        options = codegen_triton.TritonBackend.parse_options(config.kernel_backend_options("cuda"))  # type: ignore[attr-defined]
+        return codegen_triton.TritonBackend("cpu", options)
+
+    monkeypatch.setattr(inductor_backend, "load_kernel_backend", triton_on_cpu)
+
+
+def _slice_assign(x: torch.Tensor) -> torch.Tensor:
+    y = x.clone()
+    y[-4:] = 0.5
+    y[1:-5] = y[1:-5] * 3
+    return y
+
+
+PROGRAMS["slice_assign"] = _slice_assign
+
+
+@pytest.mark.parametrize("kernels", ["cpp", "triton"])
+@pytest.mark.parametrize("name", sorted(PROGRAMS))
+def test_bounds_match_eager_at_every_size(name: str, kernels: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    if kernels == "triton":
+        pytest.importorskip("triton")
+        if not __import__("os").environ.get("TRITON_INTERPRET"):
+            pytest.skip("the Triton kernels run on CPU tensors only in Triton's interpreter (TRITON_INTERPRET=1)")
+        _use_triton(monkeypatch)
+    fn = PROGRAMS[name]
+    frontend.reset()
+    compiled = frontend.compile(fn, options={"fallback_to_eager": False})
+    generator = torch.Generator().manual_seed(11)
+    for size in SIZES:
+        x = torch.randn(size, generator=generator)
+        expected, actual = fn(x), compiled(x)
+        assert actual.shape == expected.shape, (size, actual.shape, expected.shape)
+        torch.testing.assert_close(actual, expected, msg=lambda m, s=size: f"size {s}: {m}")
+    # the repeated size reuses its graph; guards on the bounds may split the symbolic range
+    assert compiled.kiln_context.graphs_compiled < len(SIZES) - 1
