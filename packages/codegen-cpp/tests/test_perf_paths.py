@@ -58,6 +58,10 @@ def test_simplification_removes_what_the_ranges_make_trivial() -> None:
     assert simplify_index(8192 * FloorDiv(X0, 64) + 128 * ModularIndexing(X0, 1, 64) + X1, ranges) == 128 * X0 + X1
     assert upper_bound(3 * X0 + X1, ranges) == 3 * 255 + 127
     assert upper_bound(X0 - X1, ranges) is None
+    # a product with no numeric coefficient (a stepped slice of a stack at a symbolic size) was an
+    # endless recursion (fuzz ccecec9bfc)
+    assert upper_bound(X0 * X1, ranges) == 255 * 127
+    assert upper_bound(2 * X0 * X1 + 1, ranges) == 2 * 255 * 127 + 1
 
 
 def _compile(fn: Callable[..., torch.Tensor], inputs: list[torch.Tensor], backend: CppBackend) -> tuple[object, str]:

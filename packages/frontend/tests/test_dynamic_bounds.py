@@ -58,7 +58,9 @@ def test_bounds_match_eager_at_every_size(name: str, kernels: str, monkeypatch: 
     if kernels == "triton":
         pytest.importorskip("triton")
         if not __import__("os").environ.get("TRITON_INTERPRET"):
-            pytest.skip("the Triton kernels run on CPU tensors only in Triton's interpreter (TRITON_INTERPRET=1)")
+            pytest.skip(
+                "the Triton kernels run on CPU tensors only in Triton's interpreter (TRITON_INTERPRET=1)"
+            )
         _use_triton(monkeypatch)
     fn = PROGRAMS[name]
     frontend.reset()

@@ -44,6 +44,14 @@ def upper_bound(expr: sympy.Expr, ranges: Ranges) -> int | None:
         coeff, rest = expr.as_coeff_Mul()
         if not (coeff.is_Integer and int(coeff) >= 0):
             return None
+        if rest == expr:  # no numeric coefficient (x0*s1): the product of its factors' bounds
+            product = 1
+            for factor in sympy.Mul.make_args(expr):
+                bound = upper_bound(factor, ranges)
+                if bound is None:
+                    return None
+                product *= bound
+            return product
         bound = upper_bound(rest, ranges)
         return None if bound is None else int(coeff) * bound
     if isinstance(expr, FloorDiv) and expr.args[1].is_Integer:
