@@ -14,7 +14,7 @@ from torch.utils import _pytree as pytree
 
 from aotgrad.compile import CompilerFn, Compilers, Partitioner, compile_region
 from aotgrad.config import AotConfig
-from aotgrad.decompositions import DecompositionTable
+from aotgrad.decompositions import DecompositionSource
 from aotgrad.partition import min_cut
 from aotgrad.runtime import RaisingRegion, Region
 from aotgrad.runtime.boxed import boxed_graph_module
@@ -80,7 +80,7 @@ class AotCallable:
         fn: Callable[..., Any],
         compilers: Compilers,
         partition: Partitioner,
-        decompositions: DecompositionTable | None,
+        decompositions: DecompositionSource | None,
         config: AotConfig,
         in_spec: pytree.TreeSpec | None = None,
     ) -> None:
@@ -176,7 +176,7 @@ def aot_graph(
     fw_compiler: CompilerFn,
     bw_compiler: CompilerFn | None = None,
     partition: Partitioner = min_cut,
-    decompositions: DecompositionTable | None = None,
+    decompositions: DecompositionSource | None = None,
     config: AotConfig | None = None,
 ) -> Callable[..., Any]:
     """Compile an FX graph (or any module/callable over flat tensors) into forward/backward ATen graphs.
@@ -272,7 +272,7 @@ def aot_function(
     fw_compiler: CompilerFn,
     bw_compiler: CompilerFn | None = None,
     partition: Partitioner = min_cut,
-    decompositions: DecompositionTable | None = None,
+    decompositions: DecompositionSource | None = None,
     config: AotConfig | None = None,
 ) -> Callable[..., Any]:
     """Compile `fn` (any function of pytrees of tensors) through aotgrad, lazily on each new input
@@ -318,7 +318,7 @@ def aot_module(
     fw_compiler: CompilerFn,
     bw_compiler: CompilerFn | None = None,
     partition: Partitioner = min_cut,
-    decompositions: DecompositionTable | None = None,
+    decompositions: DecompositionSource | None = None,
     config: AotConfig | None = None,
 ) -> AotModule:
     """Compile `module` through aotgrad; its parameters and buffers become graph inputs.

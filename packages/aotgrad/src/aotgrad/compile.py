@@ -21,7 +21,7 @@ from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
 from aotgrad.config import AotConfig
 from aotgrad.decompositions import (
-    DecompositionTable,
+    DecompositionSource,
     default_decompositions,
     replay_decompositions,
     with_eager_values,
@@ -144,7 +144,7 @@ def trace_region(
     fn: Callable[..., Any],
     flat_inputs: Sequence[Any],
     grad_mask: Sequence[bool] | None,
-    decompositions: DecompositionTable,
+    decompositions: DecompositionSource,
 ) -> TracedRegion:
     """Trace `fn` to its functional forward and, when `grad_mask` is given, its joint graph.
 
@@ -178,7 +178,7 @@ def _trace_region(
     fn: Callable[..., Any],
     flat_inputs: Sequence[Any],
     grad_mask: Sequence[bool] | None,
-    decompositions: DecompositionTable,
+    decompositions: DecompositionSource,
     unbacked: bool,
 ) -> TracedRegion:
     fake_mode, fakes = fake_inputs_for(flat_inputs, unbacked)
@@ -304,7 +304,7 @@ def compile_region(
     *,
     compilers: Compilers,
     partition: Partitioner,
-    decompositions: DecompositionTable | None,
+    decompositions: DecompositionSource | None,
     config: AotConfig,
     current_node: Callable[[], torch.fx.Node | None] | None = None,
 ) -> Region | RaisingRegion | None:

@@ -48,7 +48,7 @@ replaces this default entirely (`default_decompositions()` is a good base to edi
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import torch
@@ -65,6 +65,8 @@ from aotgrad.eager_upsample import EAGER_UPSAMPLE
 aten = torch.ops.aten
 
 DecompositionTable = dict[torch._ops.OpOverload, Callable[..., Any]]
+DecompositionSource = Mapping[torch._ops.OpOverload, Callable[..., Any]]
+"""What callers pass: any mapping (a table built on first use, say); aotgrad copies what it keeps."""
 
 BATCH_NORMS: tuple[Any, ...] = (
     aten.native_batch_norm,
@@ -119,7 +121,7 @@ def _overloads(packets: tuple[Any, ...]) -> set[Any]:
 INFERENCE_ONLY: tuple[Any, ...] = (aten._scaled_dot_product_flash_attention_for_cpu,)
 
 
-def joint_decompositions(table: DecompositionTable) -> DecompositionTable:
+def joint_decompositions(table: DecompositionSource) -> DecompositionTable:
     """`table` without the decompositions that are wrong under autograd (`INFERENCE_ONLY`): the one
     the joint forward+backward trace applies. Activation gradients it decomposes use
     `EAGER_GRADIENTS` (eager's values at NaN) in place of torch's; `index` (the gradient of
@@ -211,7 +213,7 @@ def replay_decompositions() -> DecompositionTable:
 EAGER_VALUES: DecompositionTable = {**EAGER_UPSAMPLE, **EAGER_THRESHOLD, **EAGER_STD}
 
 
-def with_eager_values(table: DecompositionTable) -> DecompositionTable:
+def with_eager_values(table: DecompositionSource) -> DecompositionTable:
     """`table` (a caller's) with torch's own decompositions of `EAGER_VALUES`' ops replaced by
     aotgrad's, which give eager's values; a decomposition of the caller's own stays as it is."""
     return {

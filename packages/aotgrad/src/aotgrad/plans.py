@@ -30,7 +30,12 @@ from torch.utils import _pytree as pytree
 from aotgrad.api import AotCallable, dynamic_dims_of
 from aotgrad.compile import CompilerFn, Compilers, Partitioner, trace_region
 from aotgrad.config import AotConfig
-from aotgrad.decompositions import DecompositionTable, default_decompositions, with_eager_values
+from aotgrad.decompositions import (
+    DecompositionSource,
+    DecompositionTable,
+    default_decompositions,
+    with_eager_values,
+)
 from aotgrad.partition import min_cut
 from aotgrad.runtime import CompiledInference, CompiledTraining, Region
 from aotgrad.runtime.higher_order import DifferentiableBackward
@@ -149,7 +154,7 @@ def aot_graph_from_plans(
     fw_compiler: CompilerFn,
     bw_compiler: CompilerFn | None = None,
     partition: Partitioner = min_cut,
-    decompositions: DecompositionTable | None = None,
+    decompositions: DecompositionSource | None = None,
     config: AotConfig | None = None,
 ) -> AotCallable:
     """What `aot_graph(gm, example_inputs, ...)` returns, its regions rebuilt from `plans`.

@@ -10,7 +10,11 @@ import torch
 import torch.fx
 
 from aotgrad.compile import trace_region
-from aotgrad.decompositions import DecompositionTable, default_decompositions, with_eager_values
+from aotgrad.decompositions import (
+    DecompositionSource,
+    default_decompositions,
+    with_eager_values,
+)
 from aotgrad.partition import min_cut, save_all
 from aotgrad.partition.policy import value_bytes
 from aotgrad.tracing.graph_passes import output_values
@@ -93,7 +97,7 @@ def saved_bytes_report(
     model_or_fn: torch.nn.Module | Callable[..., Any],
     example_inputs: Sequence[Any],
     *,
-    decompositions: DecompositionTable | None = None,
+    decompositions: DecompositionSource | None = None,
 ) -> SavedBytesReport:
     """Bytes saved for the backward by `save_all` and by `min_cut`, for a model or a function.
 

@@ -21,7 +21,12 @@ from torch.fx.experimental.proxy_tensor import make_fx
 from torch.utils import _pytree as pytree
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from aotgrad.decompositions import BATCH_NORMS, DecompositionTable, mutation_decompositions
+from aotgrad.decompositions import (
+    BATCH_NORMS,
+    DecompositionSource,
+    DecompositionTable,
+    mutation_decompositions,
+)
 from aotgrad.errors import EagerOnlyWriteError, TracingError, location_from_stack_trace
 from aotgrad.tracing.eager_checks import EagerChecks
 from aotgrad.tracing.graph_passes import (
@@ -305,7 +310,7 @@ def _lift_tensor_constants(gm: torch.fx.GraphModule) -> list[torch.Tensor]:
 def trace_functional(
     fn: Callable[..., Any],
     fake_inputs: Sequence[Any],
-    decompositions: DecompositionTable,
+    decompositions: DecompositionSource,
     *,
     training: bool = False,
     early: DecompositionTable | None = None,

@@ -19,7 +19,7 @@ import torch.fx
 import torch.fx.traceback as fx_traceback
 from torch.fx.experimental.proxy_tensor import make_fx
 
-from aotgrad.decompositions import DecompositionTable, joint_decompositions
+from aotgrad.decompositions import DecompositionSource, DecompositionTable, joint_decompositions
 from aotgrad.tracing.derivative_fixes import rrelu_from_drawn_slopes
 from aotgrad.tracing.functional import FunctionalGraph
 from aotgrad.tracing.graph_passes import clean, output_values, placeholders
@@ -187,7 +187,7 @@ def trace_joint(
     forward: FunctionalGraph,
     fake_inputs: Sequence[Any],
     grad_mask: Sequence[bool],
-    decompositions: DecompositionTable,
+    decompositions: DecompositionSource,
 ) -> JointGraph:
     """Trace forward and backward of `forward.gm` together, under the active fake mode.
 

@@ -9,7 +9,7 @@ kernel backend cannot compile, runs eagerly instead (logged; ``fallback_to_eager
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, Literal
 
 import torch
@@ -35,7 +35,6 @@ from frontend.backends.scalar_devices import place_cpu_scalars
 from frontend.context import CompileContext
 from frontend.cudagraphs import CudaGraphRunner
 from frontend.debug import GraphArtifacts
-from frontend.errors import describe_error
 from frontend.graph_cache import CachedCompile
 from frontend.stats import move_seconds
 
@@ -160,6 +159,36 @@ def checked_by_aotgrad(compiled: Callable[..., Any]) -> Callable[..., Any]:
     return _BoxedGraphRunner(compiled)
 
 
+class DecompositionsOnDemand(Mapping[Any, Any]):
+    """inductor_ir's decomposition table, built on first use: a graph loaded from the graph cache
+    traces nothing, and building the table (torch's core ATen set) took 70-140 ms of a warm start.
+
+    Ops the kernel backend runs through ATen (``eager_ops``: random ops under fallback_random) stay
+    whole: a decomposition would draw its random numbers differently from eager.
+    """
+
+    def __init__(self, eager_ops: Iterable[Any] = ()) -> None:
+        self._eager_ops = tuple(eager_ops)
+        self._table: dict[Any, Any] | None = None
+
+    def _built(self) -> dict[Any, Any]:
+        if self._table is None:
+            table = inductor_ir.decompositions()
+            for op in self._eager_ops:
+                table.pop(op, None)
+            self._table = table
+        return self._table
+
+    def __getitem__(self, op: Any) -> Any:
+        return self._built()[op]
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self._built())
+
+    def __len__(self) -> int:
+        return len(self._built())
+
+
 def _graph_compiler(
     backends: Mapping[str, Any], context: CompileContext, artifacts: GraphArtifacts | None, which: str
 ) -> Callable[[torch.fx.GraphModule, list[Any]], Callable[..., Any]]:
@@ -220,14 +249,7 @@ def inductor_backend(gm: torch.fx.GraphModule, example_inputs: list[Any], contex
         )}
     except KernelBackendUnavailable as error:
         return fall_back(gm, context, "a graph", str(error), error)
-    try:
-        decompositions = inductor_ir.decompositions()
-        # Ops the kernel backend runs through ATen (random ops under fallback_random) stay whole:
-        # a decomposition would draw its random numbers differently from eager.
-        for op in getattr(backends[device], "eager_ops", ()):
-            decompositions.pop(op, None)
-    except Exception as error:
-        return fall_back(gm, context, "a graph", f"inductor_ir.decompositions() failed ({describe_error(error)})", error)
+    decompositions = DecompositionsOnDemand(getattr(backends[device], "eager_ops", ()))
 
     compilers = {
         "fw_compiler": _graph_compiler(backends, context, artifacts, "forward"),
