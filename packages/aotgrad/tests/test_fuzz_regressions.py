@@ -598,3 +598,18 @@ def test_index_with_a_0d_index_beside_a_1d_one_has_eagers_shape_in_the_graph(no_
         compiled(*make_inputs())
     (output,) = [n for n in graphs[0].graph.nodes if n.op == "output"]
     assert tuple(output.args[0][0].meta["val"].shape) == (2, 4)
+
+
+@pytest.mark.parametrize("value_dtype", [torch.int64, torch.float64, torch.int8])
+def test_index_fill_casts_a_tensor_value_to_the_filled_dtype(value_dtype: torch.dtype) -> None:
+    """fuzz f7d29d42a6: eager fills an int32 tensor with an int64 0-d value; torch's decomposition
+    passed the value on uncast to `index_put`, which refused the mixed dtypes."""
+
+    def fn(x: torch.Tensor, index: torch.Tensor, value: torch.Tensor) -> torch.Tensor:
+        return x.index_fill(-1, index % x.size(-1), value) + x.clone().index_fill_(0, index[:1] % x.size(0), value)
+
+    def make_inputs() -> list[Any]:
+        return [torch.randint(-9, 9, (3, 4), dtype=torch.int32, generator=torch.Generator().manual_seed(8)),
+                torch.tensor([5, -2, 7]), torch.tensor(-2.75 if value_dtype.is_floating_point else -2, dtype=value_dtype)]
+
+    check_against_eager(fn, make_inputs, no_grad=True)

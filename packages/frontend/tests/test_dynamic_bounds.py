@@ -73,3 +73,23 @@ def test_bounds_match_eager_at_every_size(name: str, kernels: str, monkeypatch: 
         torch.testing.assert_close(actual, expected, msg=lambda m, s=size: f"size {s}: {m}")
     # the repeated size reuses its graph; guards on the bounds may split the symbolic range
     assert compiled.kiln_context.graphs_compiled < len(SIZES) - 1
+
+
+def _scatter_add_into_a_chunk(x: torch.Tensor, index: torch.Tensor, src: torch.Tensor) -> torch.Tensor:
+    part = x.chunk(3, 1)[0]
+    return part.scatter_add(1, index % part.size(1), src)
+
+
+def test_a_backward_reads_every_size_symbol_it_uses() -> None:
+    """fuzz 32d948aaab: the backward took only ``(s1 + 2) // 3`` (a chunk's size, saved) and
+    tangents of that size, not ``s1`` itself: its kernels named a symbol no input gave."""
+    frontend.reset()
+    compiled = frontend.compile(_scatter_add_into_a_chunk, options={"fallback_to_eager": False})
+    generator = torch.Generator().manual_seed(12)
+    for size in (1, 1, 2, 4, 5):
+        x = torch.randn(size, size + 1, generator=generator)
+        index = torch.randint(-5, 5, (size, size), generator=generator)
+        src = torch.randn(size, size, generator=generator, requires_grad=True)
+        expected = torch.autograd.grad(_scatter_add_into_a_chunk(x, index, src).sin().sum(), src)
+        actual = torch.autograd.grad(compiled(x, index, src).sin().sum(), src)
+        torch.testing.assert_close(actual, expected, msg=lambda m, s=size: f"size {s}: {m}")

@@ -36,7 +36,7 @@ Graphs that aotgrad hands to a compiler use torch's Core ATen opset
   bfloat16 tensors on the CPU accumulate and take the square root in float64, as eager's CPU kernels
   do (torch's float32 variance overflowed to inf for values near 1e30).
 
-The **decomposed as eager computes** replacements (`EAGER_VALUES`: upsampling, threshold, std) also
+The **decomposed as eager computes** replacements (`EAGER_VALUES`: upsampling, threshold, std, index_fill) also
 apply to a table a caller passes, wherever it holds torch's own decomposition of such an op
 (`with_eager_values`): a code generator's table gets eager's values without listing them.
 
@@ -56,6 +56,7 @@ from torch._decomp import core_aten_decompositions, decomposition_table, get_dec
 
 from aotgrad.eager_batch_norm import native_batch_norm_for_replay, with_eager_running_stats
 from aotgrad.eager_factories import EAGER_FACTORIES
+from aotgrad.eager_fill import EAGER_FILL
 from aotgrad.eager_gradients import EAGER_GRADIENTS
 from aotgrad.eager_index import EAGER_INDEX
 from aotgrad.eager_std import EAGER_STD
@@ -210,7 +211,7 @@ def replay_decompositions() -> DecompositionTable:
 
 
 # torch's decompositions that give values eager's kernels do not, and aotgrad's replacements.
-EAGER_VALUES: DecompositionTable = {**EAGER_UPSAMPLE, **EAGER_THRESHOLD, **EAGER_STD}
+EAGER_VALUES: DecompositionTable = {**EAGER_UPSAMPLE, **EAGER_THRESHOLD, **EAGER_STD, **EAGER_FILL}
 
 
 def with_eager_values(table: DecompositionSource) -> DecompositionTable:

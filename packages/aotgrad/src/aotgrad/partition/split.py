@@ -5,9 +5,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+import sympy
 import torch
 import torch.fx
 from torch.fx._lazy_graph_module import _make_graph_module
+from torch.fx.experimental.symbolic_shapes import free_symbols
 
 from aotgrad.tracing.graph_passes import is_runtime_assert, output_values, placeholders
 from aotgrad.tracing.joint import JointGraph
@@ -99,6 +101,55 @@ def _copy_graph(
     return graph
 
 
+def _bound_symbols(values: Iterable[Any]) -> set[sympy.Symbol]:
+    """The size symbols a graph taking `values` can read directly: plain-symbol sizes, strides and
+    storage offsets of its tensors, and its plain-symbol SymInts."""
+    bound: set[sympy.Symbol] = set()
+    for value in values:
+        if isinstance(value, torch.Tensor):
+            parts: list[Any] = [*value.shape, *value.stride(), value.storage_offset()]
+        else:
+            parts = [value]
+        for part in parts:
+            expr = getattr(getattr(part, "node", None), "expr", None)
+            if isinstance(expr, sympy.Symbol):
+                bound.add(expr)
+    return bound
+
+
+def _size_symbols_to_save(
+    graph: torch.fx.Graph, regions: JointRegions, saved: Sequence[torch.fx.Node]
+) -> list[torch.fx.Node]:
+    """SymInt nodes to save so that the backward can bind every size symbol its inputs use.
+
+    A backward taking only ``(s0 + 2) // 3`` (a saved SymInt) and tangents of that size cannot
+    recover ``s0``: its code generator reads each symbol from one input's size (or a plain SymInt
+    input). For each such symbol, the size of a primal where it appears plainly is saved (a
+    ``sym_size`` node added after that primal).
+    """
+    inputs = [*saved, *regions.tangents]
+    values = [n.meta.get("val") for n in inputs]
+    used: set[sympy.Symbol] = set()
+    for value in values:
+        if isinstance(value, (torch.Tensor, torch.SymInt)):
+            used |= {s for s in free_symbols(value) if isinstance(s, sympy.Symbol)}
+    missing = used - _bound_symbols(values)
+    added: list[torch.fx.Node] = []
+    for primal in regions.primals:
+        value = primal.meta.get("val")
+        if not missing or not isinstance(value, torch.Tensor):
+            continue
+        for dim, size in enumerate(value.shape):
+            expr = getattr(getattr(size, "node", None), "expr", None)
+            if expr in missing:
+                with graph.inserting_after(primal):
+                    node = graph.call_function(torch.ops.aten.sym_size.int, (primal, dim))
+                node.meta["val"] = size
+                added.append(node)
+                missing.discard(expr)
+    return added
+
+
 def split_joint(
     joint: JointGraph, saved: Sequence[torch.fx.Node]
 ) -> tuple[torch.fx.GraphModule, torch.fx.GraphModule]:
@@ -118,6 +169,7 @@ def split_joint(
         if not missing:
             break
         saved_list += missing
+    saved_list += _size_symbols_to_save(graph, regions, saved_list)
     forward_keep = _closure([*regions.fwd_outputs, *saved_list, *regions.fwd_asserts], set(regions.primals))
     if forward_keep & set(regions.tangents):
         raise AssertionError("partition asks the forward for a value that needs the tangents")
