@@ -435,3 +435,15 @@ def test_a_finding_test_repeats_the_calls_at_grown_sizes() -> None:
     assert namespace["GROWS"] == (1,) and "for grow in (0, 0, *GROWS)" in source
     leaves, _ = namespace["make_inputs"](False, 1)
     assert leaves[0].shape == (4, 5)
+
+
+def test_sizes_where_eager_differs_between_runs_are_not_grown() -> None:
+    """torch.lstm does not check its weights' rows against 4 * hidden: grown weights make eager
+    read past them, a different answer each run. A program whose eager results differ between two
+    runs at grown sizes (here: drawn at random) is not called at those sizes."""
+    from tools.fuzz.generator import _eager_repeats, _with_grows
+
+    steady = _program([Stmt("t1", "sum", "{0}.sum(1)", ("a0",))], shape=(3, 4))
+    changing = _program([Stmt("t1", "rand", "{0} + torch.rand_like({0})", ("a0",))], shape=(3, 4))
+    assert _eager_repeats(steady, 1) and not _eager_repeats(changing, 1)
+    assert _with_grows(changing, __import__("random").Random(0), 1.0).grows == ()
