@@ -412,14 +412,15 @@ def test_a_wrong_result_at_grown_sizes_is_a_mismatch(monkeypatch: pytest.MonkeyP
 
     program = dataclasses.replace(_program([Stmt("t1", "mul", "{0} * 3", ("a0",))], shape=(3, 4)), grows=(1, 3))
 
-    def wrong_when_grown(program: Program, target: str, grows: Any) -> list[RunOutcome]:
+    def wrong_when_grown(program: Program, target: str, calls: Any) -> list[RunOutcome]:
         namespace = load(program)
 
         def compiled(*args: Any) -> Any:
             with _WrongMultiply() if args[0].shape != (3, 4) else contextlib.nullcontext():
                 return namespace["program"](*args)
 
-        return [RunOutcome(harness.run(compiled, namespace["make_inputs"], program.mode, grow=g)) for g in grows]
+        return [RunOutcome(harness.run(compiled, namespace["make_inputs"], program.mode, grow=g, relayout=r))
+                for g, r in calls]
 
     monkeypatch.setattr(execute, "run_kiln", wrong_when_grown)
     verdict = execute.check(program, "eager")
@@ -432,7 +433,7 @@ def test_a_finding_test_repeats_the_calls_at_grown_sizes() -> None:
     source = pytest_source(Finding("sig", "mismatch", "call 3", "values differ", "cpp", program, 1, {"cpp": "mismatch"}))
     namespace: dict[str, Any] = {}
     exec(compile(source, "test.py", "exec"), namespace)
-    assert namespace["GROWS"] == (1,) and "for grow in (0, 0, *GROWS)" in source
+    assert namespace["GROWS"] == (1,) and "*((g, False) for g in GROWS)" in source and not namespace["RELAYOUT"]
     leaves, _ = namespace["make_inputs"](False, 1)
     assert leaves[0].shape == (4, 5)
 
@@ -447,3 +448,35 @@ def test_sizes_where_eager_differs_between_runs_are_not_grown() -> None:
     changing = _program([Stmt("t1", "rand", "{0} + torch.rand_like({0})", ("a0",))], shape=(3, 4))
     assert _eager_repeats(steady, 1) and not _eager_repeats(changing, 1)
     assert _with_grows(changing, __import__("random").Random(0), 1.0).grows == ()
+
+
+def test_a_wrong_result_in_another_memory_layout_is_a_mismatch(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The last call takes the same values in another memory layout: a compiler whose kernels kept
+    the first call's strides without a guard is caught, and the verdict names the call."""
+    from tools.fuzz import execute
+
+    program = dataclasses.replace(_program([Stmt("t1", "mul", "{0} * 3", ("a0",))], shape=(3, 4)), relayout=True)
+    assert execute.calls_of(program) == [(0, False), (0, False), (0, True)]
+    leaves, _ = load(program)["make_inputs"](False, 0, True)
+    assert leaves[0].stride() == (1, 3) and not leaves[0].is_contiguous()
+
+    def wrong_when_relaid_out(program: Program, target: str, calls: Any) -> list[RunOutcome]:
+        namespace = load(program)
+
+        def compiled(*args: Any) -> Any:
+            with _WrongMultiply() if not args[0].is_contiguous() else contextlib.nullcontext():
+                return namespace["program"](*args)
+
+        return [RunOutcome(harness.run(compiled, namespace["make_inputs"], program.mode, grow=g, relayout=r))
+                for g, r in calls]
+
+    monkeypatch.setattr(execute, "run_kiln", wrong_when_relaid_out)
+    verdict = execute.check(program, "eager")
+    assert verdict.kind == "mismatch" and verdict.where.startswith("call 3, inputs relaid out"), verdict
+
+
+def test_some_programs_end_with_a_call_in_another_layout(programs: list[Program]) -> None:
+    relaid = [p for p in programs if p.relayout]
+    assert relaid, "about a third of the programs with 2-d inputs should end with a relaid-out call"
+    for program in relaid[:4]:
+        assert check_eager(program, relayout=True) is None, program.seed

@@ -202,7 +202,7 @@ class Builder:
         requires_grad = self.mode != "no_grad" and dtype in FLOATS and wants
         leaf = Leaf(name, shape, dtype, fill, self.leaf_seed + len(self.leaves), channels_last, requires_grad)
         self.leaves.append(leaf)
-        self.leaf_values[name] = eval(leaf.render(), {"torch": torch, "make_leaf": harness.make_leaf, "ref": False, "grow": 0})
+        self.leaf_values[name] = eval(leaf.render(), {"torch": torch, "make_leaf": harness.make_leaf, "ref": False, "grow": 0, "relayout": False})
         return name
 
     def _add_param(self, leaf: str, view: str) -> str:

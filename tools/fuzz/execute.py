@@ -43,11 +43,21 @@ def load(program: Program, ref: bool = False, device: str = "cpu") -> dict[str, 
     return namespace
 
 
-def _outcome(fn: Any, namespace: dict[str, Any], mode: str, ref: bool, grow: int = 0) -> RunOutcome:
+Call = tuple[int, bool]
+"""One call's inputs: sizes grown by that much (`harness.grown`), and whether in another memory layout."""
+
+
+def calls_of(program: Program) -> list[Call]:
+    """The calls `check` makes: twice at the leaves' own sizes, then at each grown size, then
+    (`program.relayout`) once in another memory layout."""
+    return [(0, False), (0, False), *((grow, False) for grow in program.grows), *([(0, True)] if program.relayout else [])]
+
+
+def _outcome(fn: Any, namespace: dict[str, Any], mode: str, ref: bool, call: Call = (0, False)) -> RunOutcome:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            return RunOutcome(harness.run(fn, namespace["make_inputs"], mode, ref, namespace.get("AUTOCAST"), grow))
+            return RunOutcome(harness.run(fn, namespace["make_inputs"], mode, ref, namespace.get("AUTOCAST"), *call))
     except Exception as error:
         return RunOutcome.of_exception(error)
 
@@ -57,10 +67,10 @@ def device_of(target: str) -> str:
     return "cuda" if target == "cuda" else "cpu"
 
 
-def run_eager(program: Program, ref: bool = False, device: str = "cpu", grow: int = 0) -> RunOutcome:
-    """Eager PyTorch's run (`ref=True`: every float made float64; `grow`: on inputs of other sizes)."""
+def run_eager(program: Program, ref: bool = False, device: str = "cpu", call: Call = (0, False)) -> RunOutcome:
+    """Eager PyTorch's run (`ref=True`: every float made float64; `call`: on other inputs, see `Call`)."""
     namespace = load(program, ref, device)
-    return _outcome(namespace["program"], namespace, program.mode, ref, grow)
+    return _outcome(namespace["program"], namespace, program.mode, ref, call)
 
 
 @contextlib.contextmanager
@@ -81,10 +91,10 @@ def _triton_on_cpu() -> Iterator[None]:
         inductor_backend.load_kernel_backend = original
 
 
-def run_kiln(program: Program, target: str = "cpp", grows: Sequence[int] = (0,)) -> list[RunOutcome]:
+def run_kiln(program: Program, target: str = "cpp", calls: Sequence[Call] = ((0, False),)) -> list[RunOutcome]:
     """Kiln's runs of `program` through `target` (see the module docstring), one per entry of
-    `grows` on fresh inputs of sizes grown by it (the later calls reuse the compiled code, or
-    recompile for new sizes); capture's cache is reset after."""
+    `calls` on fresh inputs (the later calls reuse the compiled code, or recompile for new sizes
+    or layouts); capture's cache is reset after."""
     import frontend
 
     if target not in TARGETS:
@@ -95,18 +105,19 @@ def run_kiln(program: Program, target: str = "cpp", grows: Sequence[int] = (0,))
     try:
         with patch:
             compiled = frontend.compile(namespace["program"], backend=backend, options={"fallback_to_eager": False})
-            return [_outcome(compiled, namespace, program.mode, False, grow) for grow in grows]
+            return [_outcome(compiled, namespace, program.mode, False, call) for call in calls]
     finally:
         frontend.reset()
 
 
 def check(program: Program, target: str = "cpp") -> Verdict:
-    """Run `program` eagerly, in float64 and through Kiln's `target`: twice at its own sizes, then
-    once per entry of `program.grows`; the comparison's verdict.
+    """Run `program` eagerly, in float64 and through Kiln's `target`, once per call of `calls_of`
+    (twice at its own sizes, at grown sizes, in another memory layout); the comparison's verdict.
 
     The second call reuses the compiled code, so state kept between calls (buffers, caches, an
     input mutated in place and read again) gets checked too. The calls at grown sizes check the
-    guards on sizes and the recompiled graph with symbolic sizes (automatic dynamic shapes).
+    guards on sizes and the recompiled graph with symbolic sizes (automatic dynamic shapes); the
+    call in another memory layout, the guards on strides.
     """
     if target == "cuda" and not torch.cuda.is_available():  # else every program would "match": both raise
         raise RuntimeError("the cuda target needs a CUDA device")
@@ -116,8 +127,8 @@ def check(program: Program, target: str = "cpp") -> Verdict:
         return Verdict("skipped", "exception", f"eager's GPU kernels asserted ({eager.error[:200]})")
     ref = run_eager(program, ref=True)
     floor = precision_floor(program)
-    grows = (0, 0, *program.grows) if eager.result is not None else (0, 0)
-    runs = run_kiln(program, target, grows)
+    calls = calls_of(program) if eager.result is not None else calls_of(program)[:2]
+    runs = run_kiln(program, target, calls)
     if any(_device_assert(run) for run in runs):
         # A device-side assert leaves the process's CUDA context unusable: whatever Kiln raised, no
         # comparison with eager's run means anything now (the worker restarts after this program).
@@ -128,13 +139,13 @@ def check(program: Program, target: str = "cpp") -> Verdict:
                        f"contiguous, and Kiln's match that contiguous run: {verdict.detail}")
     if not verdict.ok or eager.result is None:
         return verdict
-    for call, (grow, run) in enumerate(zip(grows[1:], runs[1:]), start=2):
-        if grow:
-            eager, ref = run_eager(program, device=device, grow=grow), run_eager(program, ref=True, grow=grow)
+    for number, (call, run) in enumerate(zip(calls[1:], runs[1:]), start=2):
+        if call != (0, False):
+            eager, ref = run_eager(program, device=device, call=call), run_eager(program, ref=True, call=call)
         again = compare(eager, run, ref, floor)
         if not again.ok:
-            where = f"call {call}" + (f", sizes grown by {grow}" if grow else "")
-            return Verdict(again.kind, f"{where}: {again.where}", f"the first call matched; call {call}: {again.detail}")
+            where = f"call {number}" + (f", sizes grown by {call[0]}" if call[0] else "") + (", inputs relaid out" if call[1] else "")
+            return Verdict(again.kind, f"{where}: {again.where}", f"the first call matched; call {number}: {again.detail}")
     return verdict
 
 

@@ -61,6 +61,7 @@ class GenConfig:
         autocast_weight: the share of programs run under bfloat16 autocast.
         rules: the rules to draw from, with weights (a subset focuses a run, e.g. only integer ops).
         grow_weight: the share of programs also called on inputs of other sizes (`Program.grows`).
+        relayout_weight: the share also called on inputs in another memory layout (`Program.relayout`).
     """
 
     max_stmts: int = 10
@@ -68,6 +69,7 @@ class GenConfig:
     autocast_weight: float = 0.15
     rules: tuple[str, ...] = tuple(RULES)
     grow_weight: float = 0.5
+    relayout_weight: float = 0.3
 
 
 def _outputs(b: Builder) -> list[str]:
@@ -151,7 +153,17 @@ def _with_grows(program: Program, rng: random.Random, weight: float) -> Program:
     return replace(program, grows=tuple(grows))
 
 
-def _eager_repeats(program: Program, grow: int) -> bool:
+def _with_relayout(program: Program, rng: random.Random, weight: float) -> Program:
+    """Sometimes end with a call on the same values in another memory layout, where eager runs it
+    (a ``view`` of a transposed input raises there) and gives the same results twice."""
+    if rng.random() >= weight or not any(len(leaf.shape) >= 2 for leaf in program.leaves):
+        return program
+    if check_eager(program, relayout=True) is not None or not _eager_repeats(program, 0, relayout=True):
+        return program
+    return replace(program, relayout=True)
+
+
+def _eager_repeats(program: Program, grow: int, relayout: bool = False) -> bool:
     """Whether eager gives the same results twice at grown sizes. Growing can break a relation
     between sizes that an eager kernel relies on without checking it (``torch.lstm``'s weights,
     ``4 * hidden`` rows): eager then reads past its buffers, a different answer each run."""
@@ -162,7 +174,7 @@ def _eager_repeats(program: Program, grow: int) -> bool:
         warnings.simplefilter("ignore")
         for _ in range(2):
             runs.append(harness.run(namespace["program"], namespace["make_inputs"], program.mode,
-                                    autocast=namespace.get("AUTOCAST"), grow=grow))
+                                    autocast=namespace.get("AUTOCAST"), grow=grow, relayout=relayout))
     try:
         harness.assert_matches(runs[0], runs[1])
     except AssertionError:
@@ -170,16 +182,17 @@ def _eager_repeats(program: Program, grow: int) -> bool:
     return True
 
 
-def check_eager(program: Program, grow: int = 0) -> BaseException | None:
-    """Run `program` eagerly as the worker will (`grow`: on inputs of grown sizes); the exception
-    eager raises, or None."""
+def check_eager(program: Program, grow: int = 0, relayout: bool = False) -> BaseException | None:
+    """Run `program` eagerly as the worker will (`grow`: on inputs of grown sizes; `relayout`: in
+    another memory layout); the exception eager raises, or None."""
     namespace: dict[str, object] = {}
     exec(compile(render(program), f"<fuzz {program.seed}>", "exec"), namespace)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             harness.run(
-                namespace["program"], namespace["make_inputs"], program.mode, autocast=namespace.get("AUTOCAST"), grow=grow
+                namespace["program"], namespace["make_inputs"], program.mode, autocast=namespace.get("AUTOCAST"), grow=grow,
+                relayout=relayout,
             )
     except Exception as error:
         return error
@@ -203,7 +216,8 @@ def generate(seed: int, config: GenConfig | None = None) -> Program:
             program = _with_mode(program, "no_grad")
             error = check_eager(program)
         if error is None:
-            return _with_grows(program, random.Random(seed * 7919 + sub), config.grow_weight)
+            rng = random.Random(seed * 7919 + sub)
+            return _with_relayout(_with_grows(program, rng, config.grow_weight), rng, config.relayout_weight)
         if any(s.may_raise for s in program.stmts):
             return program
     raise RuntimeError(f"no well-typed program for seed {seed} in 50 tries")

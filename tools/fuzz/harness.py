@@ -27,14 +27,16 @@ def grown(shape, grow):
     return tuple(s + grow if s >= 2 else s for s in shape)
 
 
-def make_leaf(seed, shape, dtype, fill="normal", ref=False, channels_last=False, requires_grad=False, grow=0):
+def make_leaf(seed, shape, dtype, fill="normal", ref=False, channels_last=False, requires_grad=False, grow=0,
+              relayout=False):
     """One input leaf from its own seed: the same values whatever other inputs exist.
 
     `fill` picks the values: "normal" (standard normal), "wide" (x1000), "positive" (> 0.1),
     "special" (normal with inf/nan/-0/huge/subnormal sprinkled in), "small" (integers in [-10, 10]),
     "full" (integers over the dtype's whole range), "index" (integers in [0, 2**20), to take `%` of).
     `ref=True` makes floating leaves float64 (same values): the float64 reference run.
-    `grow`: the leaf of a later call with other sizes (see `grown`).
+    `grow`: the leaf of a later call with other sizes (see `grown`). `relayout`: the same values in
+    another memory layout (the last two dims transposed in memory; a channels-last leaf contiguous).
     """
     shape = grown(shape, grow)
     g = torch.Generator().manual_seed(seed)
@@ -66,8 +68,10 @@ def make_leaf(seed, shape, dtype, fill="normal", ref=False, channels_last=False,
     if ref and t.is_floating_point():
         t = t.to(torch.float64)
     t = t.to(DEVICE)  # values drawn on the CPU: the same on every device
-    if channels_last:
+    if channels_last and not relayout:
         t = t.contiguous(memory_format=torch.channels_last)
+    elif relayout and t.dim() >= 2:
+        t = t.transpose(-1, -2).contiguous().transpose(-1, -2)
     if requires_grad:
         t.requires_grad_()
     return t
@@ -85,7 +89,7 @@ def _snapshot(values):
     return [None if v is None else v.detach().cpu().clone() for v in values]
 
 
-def run(fn, make_inputs, mode, ref=False, autocast=None, grow=0):
+def run(fn, make_inputs, mode, ref=False, autocast=None, grow=0, relayout=False):
     """Run `fn` on fresh inputs in `mode` and return what to compare, as a dict of lists.
 
     Modes: "no_grad" (inference), "grad" (outputs, then the gradients of the leaves that require
@@ -94,9 +98,9 @@ def run(fn, make_inputs, mode, ref=False, autocast=None, grow=0):
     output), "args" (the arguments after the call: in-place updates must show), and in the grad
     modes "grads" / "grads2". `autocast` (a dtype): the call runs under the caller's
     ``torch.autocast("cpu", dtype=autocast)``; the backward runs outside it, as usual. `grow`: the
-    inputs' sizes grown by that much (see `grown`).
+    inputs' sizes grown by that much (see `grown`); `relayout`: their values in another memory layout.
     """
-    leaves, args = make_inputs(ref, grow)
+    leaves, args = make_inputs(ref, grow, relayout)
     grad_leaves = [leaf for leaf in leaves if leaf.requires_grad]
     with torch.autocast(DEVICE, dtype=autocast or torch.bfloat16, enabled=autocast is not None):
         if mode == "no_grad":

@@ -44,7 +44,7 @@ class Leaf:
             extra += ", channels_last=True"
         if self.requires_grad:
             extra += ", requires_grad=True"
-        return f"make_leaf({self.seed}, {self.shape!r}, torch.{self.dtype}, {self.fill!r}, ref{extra}, grow=grow)"
+        return f"make_leaf({self.seed}, {self.shape!r}, torch.{self.dtype}, {self.fill!r}, ref{extra}, grow=grow, relayout=relayout)"
 
 
 @dataclass(frozen=True)
@@ -109,6 +109,9 @@ class Program:
     """After two calls at the leaves' own sizes, one call per entry with every size of at least 2
     grown by it (`harness.grown`): the first new sizes recompile (automatic dynamic shapes), the
     next reuse that graph with its symbolic sizes."""
+    relayout: bool = False
+    """Then one call on the leaves' own sizes and values in another memory layout (see
+    `harness.make_leaf`): the guards on strides, and kernels that must not assume the first call's."""
 
     def ops(self) -> list[str]:
         """The grammar rules used, in order."""
@@ -143,6 +146,7 @@ class Program:
             notes=tuple(data.get("notes", ())),
             autocast=data.get("autocast", ""),
             grows=tuple(data.get("grows", ())),
+            relayout=bool(data.get("relayout", False)),
         )
 
 
@@ -157,7 +161,8 @@ def render_body(program: Program, ref: bool = False) -> str:
     else:
         lines.append("AUTOCAST = None")
     lines.append(f"GROWS = {program.grows!r}  # the later calls' input sizes: grown by each (see `grown`)")
-    lines += ["", "", "def make_inputs(ref=False, grow=0):"]
+    lines.append(f"RELAYOUT = {program.relayout!r}  # a last call on inputs in another memory layout")
+    lines += ["", "", "def make_inputs(ref=False, grow=0, relayout=False):"]
     for leaf in program.leaves:
         lines.append(f"    {leaf.name} = {leaf.render()}")
     leaves = ", ".join(leaf.name for leaf in program.leaves)

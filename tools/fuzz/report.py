@@ -189,9 +189,10 @@ def pytest_source(finding: Finding) -> str:
         ]
     else:
         lines += [
-            "    for grow in (0, 0, *GROWS):  # twice at the inputs' own sizes, then at grown sizes",
-            "        expected = run(program, make_inputs, MODE, autocast=AUTOCAST, grow=grow)",
-            "        actual = run(compiled, make_inputs, MODE, autocast=AUTOCAST, grow=grow)",
+            "    # twice at the inputs' own sizes, then at grown sizes, then in another memory layout",
+            "    for grow, relayout in [(0, False), (0, False), *((g, False) for g in GROWS), *([(0, True)] if RELAYOUT else [])]:",
+            "        expected = run(program, make_inputs, MODE, autocast=AUTOCAST, grow=grow, relayout=relayout)",
+            "        actual = run(compiled, make_inputs, MODE, autocast=AUTOCAST, grow=grow, relayout=relayout)",
             "        assert_matches(expected, actual)",
         ]
     device = '\nDEVICE = "cuda"  # inputs and autocast on the GPU\n' if finding.target == "cuda" else ""
