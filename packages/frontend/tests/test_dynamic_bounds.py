@@ -9,6 +9,7 @@ generated code (``-5 % s`` of a roll).
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 import torch
@@ -93,3 +94,19 @@ def test_a_backward_reads_every_size_symbol_it_uses() -> None:
         expected = torch.autograd.grad(_scatter_add_into_a_chunk(x, index, src).sin().sum(), src)
         actual = torch.autograd.grad(compiled(x, index, src).sin().sum(), src)
         torch.testing.assert_close(actual, expected, msg=lambda m, s=size: f"size {s}: {m}")
+
+
+@pytest.mark.parametrize("op", ["std", "var", "var_mean"])
+def test_variance_at_symbolic_sizes(op: str) -> None:
+    """fuzz a506d2230a: ``x.std(-1)`` traces ``correction=1.0``; at a symbolic size its divisor
+    ``s0 - 1.0`` held a float that no code generator prints."""
+
+    def fn(x: torch.Tensor) -> Any:
+        return getattr(torch, op)(x, -1, keepdim=True)
+
+    frontend.reset()
+    compiled = frontend.compile(fn, options={"fallback_to_eager": False})
+    generator = torch.Generator().manual_seed(13)
+    for size in (2, 2, 3, 6):
+        x = torch.randn(4, size, generator=generator)
+        torch.testing.assert_close(compiled(x), fn(x))

@@ -263,6 +263,8 @@ def _variance(ctx: LoweringContext, x: IRNode, dim: Any, correction: Any, keepdi
     n = _numel(x, dim)
     mean_value, m2 = welford(ctx, x, dim, keepdim)
     corr = 1 if correction is None else correction
+    if isinstance(corr, float) and corr.is_integer():
+        corr = int(corr)  # `x.std(dim)` traces correction=1.0: a Float in a size expression prints nowhere
     denominator = n - corr
     if denominator.is_number:
         divisor: sympy.Expr = sympy.Integer(0) if denominator <= 0 else sympy.sympify(denominator)
