@@ -94,6 +94,9 @@ def known_bug_tags(program: Program, kind: str, where: str) -> list[str]:
     reduced_outputs = {s.args[0] for s in program.stmts if s.op == "reduce_output"}
     if reduced_outputs & set(program.outputs) and kind == "mismatch":
         tags.append("possibly known: __restrict__ aliasing of a value returned and reduced")
+    if kind == "mismatch" and any(leaf.dtype == "bfloat16" and leaf.fill == "special" for leaf in program.leaves):
+        tags.append("on the triton target, possibly Triton's interpreter: it reads bfloat16 subnormals as 0 "
+                    "(GPUs keep them; check the input at the position named)")
     indexing = ("gather", "take_along", "scatter", "index", "embedding")
     if kind in ("exception_mismatch", "crash") and any(s.may_raise and s.op.startswith(indexing) for s in program.stmts):
         tags.append("possibly known: missing bounds checks")
