@@ -188,3 +188,25 @@ def test_a_welford_mean_over_two_infinities_is_nan_as_eagers(cpu_backend: Triton
 @pytest.mark.gpu
 def test_a_welford_mean_over_two_infinities_is_nan_as_eagers_on_the_gpu(gpu_backend: TritonBackend) -> None:
     _check(gpu_backend, _means_with_infinities, _inputs_with_infinities, "cuda", equal_nan=True)
+
+
+def _stats_of_equal_values(x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    variance, mean = torch.var_mean(x, dim=-1, correction=0)
+    return variance, mean, variance == 0, mean == x[:, 0]
+
+
+def _rows_of_equal_values() -> list[torch.Tensor]:
+    # 3 * x rounds for most float64 x: a mean taken as sum / 3 is off by an ulp, so m2 > 0
+    values = torch.randn(6, 1, dtype=torch.float64, generator=torch.Generator().manual_seed(3))
+    values[0] = float("inf")
+    return [values.expand(6, 3).contiguous()]
+
+
+def test_a_row_of_equal_values_has_variance_exactly_0(cpu_backend: TritonBackend) -> None:
+    # fuzz b15e6679cb: var(x.expand(3, 2), 0) cast to bool was True for one column, eager False
+    _check(cpu_backend, _stats_of_equal_values, _rows_of_equal_values, equal_nan=True, rtol=0, atol=0)
+
+
+@pytest.mark.gpu
+def test_a_row_of_equal_values_has_variance_exactly_0_on_the_gpu(gpu_backend: TritonBackend) -> None:
+    _check(gpu_backend, _stats_of_equal_values, _rows_of_equal_values, "cuda", equal_nan=True, rtol=0, atol=0)

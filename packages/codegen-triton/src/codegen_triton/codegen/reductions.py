@@ -6,7 +6,8 @@ step's block into it elementwise, and reduces the accumulator after the loop. ar
 (value, index) pairs; indices are linear in the reduction range (`rindex`).
 
 `welford_reduce` gives (mean, m2, weight). Persistent: the block holds the whole row, so the mean
-and then the squared deviations from it are reduced directly (two sums over registers, one read of
+(of the row shifted by its first element: equal values give m2 exactly 0, as eager's Welford does)
+and then the squared deviations from it are reduced directly (sums over registers, one read of
 memory). Looped: each lane of an `[XBLOCK, RBLOCK]` block keeps a running Welford triple; after the
 loop the lanes are merged exactly with `tl.sum` (weighted mean of the lane means; m2 plus the lanes'
 spread around it), the closed form of Chan's pairwise combine.
@@ -157,8 +158,14 @@ def emit_welford(writer: KernelWriter, dtype: torch.dtype, value: TritonValue) -
             torch.int32,
             x_axes,
         )
+        # The mean is taken of the row shifted by its first element (when finite): a row of equal
+        # values then has exactly that mean and m2 0, as eager's running Welford update gives
+        # (the plain sum of three equal float64 values, divided by 3, was off by an ulp: m2 > 0).
+        first = writer.emit(f"tl.sum(tl.where(rmask & (rindex == 0), {block.name}, 0), 1)[:, None]", acc_dtype, x_axes)
+        shift = writer.emit(f"tl.where({first.name} - {first.name} == 0, {first.name}, 0)", acc_dtype, x_axes)
+        shifted = writer.emit(f"tl.sum(tl.where(rmask, {block.name} - {shift.name}, 0), 1)[:, None]", acc_dtype, x_axes)
         mean = writer.emit(
-            f"tl.where({infinities.name} >= 2, float('nan'), tl.sum({block.name}, 1)[:, None] / {weight.name})", dtype, x_axes
+            f"tl.where({infinities.name} >= 2, float('nan'), {shift.name} + {shifted.name} / {weight.name})", dtype, x_axes
         )
         deviation = writer.emit(f"tl.where(rmask, {block.name} - {mean.name}, 0)", acc_dtype, both)
         m2 = writer.emit(f"tl.sum({deviation.name} * {deviation.name}, 1)[:, None]", dtype, x_axes)
