@@ -330,3 +330,18 @@ def test_an_average_of_negative_zeros_is_positive_zero(backend: CppBackend) -> N
     gm = make_fx(_pooled_zeros, decomposition_table=inductor_ir.decompositions())(x)
     compiled = inductor_ir.compile_graph(gm, [x], backends={"cpu": backend})
     assert torch.equal(compiled(x), _pooled_zeros(x))
+
+
+def _clamped(x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    return x.clamp(0, 3), x.clamp(min=0.0), x.clamp(max=0.0), x.clamp(-1, 0.0), torch.relu(x), torch.nn.functional.relu6(x)
+
+
+@pytest.mark.parametrize("dtype", (torch.float32, torch.float64), ids=str)
+def test_clamp_by_a_number_and_relu_keep_negative_zero(backend: CppBackend, dtype: torch.dtype) -> None:
+    # fuzz 61a5709675: `a.clamp_(0, 3)` of -0.0 was +0.0, so `b // a` was inf where eager's is -inf
+    x = torch.tensor(_SPECIAL * 4, dtype=dtype)  # 40 values: vector lanes and the scalar tail
+    compiled = inductor_ir.compile_graph(make_fx(_clamped)(x), [x], backends={"cpu": backend})
+    for k, (got, want) in enumerate(zip(compiled(x), _clamped(x), strict=True)):
+        assert torch.equal(got.isnan(), want.isnan()), f"result {k}"
+        assert torch.equal(got.nan_to_num(), want.nan_to_num()), f"result {k}: {got} != {want}"
+        assert torch.equal(got.signbit(), want.signbit()), f"result {k}: the sign of zero: {got} != {want}"

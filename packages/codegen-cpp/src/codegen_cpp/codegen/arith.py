@@ -240,8 +240,8 @@ class ArithmeticOps:
         return x if x.dtype == torch.bool else self._call("kiln::sign", x)
 
     def relu(self, x: CppValue) -> CppValue:
-        """max(x, 0)."""
-        return self.maximum(x, self.constant(0, x.dtype))
+        """max(0, x): x where it is 0 (-0.0 stays -0.0, as eager's) or NaN."""
+        return self.maximum(self.constant(0, x.dtype), x)
 
     def isnan(self, x: CppValue) -> CppValue:
         """x != x."""

@@ -348,7 +348,7 @@ def where(ctx: LoweringContext, condition: IRNode, a: Any, b: Any) -> Pointwise:
 @lowering(aten.clamp.default, aten.clamp.Tensor, aten.clamp_min.default, aten.clamp_max.default,
           aten.clamp_min.Tensor, aten.clamp_max.Tensor)  # fmt: skip
 def clamp(ctx: LoweringContext, x: IRNode, lo: Any = None, hi: Any = None) -> Pointwise:
-    """min(max(x, lo), hi), with NaN propagating.
+    """min(max(x, lo), hi), with NaN propagating; where x equals a number bound (±0.0), x.
 
     A NaN bound given as a number stays with ATen's kernel: what it does differs between torch
     releases (2.11 returns ``x`` unchanged for ``clamp(x, min=nan)``, 2.13 returns NaN), and the
@@ -361,14 +361,18 @@ def clamp(ctx: LoweringContext, x: IRNode, lo: Any = None, hi: Any = None) -> Po
     dtype = ctx.out_dtype(promote_dtypes(x, *(v for v in (lo, hi) if v is not None)))
     compute = compute_dtype_for(dtype)
     operands = [x] + [v for v in (lo, hi) if v is not None]
+    lo_tensor, hi_tensor = isinstance(lo, IRNode), isinstance(hi, IRNode)
 
     def fn(value: Any, *bounds: Any) -> Any:
+        # On a tie (-0.0 against a bound of 0.0) maximum/minimum keep their second operand. Eager's
+        # clamp by a number keeps x (`clamp(-0.0, min=0)` is -0.0, so `1 / it` is -inf): the bound
+        # goes first. By a tensor, eager's vectorized loop keeps the bound (its scalar tail keeps x).
         k = 0
         if lo is not None:
-            value = ops.maximum(value, bounds[k])
+            value = ops.maximum(value, bounds[k]) if lo_tensor else ops.maximum(bounds[k], value)
             k += 1
         if hi is not None:
-            value = ops.minimum(value, bounds[k])
+            value = ops.minimum(value, bounds[k]) if hi_tensor else ops.minimum(bounds[k], value)
         return value
 
     return make_pointwise(ctx, fn, operands, compute_dtype=compute, out_dtype=dtype)
