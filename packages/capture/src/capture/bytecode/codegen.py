@@ -18,6 +18,7 @@ from typing import Any, cast
 
 from bytecode import Bytecode, Instr, Label
 
+from capture.bytecode.assemble import assemble
 from capture.bytecode.dialects import current
 from capture.symbolic.code_info import code_info
 
@@ -72,7 +73,9 @@ def resume_code(original: types.CodeType, target: int, stack_depth: int, local_n
     Cell variables arrive as cell objects (so closures made before the break share them): their
     MAKE_CELL instructions are dropped. `null_slots` are the stack positions holding CALL's NULL.
     """
-    bytecode = Bytecode.from_code(original)
+    # Handler depths come from the original: flowing from the prologue's jump never reaches the
+    # start of a try block the resume point lies in (see `assemble`).
+    bytecode = Bytecode.from_code(original, conserve_exception_block_stackdepth=True)
     original_position: dict[int, int] = {}
     real = -1
     label = Label()
@@ -108,7 +111,7 @@ def resume_code(original: types.CodeType, target: int, stack_depth: int, local_n
     # traceback (the code objects stay distinct; ORIGINS maps each back to its original).
     bytecode.name = original.co_name
     bytecode.qualname = original.co_qualname
-    code = bytecode.to_code()
+    code = assemble(bytecode, at_least=original.co_stacksize, keep_handler_depths=True)
     index_map = tuple(original_position.get(id(item), -1) for item in items if isinstance(item, Instr))
     ORIGINS[code] = ResumeOrigin(_root(original), index_map)
     return code
@@ -161,7 +164,7 @@ def stub_code(original: types.CodeType, index: int, stack_depth: int, local_name
     bytecode.qualname = original.co_qualname
     bytecode.filename = original.co_filename
     bytecode.first_lineno = original.co_firstlineno
-    return bytecode.to_code()
+    return assemble(bytecode)
 
 
 def _epilogue(resume: tuple[Any, int, tuple[str, ...]], instr: Instr) -> list[Any]:

@@ -38,9 +38,13 @@ from typing import Any, cast
 
 from bytecode import Bytecode, Instr
 
+from capture.bytecode.assemble import assemble
 from capture.bytecode.dialects import DIALECT, Dialect
 
 Wrap = Callable[[Any], Any]
+
+_CALL_REWRITE_EXTRA = 4
+"""Stack slots a rewritten call may use beyond the original call's (helper, names, packed tuples)."""
 
 
 def call_through(wrap: Wrap, fn: Any, args: tuple[Any, ...], kw_names: tuple[str, ...]) -> Any:
@@ -86,7 +90,7 @@ def eager_code_with_captured_call(code: types.CodeType, index: int, null_below: 
     """
     if DIALECT is None:
         return None
-    bytecode = Bytecode.from_code(code)
+    bytecode = Bytecode.from_code(code, conserve_exception_block_stackdepth=True)
     items: list[Any] = []
     position = -1
     found = False
@@ -112,7 +116,10 @@ def eager_code_with_captured_call(code: types.CodeType, index: int, null_below: 
     bytecode.clear()
     bytecode.extend(items)
     try:
-        return bytecode.to_code()
+        # Handler depths are the code's own (a call rewritten inside a try block leaves the block's
+        # base depth as it was; `code` may be a resume function: see `assemble`); the rewritten call
+        # holds a helper and a packed tuple on top of what the call held.
+        return assemble(bytecode, at_least=code.co_stacksize + _CALL_REWRITE_EXTRA, keep_handler_depths=True)
     except (ValueError, RuntimeError):  # bytecode could not reassemble it (stack depth): run the original
         return None
 
