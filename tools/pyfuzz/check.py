@@ -1,0 +1,191 @@
+"""Running one generated program eagerly and through Kiln, call by call, and comparing.
+
+Each program is called six times (`CALLS`): twice on new values, once after module state changed
+(a global rebound, an object's attribute set: guards must notice), once with another int argument,
+and twice at another batch size. After every call its results (tensors, ints, floats) and what it
+did to module state (`observed()` in the prelude: printed text, a dict, an object, a global) must
+equal eager's; where eager raises, Kiln must raise the same exception type.
+"""
+
+from __future__ import annotations
+
+import linecache
+import math
+import signal
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from tools.pyfuzz.generator import PyProgram
+
+__all__ = ["CALLS", "Call", "Verdict", "check", "run_calls"]
+
+
+@dataclass(frozen=True)
+class Call:
+    """One call: the inputs' rows and seed, the int argument, and module state set before it."""
+
+    rows: int
+    seed: int
+    n: int
+    scale: float | None = None  # SCALE rebound before the call
+    bias: float | None = None  # OBJ.bias set before the call
+
+    def arguments(self) -> tuple[torch.Tensor, torch.Tensor, int]:
+        generator = torch.Generator().manual_seed(self.seed)
+        return torch.randn(self.rows, 5, generator=generator), torch.randn(self.rows, 5, generator=generator), self.n
+
+
+CALLS = (
+    Call(4, 1, 3),
+    Call(4, 2, 3),
+    Call(4, 3, 3, scale=3.0, bias=-1.0),
+    Call(4, 4, -2),
+    Call(6, 5, 3),
+    Call(7, 6, 3),
+)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """ok, mismatch, exception_mismatch, kiln_error or hang; where (which call) and why."""
+
+    kind: str
+    where: str = ""
+    detail: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.kind == "ok"
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """A call's results and observed state, or the exception it raised."""
+
+    result: Any = None
+    observed: Any = None
+    error: BaseException | None = None
+
+
+class _Timeout(Exception):
+    pass
+
+
+@contextmanager
+def _deadline(seconds: float) -> Iterator[None]:
+    def expire(signum: int, frame: Any) -> None:
+        raise _Timeout(f"no answer within {seconds} s")
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def _namespace(program: PyProgram, tag: str) -> dict[str, Any]:
+    filename = f"<kiln-pyfuzz-{program.seed}-{tag}>"
+    linecache.cache[filename] = (len(program.source), None, program.source.splitlines(True), filename)
+    namespace: dict[str, Any] = {"__name__": f"kiln_pyfuzz_{program.seed}_{tag}"}
+    exec(compile(program.source, filename, "exec"), namespace)
+    return namespace
+
+
+def _snapshot(result: Any) -> Any:
+    if isinstance(result, torch.Tensor):
+        return result.detach().clone()
+    if isinstance(result, (list, tuple)):
+        return type(result)(_snapshot(r) for r in result)
+    return result
+
+
+def run_calls(program: PyProgram, compiler: Callable[[Callable[..., Any]], Callable[..., Any]] | None,
+              tag: str, timeout: float = 60.0) -> list[Outcome]:
+    """Every call of `CALLS` on a fresh module of `program`, its function passed through `compiler`."""
+    namespace = _namespace(program, tag)
+    fn = namespace["program"] if compiler is None else compiler(namespace["program"])
+    outcomes = []
+    for call in CALLS:
+        if call.scale is not None:
+            namespace["SCALE"] = call.scale
+        if call.bias is not None:
+            namespace["OBJ"].bias = call.bias
+        try:
+            with _deadline(timeout):
+                result = _snapshot(fn(*call.arguments()))
+            outcomes.append(Outcome(result, namespace["observed"]()))
+        except _Timeout:
+            raise
+        except Exception as error:
+            outcomes.append(Outcome(error=error, observed=namespace["observed"]()))
+    return outcomes
+
+
+def _same(expected: Any, actual: Any, path: str) -> str | None:
+    if isinstance(expected, torch.Tensor):
+        if not isinstance(actual, torch.Tensor):
+            return f"{path}: a tensor in eager, {type(actual).__name__} in Kiln"
+        if expected.shape != actual.shape or expected.dtype != actual.dtype:
+            return f"{path}: {tuple(expected.shape)} {expected.dtype} in eager, {tuple(actual.shape)} {actual.dtype} in Kiln"
+        if not torch.allclose(expected, actual, rtol=1e-5, atol=1e-6, equal_nan=True):
+            worst = (expected.double() - actual.double()).abs().nan_to_num(0.0).max().item()
+            return f"{path}: values differ (largest difference {worst:.3g})"
+        return None
+    if isinstance(expected, (list, tuple)):
+        if not isinstance(actual, (list, tuple)) or len(expected) != len(actual):
+            return f"{path}: {expected!r:.200} in eager, {actual!r:.200} in Kiln"
+        for k, (e, a) in enumerate(zip(expected, actual)):
+            problem = _same(e, a, f"{path}[{k}]")
+            if problem:
+                return problem
+        return None
+    if isinstance(expected, float) and isinstance(actual, float):
+        if math.isclose(expected, actual, rel_tol=1e-5, abs_tol=1e-6) or (math.isnan(expected) and math.isnan(actual)):
+            return None
+    elif type(expected) is type(actual) and expected == actual:
+        return None
+    return f"{path}: {expected!r:.200} in eager, {actual!r:.200} in Kiln"
+
+
+def compare(eager: list[Outcome], kiln: list[Outcome]) -> Verdict:
+    """The verdict on Kiln's calls against eager's."""
+    for number, (e, k) in enumerate(zip(eager, kiln), start=1):
+        where = f"call {number} ({CALLS[number - 1]})"
+        if e.error is not None:
+            if k.error is None:
+                return Verdict("exception_mismatch", where, f"eager raised {e.error!r:.300}; Kiln returned")
+            if not isinstance(k.error, type(e.error)):
+                return Verdict("exception_mismatch", where, f"eager raised {e.error!r:.300}; Kiln {k.error!r:.300}")
+        elif k.error is not None:
+            return Verdict("kiln_error", where, f"{type(k.error).__name__}: {k.error}"[:1500])
+        else:
+            problem = _same(e.result, k.result, "result")
+            if problem:
+                return Verdict("mismatch", where, problem)
+        problem = _same(e.observed, k.observed, "state")
+        if problem:
+            return Verdict("mismatch", where, "module state: " + problem)
+    return Verdict("ok")
+
+
+def check(program: PyProgram, target: str = "eager", timeout: float = 60.0) -> Verdict:
+    """Run `program` eagerly and through ``frontend.compile(backend=target)``; the verdict."""
+    import frontend
+
+    try:
+        eager = run_calls(program, None, "eager", timeout)
+    except _Timeout:
+        return Verdict("skipped", "", "eager itself did not finish")
+    try:
+        kiln = run_calls(program, lambda fn: frontend.compile(fn, backend=target), "kiln", timeout)
+    except _Timeout as error:
+        return Verdict("hang", "", str(error))
+    finally:
+        frontend.reset()
+    return compare(eager, kiln)
