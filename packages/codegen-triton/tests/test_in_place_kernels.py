@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from typing import Any
 
+import pytest
 import torch
 from torch.fx.experimental.proxy_tensor import make_fx
 
@@ -56,3 +58,40 @@ def test_in_place_is_part_of_the_kernel_identity(cpu_backend: TritonBackend) -> 
     shared_source, apart_source = cpu_backend.generate(group), cpu_backend.generate(apart)
     assert "in_out_ptr0" in shared_source.source and "in_out_ptr0" not in apart_source.source
     assert _dedupe_key(shared_source) != _dedupe_key(apart_source)
+
+
+def _conv_then_gather(x: torch.Tensor, w: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+    y = torch.nn.functional.conv1d(x, w, None, stride=1, padding=0, dilation=2)
+    return torch.take_along_dim(y, index % y.size(-1), -1)
+
+
+def test_kernels_of_one_text_with_other_numels_stay_apart(
+    cpu_backend: TritonBackend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """fuzz 9af217864f: at symbolic sizes the copies of a (3, s0) and a (1, s0) tensor have one
+    source text (numels are arguments): shared, the second launched with the first's numel (3 * s0)
+    and wrote past its buffer (heap corruption in Triton's interpreter, out of bounds on a GPU)."""
+    import frontend
+    from codegen_triton.backend import TritonKernelCall
+    from frontend.backends import inductor as inductor_backend
+
+    monkeypatch.setattr(inductor_backend, "load_kernel_backend", lambda device_type, config: cpu_backend)
+    launched: list[tuple[int, int]] = []
+    real_launch = TritonKernelCall._launch
+
+    def recording(self: TritonKernelCall, args: tuple[Any, ...], numels: tuple[int, ...]) -> None:
+        outputs = args[len(self.signature.input_dtypes) : self.signature.buffer_count]
+        launched.append((numels[0], min(t.numel() for t in outputs)))
+        real_launch(self, args, numels)
+
+    monkeypatch.setattr(TritonKernelCall, "_launch", recording)
+    frontend.reset()
+    compiled = frontend.compile(_conv_then_gather, options={"fallback_to_eager": False})
+    index = torch.tensor([[[7]]])
+    for size in (2, 3, 5):  # 3: sizes become symbolic (the batch stays static: the conv guards it)
+        x = torch.randn(size, size, 1, dtype=torch.float16, generator=torch.Generator().manual_seed(size))
+        w = torch.randn(1, size, 1, dtype=torch.float16, generator=torch.Generator().manual_seed(size + 10))
+        with torch.autocast("cpu", dtype=torch.bfloat16):  # copies of both to bfloat16 before the conv
+            got, want = compiled(x, w, index), _conv_then_gather(x, w, index)
+        torch.testing.assert_close(got, want)
+    assert launched and all(numel <= size for numel, size in launched), launched

@@ -169,11 +169,11 @@ class TritonBackend:
         calls: list[TritonKernelCall] = []
         fresh: list[TritonKernelCall] = []
         for source in sources:
-            key = _dedupe_key(source)
+            group = source.group
+            generated = source.generated if isinstance(source, TritonKernelSource) else self._generate(group)
+            key = _call_key(source.source, KernelSignature.of(group), generated)
             call = self._calls.get(key)
             if call is None:
-                group = source.group
-                generated = source.generated if isinstance(source, TritonKernelSource) else self._generate(group)
                 int64 = functools.partial(self._generate, group, force_int64=True)
                 call = self._calls[key] = TritonKernelCall(self, KernelSignature.of(group), generated, int64=int64)
                 fresh.append(call)
@@ -196,10 +196,10 @@ class TritonBackend:
         kernels = []
         for source in sources:
             signature = KernelSignature.of(source.group)
-            call = self._calls.get(_dedupe_key(source))
+            generated = source.generated if isinstance(source, TritonKernelSource) else self._generate(source.group)
+            call = self._calls.get(_call_key(source.source, signature, generated))
             if call is None:
                 raise LookupError(f"kernel {source.name} was not compiled by this backend in this process")
-            generated = source.generated if isinstance(source, TritonKernelSource) else self._generate(source.group)
             int64 = self._generate(source.group, force_int64=True) if may_overflow_int32(signature, generated) else None
             kernels.append(SavedKernel(signature, generated, int64, call.tuning()))
         payload = SavedTritonKernels(self.device_type, self.config.interpreting(), tuple(kernels))
@@ -238,7 +238,7 @@ class TritonBackend:
         for kernel in saved.kernels:
             if kernel.int64 is None and may_overflow_int32(kernel.signature, kernel.generated):
                 raise ValueError(f"the saved kernel {kernel.generated.name} lacks its int64-indexing variant")
-            key = _call_key(kernel.generated.source, kernel.signature)
+            key = _call_key(kernel.generated.source, kernel.signature, kernel.generated)
             call = self._calls.get(key)
             if call is None:
                 int64 = _ready(kernel.int64) if kernel.int64 is not None else None
@@ -270,17 +270,22 @@ class TritonBackend:
         self.compile_pool = shared_compile_pool(self.config.compile_workers, target)
 
 
-def _dedupe_key(source: KernelSource) -> tuple[object, ...]:
-    """What makes two kernels interchangeable (see `_call_key`)."""
-    return _call_key(source.source, KernelSignature.of(source.group))
+def _dedupe_key(source: TritonKernelSource) -> tuple[object, ...]:
+    """What makes two generated kernels interchangeable (see `_call_key`)."""
+    return _call_key(source.source, KernelSignature.of(source.group), source.generated)
 
 
-def _call_key(source: str, signature: KernelSignature) -> tuple[object, ...]:
-    """What makes two kernels interchangeable: the source up to the group's name, argument dtypes, and
-    which outputs are written in place over an input (one argument for both)."""
+def _call_key(source: str, signature: KernelSignature, generated: GeneratedKernel) -> tuple[object, ...]:
+    """What makes two kernels interchangeable: the source up to the group's name, argument dtypes,
+    which outputs are written in place over an input (one argument for both), and the numels the
+    launch computes from the size ints. Two kernels of one source text take their numels as
+    arguments when sizes are symbolic: the text is the same for a `(3, s0)` and a `(1, s0)` copy,
+    and the second, launched with the first's numel (3 * s0), wrote past its buffer."""
     dtypes = tuple(str(d) for d in (*signature.input_dtypes, *signature.output_dtypes))
     template = source.replace(signature.name, "@")
-    return (template, dtypes, signature.in_place, signature.device, len(signature.size_symbols))
+    positional = {symbol: sympy.Symbol(f"_size{k}") for k, symbol in enumerate(signature.size_symbols)}
+    numels = tuple((name, str(sympy.sympify(value).xreplace(positional))) for name, value in sorted(generated.numels.items()))
+    return (template, dtypes, signature.in_place, signature.device, len(signature.size_symbols), numels)
 
 
 def _ready(kernel: GeneratedKernel) -> Callable[[], GeneratedKernel]:
