@@ -36,3 +36,27 @@ def test_simplify_keeps_floordiv_of_a_negative_term() -> None:
     i0, i1 = index_symbol("i", 0), index_symbol("i", 1)
     expr = i1 + 3 * FloorDiv(-i0, 2) + 9
     assert simplify_index(expr, [(i0, sympy.Integer(7)), (i1, sympy.Integer(3))]) == expr
+
+
+def test_multiples_of_symbolic_divisors_are_found_without_polynomial_division() -> None:
+    s0, s1 = sympy.symbols("s0 s1", integer=True, positive=True)
+    x0, x1 = sympy.symbols("x0 x1", integer=True, nonnegative=True)
+    assert FloorDiv(6 * s0 * x0 + x1, 3 * s0) == 2 * x0 + FloorDiv(x1, 3 * s0)
+    assert ModularIndexing(4 * s0 * s1 * x0 + x1, 2 * s1, 2 * s0) == ModularIndexing(x1, 2 * s1, 2 * s0)
+    assert FloorDiv(5 * s0 * x0, 3 * s0) != 5 * x0 / 3  # not a multiple: stays a FloorDiv
+    for a, b, c in [(0, 0, 1), (3, 7, 2), (5, 11, 3)]:
+        value = FloorDiv(6 * s0 * x0 + x1, 3 * s0).subs({s0: c, x0: a, x1: b})
+        assert value == (6 * c * a + b) // (3 * c)
+
+
+def test_simplifying_a_large_index_stays_correct_and_is_cached() -> None:
+    s0, s1 = sympy.symbols("s0 s1", integer=True, positive=True)
+    x0, x1 = sympy.symbols("x0 x1", integer=True, nonnegative=True)
+    flat = x0 * s1 + x1
+    expr = s1 * FloorDiv(flat, s1) + ModularIndexing(flat, 1, s1)
+    ranges = [(x0, s0), (x1, s1)]
+    first = simplify_index(expr, ranges)
+    assert simplify_index(expr, ranges) is first  # the same object: from the cache
+    for a, b, n0, n1 in [(0, 0, 2, 3), (1, 2, 2, 3), (4, 5, 7, 6)]:
+        env = {x0: a, x1: b, s0: n0, s1: n1}
+        assert first.subs(env) == expr.subs(env)

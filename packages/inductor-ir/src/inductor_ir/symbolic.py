@@ -28,7 +28,37 @@ __all__ = [
 ]
 
 
+_CANCEL_LIMIT = 40
+"""The most operations `_is_multiple` hands to ``sympy.cancel`` (whose cost grows fast with the
+size of the expression: nested views of symbolic sizes made poolformer's lowering take minutes)."""
+
+
+@functools.lru_cache(maxsize=8192)
+def _op_count(expr: sympy.Expr) -> int:
+    return int(sympy.count_ops(expr))
+
+
+@functools.lru_cache(maxsize=8192)
 def _is_multiple(term: sympy.Expr, divisor: sympy.Expr) -> bool:
+    """Whether ``term / divisor`` is an integer expression. False when it cannot tell cheaply
+    (a FloorDiv or ModularIndexing then stays as it is: less simplified, never wrong)."""
+    if divisor == 1:
+        return bool(term.is_integer)
+    term_coeff, term_rest = term.as_coeff_Mul()
+    divisor_coeff, divisor_rest = divisor.as_coeff_Mul()
+    if term_coeff.is_Integer and divisor_coeff.is_Integer and int(divisor_coeff) != 0:
+        if int(term_coeff) % int(divisor_coeff) == 0:
+            left = list(sympy.Mul.make_args(term_rest))
+            for factor in sympy.Mul.make_args(divisor_rest):
+                if factor == 1:
+                    continue
+                if factor not in left:
+                    break
+                left.remove(factor)
+            else:
+                return all(bool(f.is_integer) for f in left)
+    if _op_count(term) + _op_count(divisor) > _CANCEL_LIMIT:
+        return False
     quotient = sympy.cancel(term / divisor)
     return bool(quotient.is_integer) and bool(sympy.fraction(quotient)[1] == 1)
 
@@ -145,8 +175,17 @@ def simplify_index(expr: sympy.Expr, ranges: Sequence[tuple[sympy.Symbol, sympy.
 
     Drops variables whose range is 1, removes ``ModularIndexing``/``FloorDiv`` that cannot wrap
     (``x % m`` with ``x < m``; ``x // d`` with ``x < d``) and expands products.
+
+    Cached: nested views re-index the same expressions for every load that reaches through them,
+    and with symbolic sizes each simplification runs polynomial gcds (poolformer's pooling at a new
+    image size took minutes to lower).
     """
-    expr = sympy.expand(sympy.sympify(expr))
+    return _simplify_index(sympy.sympify(expr), tuple((var, sympy.sympify(size)) for var, size in ranges))
+
+
+@functools.lru_cache(maxsize=16384)
+def _simplify_index(expr: sympy.Expr, ranges: tuple[tuple[sympy.Symbol, sympy.Expr], ...]) -> sympy.Expr:
+    expr = sympy.expand(expr)
     subs = {var: sympy.Integer(0) for var, size in ranges if size == 1}
     if subs:
         expr = sympy.expand(expr.xreplace(subs))
@@ -194,6 +233,8 @@ def simplify_index(expr: sympy.Expr, ranges: Sequence[tuple[sympy.Symbol, sympy.
         """``(q, g)`` with ``base == g*q + rest``, ``0 <= rest < g`` and ``g`` dividing ``divisor`` (symbolic g)."""
         if not isinstance(base, sympy.Add) or divisor.is_Integer:
             return None
+        if _op_count(base) + _op_count(divisor) > _CANCEL_LIMIT:
+            return None  # polynomial gcds of large expressions cost seconds: left unsimplified
         big: list[sympy.Expr] = []
         rest: list[sympy.Expr] = []
         for term in base.args:
@@ -212,6 +253,7 @@ def simplify_index(expr: sympy.Expr, ranges: Sequence[tuple[sympy.Symbol, sympy.
         diff = sympy.expand(limit - bound)
         return bool(diff.is_nonnegative)
 
+    settled: set[sympy.Expr] = set()  # nodes no rule changes (checked once, not on every pass)
     changed = True
     while changed:
         changed = False
@@ -221,6 +263,8 @@ def simplify_index(expr: sympy.Expr, ranges: Sequence[tuple[sympy.Symbol, sympy.
             changed = True
             continue
         for node in sympy.preorder_traversal(expr):
+            if not isinstance(node, FloorDiv | ModularIndexing) or node in settled:
+                continue
             if isinstance(node, ModularIndexing):
                 base, divisor, modulus = node.args
                 if fits(upper(base), divisor * modulus):
@@ -248,6 +292,7 @@ def simplify_index(expr: sympy.Expr, ranges: Sequence[tuple[sympy.Symbol, sympy.
                         expr = expr.xreplace({node: replacement})
                         changed = True
                         break
+            settled.add(node)
     return sympy.expand(expr)
 
 
