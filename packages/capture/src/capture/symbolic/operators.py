@@ -63,8 +63,14 @@ def apply_operator(tx: InstructionTranslator, fn: Any, args: list[VariableTracke
         return tx.output.call_graph("call_function", fn, args, {})
     if any(isinstance(a, SymNodeVariable) for a in args) and \
             all(isinstance(a, SymNodeVariable) or a.is_constant() for a in args):
+        binary = _INPLACE_TO_BINARY.get(fn, fn)
+        if binary in (operator.floordiv, operator.mod) and not _known_positive(args[1]):
+            # torch's ShapeEnv folds `(s // -3) // -3` into `s // 9`, which holds for positive
+            # divisors only (7 gives 0, Python 1): such a division is computed on the values,
+            # each specialized with a guard.
+            return ConstantVariable(binary(args[0].as_constant(), args[1].as_constant()))
         # Arithmetic and comparisons on sizes of dynamic dims: traced as SymInt/SymFloat/SymBool nodes.
-        return record(tx.output, _INPLACE_TO_BINARY.get(fn, fn), args)
+        return record(tx.output, binary, args)
     return _sequence_operator(tx, fn, args)
 
 
@@ -179,6 +185,15 @@ def _getitem(tx: InstructionTranslator, container: VariableTracker, index: Varia
         source = ItemSource(container.source, key) if container.source is not None else None
         return tx.output.wrap_value(selected, source)
     raise Unsupported(f"indexing {container}")
+
+
+def _known_positive(divisor: VariableTracker) -> bool:
+    """Whether a divisor is a positive number, or a symbolic int the ShapeEnv knows is positive."""
+    if isinstance(divisor, SymNodeVariable):
+        expr = getattr(divisor.value.node, "expr", None)
+        return bool(getattr(expr, "is_positive", False))
+    value = divisor.as_constant()
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0
 
 
 def _contains(tx: InstructionTranslator, container: VariableTracker, item: VariableTracker) -> VariableTracker:
