@@ -405,6 +405,22 @@ def test_a_size_spelled_out_keeps_a_program_at_its_own_sizes() -> None:
     assert harness.grown((0, 1, 2, 5), 3) == (0, 1, 5, 8)
 
 
+def _wrong_where(wrong: Any) -> Any:
+    """A fake `run_kiln` whose multiplications are off by one on calls whose first input is `wrong`."""
+
+    def run_kiln(program: Program, target: str, calls: Any) -> list[RunOutcome]:
+        namespace = load(program)
+
+        def compiled(*args: Any) -> Any:
+            with _WrongMultiply() if wrong(args[0]) else contextlib.nullcontext():
+                return namespace["program"](*args)
+
+        return [RunOutcome(harness.run(compiled, namespace["make_inputs"], program.mode, grow=g, relayout=r))
+                for g, r in calls]
+
+    return run_kiln
+
+
 def test_a_wrong_result_at_grown_sizes_is_a_mismatch(monkeypatch: pytest.MonkeyPatch) -> None:
     """The calls at grown sizes are compared with eager at those sizes: a compiler wrong only after
     its recompile for new sizes is caught, and the verdict names the call."""
@@ -412,17 +428,7 @@ def test_a_wrong_result_at_grown_sizes_is_a_mismatch(monkeypatch: pytest.MonkeyP
 
     program = dataclasses.replace(_program([Stmt("t1", "mul", "{0} * 3", ("a0",))], shape=(3, 4)), grows=(1, 3))
 
-    def wrong_when_grown(program: Program, target: str, calls: Any) -> list[RunOutcome]:
-        namespace = load(program)
-
-        def compiled(*args: Any) -> Any:
-            with _WrongMultiply() if args[0].shape != (3, 4) else contextlib.nullcontext():
-                return namespace["program"](*args)
-
-        return [RunOutcome(harness.run(compiled, namespace["make_inputs"], program.mode, grow=g, relayout=r))
-                for g, r in calls]
-
-    monkeypatch.setattr(execute, "run_kiln", wrong_when_grown)
+    monkeypatch.setattr(execute, "run_kiln", _wrong_where(lambda x: x.shape != (3, 4)))
     verdict = execute.check(program, "eager")
     assert verdict.kind == "mismatch" and verdict.where.startswith("call 3, sizes grown by 1"), verdict
     assert execute.check(dataclasses.replace(program, grows=()), "eager").ok
@@ -460,17 +466,7 @@ def test_a_wrong_result_in_another_memory_layout_is_a_mismatch(monkeypatch: pyte
     leaves, _ = load(program)["make_inputs"](False, 0, True)
     assert leaves[0].stride() == (1, 3) and not leaves[0].is_contiguous()
 
-    def wrong_when_relaid_out(program: Program, target: str, calls: Any) -> list[RunOutcome]:
-        namespace = load(program)
-
-        def compiled(*args: Any) -> Any:
-            with _WrongMultiply() if not args[0].is_contiguous() else contextlib.nullcontext():
-                return namespace["program"](*args)
-
-        return [RunOutcome(harness.run(compiled, namespace["make_inputs"], program.mode, grow=g, relayout=r))
-                for g, r in calls]
-
-    monkeypatch.setattr(execute, "run_kiln", wrong_when_relaid_out)
+    monkeypatch.setattr(execute, "run_kiln", _wrong_where(lambda x: not x.is_contiguous()))
     verdict = execute.check(program, "eager")
     assert verdict.kind == "mismatch" and verdict.where.startswith("call 3, inputs relaid out"), verdict
 

@@ -19,9 +19,10 @@ from typing import Any
 
 import torch
 
+from tools.fuzz.compare import Verdict
 from tools.pyfuzz.generator import PyProgram
 
-__all__ = ["CALLS", "Call", "Verdict", "check", "run_calls"]
+__all__ = ["CALLS", "Call", "Verdict", "check", "compare", "run_calls"]
 
 
 @dataclass(frozen=True)
@@ -47,19 +48,6 @@ CALLS = (
     Call(6, 5, 3),
     Call(7, 6, 3),
 )
-
-
-@dataclass(frozen=True)
-class Verdict:
-    """ok, mismatch, exception_mismatch, kiln_error or hang; where (which call) and why."""
-
-    kind: str
-    where: str = ""
-    detail: str = ""
-
-    @property
-    def ok(self) -> bool:
-        return self.kind == "ok"
 
 
 @dataclass(frozen=True)
@@ -154,7 +142,8 @@ def _same(expected: Any, actual: Any, path: str) -> str | None:
 
 
 def compare(eager: list[Outcome], kiln: list[Outcome]) -> Verdict:
-    """The verdict on Kiln's calls against eager's."""
+    """The verdict on Kiln's calls against eager's (`tools.fuzz`'s kinds: ok, mismatch,
+    exception_mismatch, kiln_error; `check` adds hang and skipped)."""
     for number, (e, k) in enumerate(zip(eager, kiln), start=1):
         where = f"call {number} ({CALLS[number - 1]})"
         if e.error is not None:
