@@ -454,3 +454,22 @@ def test_bundle_into_another_cache_folder(tmp_path: Path) -> None:
     assert result["cache"]["graph"] == {"hits": 1, "misses": 0}
     assert result["cache"]["kernels"]["misses"] == 0, "the libraries came with the bundle: nothing compiled"
     _same_results(tmp_path / "a.json", tmp_path / "b.json")
+
+
+def _cumprod_under_autocast(index: torch.Tensor, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        return torch.cumprod(x, 0), index.to(torch.float32)
+
+
+def test_an_entry_specialized_while_compiling_is_not_loaded_for_other_sizes(cache_dir: Path) -> None:
+    """fuzz 16b512ee29: compiling the graph for size 3 specialized its symbolic size to 3 (a guard
+    added after the key was made); the recompile for size 5 has the same key and loaded that entry,
+    whose input check then refused the call. Entries keep the checks compiling added."""
+    compiled = frontend.compile(_cumprod_under_autocast, options=STRICT)
+    for rows in (2, 2, 3, 5, 6):
+        index = torch.randint(0, 5, (1, rows, 1), generator=torch.Generator().manual_seed(rows))
+        x = torch.randn(rows, generator=torch.Generator().manual_seed(rows + 1), requires_grad=True)
+        got, want = compiled(index, x), _cumprod_under_autocast(index, x)
+        for g, w in zip(got, want, strict=True):
+            torch.testing.assert_close(g, w)
+        torch.testing.assert_close(torch.autograd.grad(got[0].sum(), x), torch.autograd.grad(want[0].sum(), x))

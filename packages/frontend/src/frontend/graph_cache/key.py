@@ -37,9 +37,9 @@ import torch
 
 from frontend.config import Config
 
-__all__ = ["FORMAT_VERSION", "graph_key", "key_components"]
+__all__ = ["FORMAT_VERSION", "graph_key", "key_components", "shape_env_of"]
 
-FORMAT_VERSION = "1"
+FORMAT_VERSION = "2"
 """Bumped whenever what an entry holds changes shape: old entries then simply miss."""
 
 KILN_PACKAGES: tuple[str, ...] = ("capture", "aotgrad", "inductor_ir", "codegen_cpp", "codegen_triton", "frontend")
@@ -129,15 +129,22 @@ def _graph_part(gm: torch.fx.GraphModule) -> dict[str, Any]:
     return {"code": gm.code, "modules": modules, "functions": functions, "constants": constants}
 
 
-def _shape_part(example_inputs: Sequence[Any]) -> dict[str, Any]:
+def shape_env_of(example_inputs: Sequence[Any]) -> Any:
+    """The ShapeEnv of the example inputs' fake mode (None for real or static inputs)."""
     for value in example_inputs:
-        mode = getattr(value, "fake_mode", None)
-        env = getattr(mode, "shape_env", None)
+        env = getattr(getattr(value, "fake_mode", None), "shape_env", None)
         if env is not None:
-            ranges = {str(s): str(r) for s, r in getattr(env, "var_to_range", {}).items()}
-            guards = sorted(str(getattr(g, "expr", g)) for g in getattr(env, "guards", ()))
-            return {"ranges": dict(sorted(ranges.items())), "guards": guards}
-    return {}
+            return env
+    return None
+
+
+def _shape_part(example_inputs: Sequence[Any]) -> dict[str, Any]:
+    env = shape_env_of(example_inputs)
+    if env is None:
+        return {}
+    ranges = {str(s): str(r) for s, r in getattr(env, "var_to_range", {}).items()}
+    guards = sorted(str(getattr(g, "expr", g)) for g in getattr(env, "guards", ()))
+    return {"ranges": dict(sorted(ranges.items())), "guards": guards}
 
 
 def _modes_part() -> dict[str, Any]:

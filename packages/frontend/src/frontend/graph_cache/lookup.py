@@ -9,6 +9,7 @@ first call has run compiled, its plans are written (a graph that fell back to ea
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -20,7 +21,7 @@ import torch
 from aotgrad.plans import NotPlannable, RegionPlan, aot_graph_from_plans, export_plans
 from frontend.context import CompileContext
 from frontend.graph_cache.codec import encode_entry
-from frontend.graph_cache.key import graph_key, key_components
+from frontend.graph_cache.key import graph_key, key_components, shape_env_of
 from frontend.graph_cache.runners import export_runner, load_runner
 from frontend.graph_cache.store import GraphStore, warn_once
 
@@ -45,10 +46,47 @@ def all_stores() -> list[GraphStore]:
 
 @dataclass(frozen=True)
 class GraphEntry:
-    """What the cache keeps for one captured graph: its key and its compiled regions' plans."""
+    """What the cache keeps for one captured graph: its key, its compiled regions' plans, and the
+    size checks compiling added (`size_checks`).
+
+    The key holds the guards on sizes known before compiling; compiling can add more (a symbolic
+    size specialized to 3 by an op's rule): such an entry fits only inputs that pass them too, and
+    one compiled after such a check failed has the same key.
+    """
 
     key: str
     plans: tuple[RegionPlan, ...]
+    size_checks: tuple[str, ...] = ()
+
+
+def _size_checks(shape_env: Any) -> tuple[str, ...]:
+    """The ShapeEnv's guards as Python expressions over its size symbols (after compiling)."""
+    if shape_env is None:
+        return ()
+    from torch.utils._sympy.printers import PythonPrinter
+
+    printer = PythonPrinter()
+    return tuple(sorted({printer.doprint(guard.expr) for guard in getattr(shape_env, "guards", ())}))
+
+
+_CHECK_BUILTINS: dict[str, Any] = {"__builtins__": {f.__name__: f for f in (abs, min, max, int, float, round, bool)}}
+
+
+def _size_checks_hold(checks: Sequence[str], shape_env: Any) -> bool:
+    """Whether the example sizes pass every check (False when one cannot be evaluated)."""
+    if not checks:
+        return True
+    if shape_env is None:
+        return False
+    values: dict[str, Any] = {str(symbol): int(value) for symbol, value in getattr(shape_env, "var_to_val", {}).items()}
+    values["math"] = math
+    for check in checks:
+        try:
+            if not eval(check, _CHECK_BUILTINS, values):  # the cache's own text: see `_size_checks`
+                return False
+        except Exception:
+            return False
+    return True
 
 
 def _graph_count(plans: Sequence[RegionPlan]) -> int:
@@ -75,6 +113,7 @@ class CachedCompile:
         self.context = context
         self.backends = backends
         self._kernels_before = _kernel_library_counts(backends)
+        self.shape_env: Any = None  # the example inputs' (set by `start`)
 
     @classmethod
     def start(
@@ -100,7 +139,9 @@ class CachedCompile:
         except Exception as error:  # a graph the key cannot describe is compiled, not cached
             warn_once("graph-cache-key", f"Kiln's graph cache skips a graph it cannot key ({type(error).__name__}: {error})")
             return None
-        return cls(key, store_for(config.cache_dir), context, backends)
+        cached = cls(key, store_for(config.cache_dir), context, backends)
+        cached.shape_env = shape_env_of(example_inputs)
+        return cached
 
     def restore(self, gm: torch.fx.GraphModule, example_inputs: Sequence[Any], **aot_options: Any) -> Callable[..., Any] | None:
         """The compiled graph rebuilt from its entry, or None on a miss (or an entry that fails to load).
@@ -111,6 +152,8 @@ class CachedCompile:
         with self.context.stage("cache"):
             entry = self.store.read(self.key)
             restored = None
+            if isinstance(entry, GraphEntry) and not _size_checks_hold(entry.size_checks, self.shape_env):
+                entry = None  # compiled for sizes these inputs do not have: compiled again (and saved over it)
             if isinstance(entry, GraphEntry):
                 try:
                     restored = aot_graph_from_plans(
@@ -152,7 +195,7 @@ class CachedCompile:
             return  # the whole graph runs eagerly
         try:
             plans = export_plans(guarded, lambda runner: export_runner(runner, self.backends))
-            data = encode_entry(self.key, GraphEntry(self.key, plans))
+            data = encode_entry(self.key, GraphEntry(self.key, plans, _size_checks(self.shape_env)))
         except NotPlannable as reason:
             self.context.times.count_cache("aotgrad", False)
             self.context.events.emit("compile", f"{self.context.label}: graph not cached: {reason}")
