@@ -118,6 +118,12 @@ class _Builder:
             scope.tensors.append(target)
         return [f"{target} = {expression}"]
 
+    def assign_int(self, scope: _Scope, nested: bool, expression: str) -> list[str]:
+        target, new = self.int_target(scope, nested)
+        if new:
+            scope.ints.append(target)
+        return [f"{target} = {expression}"]
+
     def tensor_binary(self, scope: _Scope, nested: bool) -> list[str]:
         a, b = self.tensor(scope), self.tensor(scope)
         n = self.int_(scope)
@@ -144,17 +150,14 @@ class _Builder:
             f"{a} + {c}", f"{a} - {c}", f"{a} * {c}", f"{a} // {c}", f"{a} % {c}", f"-{a}", f"abs({a})",
             f"min({a}, {c})", f"max({a}, {c}) + 1", f"{a} ** 2 % 7", f"int({a} / 2)", f"({a} << 1) ^ {abs(c)}",
         ])
-        target, new = self.int_target(scope, nested)
-        if new:
-            scope.ints.append(target)
-        return [f"{target} = {expression}"]
+        return self.assign_int(scope, nested, expression)
 
     def int_from_shapes(self, scope: _Scope, nested: bool) -> list[str]:
         a = self.tensor(scope)
         options = [f"{a}.shape[0] + {self.int_(scope)}", f"{a}.dim()", f"{a}.numel() // 5", f"len({a})"]
         if scope.lists:
             options.append(f"len({self.rng.choice(scope.lists)})")
-        target, new = self.int_target(scope, nested)
+        target, new = self.int_target(scope, nested)  # (before the choice: seeds keep their programs)
         if new:
             scope.ints.append(target)
         return [f"{target} = {self.rng.choice(options)}"]
