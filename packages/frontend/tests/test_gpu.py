@@ -144,3 +144,62 @@ def test_cpu_scalars_a_graph_makes_itself_run_on_the_gpu() -> None:
     for got, want in zip(compiled(x), f(x), strict=True):
         assert got.dtype == want.dtype and got.device == want.device
         torch.testing.assert_close(got, want)
+
+
+def _rotate_half(x: torch.Tensor) -> torch.Tensor:
+    half = x.shape[-1] // 2
+    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+
+
+class _RotaryGroupedAttention(torch.nn.Module):
+    """A LLaMA-style attention block: q/k/v projections viewed (batch, seq, heads, dim) and
+    transposed, rotary embeddings (a `cat` in `rotate_half`), keys and values shared by 4 heads."""
+
+    def __init__(self, width: int = 256, heads: int = 4, kv_heads: int = 1) -> None:
+        super().__init__()
+        self.heads, self.kv_heads, self.dim = heads, kv_heads, width // heads
+        self.q = torch.nn.Linear(width, width, bias=False)
+        self.kv = torch.nn.Linear(width, 2 * kv_heads * self.dim, bias=False)
+        self.o = torch.nn.Linear(width, width, bias=False)
+
+    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+        b, s, _ = x.shape
+        q = self.q(x).view(b, s, self.heads, self.dim).transpose(1, 2)
+        k, v = self.kv(x).view(b, s, 2, self.kv_heads, self.dim).unbind(2)
+        k, v = k.transpose(1, 2), v.transpose(1, 2)
+        q, k = q * cos + _rotate_half(q) * sin, k * cos + _rotate_half(k) * sin
+        group = self.heads // self.kv_heads
+        k = k[:, :, None].expand(b, self.kv_heads, group, s, self.dim).reshape(b, self.heads, s, self.dim)
+        v = v[:, :, None].expand(b, self.kv_heads, group, s, self.dim).reshape(b, self.heads, s, self.dim)
+        out = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return self.o(out.transpose(1, 2).reshape(b, s, -1))
+
+
+def test_attention_results_are_not_copied_into_recorded_layouts(monkeypatch: pytest.MonkeyPatch) -> None:
+    import inductor_ir.wrapper
+
+    copies: list[tuple[object, object]] = []
+    original = inductor_ir.wrapper.ensure_layout
+
+    def counting(result: torch.Tensor, size: tuple[int, ...], stride: tuple[int, ...]) -> torch.Tensor:
+        out = original(result, size, stride)
+        if out is not result:
+            copies.append((result.stride(), stride))
+        return out
+
+    monkeypatch.setattr(inductor_ir.wrapper, "ensure_layout", counting)
+    torch.manual_seed(0)
+    model = _RotaryGroupedAttention().cuda()
+    x = torch.randn(2, 128, 256, device="cuda")
+    cos, sin = torch.randn(128, 64, device="cuda"), torch.randn(128, 64, device="cuda")
+    compiled = frontend.compile(model, options={"fallback_to_eager": False})
+    grads = []
+    for fn in (compiled, model):
+        model.zero_grad()
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            out = fn(x, cos, sin)
+        (out.float() * torch.linspace(-1, 1, out.numel(), device="cuda").view_as(out)).sum().backward()
+        grads.append([out.float()] + [p.grad.clone() for p in model.parameters()])
+    for got, want in zip(*grads):
+        torch.testing.assert_close(got, want, rtol=3e-2, atol=3e-2)
+    assert copies == [], f"attention results copied into recorded layouts: {copies}"

@@ -27,7 +27,7 @@ from inductor_ir.ir.layout import Layout
 from inductor_ir.ir.nodes import Buffer, ExternKernel, ReinterpretView
 from inductor_ir.lowering.registry import channels_last_strides
 
-__all__ = ["convolution_result_layout", "fake_result_layouts", "wants_channels_last"]
+__all__ = ["arguments_moved", "convolution_result_layout", "fake_result_layouts", "wants_channels_last"]
 
 _aten = torch.ops.aten
 
@@ -147,6 +147,8 @@ def fake_result_layouts(op: Any, args: Sequence[Any], kwargs: dict[str, Any]) ->
             result = op(*fake(tuple(args)), **{k: fake(v) for k, v in kwargs.items()})
         except _Symbolic:
             return None
+        except Exception:  # no fake kernel, or one that needs a real device: keep the recorded layouts
+            return None
     del mode
     results = result if isinstance(result, (list, tuple)) else (result,)
     return [
@@ -161,3 +163,30 @@ def fake_result_layouts(op: Any, args: Sequence[Any], kwargs: dict[str, Any]) ->
 
 class _Symbolic(Exception):
     """A tensor argument with symbolic sizes or strides (no fake run)."""
+
+
+def arguments_moved(recorded_args: Sequence[Any], args: Sequence[Any]) -> bool:
+    """Whether some tensor argument in ``args`` (as the IR stores it) has other strides than FX
+    recorded for it in ``recorded_args`` (the node's arguments, whose ``meta['val']`` holds them).
+
+    An op run as itself returns results whose layouts follow its arguments' (attention gradients,
+    ``empty_like``-style outputs); the layouts FX recorded then no longer hold.
+    """
+
+    def walk(recorded: Any, value: Any) -> bool:
+        if isinstance(value, (list, tuple)) and isinstance(recorded, (list, tuple)):
+            return any(walk(r, v) for r, v in zip(recorded, value))
+        if not isinstance(value, (Buffer, ReinterpretView)) or not isinstance(recorded, torch.fx.Node):
+            return False
+        val = recorded.meta.get("val")
+        if not isinstance(val, torch.Tensor):
+            return False
+        size, stride = tuple(val.shape), tuple(val.stride())
+        if not all(type(n) is int for n in (*size, *stride)):
+            return False  # symbolic: no fake run either (and comparing would add guards)
+        layout = value.layout
+        return size == tuple(layout.size) and not all(
+            n == 1 or sympy.sympify(a) == b for n, a, b in zip(size, layout.stride, stride)
+        )
+
+    return walk(tuple(recorded_args), tuple(args))

@@ -33,8 +33,14 @@ from inductor_ir.ir.nodes import (
     ReinterpretView,
 )
 from inductor_ir.ir.program import Program, SizeSource
-from inductor_ir.layout_policy import convolution_result_layout, wants_channels_last
+from inductor_ir.layout_policy import (
+    arguments_moved,
+    convolution_result_layout,
+    fake_result_layouts,
+    wants_channels_last,
+)
 from inductor_ir.lowering import LOWERINGS, LoweringContext, NotLowerable
+from inductor_ir.lowering.extern import ATTENTION_FALLBACK_OPS, store_in_recorded_layouts
 from inductor_ir.lowering.views import with_eager_storage
 from inductor_ir.symbolic import concrete_hint, sympify_int
 from inductor_ir.unbacked import (
@@ -508,19 +514,30 @@ def fallback(ctx: LoweringContext, op: Any, args: Any, kwargs: dict[str, Any], v
     """A ``FallbackKernel`` running ``op`` as itself; returns its output value(s)."""
     if op in _STORAGE_DEPENDENT and args and isinstance(args[0], IRNode):
         args = (with_eager_storage(ctx, args[0]), *args[1:])
+    if op in ATTENTION_FALLBACK_OPS and ctx.node is not None:
+        args = store_in_recorded_layouts(ctx, tuple(args))
     args = _as_arg(ctx, tuple(args))
     kwargs = {k: _as_arg(ctx, v) for k, v in kwargs.items()}
     if val is None:
         val = _meta_result(ctx.program, op, args, kwargs)
+    # Arguments stored in other layouts than FX recorded: the results' layouts come from a fake run on
+    # them (else every result the op returns in another layout is copied by `ensure_layout`).
+    layouts = None
+    if ctx.node is not None and arguments_moved(ctx.node.args, args) and op not in _STORAGE_DEPENDENT:
+        layouts = fake_result_layouts(op, args, kwargs)
     if isinstance(val, torch.Tensor):
-        kernel = FallbackKernel(ctx.new_name(), _layout(val, args), op, args, kwargs)
+        layout = _layout(val, args)
+        found = layouts[0] if layouts and len(layouts) == 1 else None
+        if found is not None and tuple(found.size) == tuple(layout.size) and found.dtype == layout.dtype:
+            layout = found
+        kernel = FallbackKernel(ctx.new_name(), layout, op, args, kwargs)
         ctx.register(kernel)
         return kernel
     device = _first_device(args) or "cpu"
     kernel = FallbackKernel(ctx.new_name(), Layout(device, torch.uint8, (), ()), op, args, kwargs, output_is_tuple=True)
     ctx.register(kernel)
     if isinstance(val, (list, tuple)):
-        return _multi_outputs(ctx, kernel, val, (), args)
+        return _multi_outputs(ctx, kernel, val, (), args, layouts if layouts and len(layouts) == len(val) else None)
     return None
 
 
@@ -553,11 +570,16 @@ def _layout(value: torch.Tensor, args: Any) -> Layout:
     return layout
 
 
-def _multi_outputs(ctx: LoweringContext, kernel: FallbackKernel, val: Any, path: tuple[int, ...], args: Any) -> Any:
+def _multi_outputs(
+    ctx: LoweringContext, kernel: FallbackKernel, val: Any, path: tuple[int, ...], args: Any, layouts: Any = None
+) -> Any:
     outs: list[Any] = []
     for k, item in enumerate(val):
         if isinstance(item, torch.Tensor):
-            out = MultiOutput(ctx.new_name(), _layout(item, args), kernel.name, (*path, k))
+            layout = layouts[k] if layouts is not None and layouts[k] is not None else None
+            if layout is None or tuple(layout.size) != tuple(item.shape) or layout.dtype != item.dtype:
+                layout = _layout(item, args)
+            out = MultiOutput(ctx.new_name(), layout, kernel.name, (*path, k))
             ctx.register(out)
             outs.append(out)
         elif isinstance(item, (list, tuple)):

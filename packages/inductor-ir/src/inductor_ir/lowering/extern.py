@@ -51,13 +51,26 @@ EXTERN_OPS = [
 
 
 # Attention kernels return their output in their query's memory order (a query stored batch, sequence,
-# heads gives an output stored that way); the output layout FX recorded holds for the inputs' recorded
-# strides only.
+# heads gives an output stored that way), and their backward kernels each gradient in its input's; the
+# output layouts FX recorded hold for the inputs' recorded strides only. Their inputs not yet in
+# memory are stored in those strides (`store_in_recorded_layouts`): the extern ops here, the others
+# (cuDNN's attention, every backward) where they run as FallbackKernels.
 ATTENTION_OPS = frozenset([
     aten._scaled_dot_product_flash_attention.default,
     aten._scaled_dot_product_efficient_attention.default,
     aten._scaled_dot_product_flash_attention_for_cpu.default,
 ])
+ATTENTION_FALLBACK_OPS = frozenset(
+    getattr(aten, name).default
+    for name in (
+        "_scaled_dot_product_cudnn_attention",
+        "_scaled_dot_product_cudnn_attention_backward",
+        "_scaled_dot_product_flash_attention_backward",
+        "_scaled_dot_product_efficient_attention_backward",
+        "_scaled_dot_product_flash_attention_for_cpu_backward",
+    )
+    if hasattr(aten, name)
+)
 
 
 # Matmuls whose operands may be a transposed view (the last two dims swapped) of a buffer.
@@ -98,7 +111,7 @@ def _realized(ctx: LoweringContext, value: Any, transposable: bool) -> Any:
     return value
 
 
-def _recorded_layout_inputs(ctx: LoweringContext, args: tuple[Any, ...]) -> tuple[Any, ...]:
+def store_in_recorded_layouts(ctx: LoweringContext, args: tuple[Any, ...]) -> tuple[Any, ...]:
     """An attention op's tensor arguments not yet in memory, stored with the strides FX recorded for them.
 
     The kernel computing a query (rotary embedding, a concatenation) may store it in any order; stored
@@ -149,7 +162,7 @@ def extern(ctx: LoweringContext, *args: Any, **kwargs: Any) -> Any:
     op = ctx.node.target
     transposable = op in TRANSPOSABLE_OPS
     if op in ATTENTION_OPS:
-        args = _recorded_layout_inputs(ctx, args)
+        args = store_in_recorded_layouts(ctx, args)
     args = _realized(ctx, args, transposable)
     if op is aten.convolution.default and ctx.channels_last and args:
         args = (_channels_last_input(ctx, args[0]), *args[1:])
