@@ -76,7 +76,7 @@ def _read_before_written(program: inductor_ir.Program) -> inductor_ir.Program:
 
 
 def test_program_check_catches_a_buffer_read_before_it_is_written() -> None:
-    x = rand(6, 5)
+    x = rand(12, 10)  # sums over more rows than are written out as pointwise expressions
     program = _lowered(lambda a: (a.sin() * 2).sum(0) + a.t().cos().sum(1), x)
     program.check()
     with pytest.raises(AssertionError, match="before it is defined"):
@@ -98,7 +98,7 @@ def test_check_ir_runs_after_lowering(monkeypatch: pytest.MonkeyPatch) -> None:
         return _read_before_written(real_lower(*args, **kwargs))
 
     monkeypatch.setattr(compile_module, "lower", broken_lower)
-    x = rand(6, 5)
+    x = rand(12, 10)
     gm = make_fx(lambda a: (a.sin() * 2).sum(0) + a.t().cos().sum(1))(x)
     checked = inductor_ir.InductorIRConfig(check_ir=True)
     with pytest.raises(AssertionError, match="before it is defined"):

@@ -116,7 +116,7 @@ def test_views_cat_and_indexing_keep_every_dtype(dtype: torch.dtype) -> None:
 
 
 def test_program_check_rejects_a_broken_program() -> None:
-    x = rand(4, 4)
+    x = rand(16, 4)  # a sum over 16 rows: a reduction buffer, read by the add's buffer
     program = inductor_ir.lower(torch.fx.experimental.proxy_tensor.make_fx(lambda a: a.exp().sum(0) + 1)(x), [x])
     program.check()
     program.buffers.reverse()

@@ -10,6 +10,7 @@ Variance (var, var_mean, and so the statistics of layer, batch and group norm) i
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -86,13 +87,56 @@ def make_reduction(
             return convert(inner(index, []), dtype, src_dtype)
 
         return Pointwise(identity, tuple(ranges), dtype, x.device, (ctx.origin,))  # type: ignore[return-value]
+    count = _static_count(rranges)
+    if reduction_type in _UNROLLED and count is not None and 0 < count <= UNROLL_LIMIT:
+        return _unrolled(ctx, inner, ranges, rranges, reduction_type, dtype, src_dtype, x.device)  # type: ignore[return-value]
     return Reduction(inner, tuple(ranges), tuple(rranges), reduction_type, dtype, src_dtype, x.device, (ctx.origin,))
+
+
+# Sums and products over at most this many elements (a static count) are written out as a pointwise
+# expression: a kernel of its own would read a few elements per output (the gradient of keys shared by
+# 4 heads: 4), while a pointwise value fuses into the kernel that reads it.
+UNROLL_LIMIT = 8
+_UNROLLED = {"sum": (ops.add, 0), "prod": (ops.mul, 1)}
+
+
+def _static_count(rranges: Sequence[sympy.Expr]) -> int | None:
+    count = 1
+    for n in rranges:
+        if not isinstance(n, sympy.Integer):
+            return None
+        count *= int(n)
+    return count
+
+
+def _unrolled(
+    ctx: LoweringContext,
+    inner: Callable[[Index, Index], Any],
+    ranges: Sequence[sympy.Expr],
+    rranges: Sequence[sympy.Expr],
+    reduction_type: str,
+    dtype: torch.dtype,
+    src_dtype: torch.dtype,
+    device: str,
+) -> Pointwise:
+    """The reduction as one expression per output element: the identity combined with each element in
+    order (starting from the identity keeps eager's +0.0 for a sum of negative zeros)."""
+    combine, identity = _UNROLLED[reduction_type]
+    positions = list(itertools.product(*(range(int(n)) for n in rranges)))
+
+    def expression(index: Index) -> Any:
+        total = ops.constant(identity, src_dtype)
+        for position in positions:
+            total = combine(total, inner(index, [sympy.Integer(k) for k in position]))
+        return convert(total, dtype, src_dtype)
+
+    return Pointwise(expression, tuple(ranges), dtype, device, (ctx.origin,))
 
 
 def _cast(ctx: LoweringContext, value: IRNode, dtype: torch.dtype) -> IRNode:
     if value.dtype == dtype:
         return value
-    buf = ctx.realize(value)
+    buf = ctx.realize(value) if isinstance(value, Reduction) else value  # a pointwise value stays inlinable
     load, src = buf.make_loader(), buf.dtype
     return Pointwise(lambda index: convert(load(index), dtype, src), buf.get_size(), dtype, buf.device, (ctx.origin,))
 
