@@ -40,7 +40,7 @@ from aotgrad.runtime.boxed import boxed_graph_module
 from aotgrad.runtime.higher_order import DifferentiableBackward
 from aotgrad.runtime.writeback import MUTATED_INPUTS_META
 from aotgrad.tracing import FunctionalGraph, JointGraph, trace_functional, trace_joint
-from aotgrad.tracing.graph_passes import placeholders
+from aotgrad.tracing.graph_passes import eliminate_dead_code, merge_common_subexpressions, placeholders
 from aotgrad.tracing.overlap import OverlappingWriteError, distinct_elements, repeated_dims
 
 log = logging.getLogger("aotgrad")
@@ -190,7 +190,10 @@ def _trace_region(
         needed_grad = [isinstance(x, torch.Tensor) and x.requires_grad for x in fakes]
         forward = trace_functional(fn, fakes, decompositions, training=grad_mask is not None)
         _check_constants(forward.gm, training=torch.is_grad_enabled())
-        if grad_mask is None:
+        if grad_mask is None:  # never differentiated: repeated calls can be merged
+            if merge_common_subexpressions(forward.gm.graph):
+                eliminate_dead_code(forward.gm.graph)
+                forward.gm.recompile()
             return TracedRegion(forward, None, distinct, full_shapes, fakes)
         # The trace ran the user's in-place ops under autograd: an input that needed no grad and
         # now does was written from values that do; its new value is differentiable (as in eager).

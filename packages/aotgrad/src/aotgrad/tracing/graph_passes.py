@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import operator
 from typing import Any
 
 import torch
@@ -52,6 +53,66 @@ def eliminate_dead_code(graph: torch.fx.Graph) -> None:
         graph.erase_node(node)
 
 
+# Ops whose every call is a value of its own even with equal arguments: fresh uninitialized memory.
+_FRESH_MEMORY = frozenset({
+    aten.empty.memory_format, aten.empty_strided.default, aten.empty_like.default,
+    aten.new_empty.default, aten.new_empty_strided.default,
+})
+
+
+class _NoKey(Exception):
+    """An argument with no exact, hashable key: the node is left alone."""
+
+
+def _argument_key(value: Any) -> Any:
+    """A key equal for two arguments exactly when they are the same value of the same type (1, 1.0 and
+    True differ; so do 0.0 and -0.0, which `==` and `hash` would merge)."""
+    if isinstance(value, torch.fx.Node):
+        return ("node", value)
+    if value is None or isinstance(value, (bool, str, torch.dtype, torch.device, torch.layout, torch.memory_format)):
+        return (type(value).__name__, value)
+    if isinstance(value, int):
+        return ("int", value)
+    if isinstance(value, float):
+        return ("float", value.hex())
+    if isinstance(value, (list, tuple)):
+        return (type(value).__name__, tuple(_argument_key(v) for v in value))
+    raise _NoKey
+
+
+def merge_common_subexpressions(graph: torch.fx.Graph) -> int:
+    """Replace each call that repeats an earlier one (same op, same arguments) by that one; returns
+    how many went.
+
+    Autocast casts an activation once per matmul reading it (a norm's output feeding the q, k and v
+    projections: three equal `_to_copy` nodes), and each copy would be stored, and recomputed in the
+    backward, on its own. Random ops, fresh memory, mutations and runtime checks are never merged.
+    """
+    seen: dict[Any, torch.fx.Node] = {}
+    merged = 0
+    for node in list(graph.nodes):
+        if node.op != "call_function" or is_random(node) or is_runtime_assert(node) or node.target in _FRESH_MEMORY:
+            continue
+        target = node.target
+        if isinstance(target, torch._ops.OpOverload):
+            if target._schema.is_mutable:
+                continue
+        elif target is not operator.getitem:
+            continue
+        try:
+            key = (target, _argument_key(node.args), _argument_key(tuple(sorted(node.kwargs.items()))))
+        except _NoKey:
+            continue
+        earlier = seen.get(key)
+        if earlier is None:
+            seen[key] = node
+            continue
+        node.replace_all_uses_with(earlier)
+        graph.erase_node(node)
+        merged += 1
+    return merged
+
+
 def clean(gm: torch.fx.GraphModule, *, differentiated: bool = False) -> torch.fx.GraphModule:
     """Apply the clean-ups above, lint the graph and regenerate its code.
 
@@ -60,6 +121,11 @@ def clean(gm: torch.fx.GraphModule, *, differentiated: bool = False) -> torch.fx
         differentiated: the graph is a joint graph: detaches are no-ops now and go as well.
     """
     remove_aliases(gm.graph, detaches=differentiated)
+    if differentiated:
+        # Not before: a forward graph is differentiated by replaying it, and one cast merged from
+        # three would sum its three gradients in its own (half) dtype, where eager sums them in the
+        # input's dtype. Inference graphs are merged where they are known to be final (compile.py).
+        merge_common_subexpressions(gm.graph)
     eliminate_dead_code(gm.graph)
     gm.graph.lint()
     gm.recompile()
