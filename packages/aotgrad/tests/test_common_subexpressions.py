@@ -85,3 +85,20 @@ def test_random_ops_and_fresh_memory_are_never_merged() -> None:
     graph = _graph(build)
     assert merge_common_subexpressions(graph) == 1  # the second sin
     assert _calls(graph) == 5
+
+
+def test_data_dependent_results_keep_their_own_symbols() -> None:
+    def fn(x: torch.Tensor) -> torch.Tensor:
+        first, second = (x > 0).sum().item(), (x > 0).sum().item()
+        torch._check(first >= 0)
+        torch._check(second >= 0)
+        return x.new_ones(first) * 2, x.nonzero(), x.nonzero() + 1
+
+    graphs: list[torch.fx.GraphModule] = []
+    x = torch.randn(5, 3)
+    got = aot_function(fn, fw_compiler=_recording(graphs))(x)
+    for a, b in zip(got, fn(x)):
+        torch.testing.assert_close(a, b)
+    targets = [n.target for n in graphs[0].graph.nodes]
+    assert targets.count(aten._local_scalar_dense.default) == 2
+    assert targets.count(aten.nonzero.default) == 2

@@ -60,6 +60,9 @@ _FRESH_MEMORY = frozenset({
 })
 
 
+_DATA_DEPENDENT_TAGS = frozenset({torch.Tag.data_dependent_output, torch.Tag.dynamic_output_shape})
+
+
 class _NoKey(Exception):
     """An argument with no exact, hashable key: the node is left alone."""
 
@@ -86,16 +89,19 @@ def merge_common_subexpressions(graph: torch.fx.Graph) -> int:
 
     Autocast casts an activation once per matmul reading it (a norm's output feeding the q, k and v
     projections: three equal `_to_copy` nodes), and each copy would be stored, and recomputed in the
-    backward, on its own. Random ops, fresh memory, mutations and runtime checks are never merged.
+    backward, on its own. Random ops, fresh memory, mutations, runtime checks and data-dependent results (each
+    defines a size symbol of its own) are never merged.
     """
     seen: dict[Any, torch.fx.Node] = {}
     merged = 0
     for node in list(graph.nodes):
         if node.op != "call_function" or is_random(node) or is_runtime_assert(node) or node.target in _FRESH_MEMORY:
             continue
+        if node.meta.get("unbacked_bindings"):
+            continue  # it defines a data-dependent size or value (`item()`, `nonzero`) later nodes name
         target = node.target
         if isinstance(target, torch._ops.OpOverload):
-            if target._schema.is_mutable:
+            if target._schema.is_mutable or _DATA_DEPENDENT_TAGS.intersection(target.tags):
                 continue
         elif target is not operator.getitem:
             continue
