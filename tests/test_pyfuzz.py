@@ -90,3 +90,24 @@ def test_the_shrinker_keeps_the_failing_line() -> None:
 def test_capture_matches_cpython(seed: int) -> None:
     verdict = check(generate(seed), "eager")
     assert verdict.ok, f"seed {seed}: {verdict.kind} at {verdict.where}: {verdict.detail}\n{generate(seed).source}"
+
+
+_ROUNDING_SENSITIVE = '''def program(x, y, n):
+    total = (x * 1e6).sum() - (x * 1e6).sum().round()  # the fraction below 1 of a large sum
+    if total > 0:
+        return [x + 1, y], [n], []
+    return [x - 1, y], [n], []
+'''
+
+_WELL_CONDITIONED = '''def program(x, y, n):
+    if (x * x).sum() > 0:
+        return [x.sin() + 1, y], [n], []
+    return [x, y], [n], []
+'''
+
+
+def test_programs_whose_branches_turn_on_rounding_are_skipped_for_generated_kernels() -> None:
+    verdict = check(_program(_ROUNDING_SENSITIVE), target="inductor")
+    assert verdict.kind == "skipped" and "ill-conditioned" in verdict.detail
+    assert check(_program(_WELL_CONDITIONED), target="inductor").kind == "ok"
+    assert check(_program(_ROUNDING_SENSITIVE), target="eager").kind == "ok"  # capture alone computes as eager
