@@ -101,3 +101,20 @@ def test_close_drops_queued_jobs(tmp_path: Path, workers: int) -> None:
         pool.wait(job, timeout=1)  # returns at once
     time.sleep(0.5)
     assert len(_done(tmp_path)) < 20
+
+
+def test_a_job_still_queued_here_can_be_claimed_by_its_launch(tmp_path: Path) -> None:
+    pool = CompilePool(1, _TARGET, _stand_in)
+    try:
+        jobs = [_job(tmp_path, f"k{i}", "sleep") for i in range(5)]
+        pool.submit(jobs)  # one worker: two jobs go to the executor, three wait here
+        assert not pool.claim(jobs[0])  # a worker has it: the launch waits for it instead
+        assert pool.claim(jobs[-1])  # the launch compiles it itself
+        assert not pool.claim(jobs[-1])  # once
+        assert not pool.claim(_job(tmp_path, "never-submitted"))
+        for job in jobs[:-1]:
+            pool.wait(job, timeout=30)
+        assert _done(tmp_path) == {job.module_name for job in jobs[:-1]}  # the claimed job never ran
+        pool.wait(jobs[-1], timeout=1)  # and waiting for it returns at once
+    finally:
+        pool.close()

@@ -116,3 +116,39 @@ def test_a_kernel_over_no_elements_is_not_launched(cpu_backend: TritonBackend) -
     compiled = inductor_ir.compile_graph(make_fx(_project)(a, b), [a, b], backends={"cpu": cpu_backend})
     (got,) = compiled(a, b)
     assert got.shape == (0, 1031, 37, 1)
+
+
+_POINTWISE = '''
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def kernel(in_ptr0, out_ptr0, xnumel, XBLOCK: tl.constexpr):
+    xindex = tl.program_id(0) * XBLOCK + tl.arange(0, XBLOCK)
+    xmask = xindex < xnumel
+    tl.store(out_ptr0 + xindex, tl.load(in_ptr0 + xindex, xmask) * 2, xmask)
+'''
+
+
+def test_a_kernel_tuned_before_precompiles_only_its_winner(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from codegen_triton.runtime import launcher as launcher_module
+    from codegen_triton.runtime.autotune import LaunchConfig
+    from codegen_triton.runtime.launcher import KernelSpec, TritonLauncher
+
+    monkeypatch.setattr(launcher_module, "_device_name", lambda device: "Test GPU")
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    choices = [LaunchConfig({"XBLOCK": block}, warps) for block, warps in ((256, 2), (1024, 4), (2048, 8))]
+    monkeypatch.setattr(launcher_module, "candidate_configs", lambda *args, **kwargs: list(choices))
+    spec = KernelSpec("kernel", _POINTWISE, "pointwise", ("in_ptr0", "out_ptr0", "xnumel"))
+    example = [torch.float32, torch.float32, 100_000]
+    fresh = TritonLauncher(spec, tmp_path)
+    candidates = fresh.precompile_jobs(example)
+    assert len(candidates) == 3  # not tuned yet: every candidate is compiled ahead
+    winner = choices[1]
+    bucket = (launcher_module.next_power_of_2(100_000), 1, 1)
+    tuned = TritonLauncher(spec, tmp_path, tuned={("Test GPU", bucket): winner})
+    (job,) = tuned.precompile_jobs(example)
+    assert job.variant.blocks == tuned.block_values(winner) and job.variant.num_warps == winner.num_warps
+    other_gpu = TritonLauncher(spec, tmp_path, tuned={("Another GPU", bucket): winner})
+    assert len(other_gpu.precompile_jobs(example)) == len(candidates)

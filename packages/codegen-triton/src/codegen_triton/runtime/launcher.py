@@ -142,12 +142,30 @@ class TritonLauncher:
         configs = self.configs_for(*key)
         if not self.autotune:
             configs = configs[:1]
+        elif len(configs) > 1:
+            winner = self._known_winner(key)
+            if winner is not None:  # tuned before (a saved graph, the cache folder): only it runs
+                configs = [winner]
         jobs = []
         for config in configs:
             variant = make_variant(example_args, self.block_values(config), config.num_warps, config.num_stages)
             if variant is not None:
                 jobs.append(self._job(variant))
         return jobs
+
+    def _known_winner(self, numels: tuple[int, ...]) -> LaunchConfig | None:
+        """The configuration tuning chose before for these sizes on this GPU, if any (as `_choose` finds it)."""
+        try:
+            import torch
+
+            device_name = _device_name(torch.cuda.current_device())
+        except Exception:
+            return None
+        bucket = tuple(next_power_of_2(n) for n in numels)
+        chosen = self.tuned.get((device_name, bucket))  # type: ignore[arg-type]
+        if chosen is None:
+            chosen = TuningCache(self.cache_dir).get(self.spec.source, device_name, ",".join(map(str, bucket)))
+        return chosen
 
     def _job(self, variant: Variant) -> PrecompileJob:
         return PrecompileJob(str(self.module.__file__), self.module.__name__, self.spec.name, variant)
@@ -164,8 +182,8 @@ class TritonLauncher:
         if variant is None:
             return None
         if variant not in self._compiled:
-            if self.compile_pool is not None:
-                self.compile_pool.wait(self._job(variant))
+            if self.compile_pool is not None and not self.compile_pool.claim(job := self._job(variant)):
+                self.compile_pool.wait(job)
             fast = None
             try:
                 if self._target is None:
