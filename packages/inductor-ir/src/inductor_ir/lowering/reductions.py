@@ -348,10 +348,15 @@ def softmax(ctx: LoweringContext, x: IRNode, dim: int, half_to_float: bool) -> I
     total = ctx.realize(make_reduction(ctx, exp, dim, True, "sum", src_dtype=acc, dtype=acc))
     sum_load = expand_loader(total, size)
     log = ctx.origin == "_log_softmax"
+    # eager's CPU kernel for the last dim multiplies by the sum's reciprocal (one division per row, as
+    # here once the compiler hoists it); over other dims, and on CUDA, it divides.
+    reciprocal = str(x.device).startswith("cpu") and bool(size) and dim % len(size) == len(size) - 1
 
     def inner(index: Index) -> Any:
         if log:
             value = ops.sub(shifted(index), ops.log(sum_load(index)))
+        elif reciprocal:
+            value = ops.mul(ops.exp(shifted(index)), ops.truediv(ops.constant(1.0, acc), sum_load(index)))
         else:
             value = ops.truediv(ops.exp(shifted(index)), sum_load(index))
         return convert(value, out, acc)
