@@ -110,3 +110,64 @@ def test_variance_at_symbolic_sizes(op: str) -> None:
     for size in (2, 2, 3, 6):
         x = torch.randn(4, size, generator=generator)
         torch.testing.assert_close(compiled(x), fn(x))
+
+
+def _quantile_over_a_unit_dim(x: torch.Tensor) -> torch.Tensor:
+    return torch.quantile(x, 0.0, dim=-2, interpolation="lower")
+
+
+def test_a_size_is_never_read_from_the_stride_of_a_unit_dim() -> None:
+    # The backward's saved sort indices are (1, s, 1); FX recorded s for the stride of dim 0, the sort
+    # returned 1 there, and the size was read from it (fuzz feebf912b2: a gradient of shape (1, 1)).
+    compiled = frontend.compile(_quantile_over_a_unit_dim, options={"fallback_to_eager": False})
+    for columns in (2, 2, 3, 5):
+        x = torch.randn(1, columns, dtype=torch.float64, requires_grad=True)
+        got = compiled(x)
+        (got_grad,) = torch.autograd.grad(got, x, torch.ones_like(got))
+        want = _quantile_over_a_unit_dim(x)
+        (want_grad,) = torch.autograd.grad(want, x, torch.ones_like(want))
+        torch.testing.assert_close(got, want)
+        torch.testing.assert_close(got_grad, want_grad)
+
+
+def _clamp_by_tensors(x: torch.Tensor, low: torch.Tensor, high: torch.Tensor) -> torch.Tensor:
+    return torch.clamp(x, low, high)
+
+
+def test_empty_tensors_at_symbolic_sizes_pass_their_stride_checks() -> None:
+    # An empty (.., 36, 0) value saved for the backward: its strides are whatever its producer chose
+    # (fuzz 39f7d92fdc, 5a90f8ee35: "stride 0 must be s36*s49", then a gradient of a wrong shape).
+    compiled = frontend.compile(_clamp_by_tensors, options={"fallback_to_eager": False})
+    for grow in (0, 0, 1, 3):
+        x = torch.randint(0, 2**20, (24 + grow, 4 + grow, 36 + grow, 0))
+        low = torch.randn(24 + grow, 4 + grow, 36 + grow, 0, requires_grad=True)
+        high = (torch.rand(24 + grow, 1, 1, 0) + 0.1).requires_grad_()
+        got = compiled(x, low, high)
+        grads = torch.autograd.grad(got, (low, high), torch.ones_like(got), allow_unused=True)
+        want = _clamp_by_tensors(x, low, high)
+        assert got.shape == want.shape
+        for grad, leaf in zip(grads, (low, high)):
+            assert grad is None or grad.shape == leaf.shape
+
+
+@pytest.mark.parametrize(("scale", "mode"), [(0.5, "nearest"), (2.0, "nearest"), (0.5, "bilinear"), (1.5, "bilinear")])
+def test_interpolation_by_a_dyadic_scale_compiles_at_symbolic_sizes(scale: float, mode: str) -> None:
+    # Its output size is int(s * scale) (`TruncToInt(0.5*ToFloat(s))` in torch's ShapeEnv): exact
+    # in double for a dyadic scale, so it is floor division (fuzz 45e89d381a: "cannot print TruncToInt").
+    def resize(x: torch.Tensor) -> torch.Tensor:
+        return torch.nn.functional.interpolate(x, scale_factor=scale, mode=mode) * 2
+
+    compiled = frontend.compile(resize, options={"fallback_to_eager": False})
+    for side in (6, 6, 7, 9, 12):
+        x = torch.randn(2, 3, side, side + 1)
+        torch.testing.assert_close(compiled(x), resize(x))
+
+
+def test_interpolation_by_any_other_scale_still_matches_eager() -> None:
+    def resize(x: torch.Tensor) -> torch.Tensor:
+        return torch.nn.functional.interpolate(x, scale_factor=1.7, mode="nearest") + 1
+
+    compiled = frontend.compile(resize)
+    for side in (6, 6, 7, 9, 13):
+        x = torch.randn(1, 2, side, side)
+        torch.testing.assert_close(compiled(x), resize(x))

@@ -141,6 +141,7 @@ def lower(
 
 
 def _lower_inputs(program: Program, placeholders: list[torch.fx.Node], example_inputs: Sequence[Any], env: dict[torch.fx.Node, Any]) -> None:
+    strides: list[tuple[int, InputBuffer, Any]] = []
     for position, node in enumerate(placeholders):
         val = node.meta.get("val", example_inputs[position] if position < len(example_inputs) else None)
         real = example_inputs[position] if position < len(example_inputs) else None
@@ -148,14 +149,8 @@ def _lower_inputs(program: Program, placeholders: list[torch.fx.Node], example_i
             buf = InputBuffer(node.name, layout_of(val))
             program.graph_inputs.append(buf)
             env[node] = buf
-            for dim, (size, stride) in enumerate(zip(buf.layout.size, buf.layout.stride)):
-                for kind, expr in (("size", size), ("stride", stride)):
-                    if isinstance(expr, sympy.Symbol) and expr not in program.size_sources:
-                        program.size_sources[expr] = SizeSource(position, kind, dim)
-                        if isinstance(real, torch.Tensor):
-                            hint = concrete_hint(real.shape[dim] if kind == "size" else real.stride()[dim])
-                            if hint is not None:
-                                program.size_hints[expr] = hint
+            _add_sources(program, position, buf, real, "size")
+            strides.append((position, buf, real))
         elif hasattr(val, "node") or isinstance(val, sympy.Expr):
             expr = sympify_int(val)
             program.graph_inputs.append(expr)
@@ -168,12 +163,35 @@ def _lower_inputs(program: Program, placeholders: list[torch.fx.Node], example_i
         else:
             program.graph_inputs.append(None)
             env[node] = val
+    # A symbol is read from a stride only where no size or int input gives it: a size is exact, while
+    # the stride of a dim of size 1 is whatever the producer chose (a sort's (1, s, 1) indices came
+    # with stride 1 in dim 0 where FX recorded s, and s was read as 1).
+    for position, buf, real in strides:
+        _add_sources(program, position, buf, real, "stride", skip_unit_dims=True)
+    for position, buf, real in strides:
+        _add_sources(program, position, buf, real, "stride")
     # Hints for symbols we could not see in real inputs: the fake tensors' own hints.
     for node in placeholders:
         val = node.meta.get("val")
         if isinstance(val, torch.Tensor):
             for s in val.shape:
                 _hint_from_symint(program, s)
+
+
+def _add_sources(
+    program: Program, position: int, buf: InputBuffer, real: Any, kind: str, skip_unit_dims: bool = False
+) -> None:
+    """Record ``buf``'s sizes (or strides) as the sources of the symbols not sourced yet."""
+    for dim, (size, stride) in enumerate(zip(buf.layout.size, buf.layout.stride)):
+        expr = size if kind == "size" else stride
+        if skip_unit_dims and sympy.sympify(size) == 1:
+            continue
+        if isinstance(expr, sympy.Symbol) and expr not in program.size_sources:
+            program.size_sources[expr] = SizeSource(position, kind, dim)
+            if isinstance(real, torch.Tensor):
+                hint = concrete_hint(real.shape[dim] if kind == "size" else real.stride()[dim])
+                if hint is not None:
+                    program.size_hints[expr] = hint
 
 
 def _hint_from_symint(program: Program, value: Any) -> None:

@@ -52,7 +52,12 @@ def input_size_checker(program: Program) -> SizeChecker | None:
                 lines.append(f"        return 'input {position} ({item.name}) dim {dim} must be {size}'")
                 checks += 1
             if stride.free_symbols and not _is_source(program, stride, position, "stride", dim):
-                lines.append(f"    if args[{position}].size({dim}) != 1 and args[{position}].stride({dim}) != {_python(stride)}:")
+                # A dim of size 1 is never stepped over, nor any dim of an empty tensor: their
+                # strides are whatever the producer chose.
+                lines.append(
+                    f"    if args[{position}].size({dim}) != 1 and args[{position}].numel() != 0"
+                    f" and args[{position}].stride({dim}) != {_python(stride)}:"
+                )
                 lines.append(f"        return 'input {position} ({item.name}) stride {dim} must be {stride}'")
                 checks += 1
     if not checks:
