@@ -78,6 +78,9 @@ def from_shape_env(expr: sympy.Expr, shape_env: Any = None) -> sympy.Expr:
             return args[0]
         if name in ("IntTrueDiv", "FloatTrueDiv"):
             return args[0] / args[1]
+        if name == "TruncToInt":
+            exact = _truncated_dyadic(args[0], shape_env)
+            return expr if exact is None else exact
         if name in ("FloorToInt",):
             return sympy.floor(args[0])
         if name in ("CeilToInt",):
@@ -88,3 +91,32 @@ def from_shape_env(expr: sympy.Expr, shape_env: Any = None) -> sympy.Expr:
     if args == list(expr.args):
         return expr
     return expr.func(*args)
+
+
+def _truncated_dyadic(value: sympy.Expr, shape_env: Any) -> sympy.Expr | None:
+    """``int(value)`` as an integer expression, for a nonnegative ``value`` whose float coefficients are
+    dyadic (``0.5*s0``: ``F.interpolate(scale_factor=0.5)``'s output size): ``FloorDiv(s0, 2)``.
+
+    A dyadic coefficient times a size is exact in double precision, so this floor is the one eager
+    computes; any other coefficient (1.7) is rounded by the float product, and stays unsupported.
+    """
+    from inductor_ir.symbolic import FloorDiv
+
+    expanded = sympy.expand(value)
+    exact: dict[sympy.Basic, sympy.Basic] = {}
+    for number in expanded.atoms(sympy.Float):
+        numerator, denominator = float(number).as_integer_ratio()
+        if denominator > 2**20 or abs(numerator) > 2**20:
+            return None
+        exact[number] = sympy.Rational(numerator, denominator)
+    rational = sympy.expand(expanded.xreplace(exact))
+    if rational.has(sympy.Float) or not all(s.is_integer for s in rational.free_symbols):
+        return None
+    numerator, denominator = sympy.fraction(sympy.together(rational))
+    if not (denominator.is_Integer and int(denominator) > 0):
+        return None
+    bound = _lower_bound(rational, shape_env)
+    if bound is None or bound == -sympy.oo or not bool(bound >= 0):
+        return None  # int() truncates toward zero: a floor only for nonnegative values
+    numerator = sympy.expand(numerator)
+    return numerator if int(denominator) == 1 else FloorDiv(numerator, denominator)
