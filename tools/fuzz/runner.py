@@ -145,7 +145,11 @@ class Fuzzer:
             return
         stats.programs += 1
         stats.kinds[verdict["kind"]] += 1
-        if verdict["kind"] in ("ok", "skipped", "eager_layout_bug") or program is None:
+        if verdict["kind"] in ("ok", "skipped", "eager_layout_bug"):
+            return
+        if program is None:  # the worker died or hung before it sent the program: the seed rebuilds it
+            print(f"[fuzz] seed {seed} {target}: {verdict['kind']} before the program was reported "
+                  f"(rerun: --programs 1 --seed {seed}): {str(verdict.get('detail', ''))[:300]}", flush=True)
             return
         stats.failures += 1
         print(f"[fuzz] seed {seed} {target}: {verdict['kind']} {verdict.get('where', '')}: {describe(program)}", flush=True)
