@@ -161,3 +161,27 @@ def test_wrapper_prints_max_of_sizes_as_python() -> None:
     for height, width in ((36, 40), (64, 32), (20, 44)):
         x = torch.randn(2, 3, height, width)
         torch.testing.assert_close(compiled(x, weight), fn(x, weight), rtol=1e-5, atol=1e-5)
+
+
+def _reshape_chain(x: torch.Tensor) -> torch.Tensor:
+    y = x
+    for _ in range(3):
+        y = (y.sin() + 1).reshape(2, -1)
+        y = (y * 2 - 1).reshape(4, -1)
+        y = y.cos().reshape(8, -1)
+        y = (y + 1).reshape(4, -1)
+    return y
+
+
+def test_reshapes_dividing_by_symbolic_sizes_do_not_nest_index_arithmetic() -> None:
+    # Each reshape of a computed value by a symbolic size that does not simplify is stored first: nested,
+    # their index arithmetic grew with every view (poolformer at a new image size: index expressions of
+    # 10,000 operations; this chain: index expressions of 100,000 characters).
+    x = torch.randn(4, 12)
+    gm = make_fx(_reshape_chain, tracing_mode="symbolic")(x)
+    compiled = inductor_ir.compile_graph(gm, [x], backends={"cpu": ReferenceBackend()})
+    assert max(len(source.source) for source in compiled.sources) < 5000
+    for columns in (8, 12, 20):
+        x = torch.randn(4, columns)
+        result = compiled(x)
+        torch.testing.assert_close(result[0] if isinstance(result, (list, tuple)) else result, _reshape_chain(x))

@@ -285,7 +285,31 @@ def view(ctx: LoweringContext, x: IRNode, shape: Sequence[Any]) -> IRNode:
         stride = view_strides(layout.size, layout.stride, new)
         if stride is not None:
             return _reinterpret(base, Layout(layout.device, layout.dtype, tuple(new), stride, layout.offset))
-    return IndexView(x, tuple(new), reshape_index(old, new))
+    reindex = reshape_index(old, new)
+    if strided is None and _divides_by_symbols(reindex, len(new)):
+        # Index arithmetic by symbolic sizes that does not simplify away nests into every later view
+        # of the value and grows with each (poolformer's norm and pooling views at a new image size:
+        # index expressions of 10,000 operations, minutes of simplification per load). Stored
+        # contiguous, the value views as a new layout instead.
+        stored = ctx.realize(x, contiguous_strides(old))
+        layout = stored.layout
+        if isinstance(stored, Buffer) and Layout(layout.device, layout.dtype, layout.size, layout.stride).is_contiguous():
+            return _reinterpret(stored, Layout(layout.device, layout.dtype, tuple(new), contiguous_strides(new), layout.offset))
+    return IndexView(x, tuple(new), reindex)
+
+
+def _divides_by_symbols(reindex: Callable[[Sequence[sympy.Expr]], Sequence[sympy.Expr]], ndim: int) -> bool:
+    """Whether ``reindex`` of plain index variables still divides, or takes a remainder, by a
+    symbolic size."""
+    from inductor_ir.symbolic import index_symbol
+
+    for expr in reindex([index_symbol("i", k) for k in range(ndim)]):
+        for node in sympy.preorder_traversal(expr):
+            if isinstance(node, FloorDiv) and node.args[1].free_symbols:
+                return True
+            if isinstance(node, ModularIndexing) and (node.args[1].free_symbols or node.args[2].free_symbols):
+                return True
+    return False
 
 
 def view_strides(size: Sequence[sympy.Expr], stride: Sequence[sympy.Expr], new: Sequence[sympy.Expr]) -> tuple[sympy.Expr, ...] | None:
