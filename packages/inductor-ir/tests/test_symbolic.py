@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sympy
+import torch
 
 from inductor_ir import FloorDiv, ModularIndexing, simplify_index
 from inductor_ir.symbolic import index_symbol
@@ -60,3 +61,15 @@ def test_simplifying_a_large_index_stays_correct_and_is_cached() -> None:
     for a, b, n0, n1 in [(0, 0, 2, 3), (1, 2, 2, 3), (4, 5, 7, 6)]:
         env = {x0: a, x1: b, s0: n0, s1: n1}
         assert first.subs(env) == expr.subs(env)
+
+
+def test_contiguity_of_symbolic_layouts_is_decided_by_expansion() -> None:
+    from inductor_ir.ir.layout import Layout, contiguous_strides
+
+    s0, s1 = sympy.symbols("s0 s1", integer=True, positive=True)
+    padded = sympy.Max(s0 - 3, 0) + 1  # a SAME-padding size: simplify() on such strides took minutes
+    size = (sympy.Integer(2), padded, s1 + 1)
+    assert Layout("cpu", torch.float32, size, contiguous_strides(size)).is_contiguous()
+    expanded = (sympy.expand(padded * (s1 + 1)), s1 + 1, sympy.Integer(1))
+    assert Layout("cpu", torch.float32, size, expanded).is_contiguous()
+    assert not Layout("cpu", torch.float32, size, (s1 + 1, sympy.Integer(1), padded)).is_contiguous()

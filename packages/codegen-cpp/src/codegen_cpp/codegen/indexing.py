@@ -132,10 +132,28 @@ def _simplify(expr: sympy.Expr, ranges: Ranges) -> sympy.Expr:
 
 
 def _multiple_of(term: sympy.Expr, divisor: sympy.Expr) -> sympy.Expr | None:
-    """``term / divisor`` when it is a polynomial (``term`` a multiple of ``divisor``), else None."""
+    """``term / divisor`` when it is a polynomial (``term`` a multiple of ``divisor``), else None.
+
+    Cheap refusals first: a term without all of the divisor's symbols is no multiple of it, and
+    polynomial division of terms holding ``Max``/``Min`` (SAME padding sizes) or of large ones runs
+    for minutes in SymPy; such a division is left in the index (correct, a little slower).
+    """
+    if not divisor.free_symbols <= term.free_symbols:
+        return None
+    if term.has(sympy.Max, sympy.Min) or divisor.has(sympy.Max, sympy.Min):
+        factors = sympy.Mul.make_args(term)
+        if divisor in factors:
+            return sympy.Mul(*[f for f in factors if f is not divisor] or [sympy.Integer(1)])
+        return None
+    if sympy.count_ops(term) + sympy.count_ops(divisor) > _CANCEL_LIMIT:
+        return None
     quotient = sympy.cancel(term / divisor)
     _, denominator = sympy.fraction(quotient)
     return quotient if denominator == 1 else None
+
+
+_CANCEL_LIMIT = 120
+"""Operations above which a term is not divided polynomially (see `_multiple_of`)."""
 
 
 def _floordiv_symbolic(base: sympy.Expr, divisor: sympy.Expr, ranges: Ranges) -> sympy.Expr:
