@@ -31,3 +31,17 @@ def test_possibly_negative_division_rounds_toward_negative_infinity() -> None:
 
 def test_large_constants_are_int64() -> None:
     assert cpp_index(sympy.Integer(2**40) * X0) == "INT64_C(1099511627776)*x0"
+
+
+def test_multiples_of_symbolic_divisors_with_max_are_taken_by_their_factors() -> None:
+    import sympy
+
+    from codegen_cpp.codegen.indexing import _multiple_of
+
+    s0, x0 = sympy.symbols("s0 x0", integer=True, positive=True)
+    padded = sympy.Max(s0 - 3, 0) + 1  # a SAME-padding size
+    assert _multiple_of(3 * x0 * padded, padded) == 3 * x0
+    assert _multiple_of(x0 * padded, padded) == x0
+    assert _multiple_of(x0 + padded, padded) is None  # not a product: left to the division
+    assert _multiple_of(x0, padded) is None  # lacks the divisor's symbols
+    assert _multiple_of(6 * x0 * s0, 2 * s0) == 3 * x0

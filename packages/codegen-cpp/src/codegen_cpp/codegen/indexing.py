@@ -141,9 +141,10 @@ def _multiple_of(term: sympy.Expr, divisor: sympy.Expr) -> sympy.Expr | None:
     if not divisor.free_symbols <= term.free_symbols:
         return None
     if term.has(sympy.Max, sympy.Min) or divisor.has(sympy.Max, sympy.Min):
-        factors = sympy.Mul.make_args(term)
+        factors = list(sympy.Mul.make_args(term))
         if divisor in factors:
-            return sympy.Mul(*[f for f in factors if f is not divisor] or [sympy.Integer(1)])
+            factors.remove(divisor)  # one occurrence, by equality
+            return sympy.Mul(*factors) if factors else sympy.Integer(1)
         return None
     if sympy.count_ops(term) + sympy.count_ops(divisor) > _CANCEL_LIMIT:
         return None
