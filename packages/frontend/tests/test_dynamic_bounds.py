@@ -171,3 +171,23 @@ def test_interpolation_by_any_other_scale_still_matches_eager() -> None:
     for side in (6, 6, 7, 9, 13):
         x = torch.randn(1, 2, side, side)
         torch.testing.assert_close(compiled(x), resize(x))
+
+
+def test_a_softmax_over_an_empty_tensors_long_dim_trains_in_triton(monkeypatch: pytest.MonkeyPatch) -> None:
+    # (2053, 0) float16 under bf16 autocast, its gradient taken (fuzz ec00d7d9ca): a reduction with no
+    # outputs over 2053 rows, which the split plan spread by dividing by its output count.
+    pytest.importorskip("triton")
+    if not __import__("os").environ.get("TRITON_INTERPRET"):
+        pytest.skip("the Triton kernels run on CPU tensors only in Triton's interpreter (TRITON_INTERPRET=1)")
+    _use_triton(monkeypatch)
+
+    def program(x: torch.Tensor) -> torch.Tensor:
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            return torch.nn.functional.softmax(x, -2, dtype=torch.float32)
+
+    frontend.reset()
+    leaf = torch.randn(0, dtype=torch.float16, requires_grad=True)
+    got = frontend.compile(program, options={"fallback_to_eager": False})(leaf.expand(2053, 0))
+    assert got.shape == (2053, 0) and got.dtype == torch.float32
+    (grad,) = torch.autograd.grad(got.sum(), leaf)
+    assert grad.shape == (0,)

@@ -48,6 +48,8 @@ def plan_split(group: KernelGroup, plan: KernelPlan) -> KernelPlan:
     rnumel = sympy.Mul(*group.reduction_size)
     if not (isinstance(xnumel, sympy.Integer) and isinstance(rnumel, sympy.Integer)):
         return plan
+    if int(xnumel) == 0:
+        return plan  # no outputs (a softmax over a dim of an empty tensor): nothing to spread
     # The plan's walk, by majority: a column sum that also reads each row's statistic is outer.
     inner = plan.hint != "outer" and reads_reduction_contiguously(group)
     if int(rnumel) < (_MIN_RNUMEL if inner else _OUTER_MIN_RNUMEL):
