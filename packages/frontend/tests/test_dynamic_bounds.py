@@ -191,3 +191,21 @@ def test_a_softmax_over_an_empty_tensors_long_dim_trains_in_triton(monkeypatch: 
     assert got.shape == (2053, 0) and got.dtype == torch.float32
     (grad,) = torch.autograd.grad(got.sum(), leaf)
     assert grad.shape == (0,)
+
+
+@pytest.mark.parametrize("mode", ["linear", "bilinear"])
+def test_linear_interpolation_of_an_infinite_edge_pixel_at_symbolic_sizes(mode: str) -> None:
+    # At symbolic sizes the Python dispatcher ran torch's own upsampling (v1 + (v2 - v1) * a: nan where
+    # both neighbours are the same inf pixel) instead of eager's weighted sum (fuzz d8f15e6cd8); and a
+    # dim keeping its size (width 6 -> 6) read its right neighbour with weight 0 (inf * 0: nan).
+    def resize(x: torch.Tensor) -> torch.Tensor:
+        return torch.nn.functional.interpolate(x, size=(8,) if mode == "linear" else (8, 6), mode=mode)
+
+    compiled = frontend.compile(resize, options={"fallback_to_eager": False})
+    for side in (2, 2, 3, 5):
+        shape = (3, 1, side) if mode == "linear" else (3, 1, side, side + 1)
+        x = torch.randn(shape, generator=torch.Generator().manual_seed(side))
+        x[-1, 0, ..., -1] = float("-inf")
+        got, want = compiled(x), resize(x)
+        assert torch.equal(got.isnan(), want.isnan()) and torch.equal(got.isinf(), want.isinf())
+        torch.testing.assert_close(got, want, equal_nan=True)

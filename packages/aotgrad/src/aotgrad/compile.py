@@ -26,6 +26,7 @@ from aotgrad.decompositions import (
     replay_decompositions,
     with_eager_values,
 )
+from aotgrad.eager_upsample import UpsampleAsEager
 from aotgrad.errors import (
     AotGradError,
     EagerOnlyWriteError,
@@ -137,7 +138,12 @@ def _python_dispatcher_if_symbolic(fakes: Sequence[Any]) -> contextlib.AbstractC
         return isinstance(value, torch.Tensor) and any(
             not isinstance(d, int) for d in (*value.shape, *value.stride(), value.storage_offset()))
 
-    return enable_python_dispatcher() if any(symbolic(x) for x in fakes) else contextlib.nullcontext()
+    if not any(symbolic(x) for x in fakes):
+        return contextlib.nullcontext()
+    stack = contextlib.ExitStack()
+    stack.enter_context(enable_python_dispatcher())
+    stack.enter_context(UpsampleAsEager())  # the dispatcher would run torch's own upsampling first
+    return stack
 
 
 def trace_region(

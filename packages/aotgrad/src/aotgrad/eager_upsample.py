@@ -19,10 +19,11 @@ import torch
 from torch._decomp.decompositions import _compute_scale, _compute_source_index, upsample_compute_output_size
 from torch._decomp.decompositions import _upsample_linear as torch_upsample_linear
 from torch._prims_common import ELEMENTWISE_TYPE_PROMOTION_KIND, elementwise_dtypes, suggest_memory_format
+from torch.overrides import TorchFunctionMode
 
 aten = torch.ops.aten
 
-__all__ = ["EAGER_UPSAMPLE", "upsample_linear"]
+__all__ = ["EAGER_UPSAMPLE", "UpsampleAsEager", "upsample_linear"]
 
 
 def upsample_linear(
@@ -46,7 +47,9 @@ def upsample_linear(
         source = source.reshape(source.shape[0], *[1] * (n_dims - 1 - k))
         low = source.to(torch.int64)
         lows.append(low)
-        highs.append((low + 1).clamp(max=in_size - 1))
+        # A dim that keeps its size reads one pixel (eager's kernels take both neighbours from the
+        # output index there): its right neighbour, weighted 0, would turn an inf into nan.
+        highs.append(low if in_size == out_size else (low + 1).clamp(max=in_size - 1))
         alphas.append((source - low).clamp(0.0, 1.0))
     values: list[torch.Tensor] = []
     for corner in product(*[[0, 1]] * n_dims):
@@ -79,3 +82,57 @@ EAGER_UPSAMPLE: dict[Any, Callable[..., Any]] = {
     aten.upsample_bilinear2d.vec: _vec,
     aten.upsample_trilinear3d.vec: _vec,
 }
+
+
+_NN_UPSAMPLE = {
+    torch._C._nn.upsample_linear1d: aten.upsample_linear1d.vec,
+    torch._C._nn.upsample_bilinear2d: aten.upsample_bilinear2d.vec,
+    torch._C._nn.upsample_trilinear3d: aten.upsample_trilinear3d.vec,
+}
+
+
+class UpsampleAsEager(TorchFunctionMode):
+    """Routes `F.interpolate`'s linear modes to the weighted sums above at the torch-function level.
+
+    Under the Python dispatcher (tracing at symbolic sizes) the `.vec` overloads run torch's own
+    Python decomposition, the difference form, before any decomposition table is consulted: an
+    infinite edge pixel then came out nan where eager gives inf (fuzz d8f15e6cd8).
+    """
+
+    def __torch_function__(self, func: Any, types: Any, args: Sequence[Any] = (), kwargs: Any = None) -> Any:
+        if func is torch.nn.functional.interpolate:  # reached first (it dispatches to modes itself)
+            routed = _linear_interpolation(*args, **(kwargs or {}))
+            if routed is not None:
+                return routed
+        overload = _NN_UPSAMPLE.get(func)
+        if overload is not None and len(args) >= 3 and not (kwargs or {}):
+            x, output_size, align_corners = args[0], args[1], args[2]
+            scale_factors = args[3] if len(args) > 3 else None
+            if isinstance(x, torch.Tensor) and isinstance(align_corners, bool):
+                return EAGER_UPSAMPLE[overload](x, output_size, align_corners, scale_factors)
+        return func(*args, **(kwargs or {}))
+
+
+_LINEAR_MODES = {"linear": 1, "bilinear": 2, "trilinear": 3}
+
+
+def _linear_interpolation(
+    x: Any,
+    size: Any = None,
+    scale_factor: Any = None,
+    mode: str = "nearest",
+    align_corners: bool | None = None,
+    recompute_scale_factor: bool | None = None,
+    antialias: bool = False,
+) -> torch.Tensor | None:
+    """`F.interpolate` of a linear mode as eager computes it, or None for what it does not cover."""
+    dims = _LINEAR_MODES.get(mode)
+    if dims is None or antialias or recompute_scale_factor or not isinstance(x, torch.Tensor) or x.dim() != dims + 2:
+        return None
+    if (size is None) == (scale_factor is None):
+        return None
+    if size is not None:
+        sizes = list(size) if isinstance(size, (list, tuple)) else [size] * dims
+        return upsample_linear(x, sizes, bool(align_corners), [None] * dims)
+    scales = [float(f) for f in scale_factor] if isinstance(scale_factor, (list, tuple)) else [float(scale_factor)] * dims
+    return _vec(x, None, bool(align_corners), scales)

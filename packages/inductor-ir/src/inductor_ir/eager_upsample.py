@@ -45,7 +45,9 @@ def upsample_linear(
         source = source.reshape(source.shape[0], *[1] * (n_dims - 1 - k))
         low = source.to(torch.int64)
         lows.append(low)
-        highs.append((low + 1).clamp(max=in_size - 1))
+        # A dim that keeps its size reads one pixel (eager's kernels take both neighbours from the
+        # output index there): its right neighbour, weighted 0, would turn an inf into nan.
+        highs.append(low if in_size == out_size else (low + 1).clamp(max=in_size - 1))
         alphas.append((source - low).clamp(0.0, 1.0))
     values: list[torch.Tensor] = []
     for corner in product(*[[0, 1]] * n_dims):
