@@ -81,4 +81,4 @@ def _equal(a: sympy.Expr, b: sympy.Expr) -> bool:
     """
     if a == b:
         return True
-    return sympy.expand(sympy.sympify(a) - sympy.sympify(b)) == 0
+    return bool(sympy.expand(sympy.sympify(a) - sympy.sympify(b)) == 0)
