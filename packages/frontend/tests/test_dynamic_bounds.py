@@ -209,3 +209,20 @@ def test_linear_interpolation_of_an_infinite_edge_pixel_at_symbolic_sizes(mode: 
         got, want = compiled(x), resize(x)
         assert torch.equal(got.isnan(), want.isnan()) and torch.equal(got.isinf(), want.isinf())
         torch.testing.assert_close(got, want, equal_nan=True)
+
+
+def _narrow_by_a_tensor(x: torch.Tensor, start: torch.Tensor) -> torch.Tensor:
+    return x.narrow(0, start, 2) * 2
+
+
+def test_narrow_by_a_tensor_start_compiles_and_checks_its_bounds() -> None:
+    # The start is data: the view's bounds are a Piecewise of it, which the wrapper printed as a name
+    # (NameError: 'Piecewise'), and the graph ran eagerly (strict OpInfo's narrow).
+    compiled = frontend.compile(_narrow_by_a_tensor, options={"fallback_to_eager": False})
+    x = torch.randn(5, 3)
+    for start in (0, 1, 3, -2):
+        torch.testing.assert_close(compiled(x, torch.tensor(start)), _narrow_by_a_tensor(x, torch.tensor(start)))
+    with pytest.raises((RuntimeError, IndexError)):
+        _narrow_by_a_tensor(x, torch.tensor(4))  # eager refuses a start whose 2 rows pass the end
+    with pytest.raises((RuntimeError, IndexError)):
+        compiled(x, torch.tensor(4))

@@ -115,6 +115,18 @@ class _PythonPrinter(sympy.printing.str.StrPrinter):
     def _print_Mod(self, expr: sympy.Mod) -> str:  # Python's % has SymPy's sign convention
         return f"(({self._print(expr.args[0])}) % ({self._print(expr.args[1])}))"
 
+    def _print_Not(self, expr: sympy.Not) -> str:  # str's `~c` is a bitwise not in Python
+        return f"(not {self._print(expr.args[0])})"
+
+    def _print_Piecewise(self, expr: sympy.Piecewise) -> str:  # `narrow` by a tensor start's clamped bounds
+        text = ""
+        for value, condition in reversed(expr.args):
+            if condition == sympy.true and not text:
+                text = f"({self._print(value)})"
+            else:
+                text = f"(({self._print(value)}) if ({self._print(condition)}) else {text or 'None'})"
+        return text
+
 
 _PYTHON = _PythonPrinter()
 
