@@ -16,7 +16,7 @@ import torch
 from inductor_ir.ir.layout import Layout, contiguous_strides
 from inductor_ir.ir.nodes import Buffer, IndexView, IRNode, Pointwise, ReinterpretView
 from inductor_ir.lowering.registry import LoweringContext, NotLowerable, lowering
-from inductor_ir.symbolic import FloorDiv, ModularIndexing, simplify_index, sympify_int
+from inductor_ir.symbolic import FloorDiv, ModularIndexing, index_symbol, simplify_index, sympify_int
 
 aten = torch.ops.aten
 Index = Sequence[sympy.Expr]
@@ -301,8 +301,6 @@ def view(ctx: LoweringContext, x: IRNode, shape: Sequence[Any]) -> IRNode:
 def _divides_by_symbols(reindex: Callable[[Sequence[sympy.Expr]], Sequence[sympy.Expr]], ndim: int) -> bool:
     """Whether ``reindex`` of plain index variables still divides, or takes a remainder, by a
     symbolic size."""
-    from inductor_ir.symbolic import index_symbol
-
     for expr in reindex([index_symbol("i", k) for k in range(ndim)]):
         for node in sympy.preorder_traversal(expr):
             if isinstance(node, FloorDiv) and node.args[1].free_symbols:
