@@ -32,3 +32,19 @@ def test_gelu_cubes_by_multiplying(cpu_backend: TritonBackend) -> None:
     assert "libdevice.pow" not in source, source
     other, _ = _compile(cpu_backend, 2.5)
     assert "libdevice.pow" in other
+
+
+def test_a_square_gradients_first_power_is_the_value_itself(cpu_backend: TritonBackend) -> None:
+    # The backward of x.pow(2) reads 2 * x ** 1.0: no pow call, and the same values (nan and inf too).
+    def square_grad(x: torch.Tensor) -> torch.Tensor:
+        return torch.pow(x, 1.0) * 2.0
+
+    x = torch.randn(64)
+    gm = make_fx(square_grad)(x)
+    compiled = inductor_ir.compile_graph(gm, [x], backends={"cpu": cpu_backend})
+    (source,) = compiled.sources
+    assert "libdevice.pow" not in source.source, source.source
+    fresh = torch.randn(64)
+    fresh[:4] = torch.tensor([float("nan"), float("inf"), -float("inf"), -0.0])
+    torch.testing.assert_close(compiled(fresh), square_grad(fresh), rtol=0, atol=0, equal_nan=True)
+    assert torch.signbit(compiled(fresh)[3])

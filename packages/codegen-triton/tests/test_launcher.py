@@ -152,3 +152,27 @@ def test_a_kernel_tuned_before_precompiles_only_its_winner(tmp_path: Path, monke
     assert job.variant.blocks == tuned.block_values(winner) and job.variant.num_warps == winner.num_warps
     other_gpu = TritonLauncher(spec, tmp_path, tuned={("Another GPU", bucket): winner})
     assert len(other_gpu.precompile_jobs(example)) == len(candidates)
+
+
+def test_a_variant_compiled_before_is_not_sent_to_the_workers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A warm start: a variant some launch compiled before is in Triton's disk cache and loads in
+    # milliseconds in the launching process; sending it to a worker would make the launch wait.
+    from codegen_triton.runtime import launcher as launcher_module
+    from codegen_triton.runtime.autotune import LaunchConfig
+    from codegen_triton.runtime.launcher import KernelSpec, TritonLauncher
+
+    gpu = {"name": "Test GPU"}
+    monkeypatch.setattr(launcher_module, "_device_name", lambda device: gpu["name"])
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    choices = [LaunchConfig({"XBLOCK": block}, warps) for block, warps in ((256, 2), (1024, 4))]
+    monkeypatch.setattr(launcher_module, "candidate_configs", lambda *args, **kwargs: list(choices))
+    spec = KernelSpec("kernel", _POINTWISE, "pointwise", ("in_ptr0", "out_ptr0", "xnumel"))
+    example = [torch.float32, torch.float32, 100_000]
+    first = TritonLauncher(spec, tmp_path)
+    jobs = first.precompile_jobs(example)
+    assert len(jobs) == 2
+    first._mark_compiled(jobs[0].variant)  # what a successful launch records
+    (left,) = TritonLauncher(spec, tmp_path).precompile_jobs(example)
+    assert left.variant == jobs[1].variant
+    gpu["name"] = "Another GPU"  # compiled for another GPU: still compiled ahead
+    assert len(TritonLauncher(spec, tmp_path).precompile_jobs(example)) == 2

@@ -92,7 +92,9 @@ def test_looped_candidates_follow_the_memory_walk() -> None:
     outer = candidate_configs("looped", 4096, 50000, hint="outer", limit=4)
     assert len(inner) == len(outer) == 2
     assert inner[0].blocks == {"XBLOCK": 4, "RBLOCK": 512}
-    assert outer[0].blocks == {"XBLOCK": 8, "RBLOCK": 128}
+    # Wide rows of a few elements first (64 contiguous outputs per row load), then 8 x 128.
+    assert outer[0].blocks == {"XBLOCK": 64, "RBLOCK": 8} and outer[0].num_warps == 4
+    assert outer[1].blocks == {"XBLOCK": 8, "RBLOCK": 128}
     assert {c.blocks["RBLOCK"] for c in inner} == {512, 1024}
 
 
@@ -102,4 +104,5 @@ def test_small_kernels_and_persistent_reductions_are_not_tuned_by_default() -> N
     assert len(candidate_configs("tiled", 4096, 1, 4096, limit=4)) == 2
     # A wide search (mode="max-autotune") still tries every candidate.
     assert len(candidate_configs("persistent", 100000, 512, limit=8)) == 4
-    assert len(candidate_configs("looped", 4096, 50000, hint="outer", limit=8)) == 4  # (1, 2048) is capped to (1, 1024)
+    assert len(candidate_configs("looped", 4096, 50000, hint="inner", limit=8)) == 4  # (1, 2048) is capped to (1, 1024)
+    assert len(candidate_configs("looped", 4096, 50000, hint="outer", limit=8)) == 5

@@ -164,8 +164,11 @@ class TritonMathOps:
         return None
 
     def pow(self, a: V, b: V) -> V:
-        """a ** b (x * x and x * x * x for the exponents 2 and 3, like eager's CUDA kernels)."""
+        """a ** b (x * x and x * x * x for the exponents 2 and 3, like eager's CUDA kernels; x itself
+        for the exponent 1, which a square's gradient `2 * x ** 1` reads)."""
         exponent = self.literal_of(b)
+        if is_float(a.dtype) and exponent == 1 and not isinstance(exponent, bool):
+            return a
         if is_float(a.dtype) and exponent in (2, 3) and not isinstance(exponent, bool):
             square = self._binary("{a} * {b}", a, a)
             return square if exponent == 2 else self._binary("{a} * {b}", square, a)
