@@ -52,3 +52,34 @@ def test_activation_gradients_match_eager_at_special_values(dtype: torch.dtype) 
     for name, got, want in zip(_ACTIVATIONS, gradients(compiled), gradients(fn), strict=True):
         # NaN where eager has NaN, 0 where eager has 0; exp's last bit may differ (elu).
         torch.testing.assert_close(got, want, equal_nan=True, rtol=1e-6, atol=1e-7, msg=lambda m, n=name: f"{n}: {m}")
+
+
+_WHOLE_REDUCTIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
+    "max": torch.max,
+    "min": torch.min,
+    "median": torch.median,
+    "nanmedian": torch.nanmedian,
+}
+
+
+@pytest.mark.parametrize("name", sorted(_WHOLE_REDUCTIONS))
+def test_whole_tensor_reduction_gradients_keep_zeros_beside_a_nan_share(name: str) -> None:
+    # The gradient of x.max() goes to the positions equal to the result; eager's CPU kernel fills
+    # zeros elsewhere even when the share is NaN or infinite (here the std of one element is NaN,
+    # its gradient NaN), where the traced formula `mask * share` gave NaN everywhere.
+    reduce = _WHOLE_REDUCTIONS[name]
+
+    def fn(x: torch.Tensor) -> torch.Tensor:
+        return reduce(x).std(-1, keepdim=True)
+
+    compiled = aotgrad.aot_function(fn, fw_compiler=aotgrad.eager_compiler, config=strict())
+    x = torch.randn(6, generator=torch.Generator().manual_seed(7))
+    x[2] = x[4]  # a tie: both positions share the gradient
+    grads = []
+    for f in (compiled, fn):
+        leaf = x.clone().requires_grad_(True)
+        (grad,) = torch.autograd.grad(f(leaf).sum(), leaf)
+        grads.append(grad)
+    got, want = grads
+    assert int(want.isnan().sum()) <= 2 and int((want == 0).sum()) >= 4
+    torch.testing.assert_close(got, want, equal_nan=True, rtol=0, atol=0)

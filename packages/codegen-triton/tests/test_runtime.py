@@ -106,3 +106,24 @@ def test_small_kernels_and_persistent_reductions_are_not_tuned_by_default() -> N
     assert len(candidate_configs("persistent", 100000, 512, limit=8)) == 4
     assert len(candidate_configs("looped", 4096, 50000, hint="inner", limit=8)) == 4  # (1, 2048) is capped to (1, 1024)
     assert len(candidate_configs("looped", 4096, 50000, hint="outer", limit=8)) == 5
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_tuning_times_the_kernels_not_the_cpu_launching_them() -> None:
+    # A kernel of a few microseconds launched with 40 us of CPU work each time: the timing must be
+    # the kernel's (the GPU waits while the launches queue), not the CPU's 40 us per launch.
+    import time
+
+    from codegen_triton.runtime.autotune import benchmark_configs
+
+    x = torch.randn(1024, device="cuda")
+
+    def launch(config: LaunchConfig) -> None:
+        deadline = time.perf_counter() + 40e-6
+        while time.perf_counter() < deadline:
+            pass
+        torch.add(x, 1.0)
+
+    _, timings = benchmark_configs([LaunchConfig({"XBLOCK": 1024}, 4)], launch, reps=20)
+    assert timings[0] < 0.02, f"{timings[0] * 1000:.1f} us per launch: the CPU's launch rate was timed"

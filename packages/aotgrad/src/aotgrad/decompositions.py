@@ -13,7 +13,8 @@ Graphs that aotgrad hands to a compiler use torch's Core ATen opset
     wrapper writes those back into the real buffers;
   - recurrent layers (`lstm`, `gru`, `rnn_tanh`, `rnn_relu`): their fused CPU kernels return
     workspace buffers that fake tensors cannot stand in for; they become cells of matmuls and
-    pointwise ops.
+    pointwise ops, computed in float32 for float16 and bfloat16 tensors as eager's kernels compute
+    them (`eager_recurrent.RecurrentInFloat32`, while tracing).
 * **Kept whole** (`KEPT_WHOLE`): random ops (`bernoulli`, `rand`, `randn`, ...). They stay single
   ATen calls so that, under the same seed, a compiled graph draws exactly the numbers eager draws
   (dropout masks are bit-identical to eager), and the partitioner never recomputes them.
@@ -59,6 +60,7 @@ from aotgrad.eager_factories import EAGER_FACTORIES
 from aotgrad.eager_fill import EAGER_FILL
 from aotgrad.eager_gradients import EAGER_GRADIENTS
 from aotgrad.eager_index import EAGER_INDEX
+from aotgrad.eager_recurrent import RECURRENT
 from aotgrad.eager_std import EAGER_STD
 from aotgrad.eager_threshold import EAGER_THRESHOLD
 from aotgrad.eager_upsample import EAGER_UPSAMPLE
@@ -82,13 +84,7 @@ BATCH_NORMS: tuple[Any, ...] = (
     aten._batch_norm_no_update,
 )
 
-EARLY_DECOMPOSED: tuple[Any, ...] = (
-    *BATCH_NORMS,
-    aten.lstm,
-    aten.gru,
-    aten.rnn_tanh,
-    aten.rnn_relu,
-)
+EARLY_DECOMPOSED: tuple[Any, ...] = (*BATCH_NORMS, *RECURRENT)
 
 KEPT_WHOLE: tuple[Any, ...] = (
     aten.bernoulli,

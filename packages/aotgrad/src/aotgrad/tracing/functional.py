@@ -27,6 +27,7 @@ from aotgrad.decompositions import (
     DecompositionTable,
     mutation_decompositions,
 )
+from aotgrad.eager_recurrent import RecurrentInFloat32
 from aotgrad.errors import EagerOnlyWriteError, TracingError, location_from_stack_trace
 from aotgrad.tracing.eager_checks import EagerChecks
 from aotgrad.tracing.graph_passes import (
@@ -382,7 +383,7 @@ def _flat_traceable(
     training."""
 
     def flat_fn(*args: Any) -> list[Any]:
-        with EagerChecks(), _GradientBarriers() if training else contextlib.nullcontext():
+        with EagerChecks(), RecurrentInFloat32(), _GradientBarriers() if training else contextlib.nullcontext():
             leaves, spec = pytree.tree_flatten(fn(*args))
         if training:
             _check_no_custom_backward(leaves)

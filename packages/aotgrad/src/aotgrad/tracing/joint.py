@@ -21,6 +21,7 @@ from torch.fx.experimental.proxy_tensor import make_fx
 
 from aotgrad.decompositions import DecompositionSource, DecompositionTable, joint_decompositions
 from aotgrad.tracing.derivative_fixes import rrelu_from_drawn_slopes
+from aotgrad.tracing.evenly_distributed import select_evenly_distributed_gradients
 from aotgrad.tracing.functional import FunctionalGraph
 from aotgrad.tracing.graph_passes import clean, output_values, placeholders
 from aotgrad.tracing.replay_ops import REPLAY_OVERRIDES
@@ -229,6 +230,7 @@ def trace_joint(
         gm = make_fx(joint, decomposition_table=table)(list(fake_inputs), tangents)
         if _mutates(gm):
             gm = _functionalized(gm, list(fake_inputs), tangents, table)
+    select_evenly_distributed_gradients(gm)
     differentiable = differentiable_box[0]
     # Tangents of outputs that turned out not to need one were never read: drop their inputs.
     tangent_nodes = placeholders(gm.graph)[len(fake_inputs) :]

@@ -148,7 +148,10 @@ def benchmark_configs(
     """Time `launch(config)` for each configuration with CUDA events; the fastest and all timings (ms).
 
     Each configuration is launched once first (compiling it) and then `reps` times between two events.
-    A configuration that fails to compile or launch (e.g. out of shared memory) is skipped.
+    The GPU first sleeps while the launches are queued behind it, so the events time the kernels, not
+    the CPU's launch rate (a kernel shorter than its launch, ~10-20 us, would otherwise time the CPU:
+    every configuration the same, the choice noise). A configuration that fails to compile or launch
+    (e.g. out of shared memory) is skipped.
     """
     import torch
 
@@ -164,6 +167,7 @@ def benchmark_configs(
             continue
         start = torch.cuda.Event(enable_timing=True)
         end = torch.cuda.Event(enable_timing=True)
+        torch.cuda._sleep(_SLEEP_CYCLES_PER_LAUNCH * reps)
         start.record()
         for _ in range(reps):
             launch(config)
@@ -178,6 +182,10 @@ def benchmark_configs(
             "no launch configuration of the kernel could run; see the kernel source in the cache"
         )
     return best, timings
+
+
+_SLEEP_CYCLES_PER_LAUNCH = 100_000
+"""GPU clock cycles slept per timed launch before timing (about 50 us at 2 GHz: more than a launch's CPU cost)."""
 
 
 class TuningCache:
