@@ -108,22 +108,33 @@ def test_small_kernels_and_persistent_reductions_are_not_tuned_by_default() -> N
     assert len(candidate_configs("looped", 4096, 50000, hint="outer", limit=8)) == 5
 
 
-@pytest.mark.gpu
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
-def test_tuning_times_the_kernels_not_the_cpu_launching_them() -> None:
-    # A kernel of a few microseconds launched with 40 us of CPU work each time: the timing must be
-    # the kernel's (the GPU waits while the launches queue), not the CPU's 40 us per launch.
-    import time
+def test_tuning_queues_the_timed_launches_behind_a_gpu_sleep(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A kernel shorter than its launch (~10-20 us of CPU) timed between two events back to back
+    # times the CPU: on an H200 a split reduction's finishing kernel timed 22 us for every
+    # configuration (2 us with the sleep). The GPU sleeps first, long enough for all the timed
+    # launches to queue, and the start event follows the sleep.
+    from codegen_triton.runtime import autotune
 
-    from codegen_triton.runtime.autotune import benchmark_configs
+    calls: list[str] = []
 
-    x = torch.randn(1024, device="cuda")
-
-    def launch(config: LaunchConfig) -> None:
-        deadline = time.perf_counter() + 40e-6
-        while time.perf_counter() < deadline:
+    class Event:
+        def __init__(self, enable_timing: bool = False) -> None:
             pass
-        torch.add(x, 1.0)
 
-    _, timings = benchmark_configs([LaunchConfig({"XBLOCK": 1024}, 4)], launch, reps=20)
-    assert timings[0] < 0.02, f"{timings[0] * 1000:.1f} us per launch: the CPU's launch rate was timed"
+        def record(self) -> None:
+            calls.append(f"record {len([c for c in calls if c.startswith('record')])}")
+
+        def synchronize(self) -> None:
+            calls.append("wait")
+
+        def elapsed_time(self, other: object) -> float:
+            return 1.0
+
+    monkeypatch.setattr(torch.cuda, "Event", Event)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda: calls.append("synchronize"))
+    monkeypatch.setattr(torch.cuda, "_sleep", lambda cycles: calls.append(f"sleep {cycles}"))
+    config = LaunchConfig({"XBLOCK": 1024}, 4)
+    autotune.benchmark_configs([config], lambda c: calls.append("launch"), reps=3)
+    sleep = f"sleep {3 * autotune._SLEEP_CYCLES_PER_LAUNCH}"
+    assert calls == ["launch", "synchronize", sleep, "record 0", "launch", "launch", "launch", "record 1", "wait"]
+    assert autotune._SLEEP_CYCLES_PER_LAUNCH >= 50_000  # >= 25 us at 2 GHz: more than a launch's CPU cost
