@@ -170,6 +170,10 @@ def _lower_inputs(program: Program, placeholders: list[torch.fx.Node], example_i
         _add_sources(program, position, buf, real, "stride", skip_unit_dims=True)
     for position, buf, real in strides:
         _add_sources(program, position, buf, real, "stride")
+    # Last, symbols that appear only inside a size or stride such as `s + 1` (the diagonal of an
+    # input whose rows step `s`): solved from that size or stride.
+    for position, buf, real in strides:
+        _add_solved_sources(program, position, buf)
     # Hints for symbols we could not see in real inputs: the fake tensors' own hints.
     for node in placeholders:
         val = node.meta.get("val")
@@ -192,6 +196,23 @@ def _add_sources(
                 hint = concrete_hint(real.shape[dim] if kind == "size" else real.stride()[dim])
                 if hint is not None:
                     program.size_hints[expr] = hint
+
+
+def _add_solved_sources(program: Program, position: int, buf: InputBuffer) -> None:
+    """Source the symbols still unsourced that a size or stride of ``buf`` gives as ``a * s + b``
+    (integers a != 0 and b): ``s = (value - b) // a``. The size checks then compare the value with
+    ``a * s + b`` (a value that is not of that form is rejected)."""
+    for dim, (size, stride) in enumerate(zip(buf.layout.size, buf.layout.stride)):
+        for kind, expr in (("size", sympy.sympify(size)), ("stride", sympy.sympify(stride))):
+            unsourced = [s for s in expr.free_symbols if s not in program.size_sources]
+            if len(unsourced) != 1 or len(expr.free_symbols) != 1 or not expr.is_polynomial(unsourced[0]):
+                continue
+            (symbol,) = unsourced
+            poly = sympy.Poly(expr, symbol)
+            if poly.degree() != 1 or not all(isinstance(c, sympy.Integer) for c in poly.all_coeffs()):
+                continue
+            a, b = (int(c) for c in poly.all_coeffs())
+            program.size_sources[symbol] = SizeSource(position, kind, dim, python=f"(({{read}}) - {b}) // {a}")
 
 
 def _hint_from_symint(program: Program, value: Any) -> None:

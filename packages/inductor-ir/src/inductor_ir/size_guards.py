@@ -39,7 +39,7 @@ def input_size_checker(program: Program) -> SizeChecker | None:
         if source.kind == "scalar":
             lines.append(f"    {symbol} = int(args[{source.position}])")
         else:
-            lines.append(f"    {symbol} = args[{source.position}].{source.kind}({source.dim})")
+            lines.append(f"    {symbol} = {source.solved(f'args[{source.position}].{source.kind}({source.dim})')}")
     checks = 0
     for position, item in enumerate(program.graph_inputs):
         if not isinstance(item, InputBuffer):
@@ -70,4 +70,4 @@ def input_size_checker(program: Program) -> SizeChecker | None:
 
 def _is_source(program: Program, expr: sympy.Expr, position: int, kind: str, dim: int) -> bool:
     source = program.size_sources.get(expr) if isinstance(expr, sympy.Symbol) else None
-    return source is not None and (source.position, source.kind, source.dim) == (position, kind, dim)
+    return source is not None and not source.python and (source.position, source.kind, source.dim) == (position, kind, dim)

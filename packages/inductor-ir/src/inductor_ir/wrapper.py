@@ -202,10 +202,8 @@ def _generate(schedule: Schedule, kernel_names: Mapping[str, str]) -> tuple[str,
         if src.buffer:
             continue  # unbacked: read from its buffer after the step that makes it (`_bind_unbacked`)
         target = names[src.position]
-        if src.kind == "size":
-            w.line(f"{symbol} = {target}.size({src.dim})")
-        elif src.kind == "stride":
-            w.line(f"{symbol} = {target}.stride({src.dim})")
+        if src.kind in ("size", "stride"):
+            w.line(f"{symbol} = {src.solved(f'{target}.{src.kind}({src.dim})')}")
         else:
             w.line(f"{symbol} = {target}")
     unbacked = _UnbackedBindings(program)

@@ -40,10 +40,9 @@ def resolve_sizes(sources: Mapping[sympy.Symbol, SizeSource], inputs: Sequence[A
         if source.buffer:
             raise NotImplementedError(f"the interpreter does not run data-dependent sizes ({symbol})")
         value = inputs[source.position]
-        if source.kind == "size":
-            values[symbol] = int(value.shape[source.dim])
-        elif source.kind == "stride":
-            values[symbol] = int(value.stride()[source.dim])
+        if source.kind in ("size", "stride"):
+            read = int(value.shape[source.dim] if source.kind == "size" else value.stride()[source.dim])
+            values[symbol] = int(eval(source.solved(str(read)))) if source.python else read  # our own text
         else:
             values[symbol] = int(value)
     return values

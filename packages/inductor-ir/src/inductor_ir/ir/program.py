@@ -34,13 +34,20 @@ class SizeSource:
     result gives it instead (``buf3.size(0)``; kind ``"item"``: the buffer is ``item()``'s number;
     kind ``"python"``: the Python expression ``python`` over symbols bound before, such as
     ``math.trunc(zuf0)``), read right after that buffer's step; ``position`` is then -1.
+    A symbol an input gives only inside a size or stride (``s + 1``: the diagonal of a tensor whose
+    rows step ``s``) is solved from it: ``python`` is then ``((value) - 1) // 1`` with ``{read}``
+    standing for the value read.
     """
 
     position: int
     kind: str  # "size", "stride", "scalar" or (from a buffer) "item", "python" (the text `python`)
     dim: int = 0
     buffer: str = ""
-    python: str = ""
+    python: str = ""  # kind "python": the expression; "size"/"stride": one of `{read}` (the value read)
+
+    def solved(self, read: str) -> str:
+        """The Python expression of the symbol from `read`, the text reading a size or stride."""
+        return self.python.format(read=read) if self.python else read
 
 
 @dataclass(slots=True, eq=False)
