@@ -172,7 +172,7 @@ def _lower_inputs(program: Program, placeholders: list[torch.fx.Node], example_i
         _add_sources(program, position, buf, real, "stride")
     # Last, symbols that appear only inside a size or stride such as `s + 1` (the diagonal of an
     # input whose rows step `s`): solved from that size or stride.
-    for position, buf, real in strides:
+    for position, buf, _real in strides:
         _add_solved_sources(program, position, buf)
     # Hints for symbols we could not see in real inputs: the fake tensors' own hints.
     for node in placeholders:
