@@ -168,6 +168,14 @@ class CompiledGraph:
             strides.append(tuple(int(s) for s in layout.stride) if layout is not None and static else None)
         return strides
 
+    def output_stride_exprs(self) -> list[tuple[sympy.Expr, ...] | None]:
+        """Per output, the strides the compiled graph returns it with, as expressions of the graph's
+        size symbols (None: not a tensor)."""
+        return [
+            tuple(sympy.sympify(s) for s in out.layout.stride) if isinstance(out, (Buffer, ReinterpretView)) else None
+            for out in self.program.outputs
+        ]
+
     def artifacts(self) -> dict[str, str]:
         """Every stage's text: ``ir.txt``, ``groups.txt``, one file per kernel, ``wrapper.py``."""
         texts = {"ir.txt": str(self.program)}

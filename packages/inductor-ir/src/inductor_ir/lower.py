@@ -42,7 +42,7 @@ from inductor_ir.layout_policy import (
 from inductor_ir.lowering import LOWERINGS, LoweringContext, NotLowerable
 from inductor_ir.lowering.extern import ATTENTION_FALLBACK_OPS, store_in_recorded_layouts
 from inductor_ir.lowering.views import with_eager_storage
-from inductor_ir.symbolic import concrete_hint, sympify_int
+from inductor_ir.symbolic import FloorDiv, concrete_hint, sympify_int
 from inductor_ir.unbacked import (
     UnbackedSymbolError,
     bind_int_of_float,
@@ -496,10 +496,13 @@ def _dense_stride(program: Program, size: list[sympy.Expr], stride: list[sympy.E
 
 
 def _plain_arithmetic(expr: sympy.Expr) -> bool:
-    """Whether ``expr`` is made of symbols, integers, sums, products and positive integer powers."""
+    """Whether ``expr`` is made of symbols, integers, sums, products, positive integer powers and
+    floor divisions by positive integers (a pooling's output size, ``(s - 1) // 2 + 1``, in the
+    strides of a channels-last result)."""
     return all(
         isinstance(e, (sympy.Symbol, sympy.Integer, sympy.Add, sympy.Mul))
         or (isinstance(e, sympy.Pow) and e.exp.is_Integer and e.exp > 0)
+        or (isinstance(e, FloorDiv) and isinstance(e.args[1], sympy.Integer) and e.args[1] > 0)
         for e in sympy.preorder_traversal(expr)
     )
 

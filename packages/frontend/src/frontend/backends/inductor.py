@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, Literal
 
+import sympy
 import torch
 import torch.utils._pytree as pytree
 
@@ -111,6 +112,37 @@ def _changed_strides(
     return changed
 
 
+def _expr(value: Any) -> sympy.Expr:
+    """The SymPy expression of an int or a SymInt."""
+    node = getattr(value, "node", None)
+    return sympy.sympify(node.expr if node is not None else value)
+
+
+def _symbolic_strides_changed(
+    gm: torch.fx.GraphModule, strides: list[tuple[sympy.Expr, ...] | None], saved: int
+) -> bool:
+    """Whether a saved output comes back in strides other than the recorded ones that are symbolic
+    (static ones are handed to the backward: `_changed_strides`). Dims of size 1 are not compared."""
+    (output,) = [n for n in gm.graph.nodes if n.op == "output"]
+    flat = pytree.tree_leaves(output.args[0])
+    for position in range(max(len(flat) - saved, 0), len(flat)):
+        value = flat[position]
+        val = value.meta.get("val") if isinstance(value, torch.fx.Node) else None
+        got = strides[position] if position < len(strides) else None
+        if not isinstance(val, torch.Tensor) or got is None:
+            continue
+        recorded = [_expr(s) for s in val.stride()]
+        static = all(isinstance(s, sympy.Integer) for s in got) and all(isinstance(s, sympy.Integer) for s in recorded)
+        if static:
+            continue
+        for size, mine, theirs in zip(val.shape, got, recorded):
+            if _expr(size) == 1:
+                continue
+            if sympy.simplify(mine - theirs) != 0:
+                return True
+    return False
+
+
 class _SavedLayouts:
     """A training forward whose compiled graph returns some saved values in its own strides (the
     backward was compiled for them): should its first call fail and the graph run eagerly instead,
@@ -208,6 +240,10 @@ def _graph_compiler(
                 compiled = inductor_ir.compile_graph(
                     aten_gm, inputs, backends=backends, config=inductor_config, free_layout_outputs=saved
                 )
+                if saved and _symbolic_strides_changed(aten_gm, compiled.output_stride_exprs(), saved):
+                    # Other strides at symbolic sizes cannot be handed to the backward (it is compiled
+                    # for fixed ones): the saved values keep the strides FX recorded.
+                    compiled = inductor_ir.compile_graph(aten_gm, inputs, backends=backends, config=inductor_config)
             if saved:
                 strides = compiled.output_strides()
                 changed.update(_changed_strides(aten_gm, strides, saved))
