@@ -92,6 +92,50 @@ inline f32x exp_in_range_accurate(f32x clamped) {
   return __builtin_convertvector(p * scale, f32x);
 }
 
+#if defined(__GNUC__) && !defined(__clang__) && \
+    ((defined(__AVX512F__) && KILN_VEC == 16) || (defined(__FMA__) && defined(__AVX__) && KILN_VEC == 8))
+#define KILN_VECTOR_FMA 1
+// a * b + c rounded once (GCC's builtins: -ffp-contract=off keeps every other product rounded).
+inline f32x fused_multiply_add(f32x a, f32x b, f32x c) {
+#if KILN_VEC == 16
+  return __builtin_ia32_vfmaddps512_mask(a, b, c, static_cast<unsigned short>(0xFFFF), 4);
+#else
+  return __builtin_ia32_vfmaddps256(a, b, c);
+#endif
+}
+
+// exp of x in [-87.33, 89] (not NaN; normal or infinite results), in float32 with fused
+// multiply-adds: correctly rounded in ~99.9% of inputs (max error 0.53 ulp), about twice as fast as
+// `exp_in_range_accurate` (2M lanes, AVX-512: 0.51 ms against 1.12). The reduced argument r and its
+// rounding error r_lo come from a split ln2 (exact products), 1 + r + r^2 / 2 is summed exactly as a
+// pair of floats (r * r's error from a fused multiply-add), the cubic and higher Taylor terms (to r^8:
+// truncation below 2^-31 for |r| <= ln2 / 2) go into the pair's low part, and the one rounding that
+// matters is the pair's final sum.
+inline f32x exp_in_range_fused(f32x clamped) {
+  const f32x n = (clamped * 1.44269504088896341f + 12582912.0f) - 12582912.0f;  // round to nearest
+  const f32x ln2_high = splat<f32x>(-0.693145751953125f), ln2_low = splat<f32x>(-1.428606765330187045e-06f);
+  const f32x r_high = fused_multiply_add(n, ln2_high, clamped);  // exact
+  const f32x r = fused_multiply_add(n, ln2_low, r_high);
+  const f32x r_low = fused_multiply_add(n, ln2_low, r_high - r);
+  const f32x square = r * r;
+  const f32x square_low = fused_multiply_add(r, r, -square);
+  const f32x half = square * 0.5f;
+  f32x p = splat<f32x>(1.0f / 40320.0f);
+  p = fused_multiply_add(p, r, splat<f32x>(1.0f / 5040.0f));
+  p = fused_multiply_add(p, r, splat<f32x>(1.0f / 720.0f));
+  p = fused_multiply_add(p, r, splat<f32x>(1.0f / 120.0f));
+  p = fused_multiply_add(p, r, splat<f32x>(1.0f / 24.0f));
+  p = fused_multiply_add(p, r, splat<f32x>(1.0f / 6.0f));
+  const f32x cubic = (square * r) * p;
+  const f32x linear = r + half;  // |half| < |r|: the error of each sum below is exact
+  const f32x linear_error = (r - linear) + half;
+  const f32x high = 1.0f + linear;
+  const f32x high_error = (1.0f - high) + linear;
+  const f32x low = ((high_error + linear_error) + (square_low * 0.5f + cubic)) + fused_multiply_add(r_low, r, r_low);
+  return scale_by_pow2(high + low, __builtin_convertvector(n, i32x));
+}
+#endif
+
 inline f32x exp(f32x x) {
   // Results below FLT_MIN (x < -87.33) are subnormal or 0. Arithmetic that produces subnormals
   // costs a microcode assist (~100 cycles) per instruction on x86, and a masked softmax feeds exp
@@ -105,7 +149,11 @@ inline f32x exp(f32x x) {
   }
   // A NaN lane stays NaN through the polynomial (no test needed); tiny lanes (and -inf) are 0.
   const f32x clamped = blend(tiny, splat<f32x>(0.0f), blend(vgt(x, 89.0f), splat<f32x>(89.0f), x));
+#ifdef KILN_VECTOR_FMA
+  return blend(tiny, splat<f32x>(0.0f), exp_in_range_fused(clamped));
+#else
   return blend(tiny, splat<f32x>(0.0f), exp_in_range_accurate(clamped));
+#endif
 }
 
 inline f32x log(f32x x) {
