@@ -132,7 +132,12 @@ inline f32x exp_in_range_fused(f32x clamped) {
   const f32x high = 1.0f + linear;
   const f32x high_error = (1.0f - high) + linear;
   const f32x low = ((high_error + linear_error) + (square_low * 0.5f + cubic)) + fused_multiply_add(r_low, r, r_low);
+#if KILN_VEC == 16
+  // y * 2^n in one instruction (vscalefps), with IEEE overflow to inf.
+  return __builtin_ia32_scalefps512_mask(high + low, n, high + low, static_cast<unsigned short>(0xFFFF), 4);
+#else
   return scale_by_pow2(high + low, __builtin_convertvector(n, i32x));
+#endif
 }
 #endif
 
