@@ -75,3 +75,23 @@ def test_evaluation_gradients_with_an_infinite_running_mean() -> None:
     assert want_grads[1][1].isnan() and want_grads[1][4].isnan()
     for name, w, g in zip(("input", "weight", "bias"), want_grads, got_grads):
         torch.testing.assert_close(g, w, equal_nan=True, msg=lambda m, n=name: f"{n}: {m}")
+
+
+def test_evaluation_with_bfloat16_statistics_computes_them_in_float32() -> None:
+    # Eager's CPU kernel takes the inverse standard deviation of bfloat16 running statistics in
+    # float32; rounded to bfloat16 first, outputs near 0 came out on the other side of it (fuzz
+    # dc75057ed7: `where(batch_norm(x) > 0, ...)` picked the other branch).
+    generator = torch.Generator().manual_seed(11)
+    x, mean, var, weight, bias = (
+        torch.randn(shape, generator=generator).to(torch.bfloat16) for shape in ((8, 33, 16), (33,), (33,), (33,), (33,))
+    )
+    var = var.abs() + 0.1
+
+    def fn(x: torch.Tensor, mean: torch.Tensor, var: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+        return F.batch_norm(x, mean, var, weight, bias, training=False)
+
+    compiled = aotgrad.aot_function(fn, fw_compiler=aotgrad.eager_compiler, config=strict())
+    with torch.no_grad():
+        got, want = compiled(x, mean, var, weight, bias), fn(x, mean, var, weight, bias)
+    mismatched = (got != want).sum().item()
+    assert mismatched <= got.numel() // 1000, f"{mismatched} of {got.numel()} outputs differ from eager's"

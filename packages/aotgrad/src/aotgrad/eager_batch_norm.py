@@ -119,16 +119,18 @@ def _with_cpu_output(bound: dict[str, Any], training: bool, result: Any) -> Any:
         return result
     if not x.is_contiguous():
         return result  # eager's strided path computes ``(x - mean) * invstd * weight + bias``, as the decomposition
+    acc = torch.float32 if x.dtype in (torch.float16, torch.bfloat16) else x.dtype
     if training:
         mean, invstd = result[1], result[2]
     else:
         running_mean, running_var = bound.get("running_mean"), bound.get("running_var")
         if running_mean is None or running_var is None:
             return result
-        mean, invstd = running_mean, 1 / torch.sqrt(running_var + bound.get("eps", 1e-5))
+        # In float32 for half-precision statistics, as eager's kernel: rounded to bfloat16, an inverse
+        # standard deviation moved an output near 0 across it.
+        mean, invstd = running_mean, 1 / torch.sqrt(running_var.to(acc) + bound.get("eps", 1e-5))
     if not isinstance(mean, torch.Tensor) or not isinstance(invstd, torch.Tensor) or mean.numel() != x.shape[1]:
         return result
-    acc = torch.float32 if x.dtype in (torch.float16, torch.bfloat16) else x.dtype
     alpha = invstd.to(acc).reshape(-1)
     weight, bias = bound.get("weight"), bound.get("bias")
     if weight is not None:
