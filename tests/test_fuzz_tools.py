@@ -476,3 +476,41 @@ def test_some_programs_end_with_a_call_in_another_layout(programs: list[Program]
     assert relaid, "about a third of the programs with 2-d inputs should end with a relaid-out call"
     for program in relaid[:4]:
         assert check_eager(program, relayout=True) is None, program.seed
+
+
+def _kiln_on_flushed_inputs(wrong: bool) -> Any:
+    """A fake `run_kiln` that reads bfloat16 subnormals as 0, as Triton's interpreter does (and,
+    with `wrong`, also gets one comparison the other way round)."""
+    from tools.fuzz.execute import _flush_bfloat16_subnormals
+
+    def run_kiln(program: Program, target: str, calls: Any) -> list[RunOutcome]:
+        namespace = load(program)
+
+        def compiled(*args: Any) -> Any:
+            out = namespace["program"](*(_flush_bfloat16_subnormals(a) for a in args))
+            if wrong:
+                out = (out[0].flip(-1),)
+            return out
+
+        return [RunOutcome(harness.run(compiled, namespace["make_inputs"], program.mode, grow=g, relayout=r))
+                for g, r in calls]
+
+    return run_kiln
+
+
+def test_a_mismatch_from_the_interpreter_reading_subnormals_as_zero_is_not_a_finding(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Triton's interpreter (the triton target's CPU tier) reads bfloat16 subnormals as 0; eager and
+    GPUs keep them. Such a mismatch is checked by running eager on the inputs with them flushed: it
+    matches Kiln there, so it is the interpreter's, not a finding; any other mismatch still is."""
+    from tools.fuzz import execute
+
+    program = _program([Stmt("t1", "where", "torch.where({0} != 0, 0.0, -0.125)", ("a0",))], dtype="bfloat16", shape=(64,))
+    program = dataclasses.replace(program, leaves=(dataclasses.replace(program.leaves[0], fill="special", seed=5),
+                                                   *program.leaves[1:]))
+    leaves, _ = load(program)["make_inputs"](False, 0)
+    assert ((leaves[0] != 0) & (leaves[0].abs() < torch.finfo(torch.bfloat16).tiny)).any()  # subnormals there
+    monkeypatch.setattr(execute, "run_kiln", _kiln_on_flushed_inputs(wrong=False))
+    assert execute.check(program, "triton").kind == "interpreter_artifact"
+    assert execute.check(program, "cpp").kind == "mismatch"  # only the interpreter tier reads them so
+    monkeypatch.setattr(execute, "run_kiln", _kiln_on_flushed_inputs(wrong=True))
+    assert execute.check(program, "triton").kind == "mismatch"

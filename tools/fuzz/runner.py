@@ -145,7 +145,7 @@ class Fuzzer:
             return
         stats.programs += 1
         stats.kinds[verdict["kind"]] += 1
-        if verdict["kind"] in ("ok", "skipped", "eager_layout_bug"):
+        if verdict["kind"] in ("ok", "skipped", "eager_layout_bug", "interpreter_artifact"):
             return
         if program is None:  # the worker died or hung before it sent the program: the seed rebuilds it
             print(f"[fuzz] seed {seed} {target}: {verdict['kind']} before the program was reported "
