@@ -16,7 +16,7 @@ PUBLIC = {
     "KernelArtifact", "LoadedGraph", "NotSaveable", "ReloadableKernelBackend", "SavedGraph", "load_saved_graph",
     "save_compiled_graph",
     "COMMON_BACKEND_OPTIONS", "ConfigurableKernelBackend", "OptionError", "options_hash", "parse_dataclass_options",
-    "ops", "schedule", "set_ops_handler", "simplify_index", "verify_ops_handler", "wrapper_source",
+    "ops", "schedule", "set_ops_handler", "simplify_index", "sympify_int", "verify_ops_handler", "wrapper_source",
 }  # fmt: skip
 
 

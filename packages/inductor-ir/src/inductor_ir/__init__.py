@@ -74,7 +74,7 @@ from inductor_ir.saved import (
     save_compiled_graph,
 )
 from inductor_ir.scheduler import ExternStep, KernelStep, Schedule, schedule
-from inductor_ir.symbolic import FloorDiv, ModularIndexing, simplify_index
+from inductor_ir.symbolic import FloorDiv, ModularIndexing, simplify_index, sympify_int
 from inductor_ir.wrapper import wrapper_source
 
 __all__ = [
@@ -148,6 +148,7 @@ __all__ = [
     "schedule",
     "set_ops_handler",
     "simplify_index",
+    "sympify_int",
     "verify_ops_handler",
     "wrapper_source",
 ]

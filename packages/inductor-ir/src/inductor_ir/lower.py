@@ -203,7 +203,9 @@ def _add_solved_sources(program: Program, position: int, buf: InputBuffer) -> No
     (integers a != 0 and b): ``s = (value - b) // a``. The size checks then compare the value with
     ``a * s + b`` (a value that is not of that form is rejected)."""
     for dim, (size, stride) in enumerate(zip(buf.layout.size, buf.layout.stride)):
-        for kind, expr in (("size", sympy.sympify(size)), ("stride", sympy.sympify(stride))):
+        # The stride of a dim of size 1 is whatever the producer chose: never a source.
+        kinds = (("size", size),) if sympy.sympify(size) == 1 else (("size", size), ("stride", stride))
+        for kind, expr in ((k, sympy.sympify(e)) for k, e in kinds):
             unsourced = [s for s in expr.free_symbols if s not in program.size_sources]
             if len(unsourced) != 1 or len(expr.free_symbols) != 1 or not expr.is_polynomial(unsourced[0]):
                 continue

@@ -112,12 +112,6 @@ def _changed_strides(
     return changed
 
 
-def _expr(value: Any) -> sympy.Expr:
-    """The SymPy expression of an int or a SymInt."""
-    node = getattr(value, "node", None)
-    return sympy.sympify(node.expr if node is not None else value)
-
-
 def _symbolic_strides_changed(
     gm: torch.fx.GraphModule, strides: list[tuple[sympy.Expr, ...] | None], saved: int
 ) -> bool:
@@ -131,14 +125,14 @@ def _symbolic_strides_changed(
         got = strides[position] if position < len(strides) else None
         if not isinstance(val, torch.Tensor) or got is None:
             continue
-        recorded = [_expr(s) for s in val.stride()]
+        recorded = [inductor_ir.sympify_int(s) for s in val.stride()]  # in inductor_ir's vocabulary
         static = all(isinstance(s, sympy.Integer) for s in got) and all(isinstance(s, sympy.Integer) for s in recorded)
         if static:
             continue
         for size, mine, theirs in zip(val.shape, got, recorded):
-            if _expr(size) == 1:
+            if inductor_ir.sympify_int(size) == 1:
                 continue
-            if sympy.simplify(mine - theirs) != 0:
+            if sympy.expand(mine - theirs) != 0:
                 return True
     return False
 
