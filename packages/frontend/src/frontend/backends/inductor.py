@@ -96,18 +96,25 @@ class _BoxedGraphRunner:
         return getattr(self.compiled, name)
 
 
+def _saved_values(gm: torch.fx.GraphModule, saved: int) -> Iterator[tuple[int, torch.Tensor]]:
+    """(output position, recorded value) of each of the last `saved` outputs that is a tensor."""
+    (output,) = [n for n in gm.graph.nodes if n.op == "output"]
+    flat = pytree.tree_leaves(output.args[0])
+    for position in range(max(len(flat) - saved, 0), len(flat)):
+        value = flat[position]
+        val = value.meta.get("val") if isinstance(value, torch.fx.Node) else None
+        if isinstance(val, torch.Tensor):
+            yield position, val
+
+
 def _changed_strides(
     gm: torch.fx.GraphModule, strides: list[tuple[int, ...] | None], saved: int
 ) -> dict[int, tuple[int, ...]]:
     """The saved outputs (by position) that the compiled graph returns in strides other than the recorded ones."""
-    (output,) = [n for n in gm.graph.nodes if n.op == "output"]
-    flat = pytree.tree_leaves(output.args[0])
     changed: dict[int, tuple[int, ...]] = {}
-    for position in range(max(len(flat) - saved, 0), len(flat)):
-        value = flat[position]
-        val = value.meta.get("val") if isinstance(value, torch.fx.Node) else None
+    for position, val in _saved_values(gm, saved):
         stride = strides[position] if position < len(strides) else None
-        if isinstance(val, torch.Tensor) and stride is not None and tuple(val.stride()) != stride:
+        if stride is not None and tuple(val.stride()) != stride:
             changed[position] = stride
     return changed
 
@@ -117,22 +124,15 @@ def _symbolic_strides_changed(
 ) -> bool:
     """Whether a saved output comes back in strides other than the recorded ones that are symbolic
     (static ones are handed to the backward: `_changed_strides`). Dims of size 1 are not compared."""
-    (output,) = [n for n in gm.graph.nodes if n.op == "output"]
-    flat = pytree.tree_leaves(output.args[0])
-    for position in range(max(len(flat) - saved, 0), len(flat)):
-        value = flat[position]
-        val = value.meta.get("val") if isinstance(value, torch.fx.Node) else None
+    for position, val in _saved_values(gm, saved):
         got = strides[position] if position < len(strides) else None
-        if not isinstance(val, torch.Tensor) or got is None:
+        if got is None:
             continue
         recorded = [inductor_ir.sympify_int(s) for s in val.stride()]  # in inductor_ir's vocabulary
-        static = all(isinstance(s, sympy.Integer) for s in got) and all(isinstance(s, sympy.Integer) for s in recorded)
-        if static:
+        if all(isinstance(s, sympy.Integer) for s in (*got, *recorded)):
             continue
         for size, mine, theirs in zip(val.shape, got, recorded):
-            if inductor_ir.sympify_int(size) == 1:
-                continue
-            if sympy.expand(mine - theirs) != 0:
+            if inductor_ir.sympify_int(size) != 1 and sympy.expand(mine - theirs) != 0:
                 return True
     return False
 
