@@ -4,7 +4,9 @@ Each compiler trains a fresh, identically seeded copy of the model wrapped in
 `DistributedDataParallel` (SGD, loss = mean of the output); every step's batch is drawn (on the
 device) before the first step; the first `--warmup` steps (compiling included) are not timed, then
 `--steps` steps are, each ended by a device synchronize. Rank 0
-prints, per model and compiler, the median and best step time, the speedup over eager DDP, the
+prints, per model and compiler, the median and best step time, the median time until a step returned to
+Python ("host ms": the CPU's share; a step whose host ms is near its step ms is bound by the CPU), the
+speedup over eager DDP, the
 seconds to the end of the first step (compile), the number of graphs the compiled model ran as and
 the largest parameter difference from eager DDP after the warm-up and timed steps (all-reduce
 correctness: it should be at rounding level, not at the size of an update). On CUDA, `--profile-steps`
@@ -56,6 +58,7 @@ class Result:
     compiler: str
     step_ms: float
     best_ms: float
+    host_ms: float
     first_step_s: float
     graphs: int | None
     max_param_diff: float
@@ -148,8 +151,9 @@ def _sync(device: torch.device) -> None:
 
 
 def _train(workload: Workload, model: nn.Module, compiler: str, device: torch.device, args: argparse.Namespace,
-           rank: int) -> tuple[list[float], float, int | None, nn.Module, Overlap | None]:
-    """Warm-up and timed steps of one compiler, then `--profile-steps` profiled ones; returns step seconds,
+           rank: int) -> tuple[list[float], list[float], float, int | None, nn.Module, Overlap | None]:
+    """Warm-up and timed steps of one compiler, then `--profile-steps` profiled ones; returns step seconds, the
+    seconds until each step returned to Python (before the device finished),
     first-step seconds, graphs, the module and the communication overlap (profiled on CUDA only)."""
     ddp = DDP(copy.deepcopy(model).to(device), device_ids=[device.index] if device.type == "cuda" else None,
               bucket_cap_mb=args.bucket_cap_mb)
@@ -158,6 +162,7 @@ def _train(workload: Workload, model: nn.Module, compiler: str, device: torch.de
     generator = torch.Generator().manual_seed(1000 + rank)  # each rank its own batches, the same for every compiler
     autocast = workload.autocast if device.type == "cuda" else None
     times: list[float] = []
+    host_times: list[float] = []
     first = 0.0
 
     # Every step's batch is drawn before timing starts (drawing a batch of images on the CPU takes
@@ -178,14 +183,16 @@ def _train(workload: Workload, model: nn.Module, compiler: str, device: torch.de
         _sync(device)
         started = time.perf_counter()
         step()
+        returned = time.perf_counter() - started
         _sync(device)
         seconds = time.perf_counter() - started
         if index == 0:
             first = seconds
         if index >= args.warmup:
             times.append(seconds)
+            host_times.append(returned)
     overlap = _profiled_overlap(step, args.profile_steps) if args.profile_steps and device.type == "cuda" else None
-    return times, first, graphs(), ddp.module, overlap
+    return times, host_times, first, graphs(), ddp.module, overlap
 
 
 @torch.no_grad()
@@ -202,23 +209,24 @@ def bench_model(name: str, device: torch.device, args: argparse.Namespace, rank:
     reference: nn.Module | None = None
     for compiler in args.compilers:
         dist.barrier()
-        times, first, graphs, trained, overlap = _train(workload, model, compiler, device, args, rank)
+        times, host_times, first, graphs, trained, overlap = _train(workload, model, compiler, device, args, rank)
         if compiler == "eager":
             reference = trained
         diff = _max_diff(trained, reference) if reference is not None else float("nan")
-        results.append(Result(compiler, 1e3 * statistics.median(times), 1e3 * min(times), first, graphs, diff, overlap))
+        results.append(Result(compiler, 1e3 * statistics.median(times), 1e3 * min(times),
+                              1e3 * statistics.median(host_times), first, graphs, diff, overlap))
     return results
 
 
 def _print(name: str, results: list[Result], world: int, device: torch.device) -> None:
     eager = next((r.step_ms for r in results if r.compiler == "eager"), None)
     print(f"\n{name} (DDP over {world} x {device.type}; median of timed steps)")
-    print(f"{'compiler':<14} {'step ms':>9} {'best ms':>9} {'speedup':>8} {'first step s':>13} {'graphs':>7} {'max |dparam|':>13}"
+    print(f"{'compiler':<14} {'step ms':>9} {'best ms':>9} {'host ms':>8} {'speedup':>8} {'first step s':>13} {'graphs':>7} {'max |dparam|':>13}"
           f" {'comm ms':>8} {'hidden':>7} {'compute ms':>11}")
     for r in results:
         speedup = f"{eager / r.step_ms:.2f}x" if eager else "-"
         graphs = "-" if r.graphs is None else str(r.graphs)
-        print(f"{r.compiler:<14} {r.step_ms:>9.2f} {r.best_ms:>9.2f} {speedup:>8} {r.first_step_s:>13.1f} {graphs:>7} "
+        print(f"{r.compiler:<14} {r.step_ms:>9.2f} {r.best_ms:>9.2f} {r.host_ms:>8.2f} {speedup:>8} {r.first_step_s:>13.1f} {graphs:>7} "
               f"{r.max_param_diff:>13.2e}" + _overlap_columns(r.overlap))
 
 

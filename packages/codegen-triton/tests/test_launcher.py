@@ -58,12 +58,24 @@ def test_direct_launch_matches_eager(kiln_cache: Path) -> None:
             torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
     launchers = [call.launcher for call in backend._calls.values()]
     assert launchers and all(p.fast is not None for launcher in launchers for p in launcher._prepared.values())
-    # Kernels with static sizes are then launched straight through Triton's launcher (on a one-GPU
-    # machine only: with several, each launch goes through the checked path, which sets the device).
-    if torch.cuda.device_count() == 1:
-        assert all(call._direct is not None for call in backend._calls.values() if call.finisher is None)
-    else:
-        assert all(call._direct is None for call in backend._calls.values())
+    # Kernels with static sizes are then launched straight through Triton's launcher (on a host with
+    # several GPUs too: each direct launch checks that its GPU is current).
+    assert all(call._direct is not None for call in backend._calls.values() if call.finisher is None)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two GPUs")
+def test_direct_launch_on_the_second_gpu_while_the_first_is_current(kiln_cache: Path) -> None:
+    backend = TritonBackend(config=TritonConfig(cache_dir=kiln_cache))
+    x, w = torch.randn(300, 64, device="cuda:1"), torch.randn(64, 500, device="cuda:1")
+    gm = make_fx(_mixed)(x, w)
+    compiled = inductor_ir.compile_graph(gm, [x, w], backends={"cuda": backend})
+    for current in (1, 0, 1, 0):  # each kernel's direct record is made on the first call
+        with torch.cuda.device(current):
+            x, w = torch.randn(300, 64, device="cuda:1"), torch.randn(64, 500, device="cuda:1")
+            for got, want in zip(compiled(x, w), _mixed(x, w)):
+                torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
+    assert all(call._direct is not None for call in backend._calls.values() if call.finisher is None)
 
 
 @pytest.mark.gpu

@@ -9,6 +9,7 @@ DDP inside the workers, after each of 3 SGD steps.
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 import sys
@@ -239,3 +240,65 @@ def test_submodules_with_keyword_hooks_run_them_eagerly_around_their_own_graph(f
     torch.testing.assert_close(compiled(x), expected)
     assert calls == ["pre"] * 4 and len(graphs) == 2  # one graph per hooked layer; the rest ran eagerly
     assert "forward" not in model[2].__dict__  # the captured forward is installed only during a call
+
+
+class _Bottleneck(nn.Module):
+    """A residual block as torchvision's ResNets write it: ``out += identity`` on the last layer's output."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.first, self.second, self.downsample = nn.Linear(16, 16), nn.Linear(16, 16), nn.Linear(16, 16)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out = self.second(torch.relu(self.first(x)))
+        out += self.downsample(x)
+        return torch.relu_(out)
+
+
+def test_a_cut_never_separates_a_value_from_its_in_place_update(one_process_group: None) -> None:
+    # With a bucket per layer the plan would cut between `second` and the `+=` on its output: the
+    # later subgraph would update its own input in place, which aotgrad does not trace for an input
+    # that requires grad (the subgraph would run eagerly). Such a cut moves instead.
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    torch.manual_seed(0)
+    model = nn.Sequential(_Bottleneck(), _Bottleneck())
+    eager = DDP(copy.deepcopy(model), bucket_cap_mb=0)
+    compiled_ddp = DDP(copy.deepcopy(model), bucket_cap_mb=0)
+    compiled = frontend.compile(compiled_ddp, backend="aot_eager", options={"fallback_to_eager": False})
+    x = torch.randn(4, 16)
+    expected, actual = eager(x), compiled(x)
+    torch.testing.assert_close(actual, expected)
+    expected.square().sum().backward()
+    actual.square().sum().backward()
+    for a, e in zip(compiled_ddp.parameters(), eager.parameters(), strict=True):
+        torch.testing.assert_close(a.grad, e.grad)
+    assert compiled.kiln_context.graphs_compiled >= 2
+
+
+class _ScaledFirst(nn.Module):
+    """Ops before the first parameter (their own bucket, merged into the next one), then three layers."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.layers = nn.Sequential(nn.Linear(16, 16), nn.ReLU(), nn.Linear(16, 16), nn.ReLU(), nn.Linear(16, 8))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.layers(torch.tanh(x * 2))
+
+
+def test_ops_before_the_first_parameter_join_the_first_subgraph(fresh_cache: None) -> None:
+    torch.manual_seed(0)
+    model = _ScaledFirst()
+    x = torch.randn(4, 16, requires_grad=True)
+    gm, inputs = _captured(model, x)
+    plan = plan_buckets(gm, inputs, BucketCaps(first=0, rest=0), _names(model))
+    assert len(plan) == 3 and plan.buckets[0].nodes[:2] == ("mul", "tanh")
+    subgraphs = split_graph(gm, plan)
+    bucketed = BucketedGraph(gm, plan, subgraphs, [s.module.forward for s in subgraphs])
+    (expected,) = gm(x)
+    (actual,) = bucketed(x)
+    torch.testing.assert_close(actual, expected)
+    for a, e in zip(torch.autograd.grad(actual.sum(), [x, *model.parameters()]),
+                    torch.autograd.grad(expected.sum(), [x, *model.parameters()]), strict=True):
+        torch.testing.assert_close(a, e)

@@ -400,11 +400,10 @@ class TritonKernelCall:
         """Launch on `(*input_tensors, *output_tensors, *size_ints)`."""
         direct = self._direct
         if direct is not None:
-            launch, grid_x, grid_y, grid_z, get_stream, device, function, middle, aligned, tail, finish = direct
-            for position in aligned:
-                if args[position].data_ptr() & 15:
-                    break
-            else:
+            launch, grid_x, grid_y, grid_z, get_stream, device, function, middle, aligned, tail, finish, current = direct
+            # Only while the kernel's GPU is current (else the checked path makes it current first) and
+            # with the arguments aligned as the kernel was compiled for.
+            if current() == device and not any(args[position].data_ptr() & 15 for position in aligned):
                 if finish is None:
                     launch(grid_x, grid_y, grid_z, get_stream(device), function, *middle, *args, *tail)
                     return
@@ -421,11 +420,10 @@ class TritonKernelCall:
 
     def _direct_launch(self, args: tuple[Any, ...]) -> tuple[Any, ...] | None:
         """The `_direct` record, when this kernel can be launched that way."""
-        import torch
 
         if self._cuda_index is None or self.signature.size_symbols:
             return None
-        if self.persistent is not None or torch.cuda.device_count() != 1:
+        if self.persistent is not None:
             return None
         numels = self._numel_cache.get(())
         if numels is None:
@@ -455,7 +453,7 @@ class TritonKernelCall:
             finish = (spaces, fast2.call, second.grid, fast2.function, fast2.middle, (*tail2, *fast2.blocks))
         return (
             fast.call, grid[0], grid[1], grid[2], fast.get_stream, prepared.device, fast.function,
-            fast.middle, aligned, (*numels, *fast.blocks), finish,
+            fast.middle, aligned, (*numels, *fast.blocks), finish, _current_cuda_device(),
         )
 
     def _split_workspaces(self, args: tuple[Any, ...], numels: tuple[int, ...]) -> list[Any]:
@@ -518,6 +516,15 @@ class TritonKernelCall:
         sizes = args[count:]
         self.launcher.run(*args[:count], *spaces, *sizes, *numels)
         self.finisher.run(*spaces, *args[:count], *sizes, numels[0], generated.split)
+
+
+def _current_cuda_device() -> Callable[[], int]:
+    """The cheapest reader of the current CUDA device's index (checked before each direct launch: a
+    kernel loaded for one GPU is launched only while that GPU is current)."""
+    import torch
+
+    reader = getattr(torch._C, "_cuda_getDevice", None)
+    return reader if callable(reader) else torch.cuda.current_device
 
 
 def _max_rblock(configured: int, split_chunk: int) -> int:

@@ -10,7 +10,8 @@ bucket cap); then each bucket's nodes are compiled as a subgraph of their own (`
 
 A boundary is moved (two buckets merged) where cutting would not work: a bucket that uses no
 parameter at all (ops before the first parameter), a boundary that a non-tensor value (a
-symbolic size) would cross, a bucket none of whose values is used later. A graph that changes
+symbolic size) would cross, a bucket none of whose values is used later, a boundary between a
+value and a later in-place update of it (``out += identity`` in a residual block). A graph that changes
 grad mode or autocast state is never split (its state would have to cross subgraphs).
 """
 
@@ -18,12 +19,13 @@ from __future__ import annotations
 
 import math
 import operator
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 from torch.amp import autocast_mode
+from torch.multiprocessing.reductions import StorageWeakRef
 
 from frontend.errors import KilnError
 
@@ -217,7 +219,8 @@ def _merge_uncuttable(gm: torch.fx.GraphModule, groups: list[list[torch.fx.Node]
     """Merge neighbouring buckets (in place) where a cut between them cannot be made."""
 
     def merge(index: int) -> None:  # bucket `index` joins bucket `index + 1`
-        groups[index + 1][:0] = groups.pop(index)
+        moved = groups.pop(index)  # (popped first: bucket `index + 1` is then at `index`)
+        groups[index][:0] = moved
         info = infos.pop(index)
         infos[index].parameters[:0] = info.parameters
         infos[index].nbytes += info.nbytes
@@ -228,10 +231,57 @@ def _merge_uncuttable(gm: torch.fx.GraphModule, groups: list[list[torch.fx.Node]
     while index < len(groups) - 1:
         members = set(groups[index])
         crossing = [n for n in groups[index] if any(user not in members for user in n.users)]
-        if not crossing or any(not _is_tensor_value(n) for n in crossing):
+        if (not crossing or any(not _is_tensor_value(n) for n in crossing)
+                or _storages(crossing) & _written_storages(node for group in groups[index + 1:] for node in group)):
             merge(index)
         else:
             index += 1
+
+
+_IN_PLACE_OPERATORS = frozenset({
+    operator.iadd, operator.isub, operator.imul, operator.imatmul, operator.itruediv, operator.ifloordiv,
+    operator.imod, operator.ipow, operator.iand, operator.ior, operator.ixor, operator.ilshift, operator.irshift,
+    operator.setitem,
+})
+
+
+def _written_arguments(gm: torch.fx.GraphModule, node: torch.fx.Node) -> list[Any]:
+    """The arguments `node` writes in place: ``x += y``, ``x[i] = y``, ``x.add_(y)``, ``torch.relu_(x)``,
+    ``F.relu(x, inplace=True)``, a module built with ``inplace=True``, ``out=``."""
+    written = [node.kwargs["out"]] if "out" in node.kwargs else []
+    first = node.args[0] if node.args else None
+    if node.op == "call_function":
+        name = getattr(node.target, "__name__", "")
+        in_place = node.target in _IN_PLACE_OPERATORS or (name.endswith("_") and not name.startswith("_"))
+    elif node.op == "call_method":
+        name = str(node.target)
+        in_place = name.endswith("_") and not name.startswith("_")
+    elif node.op == "call_module":
+        in_place = getattr(gm.get_submodule(str(node.target)), "inplace", False) is True
+    else:
+        in_place = False
+    if in_place or node.kwargs.get("inplace") is True:
+        written.append(first)
+    return written
+
+
+def _storage_of(node: Any) -> Any:
+    """A key equal for every node whose example value shares its memory (views included); None if not a tensor."""
+    value = node.meta.get("example_value") if isinstance(node, torch.fx.Node) else None
+    if not isinstance(value, torch.Tensor):
+        return None
+    return StorageWeakRef(value.untyped_storage())
+
+
+def _storages(nodes: Iterable[torch.fx.Node]) -> set[Any]:
+    return {key for key in map(_storage_of, nodes) if key is not None}
+
+
+def _written_storages(nodes: Iterable[torch.fx.Node]) -> set[Any]:
+    """The memory `nodes` write in place (a cut must not separate a value from such a write: the later
+    subgraph would update its own input, which requires grad, in place)."""
+    return {key for node in nodes if node.graph.owning_module is not None
+            for key in map(_storage_of, _written_arguments(node.graph.owning_module, node)) if key is not None}
 
 
 def _is_tensor_value(node: torch.fx.Node) -> bool:
