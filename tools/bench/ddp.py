@@ -140,7 +140,8 @@ def _compiled(compiler: str, ddp: DDP) -> tuple[Callable[..., Any], Callable[[],
         return torch.compile(ddp), lambda: None  # the reference (torch's DDPOptimizer splits at buckets)
     import frontend
 
-    options = {"optimize_ddp": compiler == "kiln"}
+    # A graph Kiln could not compile would run eagerly and only slow the row down: fail loudly instead.
+    options = {"optimize_ddp": compiler == "kiln", "fallback_to_eager": False}
     compiled = frontend.compile(ddp, options=options)
     return compiled, lambda: int(compiled.kiln_context.graphs_compiled)
 
