@@ -7,6 +7,7 @@ import copy
 from collections.abc import Callable
 from typing import Any
 
+import pytest
 import torch
 import torch.fx
 from aotgrad_helpers import strict
@@ -140,3 +141,46 @@ def test_user_input_mutations_of_several_kinds_are_written_back() -> None:
     torch.testing.assert_close(out, expected)
     for actual, wanted in zip(inputs, copies):
         torch.testing.assert_close(actual, wanted)
+
+
+def _residual_add(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    a += b  # torchvision's `out += identity`
+    return a.relu() * 2
+
+
+def _scaled_then_updated(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    before = a * 3  # its gradient needs nothing of `a`; `a * b` below needs the old `a`
+    a.mul_(b)
+    return before + a.sin()
+
+
+def _row_updated(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    a[1].add_(b[0] * 2)  # through a view of the input
+    return a.exp().sum(0)
+
+
+@pytest.mark.parametrize("fn", [_residual_add, _scaled_then_updated, _row_updated])
+def test_in_place_update_of_an_input_that_requires_grad_is_traced_like_eager(fn: Callable[..., torch.Tensor]) -> None:
+    # The input is an activation (not a leaf), as after a graph break: eager updates it in place
+    # and autograd records the update; the compiled region must do the same, not fall back.
+    torch.manual_seed(0)
+    weight, b = torch.randn(4, 5, requires_grad=True), torch.randn(4, 5, requires_grad=True)
+    compiled = aotgrad.aot_function(fn, fw_compiler=aotgrad.eager_compiler, config=strict())
+    results = []
+    for run in (fn, compiled):
+        a = weight * 1.5
+        out = run(a, b)
+        (out.square().sum() + a.sum()).backward()  # the updated input is used afterwards too
+        results.append((out.detach(), a.detach(), weight.grad.clone(), b.grad.clone()))
+        weight.grad = b.grad = None
+    for got, want in zip(results[1], results[0], strict=True):
+        torch.testing.assert_close(got, want)
+
+
+def test_in_place_update_of_a_leaf_that_requires_grad_raises_as_in_eager() -> None:
+    compiled = aotgrad.aot_function(_residual_add, fw_compiler=aotgrad.eager_compiler, config=strict())
+    a, b = torch.randn(3, requires_grad=True), torch.randn(3)
+    with pytest.raises(RuntimeError, match="a leaf Variable that requires grad is being used in an in-place operation"):
+        _residual_add(a, b)
+    with pytest.raises(RuntimeError, match="a leaf Variable that requires grad is being used in an in-place operation"):
+        compiled(a, b)

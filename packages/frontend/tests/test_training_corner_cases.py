@@ -6,6 +6,8 @@
   saved gate slices keep the strides the backward was compiled for).
 * Recurrent layers and attention trained under automatic dynamic shapes over three sequence
   lengths: no eager fallback, and a bounded number of compilations.
+* A residual ``out += identity`` after a graph break updates the next graph's input (an activation
+  that requires grad) in place: compiled, not run eagerly, with eager's gradients.
 """
 
 from __future__ import annotations
@@ -139,3 +141,32 @@ def test_the_gradient_of_a_broadcast_value_is_summed_to_its_shape(backend: str) 
     compiled(base, rows, value).backward(cotangent)
     _put_one_value(base, rows, expected_value).backward(cotangent)
     torch.testing.assert_close(value.grad, expected_value.grad)
+
+
+class _BrokenResidual(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.first, self.second = nn.Linear(8, 8), nn.Linear(8, 8)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out = self.second(torch.relu(self.first(x)))
+        print(end="")  # a graph break: `out` is an input of the next graph
+        out += x
+        return torch.relu_(out)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_an_in_place_update_after_a_graph_break_is_compiled(backend: str) -> None:
+    torch.manual_seed(0)
+    model = _BrokenResidual()
+    compiled = frontend.compile(model, backend=backend, options=STRICT)
+    gradients = []
+    data = torch.randn(4, 8)
+    for run in (model, compiled):
+        x = data.clone().requires_grad_()
+        run(x).square().sum().backward()
+        gradients.append([x.grad, *(p.grad for p in model.parameters())])
+        model.zero_grad(set_to_none=True)
+    for got, want in zip(gradients[1], gradients[0], strict=True):
+        torch.testing.assert_close(got, want)
+    assert compiled.kiln_context.graphs_compiled == 2

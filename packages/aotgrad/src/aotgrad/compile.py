@@ -193,32 +193,44 @@ def _trace_region(
     with fake_mode, _onednn_disabled(), _python_dispatcher_if_symbolic(fakes):
         full_shapes = {i: fakes[i].shape for i, _ in _distinct_dims(fakes, grad_mask)}
         fn, fakes, distinct = _through_distinct_elements(fn, fakes, grad_mask)
-        needed_grad = [isinstance(x, torch.Tensor) and x.requires_grad for x in fakes]
-        forward = trace_functional(fn, fakes, decompositions, training=grad_mask is not None)
+        traced = fakes if grad_mask is None else _writable_in_place(fakes)
+        forward = trace_functional(fn, traced, decompositions, training=grad_mask is not None)
         _check_constants(forward.gm, training=torch.is_grad_enabled())
         if grad_mask is None:  # never differentiated: repeated calls can be merged
             if merge_common_subexpressions(forward.gm.graph):
                 eliminate_dead_code(forward.gm.graph)
                 forward.gm.recompile()
             return TracedRegion(forward, None, distinct, full_shapes, fakes)
-        # The trace ran the user's in-place ops under autograd: an input that needed no grad and
-        # now does was written from values that do; its new value is differentiable (as in eager).
-        forward.differentiable_mutations = tuple(
-            i for i in forward.mutated_inputs if not needed_grad[i] and fakes[i].requires_grad
-        )
-        for index in forward.mutated_inputs:
-            if grad_mask[index]:
-                raise TracingError(
-                    f"input {index} requires grad and is mutated in place; aotgrad does not support "
-                    "in-place updates of inputs that require grad (do them under torch.no_grad())",
-                    None,
-                )
+        # The trace ran the user's in-place ops under autograd: an input that requires grad now
+        # (it did before, or it was written from values that do) has a differentiable new value,
+        # written back with grad mode on, so autograd records the write as eager's in-place op does.
+        forward.differentiable_mutations = tuple(i for i in forward.mutated_inputs if traced[i].requires_grad)
         # The forward's ATen ops carry autocast's casts already; traced again under the caller's
         # autocast they would be cast a second time (a matmul in a `torch.autocast(enabled=False)`
         # block would run in bfloat16).
         with torch._C._DisableAutocast():
             joint = trace_joint(forward, fakes, grad_mask, decompositions)
         return TracedRegion(forward, joint, distinct, full_shapes, fakes)
+
+
+def _writable_in_place(fakes: Sequence[Any]) -> list[Any]:
+    """`fakes` with each input that requires grad replaced by a non-leaf copy of equal strides.
+
+    The real input a region updates in place is not a leaf (eager refuses in-place ops on leaves that
+    require grad): an activation from earlier code, e.g. ``out += identity`` after a graph break. The
+    trace runs the user's ops under autograd, which would refuse the same update on a leaf. An input
+    whose elements share memory (expanded) stays as it is: eager cannot write into it either.
+    """
+    writable = list(fakes)
+    with torch.enable_grad():
+        for index, fake in enumerate(fakes):
+            if isinstance(fake, torch.Tensor) and fake.requires_grad and fake.is_leaf:
+                copy = torch.empty_strided(fake.shape, fake.stride(), dtype=fake.dtype, device=fake.device)
+                try:
+                    writable[index] = copy.copy_(fake)
+                except RuntimeError:  # elements that share memory: nothing can be written into them
+                    pass
+    return writable
 
 
 def _distinct_dims(
