@@ -5,7 +5,9 @@ CPU values of everything defined so far (so only well-typed, eager-accepted stat
 PyTorch itself is the type checker) and rolls the program back when eager rejects it. New inputs
 are made on demand with the shape a rule needs (a matmul's weight, a broadcastable operand, an
 index tensor), in a random layout: contiguous, transposed, permuted, sliced with a step, offset,
-expanded, channels-last, overlapping another input, the same tensor passed twice, self-overlapping.
+expanded, channels-last, overlapping another input, the same tensor passed twice, self-overlapping,
+a copy computed before the call (an activation, not a leaf: eager allows in-place updates of it
+where it refuses them on a leaf that requires grad).
 """
 
 from __future__ import annotations
@@ -230,6 +232,7 @@ class Builder:
             "overlap": 0.06 if ndim >= 1 and shape[0] > 0 else 0.0,
             "twice": 0.05,
             "self_overlap": 0.04 if ndim == 2 and 0 < shape[1] <= 64 else 0.0,
+            "activation": 0.06,
         }
         layout = layout or self.rng.choices(list(layouts), list(layouts.values()))[0]
         if layout == "twice":
@@ -282,6 +285,8 @@ class Builder:
             return self._add_param(self._add_leaf(small[lead:], dtype, fill), view)
         if layout == "channels_last":
             return self._add_param(self._add_leaf(shape, dtype, fill, channels_last=True), "{0}")
+        if layout == "activation":  # not a leaf: a value computed before the call (in-place updates allowed)
+            return self._add_param(self._add_leaf(shape, dtype, fill), "{0}.clone()")
         if layout == "overlap":
             leaf = self._add_leaf((shape[0] + 1, *shape[1:]), dtype, fill)
             other = self._add_param(leaf, "{0}[:-1]")  # an extra argument sharing all but one row

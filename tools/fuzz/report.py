@@ -49,7 +49,8 @@ def layout_kinds(program: Program) -> list[str]:
         per_leaf[param.leaf] = per_leaf.get(param.leaf, 0) + 1
         view = param.view
         for word, kind in (("transpose", "transposed"), ("permute", "permuted"), ("expand", "expanded"),
-                           ("as_strided", "self_overlapping"), ("::", "stepped"), ("1:-1", "offset")):
+                           ("as_strided", "self_overlapping"), ("::", "stepped"), ("1:-1", "offset"),
+                           ("clone()", "activation")):
             if word in view:
                 kinds.add(kind)
     if any(count > 1 for count in per_leaf.values()):
