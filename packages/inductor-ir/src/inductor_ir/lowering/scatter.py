@@ -65,7 +65,11 @@ def _numel(sizes: Sequence[sympy.Expr]) -> sympy.Expr:
 
 def _check_cost(ctx: LoweringContext, out: Sequence[sympy.Expr], sources: Sequence[sympy.Expr]) -> None:
     """Raise ``NotLowerable`` unless the dense form is cheap: a static number of sources and a
-    bounded cost at the example sizes (with symbolic sizes the cost then grows only linearly)."""
+    bounded cost at the example sizes (with symbolic sizes the cost then grows only linearly), and an
+    output with elements: a dense form over none would check no index, where eager's kernels check
+    them as they write (and raise, some even with nothing to write into): eager's kernel runs instead."""
+    if any(sympy.sympify(s) == 0 for s in out):
+        raise NotLowerable("scatter into a tensor with no elements: eager's own index checks")
     if not _numel(sources).is_number:
         raise NotLowerable("scatter over a symbolic number of sources (the dense form would grow quadratically)")
     try:
