@@ -47,18 +47,43 @@ def compute_dtype_for(dtype: torch.dtype) -> torch.dtype:
     return torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
 
 
-def broadcast_shapes(*sizes: Sequence[sympy.Expr]) -> tuple[sympy.Expr, ...]:
-    """The broadcast shape of several shapes (right-aligned; a dim of 1 stretches)."""
+Hint = Callable[[sympy.Expr], int]
+"""A size expression's value at the example inputs (``Program.hint``)."""
+
+
+def broadcast_shapes(*sizes: Sequence[sympy.Expr], hint: Hint | None = None) -> tuple[sympy.Expr, ...]:
+    """The broadcast shape of several shapes (right-aligned; a dim of 1 stretches).
+
+    ``hint``: also stretch a symbolic size that is 1 at the example inputs where another operand's
+    size in that dim is not (``x[: s0 // 2]`` beside ``x`` at ``s0 = 3``): the trace that decided this
+    broadcast guarded it to be 1 (see `stretches`).
+    """
     ndim = max((len(s) for s in sizes), default=0)
     out: list[sympy.Expr] = []
     for k in range(ndim):
+        candidates = [size[j] for size in sizes if (j := k - (ndim - len(size))) >= 0]
         dim: sympy.Expr = sympy.Integer(1)
-        for size in sizes:
-            j = k - (ndim - len(size))
-            if j >= 0 and size[j] != 1:
-                dim = size[j]
+        for size in candidates:
+            if size != 1 and not (hint is not None and any(size != other for other in candidates)
+                                  and stretches(size, hint)):
+                dim = size
         out.append(dim)
     return tuple(out)
+
+
+def stretches(size: sympy.Expr, hint: Hint | None) -> bool:
+    """Whether a dim of ``size`` broadcasts as a dim of 1: literally 1, or (with ``hint``) a symbolic
+    size that is 1 at the example inputs. The second is for dims whose operands' sizes differ: the
+    trace that produced the graph then decided the broadcast and guarded the size to 1 (a size equal
+    to the others by a guard would have been the same expression)."""
+    if size == 1:
+        return True
+    if hint is None or sympy.sympify(size).is_number:
+        return False
+    try:
+        return hint(size) == 1
+    except (TypeError, ValueError):  # an unbacked size: no value to look at
+        return False
 
 
 def _dummy(value: Any) -> Any:
@@ -166,14 +191,16 @@ def load_converted(load: Callable[[Any], Any], index: Any, dtype: torch.dtype, s
     return convert(load(index), dtype, src_dtype)
 
 
-def expand_loader(value: IRNode, out_size: Sequence[sympy.Expr]) -> Callable[[Index], Any]:
-    """A loader of ``value`` broadcast to ``out_size`` (right-aligned; dims of 1 read index 0)."""
+def expand_loader(value: IRNode, out_size: Sequence[sympy.Expr], hint: Hint | None = None) -> Callable[[Index], Any]:
+    """A loader of ``value`` broadcast to ``out_size`` (right-aligned; dims of 1 read index 0; with
+    ``hint``, also symbolic dims that are 1 at the example inputs where ``out_size`` differs: see
+    `broadcast_shapes`)."""
     size = value.get_size()
     offset = len(out_size) - len(size)
     if offset < 0:
         raise NotLowerable(f"cannot broadcast {size} to {out_size}")
     inner = value.make_loader()
-    pinned = [size[k] == 1 and out_size[offset + k] != 1 for k in range(len(size))]
+    pinned = [size[k] != out_size[offset + k] and stretches(size[k], hint) for k in range(len(size))]
 
     def load(index: Index) -> Any:
         return inner([sympy.Integer(0) if pinned[k] else index[offset + k] for k in range(len(size))])
@@ -195,6 +222,7 @@ def _operand_loader(
     compute_dtype: torch.dtype,
     half: torch.dtype | None,
     round_scalars: bool,
+    hint: Hint | None = None,
 ) -> Callable[[Index], Any]:
     """A loader of one operand (IR value or scalar) converted to ``compute_dtype``.
 
@@ -204,7 +232,7 @@ def _operand_loader(
     whose eager kernels read a scalar operand (number or 0-d tensor) at float32 precision (mul, div).
     """
     if isinstance(value, IRNode):
-        load, src = expand_loader(value, out_size), value.dtype
+        load, src = expand_loader(value, out_size, hint), value.dtype
         # A 0-d tensor of another dtype is rounded as a Python scalar is (`f16 % tensor(0.7)`
         # divides by 0.7002 in eager), and read at full precision where a scalar is (mul, div).
         through_half = half is not None and src != half and (bool(value.get_size()) or round_scalars)
@@ -254,14 +282,14 @@ def make_pointwise(
     if any(t.device != device for t in tensors):
         # e.g. a 0-d CPU tensor in a CUDA op: a kernel cannot read it; ATen handles it.
         raise NotLowerable("operands on several devices")
-    out_size = tuple(size) if size is not None else broadcast_shapes(*(t.get_size() for t in tensors))
+    out_size = tuple(size) if size is not None else broadcast_shapes(*(t.get_size() for t in tensors), hint=ctx.program.hint)
     op_dtype = promote_dtypes(*inputs)
     half = op_dtype if op_dtype in _HALF and compute_dtype == torch.float32 else None
     loaders: list[Callable[[Index], Any]] = []
     for position, value in enumerate(inputs):
         # Eager reads a scalar at float32 precision only as the second operand (`x * t`, not `t * x`).
         rounded = round_scalars or position == 0
-        loaders.append(_operand_loader(value, out_size, compute_dtype, half, rounded))
+        loaders.append(_operand_loader(value, out_size, compute_dtype, half, rounded, ctx.program.hint))
 
     def inner_fn(index: Index) -> Any:
         result = fn(*[load(index) for load in loaders])

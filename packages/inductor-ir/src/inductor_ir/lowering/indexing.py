@@ -337,7 +337,7 @@ def index(ctx: LoweringContext, x: IRNode, indices: Sequence[IRNode | None]) -> 
         raise NotLowerable("boolean or empty index")
     tensors = [indices[k] for k in present]
     require_same_device(x, *tensors)
-    bshape = list(broadcast_shapes(*(t.get_size() for t in tensors)))  # type: ignore[union-attr]
+    bshape = list(broadcast_shapes(*(t.get_size() for t in tensors), hint=ctx.program.hint))  # type: ignore[union-attr]
     adjacent = present == list(range(present[0], present[-1] + 1))
     before = present[0] if adjacent else 0
     rest = [k for k in range(len(size)) if k not in present]
@@ -346,7 +346,7 @@ def index(ctx: LoweringContext, x: IRNode, indices: Sequence[IRNode | None]) -> 
         out = size[:before] + bshape + size[present[-1] + 1 :]
     else:
         out = bshape + [size[k] for k in rest]
-    loaders = {k: (expand_loader(indices[k], bshape), indices[k].dtype) for k in present}  # type: ignore[arg-type,union-attr]
+    loaders = {k: (expand_loader(indices[k], bshape, ctx.program.hint), indices[k].dtype) for k in present}  # type: ignore[arg-type,union-attr]
     xload = x.make_loader()
     nb = len(bshape)
     # aten._unsafe_index (upsampling's decompositions) promises its indices are in range.

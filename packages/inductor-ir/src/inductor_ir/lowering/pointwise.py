@@ -275,8 +275,8 @@ _LOGICAL = {aten.logical_and: "logical_and", aten.logical_or: "logical_or", aten
 def _logical_lowering(op_name: str) -> Any:
     def lower(ctx: LoweringContext, a: Any, b: Any) -> Pointwise:
         tensors = [v for v in (a, b) if isinstance(v, IRNode)]
-        loaders = [(expand_loader(t, broadcast_shapes(*(u.get_size() for u in tensors))), t.dtype) for t in tensors]
-        size = broadcast_shapes(*(t.get_size() for t in tensors))
+        size = broadcast_shapes(*(t.get_size() for t in tensors), hint=ctx.program.hint)
+        loaders = [(expand_loader(t, size, ctx.program.hint), t.dtype) for t in tensors]
         fn = getattr(ops, op_name)
         out = ctx.out_dtype(torch.bool)
         # Eager tests each operand in the promoted dtype: a 0-d int64 256 beside an int8 tensor is
@@ -325,13 +325,13 @@ def where(ctx: LoweringContext, condition: IRNode, a: Any, b: Any) -> Pointwise:
     """``a`` where ``condition`` else ``b``."""
     dtype = ctx.out_dtype(promote_dtypes(a, b))
     require_same_device(condition, a, b)
-    size = broadcast_shapes(*(v.get_size() for v in (condition, a, b) if isinstance(v, IRNode)))
-    cond_load = expand_loader(condition, size)
+    size = broadcast_shapes(*(v.get_size() for v in (condition, a, b) if isinstance(v, IRNode)), hint=ctx.program.hint)
+    cond_load = expand_loader(condition, size, ctx.program.hint)
     cond_dtype = condition.dtype
 
     def branch(v: Any) -> Any:
         if isinstance(v, IRNode):
-            load, src = expand_loader(v, size), v.dtype
+            load, src = expand_loader(v, size, ctx.program.hint), v.dtype
             return lambda index: convert(load(index), dtype, src)
         from inductor_ir.lowering.common import const
 
@@ -408,5 +408,5 @@ def copy(ctx: LoweringContext, dst: IRNode, src: IRNode, non_blocking: bool = Fa
     """Functional copy: ``src`` broadcast to ``dst``'s shape, in ``dst``'s dtype."""
     if src.device != dst.device:
         raise NotLowerable("device copy")
-    load, src_dtype = expand_loader(src, dst.get_size()), src.dtype
+    load, src_dtype = expand_loader(src, dst.get_size(), ctx.program.hint), src.dtype
     return Pointwise(lambda index: convert(load(index), dst.dtype, src_dtype), dst.get_size(), dst.dtype, dst.device, (ctx.origin,))

@@ -473,7 +473,7 @@ def _index_put(ctx: LoweringContext, x: IRNode, indices: Sequence[IRNode | None]
     if not present or len(indices) > len(size) or any(t.dtype in (torch.bool, torch.uint8) for t in tensors):  # type: ignore[union-attr]
         raise NotLowerable("index_put with several boolean masks or no index")
     require_same_device(x, values, *tensors)
-    bshape = list(broadcast_shapes(*(t.get_size() for t in tensors)))  # type: ignore[union-attr]
+    bshape = list(broadcast_shapes(*(t.get_size() for t in tensors), hint=ctx.program.hint))  # type: ignore[union-attr]
     adjacent = present == list(range(present[0], present[-1] + 1))
     before = present[0] if adjacent else 0
     rest = [k for k in range(len(size)) if k not in present]
@@ -481,8 +481,8 @@ def _index_put(ctx: LoweringContext, x: IRNode, indices: Sequence[IRNode | None]
         result_shape = size[:before] + bshape + size[present[-1] + 1 :]
     else:
         result_shape = bshape + [size[k] for k in rest]
-    loaders = {k: (expand_loader(indices[k], bshape), indices[k].dtype) for k in present}  # type: ignore[arg-type,union-attr]
-    vload, vdtype = expand_loader(values, result_shape), values.dtype
+    loaders = {k: (expand_loader(indices[k], bshape, ctx.program.hint), indices[k].dtype) for k in present}  # type: ignore[arg-type,union-attr]
+    vload, vdtype = expand_loader(values, result_shape, ctx.program.hint), values.dtype
     unsafe = ctx.node is not None and ctx.node.target is aten._unsafe_index_put.default
     checks = {k: False if unsafe else ctx.index_check("IndexError", k) for k in present}
     if not bshape:
@@ -570,12 +570,12 @@ def _rank_of_set(ctx: LoweringContext, mload: Any, mdtype: torch.dtype, msize: S
 def masked_scatter(ctx: LoweringContext, x: IRNode, mask: IRNode, source: IRNode) -> Pointwise:
     """``x`` whose k-th set position of ``mask`` (both broadcast, row-major) takes ``source.flatten()[k]``."""
     require_same_device(x, mask, source)
-    size = list(broadcast_shapes(x.get_size(), mask.get_size()))  # self broadcasts too (out of place)
+    size = list(broadcast_shapes(x.get_size(), mask.get_size(), hint=ctx.program.hint))  # self broadcasts too (out of place)
     if not size:
         raise NotLowerable("masked_scatter of a scalar")
-    mload, mdtype = expand_loader(mask, size), mask.dtype
+    mload, mdtype = expand_loader(mask, size, ctx.program.hint), mask.dtype
     rank = _rank_of_set(ctx, mload, mdtype, size, x.device)
-    sload, sdtype, xload = source.make_loader(), source.dtype, expand_loader(x, size)
+    sload, sdtype, xload = source.make_loader(), source.dtype, expand_loader(x, size, ctx.program.hint)
     ssize = list(source.get_size())
     total = _numel(ssize)
 

@@ -15,6 +15,7 @@ import torch
 
 from inductor_ir.ir.layout import Layout, contiguous_strides
 from inductor_ir.ir.nodes import Buffer, IndexView, IRNode, Pointwise, ReinterpretView
+from inductor_ir.lowering.common import stretches
 from inductor_ir.lowering.registry import LoweringContext, NotLowerable, lowering
 from inductor_ir.symbolic import FloorDiv, ModularIndexing, index_symbol, simplify_index, sympify_int
 
@@ -73,14 +74,16 @@ def expand(ctx: LoweringContext, x: IRNode, sizes: Sequence[Any], *, implicit: b
     new = _sizes(sizes)
     lead = len(new) - len(old)
     out = [old[k - lead] if (k >= lead and new[k] == -1) else new[k] for k in range(len(new))]
+    # A dim broadcasts where its size is 1 (or symbolic and 1 at the example inputs: see
+    # `stretches`); sizes that differ only as expressions (`Min(s0, 10)` and `s0`) are equal by guard.
+    pinned = [old[j] != out[lead + j] and stretches(old[j], ctx.program.hint) for j in range(len(old))]
     strided = _strided(x)
     if strided is not None:
         base, layout = strided
         stride = [sympy.Integer(0)] * lead + [
-            layout.stride[j] if old[j] == out[lead + j] else sympy.Integer(0) for j in range(len(old))
+            sympy.Integer(0) if pinned[j] else layout.stride[j] for j in range(len(old))
         ]
         return _reinterpret(base, Layout(layout.device, layout.dtype, tuple(out), tuple(stride), layout.offset))
-    pinned = [old[j] != out[lead + j] for j in range(len(old))]
     return IndexView(x, tuple(out), lambda index: [sympy.Integer(0) if pinned[j] else index[lead + j] for j in range(len(old))])
 
 
