@@ -128,17 +128,19 @@ def test_kiln_logs_recompiles_with_the_guard_line(caplog: pytest.LogCaptureFixtu
     assert "if x.shape[0] % 2 == 0:" in caplog.text
 
 
-def _half_broadcast(x: torch.Tensor) -> torch.Tensor:
+def _half_broadcast(x: torch.Tensor) -> tuple[torch.Tensor, ...]:
     head = x.narrow(0, x.size(0) // 3, x.size(0) // 2)  # one row while size(0) is 2 or 3
-    return torch.fmax(x, head) + head * 2
+    return torch.fmax(x, head) + head * 2, head.squeeze(0) - 1, head.squeeze() * 3
 
 
 @pytest.mark.parametrize("dims", [(), (4,)])
-def test_a_symbolic_size_of_one_broadcasts(dims: tuple[int, ...]) -> None:
+def test_a_symbolic_size_of_one_broadcasts_and_squeezes(dims: tuple[int, ...]) -> None:
     # At a symbolic size s0, `head` has s0 // 2 rows: 1 for s0 in {2, 3}, as the trace guarded when it
-    # broadcast `head` against `x`. The result has s0 rows (it had s0 // 2 before: wrong values).
+    # broadcast `head` against `x` and squeezed it. The results have eager's shapes (the broadcast had
+    # s0 // 2 rows, the squeezes kept the dim).
     torch.manual_seed(0)
     compiled = frontend.compile(_half_broadcast, dynamic=True, options={"fallback_to_eager": False})
     for rows in (2, 3):
         x = torch.randn(rows, *dims)
-        torch.testing.assert_close(compiled(x), _half_broadcast(x))
+        for got, want in zip(compiled(x), _half_broadcast(x), strict=True):
+            torch.testing.assert_close(got, want)

@@ -25,6 +25,7 @@ from inductor_ir.ir.nodes import (
     ReinterpretView,
 )
 from inductor_ir.layout_policy import fake_result_layouts
+from inductor_ir.lowering.common import stretches
 from inductor_ir.lowering.registry import LoweringContext, NotLowerable, channels_last_strides, lowering
 from inductor_ir.lowering.views import is_dense
 from inductor_ir.ops_handler import ops
@@ -221,7 +222,8 @@ def addmm(ctx: LoweringContext, bias: Any, mat1: Any, mat2: Any, *, beta: Any = 
     product = ctx.register(ExternKernel(ctx.new_name(), layout_of(val), aten.mm.default, (mat1, mat2), {}))
     load_product, load_bias = product.make_loader(), bias.make_loader()
     # A bias of one element broadcasts over the columns (linear(x, w, torch.randn(1))).
-    one = sympy.sympify(bias.get_size()[0]) == 1
+    columns = product.get_size()[-1]
+    one = bias.get_size()[0] != columns and stretches(bias.get_size()[0], ctx.program.hint)
     return Pointwise(
         lambda index: ops.add(load_product(index), load_bias([sympy.Integer(0) if one else index[-1]])),
         tuple(product.get_size()),

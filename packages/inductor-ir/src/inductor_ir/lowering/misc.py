@@ -11,7 +11,7 @@ import torch
 
 from inductor_ir.ir.layout import Layout
 from inductor_ir.ir.nodes import IndexView, IRNode, Pointwise, ReinterpretView
-from inductor_ir.lowering.common import compute_dtype_for, convert, make_pointwise, promote_dtypes
+from inductor_ir.lowering.common import compute_dtype_for, convert, make_pointwise, promote_dtypes, stretches
 from inductor_ir.lowering.reductions import _simple, cast_to_requested, make_reduction
 from inductor_ir.lowering.registry import LoweringContext, NotLowerable, lowering
 from inductor_ir.lowering.views import _strided
@@ -204,9 +204,10 @@ def broadcast_in_dim(ctx: LoweringContext, x: IRNode, shape: Sequence[Any], broa
     """Place ``x``'s dims at ``broadcast_dimensions`` of ``shape``; the rest broadcast."""
     out = tuple(sympify_int(s) for s in shape)
     size = x.get_size()
+    pinned = [size[j] != out[d] and stretches(size[j], ctx.program.hint) for j, d in enumerate(broadcast_dimensions)]
 
     def reindex(index: Index) -> list[sympy.Expr]:
-        return [sympy.Integer(0) if size[j] == 1 and out[d] != 1 else index[d] for j, d in enumerate(broadcast_dimensions)]
+        return [sympy.Integer(0) if pinned[j] else index[d] for j, d in enumerate(broadcast_dimensions)]
 
     return IndexView(x, out, reindex)
 

@@ -106,14 +106,18 @@ def unsqueeze(ctx: LoweringContext, x: IRNode, dim: int) -> IRNode:
 
 @lowering(aten.squeeze.default, aten.squeeze.dim, aten.squeeze.dims)
 def squeeze(ctx: LoweringContext, x: IRNode, dim: Any = None) -> IRNode:
-    """Drop dims of size 1 (all, or those in ``dim``)."""
+    """Drop dims of size 1 (all, or those in ``dim``), symbolic ones that are 1 at the example inputs
+    included (the trace guarded them to stay 1 when it dropped them: the FX node's rank says so)."""
     size = list(x.get_size())
     if dim is None:
-        drop = {k for k, n in enumerate(size) if n == 1}
+        drop = {k for k, n in enumerate(size) if stretches(n, ctx.program.hint)}
     else:
         dims = [dim] if isinstance(dim, int) else list(dim)
-        drop = {d % len(size) for d in dims if size and size[d % len(size)] == 1}
+        drop = {d % len(size) for d in dims if size and stretches(size[d % len(size)], ctx.program.hint)}
     keep = [k for k in range(len(size)) if k not in drop]
+    recorded = ctx.node.meta.get("val") if ctx.node is not None else None
+    if isinstance(recorded, torch.Tensor) and recorded.dim() != len(keep):
+        raise NotLowerable(f"squeeze: the trace kept {recorded.dim()} of {len(size)} dims, sizes {size} say {len(keep)}")
     strided = _strided(x)
     if strided is not None:
         base, layout = strided
