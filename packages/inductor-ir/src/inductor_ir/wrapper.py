@@ -34,10 +34,17 @@ def reinterpret(base: torch.Tensor, size: tuple[int, ...], stride: tuple[int, ..
 
 
 def ensure_layout(result: torch.Tensor, size: tuple[int, ...], stride: tuple[int, ...]) -> torch.Tensor:
-    """``result`` if it has the expected strides, else a copy with them (fallback ops may differ)."""
+    """``result`` if it has the expected strides, else a copy with them (fallback ops may differ).
+
+    An empty result where elements were expected is returned as it is: eager's kernel left an
+    output it does not need unmaterialized (``_embedding_bag``'s ``offset2bag`` in sum mode on the
+    CPU, where the meta function says one per index), and eager's backward takes it so.
+    """
     if result.stride() == stride and result.shape == size:
         return result  # the common case, checked first: one comparison per tuple
     if tuple(result.shape) == tuple(size) and all(n == 1 or a == b for n, a, b in zip(size, result.stride(), stride)):
+        return result
+    if result.numel() == 0 and tuple(result.shape) != tuple(size):
         return result
     out = torch.empty_strided(size, stride, dtype=result.dtype, device=result.device)
     out.copy_(result)
