@@ -184,3 +184,28 @@ def test_in_place_update_of_a_leaf_that_requires_grad_raises_as_in_eager() -> No
         _residual_add(a, b)
     with pytest.raises(RuntimeError, match="a leaf Variable that requires grad is being used in an in-place operation"):
         compiled(a, b)
+
+
+@pytest.mark.parametrize("requires_grad", [False, True])
+def test_a_write_into_an_input_sharing_memory_with_another_runs_eagerly(requires_grad: bool) -> None:
+    # Two overlapping views of one activation: the graph would give `b` its own copy of the values,
+    # so `b * 2` would miss the write through `a`. aotgrad refuses such a region (it runs eagerly).
+    def fn(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        a.add_(1)
+        return b * 2
+
+    torch.manual_seed(0)
+    weight = torch.randn(5, requires_grad=requires_grad)
+    compiled = aotgrad.aot_function(fn, fw_compiler=aotgrad.eager_compiler)
+    results = []
+    for run in (fn, compiled):
+        base = weight * 1.5
+        out = run(base[:3], base[1:4])
+        if requires_grad:
+            out.sum().backward()
+            results.append((out.detach(), weight.grad.clone()))
+            weight.grad = None
+        else:
+            results.append((out,))
+    for got, want in zip(results[1], results[0], strict=True):
+        torch.testing.assert_close(got, want)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
+from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -18,6 +19,7 @@ from torch._subclasses.fake_tensor import (
 )
 from torch.fx._lazy_graph_module import _use_lazy_graph_module
 from torch.fx.experimental.symbolic_shapes import ShapeEnv
+from torch.multiprocessing.reductions import StorageWeakRef
 
 from aotgrad.config import AotConfig
 from aotgrad.decompositions import (
@@ -196,6 +198,7 @@ def _trace_region(
         traced = fakes if grad_mask is None else _writable_in_place(fakes)
         forward = trace_functional(fn, traced, decompositions, training=grad_mask is not None)
         _check_constants(forward.gm, training=torch.is_grad_enabled())
+        _refuse_writes_into_shared_memory(flat_inputs, forward.mutated_inputs)
         if grad_mask is None:  # never differentiated: repeated calls can be merged
             if merge_common_subexpressions(forward.gm.graph):
                 eliminate_dead_code(forward.gm.graph)
@@ -213,18 +216,43 @@ def _trace_region(
         return TracedRegion(forward, joint, distinct, full_shapes, fakes)
 
 
+def _refuse_writes_into_shared_memory(inputs: Sequence[Any], mutated: Sequence[int]) -> None:
+    """Raise `TracingError` where an input the region writes in place shares memory with another
+    input (two views of one tensor): the functional graph gives each input its own values, so the
+    other would not see the write (eager's does). The region then runs eagerly. (Capture keeps such
+    calls from compiled graphs with a guard; this covers `aot_function` and `aot_module` too, for
+    the example inputs.)"""
+    for index in mutated:
+        value = inputs[index]
+        if not isinstance(value, torch.Tensor):
+            continue
+        key = StorageWeakRef(value.untyped_storage())
+        others = [i for i, x in enumerate(inputs)
+                  if i != index and isinstance(x, torch.Tensor) and StorageWeakRef(x.untyped_storage()) == key]
+        if others:
+            raise TracingError(
+                f"input {index} is written in place and shares memory with input {others[0]}; a compiled graph "
+                "would not show the write through the other input (pass separate tensors, e.g. `.clone()`)",
+                None,
+            )
+
+
 def _writable_in_place(fakes: Sequence[Any]) -> list[Any]:
     """`fakes` with each input that requires grad replaced by a non-leaf copy of equal strides.
 
     The real input a region updates in place is not a leaf (eager refuses in-place ops on leaves that
     require grad): an activation from earlier code, e.g. ``out += identity`` after a graph break. The
     trace runs the user's ops under autograd, which would refuse the same update on a leaf. An input
-    whose elements share memory (expanded) stays as it is: eager cannot write into it either.
+    whose elements share memory (expanded) stays as it is: eager cannot write into it either; so does
+    an input sharing memory with another input (two views of one activation): a copy would hide the
+    write from the other, and the trace would read stale values (it refuses the write instead).
     """
     writable = list(fakes)
+    storages = Counter(StorageWeakRef(f.untyped_storage()) for f in fakes if isinstance(f, torch.Tensor))
     with torch.enable_grad():
         for index, fake in enumerate(fakes):
-            if isinstance(fake, torch.Tensor) and fake.requires_grad and fake.is_leaf:
+            if (isinstance(fake, torch.Tensor) and fake.requires_grad and fake.is_leaf
+                    and storages[StorageWeakRef(fake.untyped_storage())] == 1):
                 copy = torch.empty_strided(fake.shape, fake.stride(), dtype=fake.dtype, device=fake.device)
                 try:
                     writable[index] = copy.copy_(fake)
