@@ -336,3 +336,23 @@ def _assert_same_or_both_zero(got: torch.Tensor | None, want: torch.Tensor | Non
         assert present is None or not present.count_nonzero()
         return
     torch.testing.assert_close(got, want)
+
+
+def test_double_backward_through_an_in_place_update_of_an_activation() -> None:
+    # `out += identity` on an activation that requires grad (after a graph break): the replay reads the
+    # old value through a copy taken with history, so the second-order terms reach the weight.
+    def block(out: torch.Tensor, identity: torch.Tensor) -> torch.Tensor:
+        out += identity
+        return (out.sin() * out).sum()
+
+    torch.manual_seed(0)
+    weight, identity = torch.randn(6, requires_grad=True), torch.randn(6, requires_grad=True)
+    compiled = aotgrad.aot_function(block, fw_compiler=aotgrad.eager_compiler, config=strict())
+    results = []
+    for run in (block, compiled):
+        loss = run(weight * 1.5, identity)
+        first = torch.autograd.grad(loss, [weight, identity], create_graph=True)
+        second = torch.autograd.grad(first[0].square().sum() + first[1].sum(), [weight, identity])
+        results.append((loss.detach(), *(g.detach() for g in first), *second))
+    for got, want in zip(results[1], results[0], strict=True):
+        torch.testing.assert_close(got, want)

@@ -14,10 +14,10 @@ graph traced again with batch norm whole (`eager_replay`, once per input signatu
 A replay is faithful only when it recomputes what the compiled forward computed. A region that
 updates an input in place replays on a copy of that input's old value, taken before the forward
 ran (`kept_before_mutation`: only inputs the differentiable outputs read, e.g. an in-place
-`x.t().div_(w)`, or BatchNorm's running statistics in training mode). A region that draws random
-numbers (a replay would draw others), or updates in place an input that requires grad itself (a
-copy would cut its history), cannot be replayed: its gradients then carry a node that raises a
-clear error if they are differentiated again, instead of dropping that term.
+`x.t().div_(w)`, or BatchNorm's running statistics in training mode). A copy of an input that requires
+grad is taken with grad mode on, so the replay's gradients keep the old value's history. A region that
+draws random numbers (a replay would draw others) cannot be replayed: its gradients then carry a node
+that raises a clear error if they are differentiated again, instead of dropping that term.
 """
 
 from __future__ import annotations
@@ -79,15 +79,8 @@ def _signature(inputs: Sequence[Any]) -> tuple[Any, ...]:
     )
 
 
-def _why_not_replayable(forward: FunctionalGraph, grad_inputs: tuple[int, ...], kept: tuple[int, ...]) -> str | None:
+def _why_not_replayable(forward: FunctionalGraph) -> str | None:
     """Why replaying `forward` would not recompute what the compiled forward did, or None."""
-    differentiated_and_written = set(kept) & set(grad_inputs)
-    if differentiated_and_written:
-        node = placeholders(forward.gm.graph)[min(differentiated_and_written)]
-        return (
-            f"the graph updates in place an input that requires grad (`{node.name}`), so the values it read "
-            "are gone"
-        )
     for node in forward.gm.graph.nodes:
         if node.op == "call_function" and is_random(node):
             return f"the graph draws random numbers{_where(node)} (e.g. dropout), and recomputing it would draw others"
@@ -132,7 +125,7 @@ class DifferentiableBackward:
         """The replay of `forward`, or a record of why it cannot be replayed."""
         read = _read_inputs(forward.gm.graph, differentiable_outputs)
         kept = tuple(i for i in forward.mutated_inputs if i in read)
-        unsupported = _why_not_replayable(forward, grad_inputs, kept)
+        unsupported = _why_not_replayable(forward)
         eager_replay = eager_replay if forward.decomposed_batch_norm else None
         return DifferentiableBackward(
             forward.gm, grad_inputs, differentiable_outputs, unsupported, kept, eager_replay=eager_replay
@@ -140,13 +133,19 @@ class DifferentiableBackward:
 
     def inputs_to_keep(self, inputs: Sequence[Any]) -> Sequence[Any]:
         """The region's inputs for a later replay, called before the forward: those it updates
-        in place (and the differentiable outputs read) copied, as the forward overwrites them."""
+        in place (and the differentiable outputs read) copied, as the forward overwrites them.
+
+        A copy of an input that requires grad (an activation updated by ``out += identity``) is
+        taken with grad mode on, even inside the autograd.Function's forward: the replay then
+        differentiates through the copy back into the old value's history, as eager would.
+        """
         if not self.kept_before_mutation or self.unsupported is not None:
             return inputs
         kept = list(inputs)
-        for index in self.kept_before_mutation:
-            if isinstance(kept[index], torch.Tensor):
-                kept[index] = kept[index].clone()
+        with torch.enable_grad():
+            for index in self.kept_before_mutation:
+                if isinstance(kept[index], torch.Tensor):
+                    kept[index] = kept[index].clone()
         return kept
 
     def inputs_not_kept(self) -> RuntimeError:
