@@ -21,6 +21,7 @@ from capture.guards import GuardSet
 from capture.sources import AttrSource, ObjectSource, Source
 from capture.symbolic import data_dependent
 from capture.symbolic.eager_checks import EagerChecks
+from capture.symbolic.elementwise_strides import with_eager_strides
 from capture.symbolic.meta_failures import quiet_meta_failures
 from capture.symbolic.shapes import ShapePolicy, SymbolTable, new_shape_env
 from capture.variables.base import (
@@ -320,6 +321,7 @@ class OutputGraph:
                     result = getattr(fake_args[0], target)(*fake_args[1:], **fake_kwargs)
                 else:
                     result = self._fake_module_call(self.root.get_submodule(target), fake_args, fake_kwargs)
+                result = with_eager_strides(kind, target, fake_args, fake_kwargs, result)
         except Unsupported:
             raise
         except _DATA_DEPENDENT_ERRORS as error:
