@@ -51,7 +51,7 @@ def _identity(reduction_type: str, scalar: str) -> str:
 # lane lose accuracy to eager's cascade sums: with 8 lanes, 868 terms each gave 4x eager's error on
 # a 6943-element sum).
 LONG_REDUCTION = 512 * VECTOR_LANES  # longer float sums (or symbolic ones) fold float32 blocks into double lanes
-REDUCTION_BLOCK = 256 * VECTOR_LANES  # elements per float32 block of a blocked (cascade) reduction
+REDUCTION_BLOCK = 256 * VECTOR_LANES  # elements per float32 block of a blocked (cascade) reduction (256 steps: kiln::BLOCK_STEPS)
 REDUCTION_OUTER_BLOCK = 256  # steps per block when each lane is one output
 
 
@@ -315,7 +315,7 @@ def emit_welford(
         if wide:
             lifted = handler._lift(value)
             shifted = f"({lifted} - {acc}_shift)"
-            step = _vector_step(b_mean, b_m2, b_n, shifted, "float", "kiln::f32x")
+            step = _vector_step(b_mean, b_m2, b_n, shifted, "float", "kiln::f32x", blocked=True)
             target.append(f"if ({b_n} == 0) {acc}_shift = {lifted};")
             target.append(step)
         else:
@@ -389,10 +389,12 @@ def emit_welford_combine(
     return CppValue(names[0], dtype, False), CppValue(names[1], dtype, False), CppValue(names[2], dtype, False)
 
 
-def _vector_step(mean: str, m2: str, n: str, value: str, scalar: str, vector: str) -> str:
-    """One Welford step of every lane: ``n`` is the shared count."""
+def _vector_step(mean: str, m2: str, n: str, value: str, scalar: str, vector: str, blocked: bool = False) -> str:
+    """One Welford step of every lane: ``n`` is the shared count. ``blocked``: a float32 block's step,
+    whose ``1 / n`` (n at most ``REDUCTION_BLOCK / VEC``) comes from the runtime's table."""
+    reciprocal = f"kiln::block_reciprocal({n})" if blocked else f"static_cast<{scalar}>(1) / static_cast<{scalar}>({n})"
     return (
         f"{{ {n} += 1; const auto kiln_delta = {value} - {mean}; "
-        f"{mean} = {mean} + kiln_delta * kiln::splat<{vector}>(static_cast<{scalar}>(1) / static_cast<{scalar}>({n})); "
+        f"{mean} = {mean} + kiln_delta * kiln::splat<{vector}>({reciprocal}); "
         f"{m2} = {m2} + kiln_delta * ({value} - {mean}); }}"
     )
