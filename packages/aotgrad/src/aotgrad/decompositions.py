@@ -33,6 +33,9 @@ Graphs that aotgrad hands to a compiler use torch's Core ATen opset
 * **Shaped as eager's** (`EAGER_INDEX`, first and in the joint trace): ``index`` with a 0-d index tensor beside
   others broadcasts its indices first (torch's fake kernel left the 0-d one out of the result's shape,
   so a forward graph's meta and the gradient of ``index_put``'s values had the wrong shape).
+* **Laid out as eager's** (`EAGER_LAYOUT`, first): ``div`` with a rounding mode, ``floor_divide`` and
+  ``copysign`` whose fake result has other strides than eager's (operands broadcast from size-1 dims in
+  other memory orders) are copied into eager's strides (torch's references gave other ones).
 * **Decomposed as eager computes** (`EAGER_STD`): ``std`` and ``std_mean`` of float32, float16 and
   bfloat16 tensors on the CPU accumulate and take the square root in float64, as eager's CPU kernels
   do (torch's float32 variance overflowed to inf for values near 1e30).
@@ -60,6 +63,7 @@ from aotgrad.eager_factories import EAGER_FACTORIES
 from aotgrad.eager_fill import EAGER_FILL
 from aotgrad.eager_gradients import EAGER_GRADIENTS
 from aotgrad.eager_index import EAGER_INDEX
+from aotgrad.eager_layout import EAGER_LAYOUT
 from aotgrad.eager_recurrent import RECURRENT
 from aotgrad.eager_std import EAGER_STD
 from aotgrad.eager_threshold import EAGER_THRESHOLD
@@ -162,6 +166,7 @@ def mutation_decompositions(*, differentiated: bool = False) -> DecompositionTab
     ``sum(dy * (x - mean))`` is NaN, with an infinite running mean."""
     table: DecompositionTable = dict(get_decompositions(list(EARLY_DECOMPOSED)))  # type: ignore[arg-type]
     table.update(EAGER_INDEX)  # the forward graph's shapes are eager's (its tangents are made from them)
+    table.update(EAGER_LAYOUT)  # and its floor divisions' strides (a `view` of them traces as eager runs)
     for op in _overloads(FIRST_RESULT_DIFFERENTIABLE):
         if op in table:
             table[op] = _detaching_rest(with_eager_running_stats(op, table[op]))

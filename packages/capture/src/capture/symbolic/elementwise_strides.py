@@ -7,7 +7,8 @@ other strides than eager's TensorIterator gives (``(1, 1, 2)`` where eager's are
 Later code that depends on the layout then differs: a ``.view(-1)`` that eager accepts is refused,
 in the trace or after a graph break. With static sizes such a result is given the strides
 TensorIterator's rule gives (`torch._prims_common.compute_elementwise_output_strides` over the
-broadcast operands); with symbolic sizes it is left as it is.
+broadcast operands); with symbolic sizes it is left as it is. (aotgrad's trace does the same for
+the graph it compiles: `aotgrad.eager_layout`.)
 """
 
 from __future__ import annotations
