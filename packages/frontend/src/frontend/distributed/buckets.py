@@ -232,7 +232,7 @@ def _merge_uncuttable(gm: torch.fx.GraphModule, groups: list[list[torch.fx.Node]
         members = set(groups[index])
         crossing = [n for n in groups[index] if any(user not in members for user in n.users)]
         if (not crossing or any(not _is_tensor_value(n) for n in crossing)
-                or _storages(crossing) & _written_storages(node for group in groups[index + 1:] for node in group)):
+                or _storages(crossing) & _written_storages(gm, (node for group in groups[index + 1:] for node in group))):
             merge(index)
         else:
             index += 1
@@ -277,11 +277,10 @@ def _storages(nodes: Iterable[torch.fx.Node]) -> set[Any]:
     return {key for key in map(_storage_of, nodes) if key is not None}
 
 
-def _written_storages(nodes: Iterable[torch.fx.Node]) -> set[Any]:
+def _written_storages(gm: torch.fx.GraphModule, nodes: Iterable[torch.fx.Node]) -> set[Any]:
     """The memory `nodes` write in place (a cut must not separate a value from such a write: the later
     subgraph would update its own input, which requires grad, in place)."""
-    return {key for node in nodes if node.graph.owning_module is not None
-            for key in map(_storage_of, _written_arguments(node.graph.owning_module, node)) if key is not None}
+    return {key for node in nodes for key in map(_storage_of, _written_arguments(gm, node)) if key is not None}
 
 
 def _is_tensor_value(node: torch.fx.Node) -> bool:
