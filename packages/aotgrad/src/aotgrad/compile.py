@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
-from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -226,15 +225,31 @@ def _refuse_writes_into_shared_memory(inputs: Sequence[Any], mutated: Sequence[i
         value = inputs[index]
         if not isinstance(value, torch.Tensor):
             continue
-        key = StorageWeakRef(value.untyped_storage())
-        others = [i for i, x in enumerate(inputs)
-                  if i != index and isinstance(x, torch.Tensor) and StorageWeakRef(x.untyped_storage()) == key]
+        others = [i for i, x in enumerate(inputs) if i != index and isinstance(x, torch.Tensor) and _overlap(value, x)]
         if others:
             raise TracingError(
                 f"input {index} is written in place and shares memory with input {others[0]}; a compiled graph "
                 "would not show the write through the other input (pass separate tensors, e.g. `.clone()`)",
                 None,
             )
+
+
+def _overlap(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Whether `a` and `b` may share an element: the same memory and intersecting spans of it (disjoint
+    slices of one buffer, such as parameters flattened into one, do not overlap)."""
+    if StorageWeakRef(a.untyped_storage()) != StorageWeakRef(b.untyped_storage()):
+        return False
+    spans = []
+    for t in (a, b):
+        if not all(isinstance(n, int) for n in (*t.shape, *t.stride(), t.storage_offset())):
+            return True  # symbolic: assume they may
+        if t.numel() == 0:
+            return False
+        start = t.storage_offset() * t.element_size()
+        extent = 1 + sum((n - 1) * abs(s) for n, s in zip(t.shape, t.stride()))
+        spans.append((start, start + extent * t.element_size()))
+    (a_start, a_end), (b_start, b_end) = spans
+    return a_start < b_end and b_start < a_end
 
 
 def _writable_in_place(fakes: Sequence[Any]) -> list[Any]:
@@ -248,11 +263,11 @@ def _writable_in_place(fakes: Sequence[Any]) -> list[Any]:
     write from the other, and the trace would read stale values (it refuses the write instead).
     """
     writable = list(fakes)
-    storages = Counter(StorageWeakRef(f.untyped_storage()) for f in fakes if isinstance(f, torch.Tensor))
+    tensors = [(i, f) for i, f in enumerate(fakes) if isinstance(f, torch.Tensor)]
     with torch.enable_grad():
         for index, fake in enumerate(fakes):
             if (isinstance(fake, torch.Tensor) and fake.requires_grad and fake.is_leaf
-                    and storages[StorageWeakRef(fake.untyped_storage())] == 1):
+                    and not any(i != index and _overlap(fake, other) for i, other in tensors)):
                 copy = torch.empty_strided(fake.shape, fake.stride(), dtype=fake.dtype, device=fake.device)
                 try:
                     writable[index] = copy.copy_(fake)
