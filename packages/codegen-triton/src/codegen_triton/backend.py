@@ -402,17 +402,21 @@ class TritonKernelCall:
         if direct is not None:
             launch, grid_x, grid_y, grid_z, get_stream, device, function, middle, aligned, tail, finish, current = direct
             # Only while the kernel's GPU is current (else the checked path makes it current first) and
-            # with the arguments aligned as the kernel was compiled for.
-            if current() == device and not any(args[position].data_ptr() & 15 for position in aligned):
-                if finish is None:
-                    launch(grid_x, grid_y, grid_z, get_stream(device), function, *middle, *args, *tail)
+            # with the arguments aligned as the kernel was compiled for (a loop: no generator per launch).
+            if current() == device:
+                for position in aligned:
+                    if args[position].data_ptr() & 15:
+                        break
+                else:
+                    if finish is None:
+                        launch(grid_x, grid_y, grid_z, get_stream(device), function, *middle, *args, *tail)
+                        return
+                    # A split reduction: partial results into the workspaces, then the finishing kernel.
+                    stream = get_stream(device)
+                    spaces, launch2, grid2, function2, middle2, tail2 = finish
+                    launch(grid_x, grid_y, grid_z, stream, function, *middle, *args, *spaces, *tail)
+                    launch2(grid2[0], grid2[1], grid2[2], stream, function2, *middle2, *spaces, *args, *tail2)
                     return
-                # A split reduction: partial results into the workspaces, then the finishing kernel.
-                stream = get_stream(device)
-                spaces, launch2, grid2, function2, middle2, tail2 = finish
-                launch(grid_x, grid_y, grid_z, stream, function, *middle, *args, *spaces, *tail)
-                launch2(grid2[0], grid2[1], grid2[2], stream, function2, *middle2, *spaces, *args, *tail2)
-                return
         self._call(args)
         if not self._direct_checked:
             self._direct_checked = True
