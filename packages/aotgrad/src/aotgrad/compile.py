@@ -221,17 +221,32 @@ def _refuse_writes_into_shared_memory(inputs: Sequence[Any], mutated: Sequence[i
     other would not see the write (eager's does). The region then runs eagerly. (Capture keeps such
     calls from compiled graphs with a guard; this covers `aot_function` and `aot_module` too, for
     the example inputs.)"""
+    if not mutated:
+        return
+    by_storage = _inputs_by_storage(inputs)
     for index in mutated:
         value = inputs[index]
         if not isinstance(value, torch.Tensor):
             continue
-        others = [i for i, x in enumerate(inputs) if i != index and isinstance(x, torch.Tensor) and _overlap(value, x)]
+        sharing = by_storage[StorageWeakRef(value.untyped_storage())]
+        others = [i for i in sharing if i != index and _overlap(value, inputs[i])]
         if others:
             raise TracingError(
                 f"input {index} is written in place and shares memory with input {others[0]}; a compiled graph "
                 "would not show the write through the other input (pass separate tensors, e.g. `.clone()`)",
                 None,
             )
+
+
+def _inputs_by_storage(inputs: Sequence[Any]) -> dict[Any, list[int]]:
+    """The tensor inputs' indices by the memory they use: only inputs sharing memory with another need
+    `_overlap` (a model's parameters each have their own; comparing every pair would grow with their
+    square)."""
+    by_storage: dict[Any, list[int]] = {}
+    for index, value in enumerate(inputs):
+        if isinstance(value, torch.Tensor):
+            by_storage.setdefault(StorageWeakRef(value.untyped_storage()), []).append(index)
+    return by_storage
 
 
 def _overlap(a: torch.Tensor, b: torch.Tensor) -> bool:
@@ -263,11 +278,13 @@ def _writable_in_place(fakes: Sequence[Any]) -> list[Any]:
     write from the other, and the trace would read stale values (it refuses the write instead).
     """
     writable = list(fakes)
-    tensors = [(i, f) for i, f in enumerate(fakes) if isinstance(f, torch.Tensor)]
+    by_storage = _inputs_by_storage(fakes)
     with torch.enable_grad():
         for index, fake in enumerate(fakes):
-            if (isinstance(fake, torch.Tensor) and fake.requires_grad and fake.is_leaf
-                    and not any(i != index and _overlap(fake, other) for i, other in tensors)):
+            if not (isinstance(fake, torch.Tensor) and fake.requires_grad and fake.is_leaf):
+                continue
+            sharing = by_storage[StorageWeakRef(fake.untyped_storage())]
+            if not any(i != index and _overlap(fake, fakes[i]) for i in sharing):
                 copy = torch.empty_strided(fake.shape, fake.stride(), dtype=fake.dtype, device=fake.device)
                 try:
                     writable[index] = copy.copy_(fake)
