@@ -125,3 +125,37 @@ def test_an_error_in_a_graph_that_runs_eagerly_is_eagers() -> None:
     a = _leaf(62, (3,), torch.int32).as_strided((2, 2), (1, 1))
     with torch.no_grad(), pytest.raises(RuntimeError, match="doesn't match the broadcast shape"):
         compiled(a, _leaf(63, (3, 2, 2), torch.int32))
+
+
+def _copy_through_one_copy_of_an_expanded_activation(w: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    t = w * 1.5
+    t.expand(3, -1, -1, -1).narrow(0, 0, 1).copy_(v)  # fuzz 9581baeba1: a gradient flows through the write
+    # folded through the expand, t was `t + (v - t)` in bfloat16, not v: a stable sort ordered it otherwise
+    return t * 1, torch.sort(t, dim=0, stable=True)[1]
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+def test_a_write_through_an_expanded_activation_that_requires_grad_is_exact(dtype: torch.dtype) -> None:
+    for seed in range(66, 76):
+        check_against_eager(
+            _copy_through_one_copy_of_an_expanded_activation,
+            lambda seed=seed: [_leaf(seed, (4, 1, 3), dtype, grad=True), _leaf(seed + 100, (1, 1, 1, 1), dtype)],
+        )
+
+
+def _copy_into_part_of_an_expanded_activation(w: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    t = w * 1.5
+    t.expand(3, -1, -1)[1, 1:].copy_(v)  # part of t's memory: no plain view of t holds just those elements
+    return t * 1, torch.sort(t, dim=0, stable=True)[1]
+
+
+def test_a_float_write_into_part_of_an_expanded_activation_runs_eagerly(caplog: pytest.LogCaptureFixture) -> None:
+    # With a gradient flowing, the `as_strided` rewrite is not taken; the fold through the expand
+    # rounds: only eager gives the copied values, so the graph runs eagerly, and says why.
+    caplog.set_level(logging.WARNING, logger="aotgrad")
+    check_against_eager(
+        _copy_into_part_of_an_expanded_activation,
+        lambda: [_leaf(76, (3, 4), torch.bfloat16, grad=True), _leaf(77, (4,), torch.bfloat16)],
+    )
+    warnings = [r.getMessage() for r in caplog.records if "running this graph eagerly" in r.getMessage()]
+    assert len(warnings) == 1 and "`expand`ed torch.bfloat16" in warnings[0], warnings

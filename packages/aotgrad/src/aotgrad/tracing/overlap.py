@@ -22,6 +22,10 @@ most once, and the sum is right. So:
   memory's owner: folded back through the expand it would be `base + sum(new - base)` too. Where
   that memory is an input's (the write must stay an input mutation, and an `as_strided` view of the
   input would bake in its storage offset), the write is made into a clone of the input, copied back;
+* such a write where a gradient flows through it (an `as_strided` view gets a wrong gradient) is made
+  into a plain view of the expand's source where the written view holds exactly the source's
+  elements (`s.expand(3, -1).narrow(0, 0, 1)`): exact, with eager's gradient. A floating-point write
+  into only part of them raises `EagerOnlyWriteError` (the fold would round); an integer one stays;
 * an `expand` that repeats nothing (`x.expand(-1, -1)`) is traced as a `view`, whose fold is exact;
 * a write through an `unfold` view whose windows do not overlap is made, where no gradient flows
   through it, into an `as_strided` view of the memory's owner: functionalization folds a write
@@ -191,6 +195,9 @@ class OverlapChecks(TorchDispatchMode):
                 unfolded = self._unfolded(written)
                 if unfolded is not None and provably_distinct(written):
                     return self._through_unfolded(func, args, kwargs, written, unfolded)
+                source = self._expanded(written)
+                if source is not None and provably_distinct(written):
+                    return _through_plain_views(func, args, kwargs, written, source)
                 if not provably_distinct(written):
                     raise EagerOnlyWriteError(
                         f"`{func}` writes in place into a tensor whose elements may overlap in memory (an "
@@ -305,6 +312,47 @@ class OverlapChecks(TorchDispatchMode):
         for _ in range(written.dim() - view.dim()):
             view = view.unsqueeze(0)
         return view if view.shape == narrowed.shape else narrowed
+
+
+def _through_plain_views(func: Any, args: Any, kwargs: dict[str, Any], written: torch.Tensor, source: torch.Tensor) -> Any:
+    """A write into a view of an `expand` output that touches each memory location once, where the
+    `as_strided` rewrites above do not apply (a gradient flows through it, or the memory is an input's
+    that a clone cannot stand for). Folded back through the expand it would be ``base + sum(new -
+    base)``: rounded in floating point (a bfloat16 ``copy_`` did not give the copied value, fuzz
+    9581baeba1), NaN over an infinite element. Where the view holds exactly the source's elements
+    (``s.expand(3, -1).narrow(0, 0, 1)`` is ``s.unsqueeze(0)``) the write is made into that plain view
+    of the source, whose fold is exact and whose gradient is eager's (eager's write through the expand
+    is one into the same elements of the source's memory). Otherwise an integer write stays (its fold
+    is exact); a floating one raises `EagerOnlyWriteError`, so the graph runs eagerly."""
+    view = _plain_view(source, written)
+    if view is not None and args and args[0] is written:
+        func(view, *args[1:], **kwargs)
+        return written
+    if written.is_floating_point() or written.is_complex():
+        raise EagerOnlyWriteError(
+            f"`{func}` writes in place through a view of an `expand`ed {written.dtype} tensor into part of "
+            "its memory; a functional graph folds that write back as `base + sum(new - base)`, which "
+            "rounds, so this graph runs eagerly. To compile it, write into a `clone()` of the expanded tensor.",
+            location_from_current_stack(),
+        )
+    return func(*args, **kwargs)
+
+
+def _plain_view(source: torch.Tensor, written: torch.Tensor) -> torch.Tensor | None:
+    """`source` viewed as `written` (dims of size 1 added or dropped) when `written` holds exactly
+    its elements, in the same layout: the same storage offset and the same (size, stride) of every
+    dim longer than 1, in order. Else None."""
+
+    def layout(t: torch.Tensor) -> list[tuple[Any, Any]]:
+        return [(t.shape[d], t.stride(d)) for d in range(t.dim()) if not statically_known_true(t.shape[d] == 1)]
+
+    mine, theirs = layout(written), layout(source)
+    same = len(mine) == len(theirs) and statically_known_true(written.storage_offset() == source.storage_offset())
+    if not same or not all(
+        statically_known_true(a == b) and statically_known_true(s == t) for (a, s), (b, t) in zip(mine, theirs)
+    ):
+        return None
+    return source.view(written.shape)
 
 
 def _repeats_nothing(source: torch.Tensor, out: torch.Tensor) -> bool:
