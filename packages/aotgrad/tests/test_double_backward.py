@@ -356,3 +356,59 @@ def test_double_backward_through_an_in_place_update_of_an_activation() -> None:
         results.append((loss.detach(), *(g.detach() for g in first), *second))
     for got, want in zip(results[1], results[0], strict=True):
         torch.testing.assert_close(got, want)
+
+
+def _floor_through_a_full_view(a: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    t = a.flip(0)
+    t.view(-1).floor_()  # fuzz 7c9650df5a: functionalized, the base's gradient lost its history
+    return t.abs().amax() + (w * t).sum()
+
+
+def _zero_through_an_unsqueeze(a: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    t = a * w
+    t.unsqueeze(0).zero_()
+    return (t * t).sum() + (a * w).pow(2).sum()
+
+
+def _copy_through_a_transpose(a: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    t = a.sin()
+    t.t().copy_(torch.ones(3, 4))
+    return (t * t.exp()).sum()
+
+
+def _into_an_input_through_a_view(a: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    a.view(-1).round_()  # `a` requires grad (an activation): an input mutation through a full view
+    return (a.abs() * w).sum()
+
+
+WRITES_INTO_VIEWS: dict[str, Callable[[torch.Tensor, torch.Tensor], torch.Tensor]] = {
+    "floor_through_a_full_view": _floor_through_a_full_view,
+    "zero_through_an_unsqueeze": _zero_through_an_unsqueeze,
+    "copy_through_a_transpose": _copy_through_a_transpose,
+    "into_an_input_through_a_view": _into_an_input_through_a_view,
+}
+
+
+@pytest.mark.parametrize("name", sorted(WRITES_INTO_VIEWS))
+def test_writes_into_views_keep_eagers_gradient_history(name: str) -> None:
+    # Eager records a write into a view as a CopySlices node, whose gradient keeps the incoming
+    # gradient's history even where the op's derivative is zero; the functional graph folded a write
+    # into a full view back through a plain view, and the gradients came out without history.
+    fn = WRITES_INTO_VIEWS[name]
+    compiled = _compiled(fn)
+    for seed in range(3):
+        results = []
+        for run in (fn, compiled):
+            g = torch.Generator().manual_seed(seed)
+            a = torch.randn(4, 3, generator=g, dtype=torch.float64, requires_grad=True)
+            w = torch.randn(4, 3, generator=g, dtype=torch.float64, requires_grad=True)
+            v = torch.randn(4, 3, generator=g, dtype=torch.float64)
+            first = torch.autograd.grad(run(a * 2, w), (a, w), create_graph=True, allow_unused=True)
+            flags = [g is not None and g.requires_grad for g in first]
+            terms = [(g * v).sum() for g in first if g is not None and g.requires_grad]
+            second = torch.autograd.grad(sum(terms), (a, w), allow_unused=True) if terms else ()
+            results.append((flags, first, second))
+        (want_flags, want_first, want_second), (got_flags, got_first, got_second) = results
+        assert got_flags == want_flags, f"seed {seed}: gradients requiring grad {got_flags}, eager {want_flags}"
+        for got, want in zip((*got_first, *got_second), (*want_first, *want_second), strict=True):
+            _assert_same_or_both_zero(got, want)

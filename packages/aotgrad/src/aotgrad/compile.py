@@ -42,6 +42,7 @@ from aotgrad.runtime.boxed import boxed_graph_module
 from aotgrad.runtime.higher_order import DifferentiableBackward
 from aotgrad.runtime.writeback import MUTATED_INPUTS_META
 from aotgrad.tracing import FunctionalGraph, JointGraph, trace_functional, trace_joint
+from aotgrad.tracing.functional import trace_with_writes
 from aotgrad.tracing.graph_passes import eliminate_dead_code, merge_common_subexpressions, placeholders
 from aotgrad.tracing.overlap import OverlappingWriteError, distinct_elements, repeated_dims
 
@@ -428,19 +429,27 @@ def compile_region(
             raise failure from error
         log.warning("aotgrad: running this graph eagerly: %s", failure, extra={EAGER_RUN: True})
         return None
+    # The replay graph of a double backward is traced later, outside the caller's autocast.
+    writes_replayable = not torch._C._is_any_autocast_enabled()
     # 3. compile each side and wrap them for eager autograd (autocast is applied in the graphs
     # already: code generators that trace or run them again must not apply it twice)
     with torch._C._DisableAutocast():
-        return _compiled_region(traced, split, compilers, _batch_norm_whole_tracer(fn, traced))
+        return _compiled_region(traced, split, compilers, _replay_tracer(fn, traced, writes_replayable))
 
 
-def _batch_norm_whole_tracer(
-    fn: Callable[..., Any], traced: TracedRegion
+def _replay_tracer(
+    fn: Callable[..., Any], traced: TracedRegion, writes_replayable: bool
 ) -> Callable[[Sequence[Any]], torch.fx.GraphModule | None]:
-    """For a double backward through `traced`'s region: traces `fn` from the region's inputs into a
-    forward graph with batch norm whole (`replay_decompositions`), or None where that graph would
-    not line up with the compiled forward's outputs (then the region replays its own graph, whose
-    gradients are eager's values, but the weight's may lack the history eager's has: logged).
+    """For a double backward through `traced`'s region: traces `fn` from the region's inputs into the
+    forward graph its replay runs (`DifferentiableBackward.eager_replay`), or None where the region's
+    own graph is replayed.
+
+    A forward that writes into views (`tracing/view_writes.py`) gets a graph keeping its in-place
+    ops (`trace_with_writes`; not where the region was traced under autocast, whose casts a later
+    trace would miss); else one with batch norm whole (`replay_decompositions`), or None where that
+    graph would not line up with the compiled forward's outputs (then the region replays its own
+    graph, whose gradients are eager's values, but the weight's may lack the history eager's has:
+    logged). Both keep batch norm whole.
 
     The region's inputs are those it runs on: an input whose elements repeat (an expanded tensor)
     comes narrowed to its distinct elements, and is expanded back to its full shape for `fn`."""
@@ -455,6 +464,10 @@ def _batch_norm_whole_tracer(
         def whole_fn(*flat: Any) -> Any:
             return fn(*(x.expand(full[i]) if i in full else x for i, x in enumerate(flat)))
 
+        if forward.writes_into_views and writes_replayable:
+            with_writes = _trace_keeping_writes(whole_fn, inputs, forward)
+            if with_writes is not None or not forward.decomposed_batch_norm:
+                return with_writes
         try:
             whole = _trace_whole(whole_fn, inputs)
         except Exception as error:  # the region's own graph still replays: its gradients are eager's values
@@ -475,6 +488,23 @@ def _log_decomposed_replay(why: str) -> None:
         "but the weight's may lack the history eager's has",
         why,
     )
+
+
+def _trace_keeping_writes(
+    fn: Callable[..., Any], inputs: Sequence[Any], forward: FunctionalGraph
+) -> torch.fx.GraphModule | None:
+    """`trace_with_writes` from the region's real inputs (again with unbacked symbols where an op's
+    output depends on the data); None where it cannot be traced (the region's own graph replays)."""
+    for unbacked in (False, True):
+        fake_mode, fakes = fake_inputs_for(list(inputs), unbacked)
+        try:
+            with fake_mode, _onednn_disabled(), torch._C._DisableAutocast():
+                return trace_with_writes(fn, fakes, forward, replay_decompositions())
+        except Exception as error:
+            if unbacked or not _data_dependent(error):
+                log.debug("aotgrad: a double backward replays the functional graph (%s: %s)", type(error).__name__, error)
+                return None
+    return None
 
 
 def _trace_whole(fn: Callable[..., Any], inputs: Sequence[Any]) -> FunctionalGraph:

@@ -9,7 +9,9 @@ own derivative formulas, so higher-order gradients are eager's. The compiled bac
 every first-order backward. Batch norm, decomposed in that graph before autograd, would be
 differentiated as its decomposition, whose gradients lack history where eager's fused backward gives
 them some (the weight's, when only the weight requires grad): a region with a batch norm replays a
-graph traced again with batch norm whole (`eager_replay`, once per input signature).
+graph traced again with batch norm whole (`eager_replay`, once per input signature); so does a region
+that writes in place into a view, with a graph that keeps its in-place ops, whose replay records eager's
+own autograd nodes for them (`tracing/view_writes.py`).
 
 A replay is faithful only when it recomputes what the compiled forward computed. A region that
 updates an input in place replays on a copy of that input's old value, taken before the forward
@@ -99,8 +101,9 @@ class DifferentiableBackward:
         unsupported: why this region cannot be replayed (None: it can).
         retrace: traces the forward graph again from the region's inputs (when `forward` is None).
         eager_replay: traces, from the region's inputs, a forward graph with batch norm whole (see
-            `replay_decompositions`), replayed in place of `forward`; it returns None where that
-            graph is not possible, and is None where `forward` has no decomposed batch norm.
+            `replay_decompositions`) or keeping the forward's writes into views, replayed in place
+            of `forward`; it returns None where that graph is not possible, and is None where
+            `forward` has neither a decomposed batch norm nor writes into views.
         whole_graphs: those graphs per input signature (shapes, strides, dtypes).
     """
 
@@ -126,7 +129,7 @@ class DifferentiableBackward:
         read = _read_inputs(forward.gm.graph, differentiable_outputs)
         kept = tuple(i for i in forward.mutated_inputs if i in read)
         unsupported = _why_not_replayable(forward)
-        eager_replay = eager_replay if forward.decomposed_batch_norm else None
+        eager_replay = eager_replay if forward.decomposed_batch_norm or forward.writes_into_views else None
         return DifferentiableBackward(
             forward.gm, grad_inputs, differentiable_outputs, unsupported, kept, eager_replay=eager_replay
         )

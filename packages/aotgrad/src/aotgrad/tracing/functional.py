@@ -49,6 +49,7 @@ from aotgrad.tracing.single_pass import (
     input_metadata,
     traceable_in_one_pass,
 )
+from aotgrad.tracing.view_writes import WritesIntoViews
 
 aten = torch.ops.aten
 log = logging.getLogger("aotgrad")
@@ -119,6 +120,8 @@ class FunctionalGraph:
             differentiates their new values and the wrapper writes them back under grad mode.
         decomposed_batch_norm: a batch norm was decomposed before autograd (the early table): a
             double backward replays a graph traced again with it whole (`replay_decompositions`).
+        writes_into_views: the function writes in place into a view (`tracing/view_writes.py`): a
+            double backward replays a graph that keeps its in-place ops (`trace_with_writes`).
     """
 
     gm: torch.fx.GraphModule
@@ -128,6 +131,7 @@ class FunctionalGraph:
     out_spec: pytree.TreeSpec
     differentiable_mutations: tuple[int, ...] = ()
     decomposed_batch_norm: bool = False
+    writes_into_views: bool = False
 
 
 def _check_no_metadata_mutation(gm: torch.fx.GraphModule) -> None:
@@ -335,6 +339,7 @@ def trace_functional(
     batch_norms: list[Any] = []
     early = mutation_decompositions(differentiated=training) if early is None else early
     early = _recording(early, BATCH_NORMS, batch_norms)
+    writes = WritesIntoViews()
     table = early if training else {op: fn for op, fn in decompositions.items() if op not in _DETACH}
     # One functionalized trace where that is faithful (static sizes, nothing in place left over:
     # tracing/single_pass.py), else decompose first and functionalize in a second trace. Nodes
@@ -348,16 +353,57 @@ def trace_functional(
                 # CUDA autocast the one-pass graph of BERT-base's inference (its padding-mask ops)
                 # gave a wrong result there, not yet reproduced on CPU (docs/aotgrad.md).
                 raise SinglePassUnsupported("inference graph")
-            functional, spec = _trace_in_one_pass(fn, fake_inputs, early, {**table, **early}, training)
+            functional, spec = _trace_in_one_pass(fn, fake_inputs, early, {**table, **early}, training, writes)
         except Exception as error:  # what one pass cannot do, two passes trace (or report)
             log.debug("aotgrad: tracing the forward in two passes (%s: %s)", type(error).__name__, error)
-            functional, spec = _trace_in_two_passes(fn, fake_inputs, early, table, training)
+            functional, spec = _trace_in_two_passes(fn, fake_inputs, early, table, training, writes)
     if not training:
         _drop_detaches(functional)
     draw_random_in_memory_order(functional, recompile=False)
     graph = _rewrite_outputs(functional, spec)
     graph.decomposed_batch_norm = bool(batch_norms)
+    graph.writes_into_views = writes.seen
     return graph
+
+
+def trace_with_writes(
+    fn: Callable[..., Any], fake_inputs: Sequence[Any], forward: FunctionalGraph, early: DecompositionTable
+) -> torch.fx.GraphModule | None:
+    """`fn`'s forward as a graph that keeps its in-place ops and views (not functionalized), with
+    `forward`'s outputs: ``(*new values of mutated inputs, *graph outputs)``. For a double backward's
+    replay: run under autograd, its writes into views record eager's own autograd nodes
+    (`tracing/view_writes.py`). The mutated inputs are cloned first inside the graph, so a replay
+    writes into copies (with the inputs' history), never into the region's inputs.
+
+    None where a graph output is not a user output as it is (outputs viewing a common base).
+    """
+    positions = _graph_output_positions(forward)
+    if positions is None:
+        return None
+    mutated = set(forward.mutated_inputs)
+    spec_box: list[pytree.TreeSpec] = []
+    flat_fn = _flat_traceable(fn, True, spec_box)
+
+    def replayed(*args: Any) -> list[Any]:
+        copies = [x.clone() if i in mutated else x for i, x in enumerate(args)]
+        leaves = flat_fn(*copies)
+        return [*(copies[i] for i in forward.mutated_inputs), *(leaves[j] for j in positions)]
+
+    with torch.enable_grad():
+        return make_fx(replayed, decomposition_table=early)(*fake_inputs)
+
+
+def _graph_output_positions(forward: FunctionalGraph) -> list[int] | None:
+    """Per graph output of `forward`, the flat user output that is it (no views in between), or None."""
+    positions: dict[int, int] = {}
+    for j, spec in enumerate(forward.outputs):
+        if spec.kind == "graph":
+            if spec.views:
+                return None
+            positions.setdefault(spec.index, j)
+    if sorted(positions) != list(range(forward.num_graph_outputs)):
+        return None
+    return [positions[i] for i in range(forward.num_graph_outputs)]
 
 
 def _recording(table: DecompositionTable, packets: tuple[Any, ...], seen: list[Any]) -> DecompositionTable:
@@ -376,14 +422,22 @@ def _recording(table: DecompositionTable, packets: tuple[Any, ...], seen: list[A
 
 
 def _flat_traceable(
-    fn: Callable[..., Any], training: bool, spec_box: list[pytree.TreeSpec]
+    fn: Callable[..., Any],
+    training: bool,
+    spec_box: list[pytree.TreeSpec],
+    writes: WritesIntoViews | None = None,
 ) -> Callable[..., list[Any]]:
     """`fn` returning its flat output leaves (their structure goes to `spec_box`), with eager's
     argument checks (`EagerChecks`), and the gradient barriers and the custom-backward check when
-    training."""
+    training; `writes` notes writes into views."""
 
     def flat_fn(*args: Any) -> list[Any]:
-        with EagerChecks(), RecurrentInFloat32(), _GradientBarriers() if training else contextlib.nullcontext():
+        with (
+            writes if writes is not None else contextlib.nullcontext(),
+            EagerChecks(),
+            RecurrentInFloat32(),
+            _GradientBarriers() if training else contextlib.nullcontext(),
+        ):
             leaves, spec = pytree.tree_flatten(fn(*args))
         if training:
             _check_no_custom_backward(leaves)
@@ -399,12 +453,13 @@ def _trace_in_one_pass(
     early: DecompositionTable,
     table: DecompositionTable,
     training: bool,
+    writes: WritesIntoViews | None = None,
 ) -> tuple[torch.fx.GraphModule, pytree.TreeSpec]:
     """`make_fx(functionalize(fn))`: one trace, with training-mode batch norm called as the op that
     declares its update of the running statistics (`tracing/single_pass.py`). Raises
     `SinglePassUnsupported` where only two passes are faithful."""
     spec_box: list[pytree.TreeSpec] = []
-    flat_fn = _flat_traceable(fn, training, spec_box)
+    flat_fn = _flat_traceable(fn, training, spec_box, writes)
 
     def watched(*args: Any) -> list[Any]:
         before = input_metadata(args)
@@ -428,11 +483,12 @@ def _trace_in_two_passes(
     early: DecompositionTable,
     table: DecompositionTable,
     training: bool,
+    writes: WritesIntoViews | None = None,
 ) -> tuple[torch.fx.GraphModule, pytree.TreeSpec]:
     """Decompose first with mutations still visible (`make_fx` with `early`), then functionalize
     that graph (with its tensor constants passed in as inputs) in a second trace."""
     spec_box: list[pytree.TreeSpec] = []
-    flat_fn = _flat_traceable(fn, training, spec_box)
+    flat_fn = _flat_traceable(fn, training, spec_box, writes)
 
     def checked(*args: Any) -> list[Any]:
         with OverlapChecks(args):  # in-place writes into tensors whose elements share memory
