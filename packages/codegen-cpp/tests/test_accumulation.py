@@ -70,11 +70,13 @@ def test_blocked_welford_large_mean_small_variance(backend: CppBackend) -> None:
         return var, mean, torch.nn.functional.layer_norm(w, (w.shape[-1],))
 
     def inputs() -> tuple[torch.Tensor, torch.Tensor]:
-        # 5M elements in rows of 5000 (two float32 blocks each, not split), mean 1e4, spread 1e-2
-        return torch.randn(1024, 5000) * 1e-2 + 1e4, torch.randn(16, 5000) * 0.1 + 300.0
+        # Rows longer than a row array holds (16,384): Welford's update in the loop, in float32
+        # blocks (4 blocks and a part per row, not split: 520 outputs), mean 1e4, spread 1e-2
+        return torch.randn(520, 16400) * 1e-2 + 1e4, torch.randn(16, 16400) * 0.1 + 300.0
 
     compiled, sources = _compile(backend, fn, *inputs())
     assert "_bmean" in sources and "_shift" in sources and "r0_block" in sources
+    assert "row_moments" not in sources
     assert not any(n.reduction_type == "welford_combine" for g in compiled.schedule.kernel_groups for n in g.nodes)
     x, w = inputs()
     kiln_var, kiln_mean, kiln_norm = compiled(x, w)
@@ -85,6 +87,59 @@ def test_blocked_welford_large_mean_small_variance(backend: CppBackend) -> None:
     reference_norm = torch.nn.functional.layer_norm(w.double(), (w.shape[-1],))
     eager_error = float((torch.nn.functional.layer_norm(w, (w.shape[-1],)) - reference_norm).abs().max())
     assert float((kiln_norm.double() - reference_norm).abs().max()) <= max(4 * eager_error, 1e-4)
+
+
+def test_row_moments_large_mean_small_variance(backend: CppBackend) -> None:
+    # Rows up to 16,384 elements: the moments are taken after the loop by two passes over the row
+    # (kiln::row_moments), read in place from an input, or from the row array the loop fills with a
+    # computed value (softmax + x, which the layer norm's last loop then loads instead of a copy).
+    def fn(x: torch.Tensor, w: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        var, mean = torch.var_mean(x, dim=1)
+        mixed = torch.softmax(w, dim=-1) + w
+        mixed_var, mixed_mean = torch.var_mean(mixed, dim=-1, keepdim=True, correction=0)
+        return var, mean, (mixed - mixed_mean) * torch.rsqrt(mixed_var + 1e-5)
+
+    def inputs() -> tuple[torch.Tensor, torch.Tensor]:
+        # 5,000 per row: two of row_moments' float32 blocks and a scalar tail of 8
+        return torch.randn(64, 5000) * 1e-2 + 1e4, torch.randn(16, 5000) * 0.1 + 300.0
+
+    compiled, sources = _compile(backend, fn, *inputs())
+    assert "kiln::row_moments(in_ptr" in sources and "_row[5000]" in sources and "_bmean" not in sources
+    assert sources.count("kiln::store(acc") == 1 and "kiln::load(acc" in sources.split("row_moments(acc")[1]
+    x, w = inputs()
+    kiln_var, kiln_mean, kiln_norm = compiled(x, w)
+    reference_var, reference_mean = torch.var_mean(x.double(), dim=1)
+    eager_var, eager_mean = torch.var_mean(x, dim=1)
+    assert _relative_error(kiln_var, reference_var) <= max(4 * _relative_error(eager_var, reference_var), 1e-6)
+    _assert_as_exact_as_eager(kiln_mean, eager_mean, reference_mean)
+    mixed = torch.softmax(w.double(), dim=-1) + w.double()
+    reference_norm = torch.nn.functional.layer_norm(mixed, (w.shape[-1],))
+    eager_norm = torch.nn.functional.layer_norm(torch.softmax(w, dim=-1) + w, (w.shape[-1],))
+    eager_error = float((eager_norm - reference_norm).abs().max())
+    assert float((kiln_norm.double() - reference_norm).abs().max()) <= max(4 * eager_error, 1e-4)
+
+
+def test_row_moments_of_constant_and_special_rows(backend: CppBackend) -> None:
+    # A constant row has no spread (never a negative variance from rounding); NaN and infinity give
+    # NaN as eager's do; every tail length of a short row.
+    def fn(x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return torch.var_mean(x * 1.0, dim=-1)
+
+    for length in (1, 5, 16, 17, 40):
+        x = torch.randn(6, length)
+        x[0] = 7.3
+        x[1, -1] = float("nan")
+        x[2, length // 2] = float("inf")
+        compiled, sources = _compile(backend, fn, x)
+        assert "row_moments" in sources
+        kiln_var, kiln_mean = compiled(x)
+        eager_var, eager_mean = torch.var_mean(x, dim=-1)
+        if length > 1:
+            assert float(kiln_var[0]) == 0.0
+        assert torch.equal(kiln_var[:3].isnan(), eager_var[:3].isnan()), (length, kiln_var, eager_var)
+        torch.testing.assert_close(kiln_var[3:], eager_var[3:], rtol=1e-5, atol=1e-6, equal_nan=True)
+        torch.testing.assert_close(kiln_mean[3:], eager_mean[3:], rtol=1e-5, atol=1e-6)
+        assert bool(kiln_mean[1].isnan()) and float(kiln_mean[0]) == float(eager_mean[0])
 
 
 def test_split_welford_partials_keep_large_mean_variance_exact(backend: CppBackend) -> None:

@@ -51,9 +51,13 @@ def test_var_mean_shapes_corrections_and_layouts(backend: CppBackend) -> None:
 
 
 def test_welford_siblings_share_one_accumulator(backend: CppBackend) -> None:
-    compiled = _check(backend, lambda x: torch.var_mean(x, dim=1), lambda: (torch.randn(6, 50),), rtol=1e-5, atol=1e-6)
-    (source,) = [t for n, t in compiled.artifacts().items() if n.startswith("kernel")]
-    assert source.count("_vmean = kiln::splat") == 1  # mean and m2 nodes: one Welford triple
+    # mean and m2 nodes: one moments call over a short row, one Welford triple over a long one
+    for length, marker in ((50, "kiln::row_moments("), (20000, "_vmean = kiln::splat")):
+        compiled = _check(
+            backend, lambda x: torch.var_mean(x, dim=1), lambda n=length: (torch.randn(6, n),), rtol=1e-5, atol=1e-6
+        )
+        source = "\n".join(t for n, t in compiled.artifacts().items() if n.startswith("kernel"))
+        assert source.count(marker) == 1, length
 
 
 def test_large_mean_small_variance_and_dtypes(backend: CppBackend) -> None:

@@ -178,10 +178,10 @@ class CppOpsHandler(RuntimeChecks):
                 f"kiln::gather_masked({pointer}, {self._lane_lambda(index)}, {self._masks[-1]})", dtype
             )
         if not self.vector:
-            return self._emit(f"kiln::load1({pointer} + {cpp_index(index)})", dtype)
+            return self._plain_load(self._emit(f"kiln::load1({pointer} + {cpp_index(index)})", dtype), name, index)
         kind = self._lane_kind(index)
         if kind == "contiguous":
-            return self._emit(f"kiln::load({pointer} + {cpp_index(index)})", dtype)
+            return self._plain_load(self._emit(f"kiln::load({pointer} + {cpp_index(index)})", dtype), name, index)
         if kind == "broadcast":
             scalar = self._emit(f"kiln::load1({pointer} + {cpp_index(index)})", dtype, vector=False)
             return self._emit(self._splat(scalar.name, dtype), dtype, uniform=scalar.name)
@@ -189,6 +189,13 @@ class CppOpsHandler(RuntimeChecks):
             base = f"{pointer} + {cpp_index(index)}"
             return self._emit(f"kiln::gather({base}, {self._strided_lambda(index)})", dtype)
         return self._emit(f"kiln::gather({pointer}, {self._lane_lambda(index)})", dtype)
+
+    def _plain_load(self, value: CppValue, name: str, index: sympy.Expr) -> CppValue:
+        """Note that ``value`` is ``name[index]`` read from memory (outside any mask): a reduction
+        may then read the row again from there (codegen/reduction.py's row moments)."""
+        if not self._masks and self._masked_depth == 0:
+            self.state.plain_loads.setdefault(value.name, (name, index))
+        return value
 
     def store(self, name: str, index: sympy.Expr, value: CppValue, mode: str | None = None) -> None:
         """A store: internal buffers stay in registers; outputs are written (scattered if strided)."""

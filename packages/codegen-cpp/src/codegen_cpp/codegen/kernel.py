@@ -404,6 +404,7 @@ class _KernelWriter(LoopShapes):
     def _reduction_body(self, vector_var: sympy.Symbol | None, outer: bool) -> list[str]:
         values: dict[str, CppValue] = {}
         self.reuse = self._make_reuse(vector_var, outer)
+        arrays_before = set(self.state.row_arrays)
         parts = [
             self._reduction_loop(loop, values, vector_var, outer) for loop in range(self.group.num_loops)
         ]
@@ -411,7 +412,8 @@ class _KernelWriter(LoopShapes):
         if not declarations:
             self.scratch_guard = None  # nothing reused: no variant for long symbolic ranges needed
         self.reuse = None
-        return [*declarations, *(line for part in parts for line in part())]
+        rows = [line for name, line in self.state.row_arrays.items() if name not in arrays_before]
+        return [*declarations, *rows, *(line for part in parts for line in part())]
 
     def _make_reuse(self, vector_var: sympy.Symbol | None, outer: bool) -> LoopValueReuse | None:
         """Scratch reuse for a vectorized kernel of several reduction loops over a short static range."""

@@ -22,6 +22,7 @@ import torch
 from codegen_cpp.codegen.dtypes import cpp_dtype
 from codegen_cpp.codegen.lanes import VECTOR_LANES
 from codegen_cpp.codegen.printer import cpp_index
+from codegen_cpp.codegen.reuse import MAX_SCRATCH_ELEMENTS
 
 if TYPE_CHECKING:
     from codegen_cpp.codegen.handler import CppOpsHandler, CppValue
@@ -275,6 +276,10 @@ def emit_welford(
     text = handler._lift(value)
     if wide:
         text = f"kiln::convert<kiln::f64x>({text})" if handler.vector else f"static_cast<double>({text})"
+    if wide and not handler.outer:
+        length = _row_length(handler)
+        if length is not None:
+            return _row_moments(handler, dtype, value, acc, length)
     zero = f"static_cast<{scalar}>(0)"
     mean, m2, n = f"{acc}_vmean", f"{acc}_vm2", f"{acc}_vn"
     declare = [
@@ -359,6 +364,74 @@ def emit_welford(
         CppValue(f"{result}_m2", dtype, False),
         CppValue(f"{result}_weight", dtype, False),
     )
+
+
+def _row_length(handler: CppOpsHandler) -> int | None:
+    """The length of a row reduction whose moments are taken after its loop (``kiln::row_moments``),
+    or None to run Welford's update in the loop.
+
+    Rows of a static length up to ``MAX_SCRATCH_ELEMENTS`` only: a row the loop computes is kept in
+    an array on each thread's stack, and the row is still in cache when the two passes over it run.
+    """
+    size = sympy.Mul(*handler.reduction_sizes) if handler.reduction_sizes else sympy.Integer(1)
+    if not (size.is_Integer and 1 <= int(size) <= MAX_SCRATCH_ELEMENTS):
+        return None
+    return int(size)
+
+
+def _row_in_memory(handler: CppOpsHandler, value: CppValue) -> str | None:
+    """``pointer + base`` when ``value`` is a float32 load whose element ``r`` of the row lies at
+    ``base + r`` (one reduction variable, stride 1): the moments then read the row from there."""
+    found = handler.state.plain_loads.get(value.name)
+    if found is None or len(handler.reduction_vars) != 1:
+        return None
+    name, index = found
+    var = handler.reduction_vars[0]
+    if handler.state.storage[name] != torch.float32 or value.dtype != torch.float32:
+        return None
+    base = sympy.expand(index - var)
+    if base.has(var):
+        return None
+    return f"{handler.state.pointers[name]} + {cpp_index(base)}"
+
+
+def _row_moments(
+    handler: CppOpsHandler, dtype: torch.dtype, value: CppValue, acc: str, size: int
+) -> tuple[CppValue, CppValue, CppValue]:
+    """A float32 Welford reduction by two passes after the loop: ``kiln::row_moments`` takes (mean,
+    m2) from the row (see runtime/kiln_cpu_reduce.h), read where the loop loads it from memory, else
+    from an array the loop stores each value into. The first run (the vector loop's, if any) decides
+    which; the scalar run (the tail) finishes the reduction."""
+    from codegen_cpp.codegen.handler import CppValue
+
+    state = handler.state
+    if acc not in state.row_sources:
+        state.row_sources[acc] = _row_in_memory(handler, value)
+    source = state.row_sources[acc]
+    if source is None:
+        source = f"{acc}_row"
+        state.row_arrays.setdefault(source, f"alignas(64) float {source}[{size}];")
+        index = sympy.Integer(0)
+        stride = sympy.Integer(1)
+        for var, extent in reversed(list(zip(handler.reduction_vars, handler.reduction_sizes))):
+            index += var * stride
+            stride *= extent
+        store = "kiln::store" if handler.vector else "kiln::store1"
+        handler._target.append(f"{store}({source} + {cpp_index(sympy.expand(index))}, {handler._lift(value)});")
+        spelled = state.canonical.get(value.name)  # "(expression)", as handler._emit records it
+        if handler.reuse is not None and spelled is not None and value.vector == handler.vector:
+            handler.reuse.adopt(spelled[1:-1], handler.vector, value.name, value.dtype, handler._target, source)
+    result = state.fresh("red")
+    names = (f"{result}_mean", f"{result}_m2", f"{result}_weight")
+    if handler.vector:
+        return tuple(CppValue(n, dtype, True) for n in names)  # type: ignore[return-value]
+    handler.scope.post += [
+        f"const kiln::Moments {acc}_moments = kiln::row_moments({source}, {size});",
+        f"const float {names[0]} = static_cast<float>({acc}_moments.mean);",
+        f"const float {names[1]} = static_cast<float>({acc}_moments.m2);",
+        f"const float {names[2]} = {float(size)!r}f;",
+    ]
+    return CppValue(names[0], dtype, False), CppValue(names[1], dtype, False), CppValue(names[2], dtype, False)
 
 
 def emit_welford_combine(

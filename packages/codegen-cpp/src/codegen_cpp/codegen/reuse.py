@@ -74,6 +74,15 @@ class LoopValueReuse:
         load = "kiln::load" if vector else "kiln::load1"
         return f"{load}({found.scratch} + {self.index})"
 
+    def adopt(self, canonical: str, vector: bool, name: str, dtype: torch.dtype, lines: list[str], array: str) -> None:
+        """The current loop already stores ``name`` into ``array`` (a reduction's row, at this
+        reduction index): later loops load the value from there instead of keeping another copy."""
+        found = self._definitions.get((vector, canonical))
+        if found is None or found.loop != self.loop:
+            found = self._definitions[(vector, canonical)] = _Definition(self.loop, lines, name, dtype)
+        if found.scratch is None:
+            found.scratch = array
+
     def record(self, canonical: str, vector: bool, name: str, dtype: torch.dtype, lines: list[str]) -> None:
         """Remember that the current loop computed ``name`` (in ``lines``)."""
         self._definitions.setdefault((vector, canonical), _Definition(self.loop, lines, name, dtype))

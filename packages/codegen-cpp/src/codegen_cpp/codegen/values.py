@@ -45,6 +45,14 @@ class KernelState:
     # accumulator variable -> (reduction type, vector?): how partial results of threads combine
     combinable: dict[str, tuple[str, bool]] = field(default_factory=dict)
     canonical: dict[str, str] = field(default_factory=dict)  # temporary -> its expression, spelled out
+    # per-row arrays of values that reductions finish after their loop (codegen/reduction.py's
+    # row moments): array name -> its C++ declaration, declared in the body of each pointwise index
+    row_arrays: dict[str, str] = field(default_factory=dict)
+    # the reduction (accumulator) -> where its row moments read the row: a pointer expression into an
+    # input the loop loads from directly, or None for its row array; decided by the first run
+    row_sources: dict[str, str | None] = field(default_factory=dict)
+    # temporaries that are plain loads of a stored buffer -> (buffer, index)
+    plain_loads: dict[str, tuple[str, sympy.Expr]] = field(default_factory=dict)
     # integer temporary -> the index expression (in loop variables) it holds, where known
     symbolic: dict[str, sympy.Expr] = field(default_factory=dict)
     # runtime checks (runtime/kiln_cpu_checks.h): whether to emit them, and each check's site number

@@ -133,6 +133,62 @@ inline int64_t arg_finish(bool /*is_max*/, ArgAcc<S> acc) {
   return acc.index == std::numeric_limits<int64_t>::max() ? 0 : acc.index;
 }
 
+// ---------------------------------------------------------------- moments of a stored row
+// The mean and m2 (sum of squared deviations) of the n floats of one row, stored by the reduction
+// loop in a scratch array on the stack (the row stays in L1/L2), in two passes over it:
+//   1. the sum of the values shifted by the first one -> the mean (a large mean with a small spread
+//      keeps its precision: the shifted values are exact, Sterbenz);
+//   2. the squared deviations d = x - mean and their sum, m2 = sum(d^2) - (sum d)^2 / n (the second
+//      term removes what the mean's rounding adds), and the mean refined by sum(d) / n.
+// Every step is independent, where a one-pass Welford update is a chain of dependent operations per
+// vector: a 4096 x 512 layer norm on one thread took 0.77 ms by Welford, 0.40 ms this way (eager
+// 0.57 ms). float32 lanes fold into double after every BLOCK_STEPS vectors, as blocked sums do.
+struct Moments {
+  double mean;
+  double m2;
+};
+// Sums of f(x) over [begin, end) (a whole number of vectors) in two float32 accumulators (two
+// independent chains of adds), one horizontal sum in double at the end.
+template <class F>
+inline double sum_vectors(const float* values, int64_t begin, int64_t end, F f) {
+  f32x first = splat<f32x>(0.0f);
+  f32x second = splat<f32x>(0.0f);
+  int64_t i = begin;
+  for (; i + 2 * VEC <= end; i += 2 * VEC) {
+    first = first + f(load(values + i));
+    second = second + f(load(values + i + VEC));
+  }
+  if (i < end) first = first + f(load(values + i));
+  return hsum(convert<f64x>(first + second));
+}
+inline Moments row_moments(const float* values, int64_t n) {
+  const int64_t vec_end = n / VEC * VEC;
+  const int64_t block = BLOCK_STEPS * VEC;  // float32 lanes add at most BLOCK_STEPS terms each
+  const float shift = values[0];
+  const f32x shift_vec = splat<f32x>(shift);
+  double total = 0.0;
+  for (int64_t b = 0; b < vec_end; b += block)
+    total += sum_vectors(values, b, b + block < vec_end ? b + block : vec_end, [&](f32x v) { return v - shift_vec; });
+  for (int64_t i = vec_end; i < n; ++i) total += static_cast<double>(values[i] - shift);
+  const float mean = static_cast<float>(static_cast<double>(shift) + total / static_cast<double>(n));
+  const f32x mean_vec = splat<f32x>(mean);
+  double squares = 0.0;
+  double deviations = 0.0;
+  for (int64_t b = 0; b < vec_end; b += block) {
+    const int64_t stop = b + block < vec_end ? b + block : vec_end;
+    squares += sum_vectors(values, b, stop, [&](f32x v) { const f32x d = v - mean_vec; return d * d; });
+    deviations += sum_vectors(values, b, stop, [&](f32x v) { return v - mean_vec; });
+  }
+  for (int64_t i = vec_end; i < n; ++i) {
+    const double d = static_cast<double>(values[i] - mean);
+    squares += d * d;
+    deviations += d;
+  }
+  double m2 = squares - deviations * deviations / static_cast<double>(n);
+  if (m2 < 0.0) m2 = 0.0;  // rounding of a constant row; NaN stays NaN
+  return Moments{static_cast<double>(mean) + deviations / static_cast<double>(n), m2};
+}
+
 // ---------------------------------------------------------------- random numbers
 // A counter-based generator: a 64-bit mix of (seed, offset). Matches eager in distribution only.
 inline uint64_t mix64(uint64_t z) {
