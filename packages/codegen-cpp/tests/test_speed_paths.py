@@ -5,7 +5,9 @@
 * index simplification with symbolic divisors (dynamic shapes) and split dims merged back;
 * symbolic reduction ranges reuse ``exp`` values through variable-length scratch arrays while the
   range is short, and recompute them past that (both variants run here);
-* a BatchNorm-style split reduction over (N, H, W) loads vectors, not gathers.
+* a BatchNorm-style split reduction over (N, H, W) loads vectors, not gathers;
+* values that are the same in every step of a row's loops (an RMSNorm backward's per-row factor)
+  are computed once before the loops, and a scalar is splat by one broadcast.
 """
 
 from __future__ import annotations
@@ -105,6 +107,43 @@ def test_batch_norm_statistics_over_split_spatial_dims_load_vectors(backend: Cpp
     assert "kiln::gather" not in source
     x = torch.randn(32, 8, 28, 28) * 2 + 1
     torch.testing.assert_close(compiled(x), fn(x), rtol=1e-5, atol=1e-6)
+
+
+def test_row_invariant_values_are_computed_before_the_loops(backend: CppBackend) -> None:
+    # RMSNorm's input gradient: rsqrt(mean_square + eps) of each row is loaded from the saved mean
+    # square and used in every vector step of the row's second loop.
+    def fn(dy: torch.Tensor, x: torch.Tensor, mean_square: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+        scale = torch.rsqrt(mean_square + 1e-6)
+        dxhat = dy * weight
+        dot = (dxhat * x).sum(-1, keepdim=True)
+        return dxhat * scale - x * dot * scale**3 / x.shape[-1]
+
+    def inputs() -> list[torch.Tensor]:
+        return [torch.randn(64, 100), torch.randn(64, 100), torch.rand(64, 1) + 0.5, torch.randn(100)]
+
+    example = inputs()
+    compiled = inductor_ir.compile_graph(make_fx(fn)(*example), example, backends={"cpu": backend})
+    (source,) = [s.source for s in compiled.sources]
+    second_loop = source.split("// reduction loop 1")[1]
+    before, inside = second_loop.split("for (int64_t r0", 1)
+    assert "kiln::rsqrt(" in before and "kiln::rsqrt(" not in inside, second_loop
+    fresh = inputs()
+    result = compiled(*fresh)
+    actual = result[0] if isinstance(result, (tuple, list)) else result
+    torch.testing.assert_close(actual, fn(*fresh), rtol=1e-5, atol=1e-6)
+
+
+def test_splat_keeps_the_sign_of_zero_and_nan(backend: CppBackend) -> None:
+    def fn(x: torch.Tensor, d: torch.Tensor) -> torch.Tensor:
+        return x / d[:, :1]  # each row's divisor, a scalar splat across the row's vectors
+
+    x = torch.randn(4, 40)
+    d = torch.tensor([[-0.0], [0.0], [float("nan")], [-2.5]]).expand(4, 3).contiguous()
+    compiled = inductor_ir.compile_graph(make_fx(fn)(x, d), [x, d], backends={"cpu": backend})
+    result = compiled(x, d)
+    actual = result[0] if isinstance(result, (tuple, list)) else result
+    torch.testing.assert_close(actual, fn(x, d), rtol=0, atol=0, equal_nan=True)
+    assert torch.equal(actual[:2].signbit(), fn(x, d)[:2].signbit())
 
 
 def test_horizontal_reductions_of_short_rows(backend: CppBackend) -> None:

@@ -25,6 +25,9 @@ from inductor_ir.ir.checks import IndexCheck
 __all__ = ["BodyScope", "CppOpsHandler", "CppValue", "KernelState", "Unvectorizable"]
 
 _TEMPORARY = re.compile(r"\btmp\d+\b")
+# Names a body declares in the loop (KernelState.fresh's prefixes, but for reduction results, which
+# are declared after the loop that computes them).
+_LOCAL_NAME = re.compile(r"\b(?:tmp|ind|masked|acc)\d+\w*\b")
 
 
 class CppOpsHandler(RuntimeChecks):
@@ -36,6 +39,9 @@ class CppOpsHandler(RuntimeChecks):
         vector_var: the index variable of the vector loop (None: scalar code).
         reduction_vars / reduction_sizes: the reduction loop's variables and sizes (for argmax indices).
         node_name: the node whose body runs (names its accumulators).
+        hoist_from: the variables of the reduction loops this body runs in (empty: nothing is
+            hoisted). A value that depends on none of them is computed once before the loops
+            (``scope.pre``), not per vector; see ``_loop_invariant``.
     """
 
     def __init__(
@@ -47,6 +53,7 @@ class CppOpsHandler(RuntimeChecks):
         reduction_sizes: tuple[sympy.Expr, ...] = (),
         node_name: str = "",
         reuse: LoopValueReuse | None = None,
+        hoist_from: tuple[str, ...] = (),
     ) -> None:
         self.state = state
         self.scope = scope
@@ -61,6 +68,7 @@ class CppOpsHandler(RuntimeChecks):
         self._masked_depth = 0  # scalar ops.masked blocks entered
         self.reuse = reuse  # set for the in-loop bodies of a vectorized reduction loop
         self._target = scope.lines
+        self._loop_variables = re.compile(r"\b(" + "|".join(map(re.escape, hoist_from)) + r")\b") if hoist_from else None
 
     # ------------------------------------------------------------------ helpers
     @property
@@ -82,6 +90,12 @@ class CppOpsHandler(RuntimeChecks):
             self.state.canonical[name] = f"({canonical})"
         # Only values of the loop body proper (not under a mask, not after the loop) are shared.
         in_body = self._target is self.scope.lines and not self._masks and self._masked_depth == 0
+        if in_body and self._loop_invariant(expr):
+            self.scope.pre.append(f"const auto {name} = {expr};")
+            self.state.invariant.add(name)
+            value = CppValue(name, dtype, vector, uniform)
+            self.scope.cse[key] = value
+            return value
         reuse = self.reuse if in_body else None
         if reuse is not None and dtype in (torch.float32, torch.float64) and is_expensive(canonical):
             loaded = reuse.load_instead(canonical, vector)
@@ -93,6 +107,21 @@ class CppOpsHandler(RuntimeChecks):
         value = CppValue(name, dtype, vector, uniform)
         self.scope.cse[key] = value
         return value
+
+    def _loop_invariant(self, expr: str) -> bool:
+        """Whether ``expr`` has the same value in every iteration of the reduction loops the body
+        runs in, so it may be computed once before them.
+
+        It names none of the loops' variables, every temporary it reads was itself computed before
+        the loops, and it reads no memory this kernel writes (an in/out pointer). g++ does not hoist
+        such values itself where they come from memory: an RMSNorm backward's per-row factor
+        ``rsqrt(mean + eps)`` was loaded, square-rooted and divided in every vector step.
+        Loads are hoisted only from loops that run at least once (``hoist_from`` is set for static,
+        nonzero reduction ranges only), so they read nothing the loops would not.
+        """
+        if self._loop_variables is None or self._loop_variables.search(expr) or "in_out_ptr" in expr:
+            return False
+        return all(name in self.state.invariant for name in _LOCAL_NAME.findall(expr))
 
     def _splat(self, scalar_expr: str, dtype: torch.dtype) -> str:
         if dtype == torch.bool:

@@ -165,6 +165,7 @@ class _KernelWriter(LoopShapes):
         vector_var: sympy.Symbol | None,
         in_loop: bool,
     ) -> None:
+        hoist_from = self._hoistable_loops(vector_var) if in_loop else ()
         for node in nodes:
             handler = RangedOpsHandler(
                 self.state,
@@ -174,10 +175,19 @@ class _KernelWriter(LoopShapes):
                 reduction_sizes=tuple(self.r_sizes),
                 node_name=node.name,
                 reuse=self.reuse if in_loop else None,
+                hoist_from=hoist_from,
             )
             handler.ranges = self.ranges
             with set_ops_handler(handler):
                 node.body(self.space.body_xs, self.space.body_rs if in_loop else ())
+
+    def _hoistable_loops(self, vector_var: sympy.Symbol | None) -> tuple[str, ...]:
+        """The reduction loop variables whose invariant values a body computes once before the loops:
+        for a reduction along the row (not vectorized across outputs) of a static, nonzero range."""
+        size = _product(self.r_sizes)
+        if (vector_var is not None and vector_var not in self.rs) or not (size.is_Integer and int(size) > 0):
+            return ()
+        return tuple(var.name for var in self.rs)
 
     # ------------------------------------------------------------------ loops
     def _pointwise(self) -> list[str]:

@@ -51,6 +51,8 @@ class KernelState:
     # the reduction (accumulator) -> where its row moments read the row: a pointer expression into an
     # input the loop loads from directly, or None for its row array; decided by the first run
     row_sources: dict[str, str | None] = field(default_factory=dict)
+    # temporaries computed before the reduction loops they are loop-invariant in (CppOpsHandler._emit)
+    invariant: set[str] = field(default_factory=set)
     # temporaries that are plain loads of a stored buffer -> (buffer, index)
     plain_loads: dict[str, tuple[str, sympy.Expr]] = field(default_factory=dict)
     # integer temporary -> the index expression (in loop variables) it holds, where known
