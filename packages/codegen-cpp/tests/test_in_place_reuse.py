@@ -105,3 +105,20 @@ def test_in_place_changes_the_kernel_and_its_cache_key(backend: CppBackend) -> N
     cache = KernelCache(backend.config.resolved_cache_dir())
     fingerprint = backend.toolchain().fingerprint()
     assert cache.entry(shared, fingerprint).key != cache.entry(apart, fingerprint).key
+
+
+def _moments_and_scaled(x: torch.Tensor, w: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    a = x @ w
+    var, mean = torch.var_mean(a, -1, keepdim=True)
+    return var, mean, a * 2  # written over the product's memory, in the loop reading it for the moments
+
+
+def test_row_moments_never_read_a_row_the_loop_overwrites(backend: CppBackend) -> None:
+    # The moments of a row are taken after its loop: from the input's memory when the loop only
+    # loads it, but a row held in an in/out pointer may be overwritten by then, so it is copied.
+    torch.manual_seed(3)
+    inputs = [t for n in (16, 21, 40) for t in (torch.randn(5, 9), torch.randn(9, n))]
+    compiled = _compile_and_compare(backend, _each(_moments_and_scaled, 2), inputs)
+    assert sum(len(g.in_place) for g in compiled.schedule.kernel_groups) >= 3
+    sources = "\n".join(s.source for s in compiled.sources)
+    assert "row_moments(in_out_ptr" not in sources and "row_moments(acc" in sources

@@ -387,12 +387,15 @@ def _row_in_memory(handler: CppOpsHandler, value: CppValue) -> str | None:
         return None
     name, index = found
     var = handler.reduction_vars[0]
+    pointer = handler.state.pointers[name]
+    if not pointer.startswith("in_ptr"):
+        return None  # an in/out pointer: the loop may overwrite the row before the moments read it
     if handler.state.storage[name] != torch.float32 or value.dtype != torch.float32:
         return None
     base = sympy.expand(index - var)
     if base.has(var):
         return None
-    return f"{handler.state.pointers[name]} + {cpp_index(base)}"
+    return f"{pointer} + {cpp_index(base)}"
 
 
 def _row_moments(
