@@ -113,13 +113,13 @@ class CppOpsHandler(RuntimeChecks):
         runs in, so it may be computed once before them.
 
         It names none of the loops' variables, every temporary it reads was itself computed before
-        the loops, and it reads no memory this kernel writes (an in/out pointer). g++ does not hoist
+        the loops, and it reads no memory this kernel writes (an output or in/out pointer). g++ does not hoist
         such values itself where they come from memory: an RMSNorm backward's per-row factor
         ``rsqrt(mean + eps)`` was loaded, square-rooted and divided in every vector step.
         Loads are hoisted only from loops that run at least once (``hoist_from`` is set for static,
         nonzero reduction ranges only), so they read nothing the loops would not.
         """
-        if self._loop_variables is None or self._loop_variables.search(expr) or "in_out_ptr" in expr:
+        if self._loop_variables is None or self._loop_variables.search(expr) or "out_ptr" in expr:
             return False
         return all(name in self.state.invariant for name in _LOCAL_NAME.findall(expr))
 
