@@ -51,10 +51,11 @@ def test_var_mean_shapes_corrections_and_layouts(backend: CppBackend) -> None:
 
 
 def test_welford_siblings_share_one_accumulator(backend: CppBackend) -> None:
-    # mean and m2 nodes: one moments call over a short row, one Welford triple over a long one
-    for length, marker in ((50, "kiln::row_moments("), (20000, "_vmean = kiln::splat")):
+    # mean and m2 nodes: one moments call over a row (over each chunk of a long one, split in two
+    # stages), one Welford triple over a row longer than a row array, not split (600 outputs)
+    for rows, length, marker in ((6, 50, "kiln::row_moments("), (6, 20000, "kiln::row_moments("), (600, 16400, "_vmean = kiln::splat")):
         compiled = _check(
-            backend, lambda x: torch.var_mean(x, dim=1), lambda n=length: (torch.randn(6, n),), rtol=1e-5, atol=1e-6
+            backend, lambda x: torch.var_mean(x, dim=1), lambda m=rows, n=length: (torch.randn(m, n),), rtol=1e-5, atol=1e-6
         )
         source = "\n".join(t for n, t in compiled.artifacts().items() if n.startswith("kernel"))
         assert source.count(marker) == 1, length

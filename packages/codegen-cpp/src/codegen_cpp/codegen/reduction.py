@@ -267,10 +267,13 @@ def emit_welford(
     from codegen_cpp.codegen.handler import CppValue
 
     state, scope, target = handler.state, handler.scope, handler._target
-    if cpp_dtype(value.dtype).scalar != cpp_dtype(dtype).scalar:
+    # float32 values whose moments are float64 (a CPU variance, a split's partials) take the float32
+    # path below, which accumulates in double anyway, and keep the double results unrounded.
+    widened = value.dtype == torch.float32 and dtype == torch.float64
+    if not widened and cpp_dtype(value.dtype).scalar != cpp_dtype(dtype).scalar:
         value = handler.to_dtype(value, dtype, value.dtype)
     info = cpp_dtype(dtype)
-    wide = info.scalar == "float"
+    wide = info.scalar == "float" or widened
     scalar, vector = ("double", "kiln::f64x") if wide else (info.scalar, info.vector)
     acc = state.accumulators.setdefault(key, state.fresh("acc"))
     text = handler._lift(value)
@@ -307,17 +310,19 @@ def emit_welford(
             state.combinable[mean] = ("welford", True)
             state.combinable[m2] = ("welford_part", True)
             state.combinable[n] = ("welford_part", False)
-            if wide:
+            if wide and not widened:
                 # float32 lanes per block, Chan-merged into the double lanes after each block. The
                 # block runs on values shifted by its first one (per lane): a large mean with a
                 # small spread keeps its precision in float32 (x - shift is exact, Sterbenz).
+                # float64 moments (a CPU variance) run in the double lanes throughout: a float32
+                # block's m2 overflows for values near 1e19 where the variance need not.
                 zero32 = "kiln::splat<kiln::f32x>(0.0f)"
                 scope.block_pre += [f"kiln::f32x {b_mean} = {zero32};", f"kiln::f32x {b_m2} = {zero32};"]
                 scope.block_pre += [f"kiln::f32x {acc}_shift = {zero32};", f"int64_t {b_n} = 0;"]
                 wide_mean = f"(kiln::convert<kiln::f64x>({acc}_shift) + kiln::convert<kiln::f64x>({b_mean}))"
                 wide_m2 = f"kiln::convert<kiln::f64x>({b_m2})"
                 scope.block_post.append(_chan(mean, m2, n, wide_mean, wide_m2, b_n, vector=True))
-        if wide:
+        if wide and not widened:
             lifted = handler._lift(value)
             shifted = f"({lifted} - {acc}_shift)"
             step = _vector_step(b_mean, b_m2, b_n, shifted, "float", "kiln::f32x", blocked=True)
@@ -428,11 +433,12 @@ def _row_moments(
     names = (f"{result}_mean", f"{result}_m2", f"{result}_weight")
     if handler.vector:
         return tuple(CppValue(n, dtype, True) for n in names)  # type: ignore[return-value]
+    out = cpp_dtype(dtype).scalar  # float, or double for float64 moments
     handler.scope.post += [
         f"const kiln::Moments {acc}_moments = kiln::row_moments({source}, {size});",
-        f"const float {names[0]} = static_cast<float>({acc}_moments.mean);",
-        f"const float {names[1]} = static_cast<float>({acc}_moments.m2);",
-        f"const float {names[2]} = {float(size)!r}f;",
+        f"const {out} {names[0]} = static_cast<{out}>({acc}_moments.mean);",
+        f"const {out} {names[1]} = static_cast<{out}>({acc}_moments.m2);",
+        f"const {out} {names[2]} = static_cast<{out}>({size});",
     ]
     return CppValue(names[0], dtype, False), CppValue(names[1], dtype, False), CppValue(names[2], dtype, False)
 

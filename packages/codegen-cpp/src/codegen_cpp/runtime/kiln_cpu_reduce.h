@@ -184,6 +184,15 @@ inline Moments row_moments(const float* values, int64_t n) {
     squares += d * d;
     deviations += d;
   }
+  if (std::isinf(squares)) {
+    // A square or a float32 lane's sum of squares past float32's range (|d| near 1e19), where the
+    // variance may still be a float32 value: the squares again, in double.
+    squares = 0.0;
+    for (int64_t i = 0; i < n; ++i) {
+      const double d = static_cast<double>(values[i]) - static_cast<double>(mean);
+      squares += d * d;
+    }
+  }
   double m2 = squares - deviations * deviations / static_cast<double>(n);
   if (m2 < 0.0) m2 = 0.0;  // rounding of a constant row; NaN stays NaN
   return Moments{static_cast<double>(mean) + deviations / static_cast<double>(n), m2};

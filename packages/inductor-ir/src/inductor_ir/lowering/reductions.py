@@ -266,20 +266,26 @@ WELFORD_MEAN, WELFORD_M2, WELFORD_WEIGHT = 0, 1, 2
 
 
 def welford(
-    ctx: LoweringContext, x: IRNode, dims: Any, keepdim: bool, outputs: Sequence[int] = (WELFORD_MEAN, WELFORD_M2)
+    ctx: LoweringContext,
+    x: IRNode,
+    dims: Any,
+    keepdim: bool,
+    outputs: Sequence[int] = (WELFORD_MEAN, WELFORD_M2),
+    moments_dtype: torch.dtype | None = None,
 ) -> list[IRNode]:
     """Results ``outputs`` of (mean, m2, weight) of ``x`` over ``dims``: one Welford reduction.
 
     Each requested result is a buffer computed by a sibling ``Reduction`` node (``output_index``
-    0, 1 or 2) sharing one inner function; a fused kernel computes them in one pass. Values are in
-    the accumulation dtype; ``m2`` is the sum of squared deviations from the mean, ``weight`` the
-    element count. Results no one loads are dropped by the scheduler's dead-code elimination.
-    A long reduction to few outputs is split in two stages (``welford_split.py``).
+    0, 1 or 2) sharing one inner function; a fused kernel computes them in one pass. The values
+    reduced are in the accumulation dtype, the results in ``moments_dtype`` (default: the same);
+    ``m2`` is the sum of squared deviations from the mean, ``weight`` the element count. Results no
+    one loads are dropped by the scheduler's dead-code elimination. A long reduction to few outputs
+    is split in two stages (``welford_split.py``).
     """
     if not x.dtype.is_floating_point:
         raise NotLowerable("welford of a non-floating tensor")
     acc = compute_dtype_for(x.dtype)
-    first = make_reduction(ctx, x, dims, keepdim, "welford_reduce", src_dtype=acc, dtype=acc)
+    first = make_reduction(ctx, x, dims, keepdim, "welford_reduce", src_dtype=acc, dtype=moments_dtype or acc)
     if not isinstance(first, Reduction):
         # Nothing to reduce (a 0-d input): the element itself, one element, and a deviation of
         # (x - x)^2: +0, but NaN for an infinite or NaN element, as eager's first Welford step gives.
@@ -289,8 +295,9 @@ def welford(
             difference = ops.sub(load(index), load(index))
             return ops.mul(difference, difference)
 
-        deviation = Pointwise(squared_deviation, first.ranges, acc, x.device, (ctx.origin,))
-        count = Pointwise(lambda index: ops.constant(1.0, acc), first.ranges, acc, x.device, (ctx.origin,))
+        moments = first.dtype
+        deviation = Pointwise(squared_deviation, first.ranges, moments, x.device, (ctx.origin,))
+        count = Pointwise(lambda index: ops.constant(1.0, moments), first.ranges, moments, x.device, (ctx.origin,))
         trivial = [first, deviation, count]
         return [trivial[k] for k in outputs]
     split = split_factor(sympy.Mul(*first.ranges), sympy.Mul(*first.reduction_ranges))
@@ -300,12 +307,18 @@ def welford(
 
 
 def _variance(ctx: LoweringContext, x: IRNode, dim: Any, correction: Any, keepdim: bool) -> tuple[IRNode, IRNode]:
-    """(var, mean) by one Welford reduction, in the accumulation dtype, both with ``keepdim`` shapes."""
+    """(var, mean) by one Welford reduction, both with ``keepdim`` shapes, in the accumulation dtype,
+    or in float64 for float32 data on the CPU, as eager's CPU variance computes: there the sum of
+    squared deviations of large values overflows float32 (values near 9e18, variance 1.3e37: m2 is
+    past float32's largest value after 26 elements) where the variance itself does not; callers
+    round the results to the output dtype."""
     if not x.dtype.is_floating_point:
         raise NotLowerable("integer var")
     acc = compute_dtype_for(x.dtype)
+    if acc == torch.float32 and x.device == "cpu":
+        acc = torch.float64
     n = _numel(x, dim)
-    mean_value, m2 = welford(ctx, x, dim, keepdim)
+    mean_value, m2 = welford(ctx, x, dim, keepdim, moments_dtype=acc)
     corr = 1 if correction is None else correction
     if isinstance(corr, float) and corr.is_integer():
         corr = int(corr)  # `x.std(dim)` traces correction=1.0: a Float in a size expression prints nowhere
