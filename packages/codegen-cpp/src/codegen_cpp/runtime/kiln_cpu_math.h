@@ -221,12 +221,12 @@ inline f32x sin_cos(f32x x, bool cosine) {
   const f32x z = ((ax - y * 0.78515625f) - y * 2.4187564849853515625e-4f) - y * 3.77489497744594108e-8f;
   const f32x zz = z * z;
   f32x c = splat<f32x>(2.443315711809948e-5f);
-  c = c * zz - 1.388731625493765e-3f;
-  c = c * zz + 4.166664568298827e-2f;
+  c = multiply_add(c, zz, splat<f32x>(-1.388731625493765e-3f));
+  c = multiply_add(c, zz, splat<f32x>(4.166664568298827e-2f));
   c = c * zz * zz - 0.5f * zz + 1.0f;
   f32x s = splat<f32x>(-1.9515295891e-4f);
-  s = s * zz + 8.3321608736e-3f;
-  s = s * zz - 1.6666654611e-1f;
+  s = multiply_add(s, zz, splat<f32x>(8.3321608736e-3f));
+  s = multiply_add(s, zz, splat<f32x>(-1.6666654611e-1f));
   s = s * zz * z + z;
   i32x q = cosine ? j + 2 : j;
   q = q & 7;
@@ -255,10 +255,10 @@ inline f32x tanh(f32x x) {
   const f32x ax = blend(vlt(x, 0.0f), -x, x);
   const f32x z = x * x;
   f32x p = splat<f32x>(-5.70498872745e-3f);
-  p = p * z + 2.06390887954e-2f;
-  p = p * z - 5.37397155531e-2f;
-  p = p * z + 1.33314422036e-1f;
-  p = p * z - 3.33332819422e-1f;
+  p = multiply_add(p, z, splat<f32x>(2.06390887954e-2f));
+  p = multiply_add(p, z, splat<f32x>(-5.37397155531e-2f));
+  p = multiply_add(p, z, splat<f32x>(1.33314422036e-1f));
+  p = multiply_add(p, z, splat<f32x>(-3.33332819422e-1f));
   const f32x small = p * z * x + x;
   // Where it is used (0.625 <= |x| <= 10), 1 - 2 / (e + 1) takes exp's error down by the factor
   // 2e / (e + 1)^2 < 0.45: exp in float32 (1 ulp) keeps tanh within 7.7e-8 of the exact value, as the
