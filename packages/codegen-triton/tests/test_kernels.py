@@ -332,14 +332,18 @@ def test_int64_indexing_variant_computes_the_same(cpu_backend: TritonBackend) ->
 
 
 def _sum_group(rows: int, cols: int, *, over: str) -> KernelGroup:
-    """sum over dim 1 (`over="inner"`) or dim 0 (`over="outer"`) of a contiguous [rows, cols] input."""
+    """sum over dim 1 (`over="inner"`) or dim 0 (`over="outer"`) of a contiguous [rows, cols] input;
+    `over="neither"`: over dim 1 of its transpose read with a stride of 3 (no walk contiguous)."""
     x = record("arg0_1", (rows, cols))
     outputs = rows if over == "inner" else cols
     length = cols if over == "inner" else rows
     out = record("buf0", (outputs,))
 
     def body(xs: Sequence[sympy.Expr], rs: Sequence[sympy.Expr]) -> None:
-        index = cols * xs[0] + rs[0] if over == "inner" else cols * rs[0] + xs[0]
+        if over == "neither":
+            index = (3 * (cols * rs[0] + xs[0])) % (rows * cols)
+        else:
+            index = cols * xs[0] + rs[0] if over == "inner" else cols * rs[0] + xs[0]
         ops.store_reduction(
             "buf0", xs[0], ops.reduction(torch.float32, torch.float32, "sum", ops.load("arg0_1", index))
         )
@@ -351,22 +355,34 @@ def _sum_group(rows: int, cols: int, *, over: str) -> KernelGroup:
 
 
 def test_split_plan_targets_about_a_thousand_programs() -> None:
+    from codegen_triton.codegen.analysis import reduction_hint
     from codegen_triton.codegen.split import plan_split
 
-    looped = KernelPlan("looped")
-    full = plan_split(_sum_group(1, 1 << 20, over="inner"), looped)
+    def looped(group: KernelGroup) -> KernelPlan:  # the plan's walk, as choose_plan gives it
+        return KernelPlan("looped", hint=reduction_hint(group))
+
+    full = plan_split(_sum_group(1, 1 << 20, over="inner"), looped(_sum_group(1, 1 << 20, over="inner")))
     assert full.split * full.split_chunk >= 1 << 20 and full.split_chunk % 2048 == 0
     assert 512 <= full.split <= 1024
     # Outer reductions count 64 outputs per program: 768 outputs -> 12 programs before the split,
     # cut into chunks of rows (a multiple of 128) up to about a thousand programs.
-    outer = plan_split(_sum_group(16384, 768, over="outer"), looped)
+    outer = plan_split(_sum_group(16384, 768, over="outer"), looped(_sum_group(16384, 768, over="outer")))
     assert outer.split_chunk % 128 == 0 and outer.split * outer.split_chunk >= 16384
     assert 512 <= 12 * outer.split <= 1024
     # A square norm-weight gradient (2,048 columns over 2,048 tokens) splits: 32 programs alone.
-    assert plan_split(_sum_group(2048, 2048, over="outer"), looped).split >= 8
-    assert plan_split(_sum_group(512, 2048, over="outer"), looped).split == 0  # short: not worth it
-    assert plan_split(_sum_group(4096, 4096, over="inner"), looped).split == 0  # enough rows already
-    assert plan_split(_sum_group(2, 4000, over="inner"), looped).split == 0  # short: not worth it
+    for rows, cols, over, split in (
+        (2048, 2048, "outer", 8),  # a square norm-weight gradient: 32 programs alone
+        (512, 2048, "outer", 0),  # short: not worth it
+        (4096, 4096, "inner", 0),  # enough rows already
+        (2, 4000, "inner", 0),  # short: not worth it
+        # A walk that is neither launches one output per program (XBLOCK 1 first): 1,776 outputs
+        # are enough programs (planned as 64 per program, they were cut into 14 chunks: 24,864)
+        (1776, 1776, "neither", 0),
+    ):
+        group = _sum_group(rows, cols, over=over)
+        planned = plan_split(group, looped(group))
+        assert (planned.split >= split) if split else (planned.split == 0), (rows, cols, over, planned)
+    assert reduction_hint(_sum_group(1776, 1776, over="neither")) == ""
     assert plan_split(_sum_group(2, 1 << 20, over="inner"), KernelPlan("persistent")).split == 0
 
 

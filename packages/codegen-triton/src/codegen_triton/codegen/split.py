@@ -59,8 +59,11 @@ def plan_split(group: KernelGroup, plan: KernelPlan) -> KernelPlan:
     for node in group.nodes:
         if node.in_reduction_loop and node.kind == "reduction" and node.reduction_type not in SPLITTABLE:
             return plan
-    # Outer reductions (contiguous along the outputs) run wide XBLOCKs, so fewer x programs.
-    x_programs = int(xnumel) if inner else _cdiv(int(xnumel), _OUTER_XBLOCK)
+    # Programs along x at the XBLOCK the launch tries first (runtime/autotune.py's _LOOPED_FIRST): a
+    # walk along the outputs ("outer") runs wide XBLOCKs, so fewer x programs; other walks run one or
+    # a few outputs per program. Assuming wide blocks for a walk that is neither (a gather's rank
+    # reduction) cut 1,776 outputs into 14 chunks for 28 programs, which ran as 24,864.
+    x_programs = _cdiv(int(xnumel), _OUTER_XBLOCK) if plan.hint == "outer" else int(xnumel)
     min_chunk = _MIN_CHUNK if inner else _OUTER_MIN_CHUNK
     split = min(_cdiv(_TARGET_PROGRAMS, x_programs), _cdiv(int(rnumel), min_chunk))
     if split < 2:
