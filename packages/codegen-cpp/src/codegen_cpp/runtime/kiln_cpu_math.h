@@ -76,9 +76,9 @@ inline f32x multiply_add(f32x a, f32x b, f32x c) {
 
 // exp of x in [-104, 89] (not NaN), in float32 throughout: within about 1 ulp (exact in ~90% of
 // float32 inputs). For erf's inner exp, whose result is rounded again. The range checks are the caller's.
-inline f32x exp_in_range(f32x clamped) {
-  const f32x n = vfloor(clamped * 1.44269504088896341f + 0.5f);
-  f32x r = clamped - n * 0.693359375f;
+// exp(x) / 2^n for the integer n nearest x / ln2 (Cody-Waite reduction, a degree-6 polynomial).
+inline f32x exp_mantissa(f32x x, f32x n) {
+  f32x r = x - n * 0.693359375f;
   r = r - n * -2.12194440e-4f;
   f32x p = splat<f32x>(1.9875691500e-4f);
   p = multiply_add(p, r, splat<f32x>(1.3981999507e-3f));
@@ -86,7 +86,11 @@ inline f32x exp_in_range(f32x clamped) {
   p = multiply_add(p, r, splat<f32x>(4.1665795894e-2f));
   p = multiply_add(p, r, splat<f32x>(1.6666665459e-1f));
   p = multiply_add(p, r, splat<f32x>(5.0000001201e-1f));
-  p = p * (r * r) + r + 1.0f;
+  return p * (r * r) + r + 1.0f;
+}
+inline f32x exp_in_range(f32x clamped) {
+  const f32x n = vfloor(clamped * 1.44269504088896341f + 0.5f);
+  const f32x p = exp_mantissa(clamped, n);
   // Overflow (x > 88.72) and underflow (x < -103.97) need no test: with x clamped to
   // [-104, 89], 2^n in two steps rounds to inf and to 0 (or a subnormal) exactly as expf does.
   return scale_by_pow2(p, __builtin_convertvector(n, i32x));
@@ -283,16 +287,7 @@ inline f64x sigmoid(f64x x) { return map(x, [](double v) { return 1.0 / (1.0 + s
 // round to nearest by adding 1.5 * 2^23, and 2^n (n in [-26, 0]) in one product.
 inline f32x exp_of_erf_tail(f32x q) {
   const f32x n = (q * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
-  f32x r = q - n * 0.693359375f;
-  r = r - n * -2.12194440e-4f;
-  f32x p = splat<f32x>(1.9875691500e-4f);
-  p = multiply_add(p, r, splat<f32x>(1.3981999507e-3f));
-  p = multiply_add(p, r, splat<f32x>(8.3334519073e-3f));
-  p = multiply_add(p, r, splat<f32x>(4.1665795894e-2f));
-  p = multiply_add(p, r, splat<f32x>(1.6666665459e-1f));
-  p = multiply_add(p, r, splat<f32x>(5.0000001201e-1f));
-  p = p * (r * r) + r + 1.0f;
-  return p * float_of((__builtin_convertvector(n, i32x) + 127) << 23);
+  return exp_mantissa(q, n) * float_of((__builtin_convertvector(n, i32x) + 127) << 23);
 }
 
 // Two least-squares fits (float32 coefficients), max abs error ~1.2e-7 against erf in double;
