@@ -4,12 +4,13 @@ A reduction loop with a vector part keeps two accumulators: ``accN_vec`` (one pa
 lane, updated by the vector loop) and ``accN`` (updated by the scalar tail); after the loop the
 lanes are reduced horizontally and combined with the scalar one.
 
-Long float32 sums and every float32 Welford reduction are blocked (cascade summation): the vector
-loop runs in blocks of ``REDUCTION_BLOCK`` elements, each accumulating in float32 lanes (full
-SIMD width, no conversions per element: ``accN_blk``, or the ``accN_bmean``/``accN_bm2``/``accN_bn``
-triple), and after each block the partial result is folded into double lanes (``accN_vec``, or
-the ``accN_vmean`` triple by Chan's formula). Each float32 lane then adds at most
-``REDUCTION_BLOCK / VEC`` terms, so the result stays as exact as eager's.
+Long float32 sums are blocked (cascade summation): the vector loop runs in blocks of
+``REDUCTION_BLOCK`` elements, each accumulating in float32 lanes (full SIMD width, no conversions per
+element: ``accN_blk``), and after each block the partial result is folded into double lanes
+(``accN_vec``). Each float32 lane then adds at most ``REDUCTION_BLOCK / VEC`` terms, so the result
+stays as exact as eager's. A float32 Welford reduction of a row up to 16,384 long takes its moments
+after the loop (``kiln::row_moments``); a longer or symbolic one updates double lanes (its moments
+are float64 on the CPU: a float32 m2 overflows for values near 1e19 where the variance does not).
 """
 
 from __future__ import annotations
@@ -303,33 +304,13 @@ def emit_welford(
             scope.post.append(f"const auto {name} = {narrow(source)};")
         return CppValue(names[0], dtype, True), CppValue(names[1], dtype, True), CppValue(names[2], dtype, True)
     if handler.vector:
-        b_mean, b_m2, b_n = f"{acc}_bmean", f"{acc}_bm2", f"{acc}_bn"
         if mean not in state.vector_accumulators:
             state.vector_accumulators.add(mean)
             scope.pre += declare
             state.combinable[mean] = ("welford", True)
             state.combinable[m2] = ("welford_part", True)
             state.combinable[n] = ("welford_part", False)
-            if wide and not widened:
-                # float32 lanes per block, Chan-merged into the double lanes after each block. The
-                # block runs on values shifted by its first one (per lane): a large mean with a
-                # small spread keeps its precision in float32 (x - shift is exact, Sterbenz).
-                # float64 moments (a CPU variance) run in the double lanes throughout: a float32
-                # block's m2 overflows for values near 1e19 where the variance need not.
-                zero32 = "kiln::splat<kiln::f32x>(0.0f)"
-                scope.block_pre += [f"kiln::f32x {b_mean} = {zero32};", f"kiln::f32x {b_m2} = {zero32};"]
-                scope.block_pre += [f"kiln::f32x {acc}_shift = {zero32};", f"int64_t {b_n} = 0;"]
-                wide_mean = f"(kiln::convert<kiln::f64x>({acc}_shift) + kiln::convert<kiln::f64x>({b_mean}))"
-                wide_m2 = f"kiln::convert<kiln::f64x>({b_m2})"
-                scope.block_post.append(_chan(mean, m2, n, wide_mean, wide_m2, b_n, vector=True))
-        if wide and not widened:
-            lifted = handler._lift(value)
-            shifted = f"({lifted} - {acc}_shift)"
-            step = _vector_step(b_mean, b_m2, b_n, shifted, "float", "kiln::f32x", blocked=True)
-            target.append(f"if ({b_n} == 0) {acc}_shift = {lifted};")
-            target.append(step)
-        else:
-            target.append(_vector_step(mean, m2, n, text, scalar, vector))
+        target.append(_vector_step(mean, m2, n, text, scalar, vector))
         # The vector run's results are never stored (the scalar tail's run finishes the reduction).
         return CppValue(mean, dtype, True), CppValue(m2, dtype, True), CppValue(n, dtype, True)
     vmean, vm2, vn = mean, m2, n
@@ -471,10 +452,9 @@ def emit_welford_combine(
     return CppValue(names[0], dtype, False), CppValue(names[1], dtype, False), CppValue(names[2], dtype, False)
 
 
-def _vector_step(mean: str, m2: str, n: str, value: str, scalar: str, vector: str, blocked: bool = False) -> str:
-    """One Welford step of every lane: ``n`` is the shared count. ``blocked``: a float32 block's step,
-    whose ``1 / n`` (n at most ``REDUCTION_BLOCK / VEC``) comes from the runtime's table."""
-    reciprocal = f"kiln::block_reciprocal({n})" if blocked else f"static_cast<{scalar}>(1) / static_cast<{scalar}>({n})"
+def _vector_step(mean: str, m2: str, n: str, value: str, scalar: str, vector: str) -> str:
+    """One Welford step of every lane: ``n`` is the shared count."""
+    reciprocal = f"static_cast<{scalar}>(1) / static_cast<{scalar}>({n})"
     return (
         f"{{ {n} += 1; const auto kiln_delta = {value} - {mean}; "
         f"{mean} = {mean} + kiln_delta * kiln::splat<{vector}>({reciprocal}); "

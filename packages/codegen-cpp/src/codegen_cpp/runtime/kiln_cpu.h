@@ -415,18 +415,9 @@ inline f32x rsqrt(f32x x) { return 1.0f / sqrt(x); }
 inline f64x rsqrt(f64x x) { return 1.0 / sqrt(x); }
 inline float reciprocal(float x) { return 1.0f / x; }
 
-// 1.0f / n for the step count n of a float32 Welford block (at most BLOCK_STEPS steps: the blocked
-// reductions of codegen/reduction.py): a table lookup in place of a division per step, with the
-// same correctly rounded values (the table is computed by the compiler).
+// Vectors per float32 block of a blocked (cascade) sum: its lanes fold into double after this many
+// steps (codegen/reduction.py's REDUCTION_BLOCK, kiln::row_moments).
 constexpr int64_t BLOCK_STEPS = 256;
-struct BlockReciprocals {
-  float values[BLOCK_STEPS + 1];
-  constexpr BlockReciprocals() : values() {
-    for (int64_t k = 1; k <= BLOCK_STEPS; ++k) values[k] = 1.0f / static_cast<float>(k);
-  }
-};
-inline constexpr BlockReciprocals BLOCK_RECIPROCALS{};
-inline float block_reciprocal(int64_t n) { return BLOCK_RECIPROCALS.values[n]; }
 inline double reciprocal(double x) { return 1.0 / x; }
 inline f32x reciprocal(f32x x) { return 1.0f / x; }
 inline f64x reciprocal(f64x x) { return 1.0 / x; }
