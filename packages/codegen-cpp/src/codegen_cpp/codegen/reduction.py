@@ -268,8 +268,9 @@ def emit_welford(
     from codegen_cpp.codegen.handler import CppValue
 
     state, scope, target = handler.state, handler.scope, handler._target
-    # float32 values whose moments are float64 (a CPU variance, a split's partials) take the float32
-    # path below, which accumulates in double anyway, and keep the double results unrounded.
+    # float32 values whose moments are float64 (a CPU variance, a split's partials) stay float32 where
+    # that is faster (the row moments read float32 rows; the lanes below convert each value to double)
+    # and the double results are kept unrounded.
     widened = value.dtype == torch.float32 and dtype == torch.float64
     if not widened and cpp_dtype(value.dtype).scalar != cpp_dtype(dtype).scalar:
         value = handler.to_dtype(value, dtype, value.dtype)
@@ -400,13 +401,8 @@ def _row_moments(
     if source is None:
         source = f"{acc}_row"
         state.row_arrays.setdefault(source, f"alignas(64) float {source}[{size}];")
-        index = sympy.Integer(0)
-        stride = sympy.Integer(1)
-        for var, extent in reversed(list(zip(handler.reduction_vars, handler.reduction_sizes))):
-            index += var * stride
-            stride *= extent
         store = "kiln::store" if handler.vector else "kiln::store1"
-        handler._target.append(f"{store}({source} + {cpp_index(sympy.expand(index))}, {handler._lift(value)});")
+        handler._target.append(f"{store}({source} + {_linear_reduction_index(handler)}, {handler._lift(value)});")
         spelled = state.canonical.get(value.name)  # "(expression)", as handler._emit records it
         if handler.reuse is not None and spelled is not None and value.vector == handler.vector:
             handler.reuse.adopt(spelled[1:-1], handler.vector, value.name, value.dtype, handler._target, source)
@@ -454,9 +450,8 @@ def emit_welford_combine(
 
 def _vector_step(mean: str, m2: str, n: str, value: str, scalar: str, vector: str) -> str:
     """One Welford step of every lane: ``n`` is the shared count."""
-    reciprocal = f"static_cast<{scalar}>(1) / static_cast<{scalar}>({n})"
     return (
         f"{{ {n} += 1; const auto kiln_delta = {value} - {mean}; "
-        f"{mean} = {mean} + kiln_delta * kiln::splat<{vector}>({reciprocal}); "
+        f"{mean} = {mean} + kiln_delta * kiln::splat<{vector}>(static_cast<{scalar}>(1) / static_cast<{scalar}>({n})); "
         f"{m2} = {m2} + kiln_delta * ({value} - {mean}); }}"
     )
