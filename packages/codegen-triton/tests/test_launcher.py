@@ -143,6 +143,13 @@ def kernel(in_ptr0, out_ptr0, xnumel, XBLOCK: tl.constexpr):
 '''
 
 
+class _Compiled:
+    """What the binary index reads of a compiled kernel."""
+
+    def __init__(self, triton_hash: str) -> None:
+        self.hash = triton_hash
+
+
 def test_a_kernel_tuned_before_precompiles_only_its_winner(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from codegen_triton.runtime import launcher as launcher_module
     from codegen_triton.runtime.autotune import LaunchConfig
@@ -183,7 +190,7 @@ def test_a_variant_compiled_before_is_not_sent_to_the_workers(tmp_path: Path, mo
     first = TritonLauncher(spec, tmp_path)
     jobs = first.precompile_jobs(example)
     assert len(jobs) == 2
-    first._mark_compiled(jobs[0].variant)  # what a successful launch records
+    first._binaries().record(jobs[0].variant, _Compiled("ab" * 32))  # what a successful launch records
     (left,) = TritonLauncher(spec, tmp_path).precompile_jobs(example)
     assert left.variant == jobs[1].variant
     gpu["name"] = "Another GPU"  # compiled for another GPU: still compiled ahead

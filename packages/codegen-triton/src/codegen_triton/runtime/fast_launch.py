@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["FastKernel", "Variant", "compile_variant", "make_variant"]
+__all__ = ["FastKernel", "Variant", "compile_variant", "kernel_source", "make_variant"]
 
 _POINTER_TYPES: dict[torch.dtype, str] = {
     torch.float32: "fp32",
@@ -82,7 +82,9 @@ def make_variant(args: Sequence[Any], blocks: Sequence[int], num_warps: int, num
     return Variant(tuple(types), tuple(aligned), tuple(blocks), num_warps, num_stages)
 
 
-def _source(fn: Any, variant: Variant) -> Any:
+def kernel_source(fn: Any, variant: Variant) -> Any:
+    """Triton's `ASTSource` of `fn` (a `@triton.jit` function, or anything with its `__name__` and
+    `arg_names`) specialized to `variant`."""
     from triton.compiler import ASTSource
 
     names = list(fn.arg_names)
@@ -108,7 +110,7 @@ def compile_variant(fn: Any, variant: Variant, target: Any) -> Any:
     options: dict[str, Any] = {"num_warps": variant.num_warps, "num_stages": variant.num_stages, **COMPILE_OPTIONS}
     if getattr(fn, "debug", False):  # a kernel with runtime checks: its asserts compiled in (codegen/checks.py)
         options.update(debug=True, sanitize_overflow=False)
-    return triton.compile(_source(fn, variant), target=target, options=options)
+    return triton.compile(kernel_source(fn, variant), target=target, options=options)
 
 
 class FastKernel:

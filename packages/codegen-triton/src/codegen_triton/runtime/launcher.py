@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from codegen_triton.codegen.checks import CheckSite
@@ -15,7 +17,7 @@ from codegen_triton.runtime.autotune import (
     candidate_configs,
     next_power_of_2,
 )
-from codegen_triton.runtime.cache import atomic_write_text, source_hash
+from codegen_triton.runtime.binaries import BinaryIndex, kernel_parameters
 from codegen_triton.runtime.checks import check_failure, interpreter_asserts
 from codegen_triton.runtime.compile_pool import CompilePool, PrecompileJob
 from codegen_triton.runtime.fast_launch import (
@@ -111,8 +113,9 @@ class TritonLauncher:
         self.reps = reps
         self.interpret = interpret
         self.compile_pool = compile_pool
-        self.module = load_kernel_module(spec.source, spec.name, cache_dir, interpret=interpret)
-        self.fn = getattr(self.module, spec.name)
+        # The module is executed (and `@triton.jit` reads its source back) only when something needs the
+        # function itself: a variant loaded from the binary index never does.
+        self.parameters = kernel_parameters(spec.source, spec.name)
         self._chosen: dict[tuple[int, ...], LaunchConfig] = {}
         self.tuned: dict[tuple[str, tuple[int, int, int]], LaunchConfig] = dict(tuned or {})
         self._positions = {name: i for i, name in enumerate(spec.arg_names)}
@@ -130,10 +133,19 @@ class TritonLauncher:
         if not interpret:
             self._debug_options.update(COMPILE_OPTIONS)
 
+    @functools.cached_property
+    def module(self) -> ModuleType:
+        """The kernel's module, executed on first use."""
+        return load_kernel_module(self.spec.source, self.spec.name, self.cache_dir, interpret=self.interpret)
+
+    @property
+    def fn(self) -> Any:
+        """The `@triton.jit` function."""
+        return getattr(self.module, self.spec.name)
+
     def block_values(self, config: LaunchConfig) -> tuple[int, ...]:
         """The config's block sizes in the order of the kernel's constexpr parameters."""
-        names = list(self.fn.arg_names)[len(self.spec.arg_names) :]
-        return tuple(config.blocks[name] for name in names)
+        return tuple(config.blocks[name] for name in self.parameters[len(self.spec.arg_names) :])
 
     def precompile_jobs(self, example_args: Sequence[Any]) -> list[PrecompileJob]:
         """The variants a call with these arguments (dtypes stand for aligned tensors) will compile."""
@@ -154,32 +166,21 @@ class TritonLauncher:
                 jobs.append(self._job(variant))
         return jobs
 
-    def _compiled_mark(self, variant: Variant) -> Path | None:
-        """The file recording that this variant was compiled on this kind of GPU (None without a GPU)."""
+    def _binaries(self) -> BinaryIndex | None:
+        """The index of this kernel's compiled variants on the current kind of GPU (None without one)."""
         try:
             import torch
-            import triton
 
             device_name = _device_name(torch.cuda.current_device())
         except Exception:
             return None
-        key = source_hash(self.spec.source, repr(variant), device_name, triton.__version__)
-        return self.cache_dir / "triton" / "compiled" / key
+        return BinaryIndex(self.cache_dir, self.spec.source, self.spec.name, device_name)
 
     def _compiled_before(self, variant: Variant) -> bool:
         """Whether a launch compiled this variant before (a warm start): Triton's disk cache then holds
         it and the launch loads it in a few milliseconds, faster than a round trip through a worker."""
-        mark = self._compiled_mark(variant)
-        return mark is not None and mark.exists()
-
-    def _mark_compiled(self, variant: Variant) -> None:
-        mark = self._compiled_mark(variant)
-        if mark is None or mark.exists():
-            return
-        try:
-            atomic_write_text(mark, "")
-        except OSError:
-            pass  # the next process only waits for a worker again
+        binaries = self._binaries()
+        return binaries is not None and binaries.contains(variant)
 
     def _known_winner(self, numels: tuple[int, ...]) -> LaunchConfig | None:
         """The configuration tuning chose before for these sizes on this GPU, if any (as `_choose` finds it)."""
@@ -210,21 +211,37 @@ class TritonLauncher:
         if variant is None:
             return None
         if variant not in self._compiled:
-            if self.compile_pool is not None and not self.compile_pool.claim(job := self._job(variant)):
-                self.compile_pool.wait(job)
-            fast = None
-            try:
-                if self._target is None:
-                    from triton.runtime.driver import driver
-
-                    self._target = driver.active.get_current_target()
-                fast = FastKernel(compile_variant(self.fn, variant, self._target), variant)
-            except Exception:
-                fast = None
-            if fast is not None:
-                self._mark_compiled(variant)
+            binaries = self._binaries()
+            fast = self._load_binary(binaries, variant) if binaries is not None else None
+            if fast is None:
+                fast = self._compile(variant)
+                if fast is not None and binaries is not None:
+                    binaries.record(variant, fast.compiled)
             self._compiled[variant] = fast
         return self._compiled[variant]
+
+    def _load_binary(self, binaries: BinaryIndex, variant: Variant) -> FastKernel | None:
+        """The variant compiled by an earlier launch, loaded from the binary index (None if it is not there)."""
+        compiled = binaries.load(variant, self.parameters)
+        if compiled is None:
+            return None
+        try:
+            return FastKernel(compiled, variant)
+        except Exception:
+            return None  # a binary that does not load here is compiled again
+
+    def _compile(self, variant: Variant) -> FastKernel | None:
+        """The variant compiled by Triton (or found in its disk cache by Triton's own key)."""
+        if self.compile_pool is not None and not self.compile_pool.claim(job := self._job(variant)):
+            self.compile_pool.wait(job)
+        try:
+            if self._target is None:
+                from triton.runtime.driver import driver
+
+                self._target = driver.active.get_current_target()
+            return FastKernel(compile_variant(self.fn, variant, self._target), variant)
+        except Exception:
+            return None
 
     def configs_for(self, xnumel: int, rnumel: int, ynumel: int) -> list[LaunchConfig]:
         """The candidate configurations of this kernel at these sizes."""
