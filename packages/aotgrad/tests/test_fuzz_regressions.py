@@ -527,6 +527,66 @@ def test_a_write_through_an_unfold_view_with_a_gradient_runs_eagerly() -> None:
     check_against_eager(_scales_windows_of_an_intermediate, lambda: [_leaf(38, (3, 8), grad=True)])
 
 
+def _fills_an_expand_of_windows(a: torch.Tensor) -> torch.Tensor:
+    # fuzz af477f4c45: the fill was made into one copy of each location, a plain view of the unfold,
+    # whose write functionalization refuses (step 1 < size 2: "internal overlap")
+    t = a.unfold(-1, 2, 1)
+    return t.expand(2, *t.shape).fill_(0)
+
+
+def _fills_an_expand_of_spaced_windows(a: torch.Tensor) -> torch.Tensor:
+    b = a * 1
+    t = b.unfold(0, 2, 3)
+    t.expand(3, *t.shape).fill_(7)  # through the plain unfold view, unfold_backward zeroed b[2::3]
+    return b
+
+
+def test_a_fill_through_an_expand_of_an_unfold_view_gives_eagers_result() -> None:
+    check_against_eager(_fills_an_expand_of_windows, lambda: [_leaf(39, (1, 2), torch.uint8)], no_grad=True)
+    check_against_eager(_fills_an_expand_of_spaced_windows, lambda: [_leaf(40, (8,))], no_grad=True)
+
+
+def _adds_to_windows_of_an_input(a: torch.Tensor) -> torch.Tensor:
+    a.unfold(0, 2, 2).add_(1)
+    return a * 2
+
+
+def test_a_write_through_an_unfold_view_of_an_input_with_a_storage_offset_is_eagers() -> None:
+    # The write was made into an `as_strided` view of the input, which bakes in its storage offset:
+    # traced on an input at offset 0, it wrote the wrong elements of one at offset 1 (the first
+    # traced at offset 1 failed: "copy_ survived functionalization").
+    compiled = aotgrad.aot_function(_adds_to_windows_of_an_input, fw_compiler=aotgrad.eager_compiler, config=strict())
+    for offset in (0, 1, 0, 1):
+        def inputs(offset: int = offset) -> list[torch.Tensor]:
+            return [_leaf(41, (7,))[offset:offset + 6]]
+        assert_same_results(
+            run_recorded(_adds_to_windows_of_an_input, inputs, True), run_recorded(compiled, inputs, True)
+        )
+
+
+def _adds_to_overlapping_windows(a: torch.Tensor) -> torch.Tensor:
+    b = a * 1
+    b.unfold(0, 2, 1).add_(1)  # eager adds 1 twice to every element but the ends
+    return b
+
+
+def test_a_write_through_overlapping_windows_of_symbolic_size_runs_eagerly() -> None:
+    # With symbolic sizes the unfold view was trusted to be distinct (as views of dense memory are):
+    # the write, folded back once per element, added 1 where eager adds 2.
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.experimental.symbolic_shapes import DimDynamic, ShapeEnv, StatelessSymbolicContext
+
+    mode = FakeTensorMode(shape_env=ShapeEnv())
+    fake = mode.from_tensor(
+        torch.zeros(9), symbolic_context=StatelessSymbolicContext(dynamic_sizes=[DimDynamic.DYNAMIC])
+    )
+    compiled = aotgrad.aot_graph(_adds_to_overlapping_windows, [fake], fw_compiler=aotgrad.eager_compiler, config=strict())
+    for n in (2, 3, 9, 17):
+        x = _leaf(42, (n,))
+        with torch.no_grad():
+            torch.testing.assert_close(compiled(x.clone()), _adds_to_overlapping_windows(x.clone()), rtol=0, atol=0)
+
+
 # --- batch norm whose weight or bias is its running statistic -------------------------------------
 
 

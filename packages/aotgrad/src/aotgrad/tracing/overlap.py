@@ -27,12 +27,18 @@ most once, and the sum is right. So:
   elements (`s.expand(3, -1).narrow(0, 0, 1)`): exact, with eager's gradient. A floating-point write
   into only part of them raises `EagerOnlyWriteError` (the fold would round); an integer one stays;
 * an `expand` that repeats nothing (`x.expand(-1, -1)`) is traced as a `view`, whose fold is exact;
-* a write through an `unfold` view whose windows do not overlap is made, where no gradient flows
-  through it, into an `as_strided` view of the memory's owner: functionalization folds a write
-  through `unfold` back with `unfold_backward`, which zeroes every element no window covers;
+* a write through an `unfold` view whose windows do not overlap (also through an `expand` of one,
+  a fill writing one copy of each location) is made, where no gradient flows through it, into an
+  `as_strided` view of the memory's owner: functionalization folds a write through `unfold` back
+  with `unfold_backward`, which zeroes every element no window covers, and refuses any write
+  through an `unfold` whose step is shorter than its size. Where that memory is an input's, the
+  write is made into a clone of the input, copied back (an `as_strided` view of the input would
+  bake in its storage offset);
 * writes into tensors that may overlap without a stride-0 dim (`unfold`, `as_strided` views; eager
   writes those element by element, in its own loop order) raise `EagerOnlyWriteError`: the graph
   runs eagerly, whatever `fallback_to_eager` says (the program is valid; only eager defines it).
+  With symbolic sizes, a view of dense memory is trusted to be distinct, but not one of an `unfold`
+  whose step is shorter than its size: its windows overlap at most sizes.
 
 `OverlapChecks` does this in the two-pass trace (it sees the in-place ops; the one-pass trace sees
 them only after functionalization, so `OverlapWatch` sends such functions to the two-pass trace).
@@ -101,14 +107,15 @@ def _no_elements(t: torch.Tensor) -> bool:
     return any(isinstance(size, int) and size == 0 for size in t.shape)
 
 
-def provably_distinct(t: torch.Tensor, skip: Sequence[int] = ()) -> bool:
+def provably_distinct(t: torch.Tensor, skip: Sequence[int] = (), symbolic: bool = True) -> bool:
     """Whether no two elements of `t` (ignoring dims `skip`) share memory: each stride passes the
-    extent of the smaller ones. Symbolic sizes or strides: trusted (views of dense tensors)."""
+    extent of the smaller ones. Symbolic sizes or strides: `symbolic` (True: trusted, views of
+    dense tensors; False for a view of an `unfold` whose windows may overlap)."""
     if _no_elements(t):
         return True
     dims = [d for d in range(t.dim()) if d not in skip and not (isinstance(t.shape[d], int) and t.shape[d] <= 1)]
     if any(not isinstance(t.stride(d), int) or not isinstance(t.shape[d], int) for d in dims):
-        return True
+        return symbolic
     extent = 0
     for d in sorted(dims, key=lambda d: t.stride(d)):
         if t.stride(d) <= extent:
@@ -150,28 +157,42 @@ class OverlapChecks(TorchDispatchMode):
         self._expand_sources: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
         # id of an `expand` output or of a view of one -> (that tensor, the expand's source).
         self._over_expand: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
-        # id of an `unfold` output or of a view of one -> (that tensor, the unfolded tensor).
-        self._over_unfold: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
+        # id of an `unfold` output or of a view (or `expand`) of one -> (that tensor, the unfolded
+        # tensor, whether windows of an unfold on the way may overlap: a step shorter than the size).
+        self._over_unfold: dict[int, tuple[torch.Tensor, torch.Tensor, bool]] = {}
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         kwargs = kwargs or {}
         if func is aten.expand.default:
             out = func(*args, **kwargs)
+            over_unfold = self._over_unfold_entry(args[0])
             if _repeats_nothing(args[0], out):
                 # Folded back through an `expand`, a write would come out `base + (new - base)`
                 # (rounded: 1e30 + (1 - 1e30) is 0); through a `view` it is exact.
-                return aten.view.default(args[0], list(out.shape))
+                out = aten.view.default(args[0], list(out.shape))
+                if over_unfold is not None:
+                    self._over_unfold[id(out)] = (out, *over_unfold)
+                return out
+            if over_unfold is not None:
+                # memory of an `unfold`: a write into it must not go through the unfold (see
+                # `_through_unfolded`), so it is tracked as such, not as an expand's
+                self._over_unfold[id(out)] = (out, *over_unfold)
+                return out
             self._expand_sources[id(out)] = (out, args[0])
             self._over_expand[id(out)] = (out, args[0])
             return out
         if func is aten.unfold.default:
             out = func(*args, **kwargs)
-            self._over_unfold[id(out)] = (out, args[0])
+            size = args[2] if len(args) > 2 else kwargs["size"]
+            step = args[3] if len(args) > 3 else kwargs["step"]
+            earlier = self._over_unfold_entry(args[0])
+            may_overlap = step < size or (earlier is not None and earlier[1])
+            self._over_unfold[id(out)] = (out, args[0], may_overlap)
             return out
-        if getattr(func, "is_view", False) and args and (unfolded := self._unfolded(args[0])) is not None:
+        if getattr(func, "is_view", False) and args and (over_unfold := self._over_unfold_entry(args[0])) is not None:
             out = func(*args, **kwargs)
             if isinstance(out, torch.Tensor):
-                self._over_unfold[id(out)] = (out, unfolded)
+                self._over_unfold[id(out)] = (out, *over_unfold)
             return out
         if getattr(func, "is_view", False) and args and (source := self._expanded(args[0])) is not None:
             out = func(*args, **kwargs)
@@ -181,6 +202,9 @@ class OverlapChecks(TorchDispatchMode):
         if isinstance(func, torch._ops.OpOverload) and func._schema.is_mutable:
             for written in _written_tensors(func, args, kwargs):
                 repeated = repeated_dims(written)
+                over_unfold = self._over_unfold_entry(written)
+                if over_unfold is not None:
+                    return self._through_unfolded(func, args, kwargs, written, repeated, *over_unfold)
                 if repeated:
                     return self._repeated(func, args, kwargs, written, repeated)
                 source = self._source_of(written)
@@ -192,9 +216,6 @@ class OverlapChecks(TorchDispatchMode):
                         and not _gradient_flows(args, kwargs):
                     _write_through_copy(func, written, args[1:], kwargs, owner)
                     return written
-                unfolded = self._unfolded(written)
-                if unfolded is not None and provably_distinct(written):
-                    return self._through_unfolded(func, args, kwargs, written, unfolded)
                 source = self._expanded(written)
                 if source is not None and provably_distinct(written):
                     return _through_plain_views(func, args, kwargs, written, source)
@@ -208,28 +229,62 @@ class OverlapChecks(TorchDispatchMode):
                     )
         return func(*args, **kwargs)
 
-    def _unfolded(self, t: Any) -> torch.Tensor | None:
-        """The tensor `t` is an `unfold` of (or a view of one), or None."""
+    def _over_unfold_entry(self, t: Any) -> tuple[torch.Tensor, bool] | None:
+        """(the tensor unfolded, whether windows may overlap) where `t` is an `unfold` output or a
+        view or `expand` of one; else None."""
         entry = self._over_unfold.get(id(t))
-        return entry[1] if entry is not None and entry[0] is t else None
+        return (entry[1], entry[2]) if entry is not None and entry[0] is t else None
 
-    @staticmethod
-    def _through_unfolded(func: Any, args: Any, kwargs: dict[str, Any], written: torch.Tensor, unfolded: torch.Tensor) -> Any:
-        """A write through an `unfold` view whose windows do not overlap, made into the same memory
-        locations as an `as_strided` view of the memory's owner: functionalization folds a write
-        through `unfold` back with `unfold_backward`, which zeroes every element no window covers.
-        Not where a gradient flows through the write, nor for other than the first argument: those
-        are refused (the graph runs eagerly)."""
-        with_grad = torch.is_grad_enabled() and any(
-            isinstance(a, torch.Tensor) and a.requires_grad for a in pytree.tree_leaves((args, kwargs))
-        )
-        if with_grad or not args or args[0] is not written:
+    def _through_unfolded(
+        self, func: Any, args: Any, kwargs: dict[str, Any], written: torch.Tensor, repeated: list[int],
+        unfolded: torch.Tensor, may_overlap: bool,
+    ) -> Any:
+        """A write into the memory of an `unfold` view (the view, a view of it, or an `expand` of
+        either), made into the same memory locations as an `as_strided` view of the memory's owner
+        (for an input's memory: of a clone of the input, copied back). Through the `unfold` itself,
+        functionalization would fold the write back with `unfold_backward`, which zeroes every
+        element no window covers, and it refuses a write through an `unfold` whose step is shorter
+        than its size. Where elements overlap (eager writes them element by element; symbolic sizes
+        of such an `unfold`: they may), where a gradient flows through the write, or where the
+        written tensor is not the first argument, the graph runs eagerly (`EagerOnlyWriteError`);
+        a write into repeated elements (stride 0) is one into a single copy of each, as for an
+        `expand` (`_repeated`)."""
+        if repeated and not (func in _FILLS or func in _MASKED_FILLS):
+            return self._repeated(func, args, kwargs, written, repeated)  # refused, or eager only
+        if not provably_distinct(written, repeated, symbolic=not may_overlap):
+            raise EagerOnlyWriteError(
+                f"`{func}` writes in place into a tensor whose elements may overlap in memory (an "
+                "`unfold` view); eager writes it element by element, in an order no functional graph "
+                "can express, so this graph runs eagerly. To compile it, write into a `clone()`.",
+                location_from_current_stack(),
+            )
+        if _gradient_flows(args, kwargs) or not args or args[0] is not written:
             raise EagerOnlyWriteError(
                 f"`{func}` writes in place through an `unfold` view; with gradients on, aotgrad cannot "
                 "express that write, so this graph runs eagerly. To compile it, write into a `clone()`.",
                 location_from_current_stack(),
             )
-        func(_storage_view(unfolded, written), *args[1:], **kwargs)
+        rest = tuple(args[1:])
+        if repeated and func in _MASKED_FILLS:
+            mask = args[1].expand(written.shape)
+            for d in repeated:
+                mask = mask.any(d, keepdim=True)
+            rest = (mask, *args[2:])
+        target = distinct_elements(written, repeated)
+        owner = unfolded._base if unfolded._base is not None else unfolded
+        inputs = [x for x in self._inputs if owner is x or owner is x._base]
+        if inputs:
+            # an `as_strided` view of the input would bake in its storage offset
+            if len(inputs) != 1 or not inputs[0].is_contiguous():
+                raise EagerOnlyWriteError(
+                    f"`{func}` writes in place through an `unfold` view of an input that is not "
+                    "contiguous; aotgrad cannot express that write, so this graph runs eagerly. To "
+                    "compile it, write into a `clone()`.",
+                    location_from_current_stack(),
+                )
+            _write_through_copy(func, target, rest, kwargs, inputs[0])
+        else:
+            func(_storage_view(unfolded, target), *rest, **kwargs)
         return written
 
     def _expanded(self, t: Any) -> torch.Tensor | None:
