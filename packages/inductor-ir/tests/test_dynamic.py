@@ -56,6 +56,12 @@ CASES: dict[str, tuple[Callable[..., Any], Callable[[int], list[torch.Tensor]]]]
     "scale_by_sqrt_size": (lambda x: torch.softmax(x / x.shape[-1] ** 0.5, -1), lambda n: [torch.randn(2, n)]),
     "transpose_reshape": (lambda x: x.t().reshape(-1) + 1, lambda n: [torch.randn(n, n + 1)]),
     "reduce_first_dim": (lambda x: (x.sum(0), x.mean(0), x.amax(0)), lambda n: [torch.randn(n, 6)]),
+    # fuzz 30f500fd46: the gathered tensor is a fill, fused away, so its size only bounds the index
+    # check; no load or store named it, and the kernel was not given it (s26 undeclared in C++).
+    "gather_from_a_fill": (
+        lambda x, i: (torch.zeros_like(x).gather(0, i), torch.full_like(x, 2.0)[i] * 3),
+        lambda n: [torch.randn(n), torch.tensor([1])],
+    ),
     # A strided convolution's output strides hold Max(1, s // 4): the wrapper must print it as Python.
 }
 

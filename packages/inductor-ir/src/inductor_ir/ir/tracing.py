@@ -34,7 +34,8 @@ class ReadsWrites:
     reads: list[MemoryDep] = field(default_factory=list)
     writes: list[MemoryDep] = field(default_factory=list)
     op_count: int = 0
-    # Symbols in index expressions that are not loads (``ops.index_expr(s0 * x0)``): kernels take them too.
+    # Symbols in index expressions that are not loads (``ops.index_expr(s0 * x0)``) and in the bounds of
+    # indirect indices (``ops.indirect_indexing(x, s0)``): kernels take them too.
     index_symbols: set[sympy.Symbol] = field(default_factory=set)
 
     def read_names(self) -> tuple[str, ...]:
@@ -101,9 +102,12 @@ class TracingHandler:
             self.lines.append(f"{self._indent}ops.store_reduction({name!r}, {index}, {_fmt(value)})")
 
     def indirect_indexing(self, x: Any, size: sympy.Expr, check: bool = True, wrap_neg: bool = True) -> sympy.Symbol:
-        """A fresh symbol ``indirectN`` for the value ``x``."""
+        """A fresh symbol ``indirectN`` for the value ``x``; the symbols of ``size`` (the bound a
+        kernel checks the value against) count as index symbols: kernels take them too, also where
+        no load or store uses them (a gather into a zero gradient, whose size only bounds the check)."""
         symbol = sympy.Symbol(f"indirect{self._indirect}", integer=True)
         self._indirect += 1
+        self.deps.index_symbols |= sympy.sympify(size).free_symbols
         if self.text:
             self.lines.append(f"{self._indent}{symbol} = ops.indirect_indexing({_fmt(x)}, {size})")
         return symbol
