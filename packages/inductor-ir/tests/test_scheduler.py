@@ -165,3 +165,42 @@ def test_long_pointwise_chains_are_cut_into_bounded_bodies() -> None:
     assert len(sched.kernel_groups) == 1  # the pieces still fuse back into one kernel
     x = rand(4, 4)
     assert_close(inductor_ir.interpret(program, [x]), [chain(x)])
+
+
+class _RowReloadingBackend(ReferenceBackend):
+    """A reference backend that says its kernels may load back, in a later loop, a row they stored."""
+
+    reloads_stored_rows = True
+
+
+def _saved_softmax_then_norm(x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    s = torch.softmax(x, -1)  # kept: a training graph saves it for the backward
+    h = s + y
+    return s, (h - h.mean(-1, keepdim=True)) * (h.var(-1, keepdim=True) + 1e-5).rsqrt()
+
+
+def test_a_saved_row_feeds_a_later_loop_only_where_the_backend_reloads_rows() -> None:
+    x, y = rand(6, 33), rand(6, 33)
+    # Kept apart where values of a loop are read only in that loop (Triton keeps them in registers).
+    assert len(_schedule(_saved_softmax_then_norm, x, y).kernel_groups) == 2
+    sched = _schedule(_saved_softmax_then_norm, x, y, backend=_RowReloadingBackend())
+    (group,) = sched.kernel_groups
+    loops = {n.name: (n.loop, n.in_reduction_loop) for n in group.nodes}
+    softmax = next(n.name for n in group.nodes if n.loop == 2 and n.kind == "pointwise" and n.in_reduction_loop)
+    assert softmax in {r.name for r in group.outputs}  # stored, since a later loop loads it back
+    assert max(loop for loop, _ in loops.values()) == 3
+    # The row a later loop reloads never takes an input's memory in place.
+    assert all(shared.output.name != softmax for shared in group.in_place)
+    gm = make_fx(_saved_softmax_then_norm)(x, y)
+    compiled = inductor_ir.compile_graph(gm, [x, y], backends={"cpu": _RowReloadingBackend()})
+    x, y = rand(6, 33), rand(6, 33)
+    for got, want in zip(compiled(x, y), _saved_softmax_then_norm(x, y)):
+        assert_close(got, want)
+
+
+def test_few_long_rows_keep_their_loops_apart_even_where_rows_reload() -> None:
+    # One row of 16,384: a kernel of several loops would run it on one thread.
+    x, y = rand(1, 16384), rand(1, 16384)
+    reloading = _schedule(_saved_softmax_then_norm, x, y, backend=_RowReloadingBackend()).kernel_groups
+    assert len(reloading) == len(_schedule(_saved_softmax_then_norm, x, y).kernel_groups)
+    assert all(max((n.loop for n in group.nodes), default=0) <= 2 for group in reloading)

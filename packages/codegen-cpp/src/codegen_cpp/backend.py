@@ -69,6 +69,10 @@ class CppBackend:
     """
 
     device_type = "cpu"
+    reloads_stored_rows = True
+    """A reduction group's later loop may load back a row an earlier loop of the same kernel stored:
+    one thread runs every loop of a row (a kernel of several loops is never split across threads),
+    so the stores of one loop come before the loads of the next in program order."""
 
     @classmethod
     def parse_options(cls, options: Mapping[str, Any]) -> CppConfig:

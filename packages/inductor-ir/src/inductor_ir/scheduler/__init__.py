@@ -234,10 +234,11 @@ class _GroupRecords:
 
     def record(self, group: Group, name: str | None = None) -> KernelGroup:
         written = group.names()
+        reloaded = group.reloaded()
         outputs, internal = [], []
         for p in group.placements:
             record = p.node.record
-            if p.node.name in self.kept or self.readers.get(p.node.name, set()) - written:
+            if p.node.name in self.kept or p.node.name in reloaded or self.readers.get(p.node.name, set()) - written:
                 outputs.append(record)
             else:
                 internal.append(record)

@@ -158,10 +158,10 @@ def _try_merge(
     space = merged_space(a, b)
     if space is None:
         return None
-    fused = place(a.nodes + b.nodes, *space)
+    backend = backends.get(a.device.split(":")[0])
+    fused = place(a.nodes + b.nodes, *space, reload_stored=bool(getattr(backend, "reloads_stored_rows", False)))
     if fused is None or _crosses_walks(fused, a, b):
         return None
-    backend = backends.get(a.device.split(":")[0])
     if backend is not None:
         first, second = (a, b) if a.order <= b.order else (b, a)
         vertical = bool(first.names() & second.reads())

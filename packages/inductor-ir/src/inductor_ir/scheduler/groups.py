@@ -309,6 +309,17 @@ class Group:
             self._reads = {r for n in self.nodes for r in n.reads if r not in written}
         return self._reads
 
+    def reloaded(self) -> set[str]:
+        """Buffers an in-loop pointwise node computes that a node of a later loop reads: stored by the
+        kernel and loaded back from memory (never kept in registers only)."""
+        loops = {p.node.name: p.loop for p in self.placements if p.in_loop and not p.node.is_reduction}
+        return {
+            dep.name
+            for p in self.placements
+            for dep in p.reads
+            if dep.name in loops and p.loop > loops[dep.name]
+        }
+
     @staticmethod
     def single(node: SchedulerNode) -> Group | None:
         """A group of one node; ``None`` when the node cannot be placed (never for a lone node)."""
@@ -344,11 +355,16 @@ def _options_for(npw: Sizes, nrd: Sizes, is_reduction: bool, pw: Sizes, rd: Size
 
 
 def _check_reads(
-    reads: list[MemoryDep], in_loop: bool, placed: dict[str, Placement]
+    reads: list[MemoryDep], in_loop: bool, placed: dict[str, Placement], reload_stored: bool = False
 ) -> int | None:
-    """The loop a node reading ``reads`` runs in, or None when it reads a group value it cannot see."""
+    """The loop a node reading ``reads`` runs in, or None when it reads a group value it cannot see.
+
+    A value an in-loop pointwise node computes is read in registers in its own loop. With
+    ``reload_stored`` (a backend whose generated code may load back, in a later loop, a row it stored
+    in an earlier one) an in-loop reader may also run in a later loop: the value is then stored and
+    loaded again (`Group.reloaded`)."""
     loop = 0
-    exact: int | None = None
+    pinned: set[int] = set()
     for dep in reads:
         producer = placed.get(dep.name)
         if producer is None:
@@ -358,26 +374,34 @@ def _check_reads(
         if producer.node.is_reduction:
             loop = max(loop, producer.loop + (1 if in_loop else 0))
         elif producer.in_loop:
-            if not in_loop or (exact is not None and exact != producer.loop):
+            if not in_loop:
                 return None
-            exact = producer.loop
+            pinned.add(producer.loop)
         else:
             loop = max(loop, producer.loop + (1 if in_loop else 0))
-    if exact is not None:
-        if loop > exact:
-            return None
-        loop = exact
-    return loop
+    if not pinned:
+        return loop
+    latest = max(pinned)
+    if reload_stored:
+        return max(loop, latest)
+    if len(pinned) > 1 or loop > latest:
+        return None
+    return latest
 
 
-def place(nodes: Sequence[SchedulerNode], pw: Sizes, rd: Sizes) -> Group | None:
-    """Place ``nodes`` (program order) in the space ``(pw, rd)``; ``None`` when the rules forbid it."""
+def place(nodes: Sequence[SchedulerNode], pw: Sizes, rd: Sizes, reload_stored: bool = False) -> Group | None:
+    """Place ``nodes`` (program order) in the space ``(pw, rd)``; ``None`` when the rules forbid it.
+
+    ``reload_stored``: in-loop values may be read in later loops, stored and loaded back (see
+    `_check_reads`); only for backends that say they generate that (`reloads_stored_rows`)."""
     xs, rs = group_vars(pw, rd)
     placed: dict[str, Placement] = {}
     result: list[Placement] = []
     ordered = sorted(nodes, key=lambda n: n.order)
     reference: set[MemoryDep] | None = None
     long_rows = _few_long_rows(pw, rd)
+    # A kernel of several loops runs each row on one thread: few long rows keep their loops apart.
+    reload_stored = reload_stored and not long_rows
     for node in ordered:
         options = _placement_options(node, pw, rd)
         if len(options) > 1 and reference is None:
@@ -385,7 +409,7 @@ def place(nodes: Sequence[SchedulerNode], pw: Sizes, rd: Sizes) -> Group | None:
         best: tuple[int, Placement] | None = None
         for in_loop, dim_map in options:
             reads, writes = node.trace(in_loop, xs, rs, dim_map, pw + rd if in_loop else pw)
-            loop = _check_reads(reads, in_loop, placed)
+            loop = _check_reads(reads, in_loop, placed, reload_stored)
             if loop is None or (long_rows and in_loop and dim_map is not None and loop > 0):
                 # A long reduction to few outputs must stay one loop, so that code generators can
                 # split it across many programs; a remapped node would add a second one.
