@@ -177,6 +177,53 @@ def test_graph_break_in_function_with_closures(fn) -> None:
     assert capture.explain(fn, *args).graph_count == 2
 
 
+def make_counter():
+    total = 0
+
+    def count_and_scale(b):
+        nonlocal total
+        total += 1
+        print("graph break")
+        return b * total
+
+    return count_and_scale
+
+
+def test_resume_function_reads_the_cells_of_its_own_closure() -> None:
+    # Two closures of one code: the second passes the first's entry (its cell holds 0 too) and must
+    # resume after the break over its own cell, not over the cell of the closure that compiled it.
+    x = torch.ones(2)
+    first = capture.optimize("eager")(make_counter())
+    torch.testing.assert_close(first(x), x)
+    torch.testing.assert_close(first(x), x * 2)
+    second = capture.optimize("eager")(make_counter())
+    torch.testing.assert_close(second(x), x)
+    torch.testing.assert_close(second(x), x * 2)
+
+
+def counts_twice_under_no_grad(x):
+    total = 0
+
+    def inner(b):
+        nonlocal total
+        total += 1
+        print("graph break")
+        return b * total
+
+    with torch.no_grad():  # the outer frame runs eagerly (a break inside a with block): inner is compiled
+        y = inner(inner(x))
+    return y, total
+
+
+def test_closure_made_on_each_call_resumes_over_its_own_cell() -> None:
+    opt = capture.optimize("eager")(counts_twice_under_no_grad)
+    x = torch.ones(2)
+    for _ in range(3):
+        y, total = opt(x)
+        torch.testing.assert_close(y, x * 2)
+        assert total == 2
+
+
 def catches_key_error(x, table):
     try:
         scale = table["missing"]

@@ -121,14 +121,22 @@ class CaptureContext:
     def resume_function(self, code: types.CodeType, target: int, depth: int, names: tuple[str, ...],
                         f_globals: dict[str, Any], closure: tuple[Any, ...] | None,
                         null_slots: frozenset[int] = frozenset()) -> Any:
-        """The captured resume function at instruction `target` of `code` (`null_slots`: stack positions of NULLs)."""
-        key = (code, target, depth, names, null_slots, id(f_globals), id(closure), self.backend_key)
+        """The captured resume function at instruction `target` of `code` (`null_slots`: stack positions of NULLs).
+
+        A function with free variables gets a `ClosureResume`: the entry is reused by every later call
+        whose guards pass, each of those functions with its own cells (a closure made anew on each call
+        of the function defining it), so the stub binds the resume code to the closure of its own call.
+        """
+        key = (code, target, depth, names, null_slots, id(f_globals), closure is None, self.backend_key)
         wrapper = self.cache.resume_wrappers.get(key)
         if wrapper is None:
             rcode = resume_code(code, target, depth, names, null_slots)
-            fn = types.FunctionType(rcode, f_globals, rcode.co_name, None, closure)
-            wrapper = self.wrap_function(fn)
-            wrapper._kiln_keepalive = (f_globals, closure, fn)
+            if closure is not None:
+                wrapper = ClosureResume(rcode, f_globals, self)
+            else:
+                fn = types.FunctionType(rcode, f_globals, rcode.co_name, None, None)
+                wrapper = self.wrap_function(fn)
+                wrapper._kiln_keepalive = (f_globals, fn)
             self.cache.resume_wrappers[key] = wrapper
         return wrapper
 
@@ -288,6 +296,30 @@ class CapturedFunction:
 
     def __repr__(self) -> str:
         return f"<captured {self._kiln_original.__qualname__}>"
+
+
+class ClosureResume:
+    """The resume function of a code object with free variables, bound to each call's closure.
+
+    `bind(closure)` is the captured function of the resume code over those cells (the last one is
+    kept: calls of one closure in a row, a loop's, share it); its compiled entries are the code's.
+    """
+
+    def __init__(self, code: types.CodeType, f_globals: dict[str, Any], ctx: CaptureContext) -> None:
+        self.code = code
+        self.f_globals = f_globals
+        self.ctx = ctx
+        self._bound: tuple[Any, Any] = (None, None)
+
+    def bind(self, closure: tuple[Any, ...]) -> Any:
+        """The captured resume function over `closure` (the cells of the call that broke)."""
+        bound = self._bound  # one read: another thread may rebind it
+        if bound[0] is closure:
+            return bound[1]
+        fn = types.FunctionType(self.code, self.f_globals, self.code.co_name, None, closure)
+        wrapper = CapturedFunction(fn, self.ctx)
+        self._bound = (closure, wrapper)
+        return wrapper
 
 
 def captured_forward(module: torch.nn.Module, ctx: CaptureContext) -> Callable[..., Any]:

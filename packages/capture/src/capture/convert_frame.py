@@ -262,9 +262,11 @@ def _tail(frame: Frame, ctx: CaptureContext, result: VariableTracker | StoppedAt
         kept = depth - popped_count(instr, jumped)  # the slots below what the instruction consumes
         nulls = frozenset(i for i, value in enumerate(stack[:kept]) if isinstance(value, NullVariable))
         resumes[kind] = (ctx.resume_function(code, target, after, names, frame.G, frame.C, nulls), after, names)
-    stub = types.FunctionType(stub_code(code, index, depth, local_names, kw_names, resumes, consumed_null), frame.G,
-                              f"break_in_{code.co_name}")
-    args = ", ".join([*stack_exprs, *local_exprs])
+    # A closure's resume functions run over the cells of each call (`C`), not of the call compiled here.
+    closure = frame.C is not None
+    stub = types.FunctionType(stub_code(code, index, depth, local_names, kw_names, resumes, consumed_null, closure),
+                              frame.G, f"break_in_{code.co_name}")
+    args = ", ".join([*stack_exprs, *local_exprs, *(["C"] if closure else [])])
     call = f"{rebuild.constant(stub)}({args})"
     if result.grad_blocks:
         # If the rest raises, leave grad mode as the with-blocks' exits would have.

@@ -23,6 +23,7 @@ from capture.bytecode.dialects import current
 from capture.symbolic.code_info import code_info
 
 STACK_PREFIX = "__kiln_stack"
+CLOSURE_ARG = "__kiln_closure"  # a break stub's last argument when the frame has free variables
 
 
 @dataclass(frozen=True)
@@ -49,6 +50,12 @@ def invoke(fn: Any, *args: Any, **kwargs: Any) -> Any:
 def call_resume(resume: Any, stack: tuple[Any, ...], local_values: tuple[Any, ...]) -> Any:
     """Called by break stubs: continue in the resume function (locals first: see `resume_code`)."""
     return resume(*local_values, *stack)
+
+
+def call_resume_in(resume: Any, stack: tuple[Any, ...], local_values: tuple[Any, ...], closure: tuple[Any, ...]) -> Any:
+    """`call_resume` for a function with free variables: the resume code runs over the cells of the
+    call that broke (`resume` is a `context.ClosureResume`), not those of the call that compiled it."""
+    return resume.bind(closure)(*local_values, *stack)
 
 
 def _stack_names(depth: int) -> list[str]:
@@ -128,13 +135,14 @@ def _forward_name(name: str) -> str:
 
 def stub_code(original: types.CodeType, index: int, stack_depth: int, local_names: tuple[str, ...],
               kw_names: tuple[str, ...], resumes: dict[str, tuple[Any, int, tuple[str, ...]]],
-              null_slots: frozenset[int] = frozenset()) -> types.CodeType:
+              null_slots: frozenset[int] = frozenset(), closure: bool = False) -> types.CodeType:
     """The code object of the break stub for instruction `index` of `original`.
 
     `resumes` maps "next" (fall-through) and "jump" to (resume callable, stack depth, local names).
     `null_slots`: stack positions the instruction itself consumes as CALL's NULL (pushed as a real
     NULL; CALL_FUNCTION_EX requires one below its callable). NULLs deeper in the stack stay `invoke`:
-    the stub hands its whole stack on to the resume function as a tuple.
+    the stub hands its whole stack on to the resume function as a tuple. `closure`: the stub takes
+    the frame's closure as its last argument and binds the resume functions to it (`call_resume_in`).
     """
     info = code_info(original)
     instr = info.instructions[index]
@@ -153,12 +161,12 @@ def stub_code(original: types.CodeType, index: int, stack_depth: int, local_name
     else:
         body.append(Instr(instr.name, instr.arg, location=instr.location))
     if "next" in resumes:
-        body += _epilogue(resumes["next"], instr)
+        body += _epilogue(resumes["next"], instr, closure)
     if "jump" in resumes:
         body.append(jump_label)
-        body += _epilogue(resumes["jump"], instr)
+        body += _epilogue(resumes["jump"], instr, closure)
     bytecode = Bytecode(body)
-    bytecode.argnames = [*_stack_names(stack_depth), *local_names]
+    bytecode.argnames = [*_stack_names(stack_depth), *local_names, *([CLOSURE_ARG] if closure else [])]
     bytecode.argcount = len(bytecode.argnames)
     bytecode.name = original.co_name  # the user's name in tracebacks, as for resume functions
     bytecode.qualname = original.co_qualname
@@ -167,22 +175,27 @@ def stub_code(original: types.CodeType, index: int, stack_depth: int, local_name
     return assemble(bytecode)
 
 
-def _epilogue(resume: tuple[Any, int, tuple[str, ...]], instr: Instr) -> list[Any]:
+def _epilogue(resume: tuple[Any, int, tuple[str, ...]], instr: Instr, closure: bool = False) -> list[Any]:
     fn, depth, names = resume
     where = instr.location
+    helper = call_resume_in if closure else call_resume
     code: list[Any] = [
         Instr("BUILD_TUPLE", depth, location=where),
         Instr("STORE_FAST", "__kiln_stack", location=where),
-        *current().with_null([Instr("LOAD_CONST", cast(Any, call_resume), location=where)],
+        *current().with_null([Instr("LOAD_CONST", cast(Any, helper), location=where)],
                              [Instr("PUSH_NULL", location=where)]),
         Instr("LOAD_CONST", cast(Any, fn), location=where),
         Instr("LOAD_FAST", "__kiln_stack", location=where),
     ]
     code += [Instr("LOAD_FAST", name, location=where) for name in names]
     code.append(Instr("BUILD_TUPLE", len(names), location=where))
+    nargs = 3
+    if closure:
+        code.append(Instr("LOAD_FAST", CLOSURE_ARG, location=where))
+        nargs = 4
     if current().precall:
-        code.append(Instr("PRECALL", 3, location=where))
-    code += [Instr("CALL", 3, location=where), Instr("RETURN_VALUE", location=where)]
+        code.append(Instr("PRECALL", nargs, location=where))
+    code += [Instr("CALL", nargs, location=where), Instr("RETURN_VALUE", location=where)]
     return code
 
 
