@@ -535,3 +535,39 @@ def test_a_mismatch_from_the_interpreter_reading_subnormals_as_zero_is_not_a_fin
     assert execute.check(program, "cpp").kind == "mismatch"  # only the interpreter tier reads them so
     monkeypatch.setattr(execute, "run_kiln", _kiln_on_flushed_inputs(wrong=True))
     assert execute.check(program, "triton").kind == "mismatch"
+
+
+_TRUNC_DIVISIONS = r"""
+import torch
+from tools.fuzz.rules_pointwise import BINARY, trapless_trunc_division
+
+template = dict((name, t) for name, t, _ in BINARY)["div_trunc"]
+low32, low64 = torch.iinfo(torch.int32).min, torch.iinfo(torch.int64).min
+cases = [
+    (torch.full((40,), low32, dtype=torch.int32), torch.full((40,), -1, dtype=torch.int32)),
+    (torch.full((40,), low64), torch.full((40,), -1)),
+    (torch.full((40,), low32, dtype=torch.int32), torch.tensor(-1)),  # a 0-d divisor: int32 division
+    (torch.tensor(low32), torch.full((40,), -1, dtype=torch.int32)),  # an int64 0-d dividend, cast
+    (torch.full((40,), low64), -1),
+]
+for dividend, divisor in cases:
+    text = trapless_trunc_division(template, dividend, divisor).format("n", "d")
+    eval(text, {"torch": torch, "n": dividend, "d": divisor})
+print("no trap")
+"""
+
+
+def test_a_trunc_division_never_divides_the_smallest_integer_by_minus_one() -> None:
+    # Eager's CPU kernel traps there (SIGFPE), killing the worker while it generates the program
+    # (seed 186802405: an int32 input spanning the whole range over one holding -1).
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-c", _TRUNC_DIVISIONS], cwd=ROOT, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0 and "no trap" in done.stdout, (done.returncode, done.stderr[-2000:])
+    done = subprocess.run(
+        [sys.executable, "-m", "tools.fuzz", "show", "186802405"], cwd=ROOT, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, (done.returncode, done.stderr[-2000:])

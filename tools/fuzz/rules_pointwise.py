@@ -9,6 +9,8 @@ included, which promotes differently), or a Python scalar.
 
 from __future__ import annotations
 
+import ast
+
 import torch
 
 from tools.fuzz.builder import FLOATS, Builder, dtype_name
@@ -59,6 +61,19 @@ SAFE_DIVISOR = "torch.where({d} == 0, 1, {d})"
 """Integer divisors are kept off zero (eager raises there; that case has its own, rarer, rule)."""
 
 
+def trapless_trunc_division(template: str, dividend: torch.Tensor, divisor: torch.Tensor | int) -> str:
+    """`template` (a trunc division of ``{0}`` by ``{1}``) with its dividend kept off the smallest
+    int32/int64 value of the division's dtype: eager's CPU kernel divides by the machine instruction,
+    which traps on that value over -1 (SIGFPE: the process dies; floor division and remainders do
+    not). The guard does not depend on the values, so the program stays safe at other sizes."""
+    dtype = torch.result_type(dividend, divisor)
+    if dtype not in (torch.int32, torch.int64):
+        return template
+    low = torch.iinfo(dtype).min + 1
+    guarded = "{0}" if dividend.dtype == dtype else f"{{0}}.to({dtype})"
+    return template.replace("{0}", f"{guarded}.clamp_min({low})", 1)
+
+
 def _operand(b: Builder, x: str) -> tuple[str, str | None]:
     """A right-hand operand for `x`: (a name, None) or (None-name "", a scalar literal)."""
     xt = b.tensor(x)
@@ -107,10 +122,14 @@ def binary(b: Builder) -> bool:
             if b.rng.random() < 0.04:
                 return b.try_add(name + "_by_zero", template.replace("{1}", "0"), (x,), may_raise=True)
             literal = b.scalar(b.tensor(x).dtype, nonzero=True)
+        if name == "div_trunc":
+            template = trapless_trunc_division(template, b.tensor(x), ast.literal_eval(literal))
         rhs = f"({literal})" if literal.startswith("-") else literal
         left, right = ("{0}", rhs) if not swap or divides else (rhs, "{0}")
         return b.try_add(name, template.format(left, right), (x,))
     args = (other, x) if swap else (x, other)
+    if name == "div_trunc":
+        template = trapless_trunc_division(template, b.tensor(args[0]), b.tensor(args[1]))
     if divides and not b.tensor(args[1]).is_floating_point():
         if b.rng.random() < 0.04:
             return b.try_add(name + "_raw", template, args, may_raise=True)
