@@ -104,7 +104,10 @@ def run_kiln(program: Program, target: str = "cpp", calls: Sequence[Call] = ((0,
     patch = _triton_on_cpu() if target == "triton" else contextlib.nullcontext()
     try:
         with patch:
-            compiled = frontend.compile(namespace["program"], backend=backend, options={"fallback_to_eager": False})
+            # check_ir: every lowered program and schedule is checked against the rules the kernel
+            # generators rely on (a broken one is reported as an error, before it can compute garbage).
+            options = {"fallback_to_eager": False, "inductor_ir.check_ir": True}
+            compiled = frontend.compile(namespace["program"], backend=backend, options=options)
             return [_outcome(compiled, namespace, program.mode, False, call) for call in calls]
     finally:
         frontend.reset()

@@ -24,6 +24,7 @@ from inductor_ir.ir.nodes import (
     ReinterpretView,
 )
 from inductor_ir.ir.program import Program
+from inductor_ir.scheduler.contract import check_group
 from inductor_ir.scheduler.fusion import fuse_groups
 from inductor_ir.scheduler.groups import Group, SchedulerNode, buffer_record, group_vars, kernel_nodes
 from inductor_ir.scheduler.memory import MemoryPlan, StepBuffers, plan_memory, with_in_place
@@ -67,7 +68,8 @@ class Schedule:
 
         Each step reads only inputs, constants and buffers that earlier steps wrote and the memory
         plan has not freed, nor given to another buffer; a reused memory is a dead buffer's (or, in
-        place, one the step reads for the last time); every output is alive at the end.
+        place, one the step reads for the last time); every output is alive at the end. Each kernel
+        group keeps the rules its backend relies on (`contract.check_group`).
         """
         self.program.check()
         assert len(self.memory.steps) == len(self.steps), "the memory plan has one entry per step"
@@ -75,6 +77,8 @@ class Schedule:
         for step, memory in zip(self.steps, self.memory.steps):
             if isinstance(step, KernelStep):
                 group = step.group
+                backend = self.backends.get(group.device_type)
+                check_group(group, bool(getattr(backend, "reloads_stored_rows", False)))
                 what, writes = f"kernel {group.name}", [r.name for r in group.outputs]
                 reads = [r.name for r in group.inputs] + [p.input.name for p in group.in_place]
             else:
