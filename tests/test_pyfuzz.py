@@ -106,8 +106,20 @@ _WELL_CONDITIONED = '''def program(x, y, n):
 '''
 
 
-def test_programs_whose_branches_turn_on_rounding_are_skipped_for_generated_kernels() -> None:
+def test_programs_whose_branches_turn_on_rounding_are_checked_through_capture_alone() -> None:
     verdict = check(_program(_ROUNDING_SENSITIVE), target="inductor")
-    assert verdict.kind == "skipped" and "ill-conditioned" in verdict.detail
+    assert verdict.kind == "capture_only" and "ill-conditioned" in verdict.detail
     assert check(_program(_WELL_CONDITIONED), target="inductor").kind == "ok"
     assert check(_program(_ROUNDING_SENSITIVE), target="eager").kind == "ok"  # capture alone computes as eager
+
+
+def test_a_wrong_capture_of_an_ill_conditioned_program_is_still_reported(monkeypatch: pytest.MonkeyPatch) -> None:
+    import frontend
+
+    def wrong_compile(fn: Any, backend: str = "inductor") -> Any:
+        assert backend == "eager"  # ill-conditioned: checked through capture alone
+        return lambda x, y, n: fn(x, y, n + 1)
+
+    monkeypatch.setattr(frontend, "compile", wrong_compile)
+    verdict = check(_program(_ROUNDING_SENSITIVE), target="inductor")
+    assert verdict.kind == "mismatch" and "checked through capture alone" in verdict.detail

@@ -46,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
         program = generate(seed, args.max_statements)
         verdict = check(program, args.target, args.timeout)
         kinds[verdict.kind] += 1
-        if verdict.ok or verdict.kind == "skipped":
+        if verdict.ok or verdict.kind in ("skipped", "capture_only"):
             continue
         args.out.mkdir(parents=True, exist_ok=True)
         path = args.out / f"pyfuzz_{seed}.py"
@@ -56,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     total = sum(kinds.values())
     print(f"[pyfuzz] {total} programs on {args.target} in {time.monotonic() - started:.0f} s: "
           + ", ".join(f"{k} {v}" for k, v in sorted(kinds.items())), flush=True)
-    return 0 if kinds.keys() <= {"ok", "skipped"} else 1
+    return 0 if kinds.keys() <= {"ok", "skipped", "capture_only"} else 1
 
 
 if __name__ == "__main__":
