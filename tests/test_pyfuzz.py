@@ -123,3 +123,41 @@ def test_a_wrong_capture_of_an_ill_conditioned_program_is_still_reported(monkeyp
     monkeypatch.setattr(frontend, "compile", wrong_compile)
     verdict = check(_program(_ROUNDING_SENSITIVE), target="inductor")
     assert verdict.kind == "mismatch" and "checked through capture alone" in verdict.detail
+
+
+def _nested_defs(seeds: range) -> dict[int, str]:
+    """The source of the first nested def (``def gN(a): ...``) of each seed's program that has one."""
+    found = {}
+    for seed in seeds:
+        body = generate(seed).source.split("def program(x, y, n):\n")[1]
+        lines = body.splitlines()
+        for index, line in enumerate(lines):
+            if line.lstrip().startswith("def g") and line.rstrip().endswith("(a):"):
+                indent = len(line) - len(line.lstrip())
+                end = index + 1
+                while end < len(lines) and len(lines[end]) - len(lines[end].lstrip()) > indent:
+                    end += 1
+                found[seed] = "\n".join(text[indent:] for text in lines[index:end])
+                break
+    return found
+
+
+def test_nested_defs_break_the_graph_and_sit_in_no_grad_and_try_blocks() -> None:
+    nested = _nested_defs(range(400))
+    kinds = {
+        "print": lambda s: 'print("h' in s,
+        "item": lambda s: ".item() > 0:" in s,
+        "float": lambda s: "float(b.sum())" in s,
+        "no_grad": lambda s: "with torch.no_grad():" in s,
+        "try": lambda s: "except ValueError:" in s,
+        "def inside a block": lambda s: "no_grad():\n        def h" in s or "try:\n        def h" in s,
+        "break inside a block": lambda s: ("no_grad" in s or "try:" in s) and ('print("h' in s or "float(b" in s),
+        "plain": lambda s: "print" not in s and "item" not in s and "float" not in s and "try" not in s
+                           and "no_grad" not in s,
+    }
+    missing = [kind for kind, has in kinds.items() if not any(has(s) for s in nested.values())]
+    assert not missing, missing
+    for seed in list(nested)[:8]:
+        outcomes = run_calls(generate(seed), None, "eager")
+        assert all(o.error is None for o in outcomes), (seed, [o.error for o in outcomes])
+

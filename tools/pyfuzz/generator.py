@@ -79,8 +79,10 @@ class _Scope:
 
 
 class _Builder:
-    def __init__(self, rng: random.Random) -> None:
+    def __init__(self, rng: random.Random, variety: random.Random | None = None) -> None:
         self.rng = rng
+        self.variety = variety or random.Random(rng.random())
+        """Draws of newer variants (`nested_def`'s): a stream of its own, so older draws keep their programs."""
         self.counter = 0
 
     def name(self, prefix: str) -> str:
@@ -286,17 +288,33 @@ class _Builder:
         return lines + self.assign_tensor(scope, nested, f"{fn}({self.tensor(scope)})")
 
     def nested_def(self, scope: _Scope, nested: bool) -> list[str]:
-        """A closure over a counter it rebinds (``nonlocal``), called twice."""
+        """A closure over a counter it rebinds (``nonlocal``), called twice; its body sometimes breaks the graph
+        (``print``, a branch on ``.item()``, ``float()``) and its calls (or its whole definition) sometimes sit in
+        ``with torch.no_grad():`` or ``try:``, where resume functions run over the cells of each call.
+
+        The variants are drawn from `variety`, a second stream of the seed, so every other statement of a
+        program (and every program without a nested def) stays what it was."""
         outer, inner, total = self.name("g"), self.name("h"), self.name("total")
-        lines = [
-            f"def {outer}(a):",
-            f"    {total} = 0",
-            f"    def {inner}(b):",
-            f"        nonlocal {total}",
-            f"        {total} += 1",
-            f"        return b * {total}",
-            f"    return {inner}({inner}(a))",
-        ]
+        pick = self.variety
+        body = [f"nonlocal {total}", f"{total} += 1"]
+        graph_break = pick.choice([None, None, "print", "item", "float"])
+        if graph_break == "print":
+            body.append(f'print("{inner}", {total}, file=SINK)')
+        elif graph_break == "item":
+            body += ["if b.sum().item() > 0:", f"    {total} += 1"]
+        elif graph_break == "float":
+            body.append('STATE["log"].append(round(float(b.sum()), 2))')
+        definition = [f"def {inner}(b):", *("    " + line for line in body), f"    return b * {total}"]
+        call = [f"return {inner}({inner}(a))"]
+        block = pick.choice([None, None, "no_grad", "try"])
+        around_all = pick.random() < 0.3
+        inside = definition + call if around_all else call
+        if block == "no_grad":
+            inside = ["with torch.no_grad():", *("    " + line for line in inside)]
+        elif block == "try":
+            inside = ["try:", *("    " + line for line in inside), "except ValueError:", "    return a"]
+        function = inside if around_all else definition + inside
+        lines = [f"def {outer}(a):", f"    {total} = 0", *("    " + line for line in function)]
         return lines + self.assign_tensor(scope, nested, f"{outer}({self.tensor(scope)})")
 
     def star_call(self, scope: _Scope, nested: bool) -> list[str]:
@@ -372,7 +390,7 @@ class _Builder:
 def generate(seed: int, max_statements: int = 12) -> PyProgram:
     """The program of `seed`."""
     rng = random.Random(seed)
-    builder = _Builder(rng)
+    builder = _Builder(rng, random.Random(f"variety-{seed}"))
     scope = _Scope(tensors=["x", "y"], ints=["n"])
     body: list[str] = []
     for _ in range(rng.randint(3, max_statements)):
