@@ -31,6 +31,7 @@ from capture.symbolic.reconstruct import Reconstructor
 from capture.symbolic.shapes import ShapePolicy, first_use_location, shape_guards
 from capture.symbolic.translator import BreakPoint, FirstBreak, InstructionTranslator, StoppedAt
 from capture.variables.base import NullVariable, VariableTracker
+from capture.variables.containers import ListVariable
 from capture.variables.functions import NestedFunctionVariable, RealCellVariable
 from capture.variables.rebuilding import CannotReconstruct
 
@@ -352,6 +353,10 @@ def _side_effect_lines(output: OutputGraph, rebuild: Reconstructor) -> list[str]
     for container in effects.containers:
         assert container.source is not None
         target = container.source.expr()
+        if isinstance(container, ListVariable) and container.is_unread:  # only appended to
+            rendered = value("[" + ", ".join(rebuild.expr(v) for v in container.appended) + "]")
+            applies.append(f"{target}.extend({rendered})")
+            continue
         items = cast(Any, container).items
         if isinstance(items, dict):
             rendered = value("{" + ", ".join(f"{rebuild.constant(k)}: {rebuild.expr(v)}" for k, v in items.items()) + "}")

@@ -294,6 +294,7 @@ class OutputGraph:
         if memoizable:
             known = self._by_id.get(id(value))
             if known is not None:
+                self._guard_same_container(known, source)
                 return known
         if source is None and _needs_reference(value):
             source = ObjectSource(self.guards.constant(value), type(value).__name__.lower())
@@ -302,6 +303,17 @@ class OutputGraph:
             self._by_id[id(value)] = tracker
             self.keepalive.append(value)
         return tracker
+
+    def _guard_same_container(self, known: VariableTracker, source: Source | None) -> None:
+        """A list or dict reached through a second path is the one tracker of the first: its mutations are
+        replayed through the first path, so the second must keep naming the same object (``fn(x, log.append)``
+        of a function that also reads ``LOG``)."""
+        first = getattr(known, "source", None)
+        if not isinstance(known, (ListVariable, DictVariable)) or source is None or first is None or source.guard_free:
+            return
+        if isinstance(source, ObjectSource) or isinstance(first, ObjectSource) or source.expr() == first.expr():
+            return
+        self.guards.add("ALIASED", source, f"{source.expr()} is {first.expr()}", f"{source.expr()} is {first.expr()}")
 
     # -- recording calls ----------------------------------------------------------------------
     def call_graph(self, kind: str, target: Any, args: list[VariableTracker],

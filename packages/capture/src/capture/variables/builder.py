@@ -13,10 +13,18 @@ import torch
 from capture.libraries import is_stdlib_or_skipped
 from capture.registry import MARKS
 from capture.sources import AttrSource, ItemSource, Source
+from capture.variables import upcalls
 from capture.variables.base import ConstantVariable, VariableTracker, class_attribute, is_constant_value
 from capture.variables.builtins import BREAKING_BUILTINS, BUILTIN_HANDLERS, BuiltinVariable
 from capture.variables.common import OPERATOR_FUNCTIONS
-from capture.variables.containers import DictVariable, ListVariable, TupleVariable, is_literal_key
+from capture.variables.containers import (
+    DICT_METHODS,
+    LIST_METHODS,
+    DictVariable,
+    ListVariable,
+    TupleVariable,
+    is_literal_key,
+)
 from capture.variables.context_managers import GradModeRestorer, WithExitVariable
 from capture.variables.functional import FunctionalVariable, PartialVariable
 from capture.variables.functions import BoundMethodVariable, UserFunctionVariable
@@ -68,12 +76,11 @@ def wrap_existing(output: OutputGraph, value: Any, source: Source | None) -> Var
     if type(value) in (tuple, list) or (isinstance(value, tuple) and hasattr(value, "_fields")):
         if guards is not None and source is not None:
             guards.type_is(source, value)
-            guards.add("LENGTH", source, f"len({source.expr()}) == {len(value)}", f"len({source.expr()}) == {len(value)}")
-        items = [wrap_existing(output, item, ItemSource(source, i) if source is not None else None)
-                 for i, item in enumerate(value)]
-        if isinstance(value, list):
-            return ListVariable(items, source)
-        return TupleVariable(items, source, cls=type(value) if type(value) is not tuple else None)
+        if type(value) is list and source is not None:
+            # Read on first use: a list the region only appends to keeps its length unguarded.
+            return ListVariable.unread(source, functools.partial(_read_items, output, list(value), source))
+        return TupleVariable(_read_items(output, value, source), source,
+                             cls=type(value) if type(value) is not tuple else None)
     if source is not None and is_model_output_class(type(value)) and all(isinstance(k, str) for k in value):
         if guards is not None:
             guards.type_is(source, value)
@@ -95,6 +102,15 @@ def wrap_existing(output: OutputGraph, value: Any, source: Source | None) -> Var
     return wrap_callable_or_object(output, value, source)
 
 
+def _read_items(output: OutputGraph, value: list[Any] | tuple[Any, ...], source: Source | None) -> list[VariableTracker]:
+    """The trackers of a list's or tuple's items, guarding its length (the items guard themselves)."""
+    if source is not None and not source.guard_free:
+        expr = source.expr()
+        output.guards.add("LENGTH", source, f"len({expr}) == {len(value)}", f"len({expr}) == {len(value)}")
+    return [wrap_existing(output, item, ItemSource(source, i) if source is not None else None)
+            for i, item in enumerate(value)]
+
+
 def wrap_callable_or_object(output: OutputGraph, value: Any, source: Source | None) -> VariableTracker:
     """Functions, builtins, torch callables, modules and plain objects."""
     guards = output.guards if source is not None and not source.guard_free else None
@@ -102,9 +118,12 @@ def wrap_callable_or_object(output: OutputGraph, value: Any, source: Source | No
         inner = classify(value.__func__, None)
         if isinstance(inner, UserFunctionVariable):
             if guards is not None and source is not None:
+                guards.type_is(source, value)
                 guards.identity(AttrSource(source, "__func__"), value.__func__)
             receiver_source = AttrSource(source, "__self__") if source is not None else None
             return BoundMethodVariable(inner, output.wrap_value(value.__self__, receiver_source))
+    if source is not None and _made_at_each_read(value):
+        return _wrap_bound_method(output, value, source)
     if type(value) is functools.partial:
         return _wrap_partial(output, value, source)
     tracker = classify(value, source)
@@ -113,6 +132,59 @@ def wrap_callable_or_object(output: OutputGraph, value: Any, source: Source | No
             guards.type_is(source, value)
         else:
             guards.identity(source, value)
+    return tracker
+
+
+_BUILTIN_BOUND_TYPES = (types.BuiltinMethodType, types.MethodWrapperType)
+
+
+def _made_at_each_read(value: Any) -> bool:
+    """A bound method: Python makes a new one at each read of ``obj.method`` (``log.append``, ``self.helper``,
+    ``d.get``, ``x.__add__``), so it is guarded through what it is made of, never by identity. Builtins of a
+    module (``math.sqrt``, ``len``: ``__self__`` is the module) are stored objects, guarded by identity."""
+    if isinstance(value, types.MethodType):
+        return True
+    if isinstance(value, _BUILTIN_BOUND_TYPES):
+        return not isinstance(getattr(value, "__self__", None), (types.ModuleType, type(None)))
+    return False
+
+
+def _wrap_bound_method(output: OutputGraph, value: Any, source: Source) -> VariableTracker:
+    """A bound method that is not a user function's (those are `BoundMethodVariable`s above) at `source`: guarded
+    by its type, its function (``__func__`` by identity; a builtin's ``__name__`` on its receiver's type) and its
+    receiver (``__self__`` wrapped through its source: a list's type, not its length; a module's identity)."""
+    guards = output.guards if not source.guard_free else None
+    receiver_source = AttrSource(source, "__self__")
+    if guards is not None:
+        guards.type_is(source, value)
+    receiver = value.__self__
+    if isinstance(value, types.MethodType):
+        function = value.__func__
+        if guards is not None:
+            guards.identity(AttrSource(source, "__func__"), function)
+        tracker = classify(value, source)
+        if isinstance(tracker, SkippedFunctionVariable):
+            # A break when called (the call runs the method of this call's receiver): its type is enough.
+            if guards is not None:
+                guards.type_is(receiver_source, receiver)
+        elif isinstance(receiver, torch.nn.Module) and isinstance(tracker, BoundMethodVariable):
+            tracker = BoundMethodVariable(tracker.function, output.wrap_value(receiver, receiver_source))
+        elif guards is not None:
+            guards.identity(receiver_source, receiver)  # a graph node holding the bound method holds its receiver
+        return tracker
+    name = value.__name__
+    if guards is not None:
+        guards.equals(AttrSource(source, "__name__"), name)
+    if (type(receiver) is list and name in LIST_METHODS) or (type(receiver) is dict and name in DICT_METHODS):
+        container = output.wrap_value(receiver, receiver_source)  # guards the type (and dict keys), not a length
+        if isinstance(container, (ListVariable, DictVariable)):
+            return upcalls.container_method(container, name)
+    tracker = classify(value, source)
+    if guards is not None:
+        if isinstance(tracker, SkippedFunctionVariable):
+            guards.type_is(receiver_source, receiver)
+        else:
+            guards.identity(receiver_source, receiver)
     return tracker
 
 

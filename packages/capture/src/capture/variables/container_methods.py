@@ -38,7 +38,10 @@ upcalls.container_method.provide(ContainerMethodVariable)
 
 def _list_method(tx: Tracer, lst: ListVariable, name: str, args: Args,
                  kwargs: Kwargs) -> VariableTracker:
-    if name == "append":
+    if name in ("append", "extend") and lst.is_unread:
+        # Appending needs nothing of the existing items: they stay unread (and their length unguarded).
+        lst.appended.extend([args[0]] if name == "append" else _items(tx, args[0]))
+    elif name == "append":
         lst.items.append(args[0])
     elif name == "extend":
         lst.items.extend(_items(tx, args[0]))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -71,13 +72,53 @@ def _fields_of(cls: type) -> list[str] | None:
     return None
 
 
+LIST_METHODS = frozenset({"append", "extend", "pop", "insert", "index", "count", "clear", "reverse", "copy",
+                          "remove", "sort"})
+"""List methods traced on a `ListVariable` (others break the graph)."""
+DICT_METHODS = frozenset({"items", "keys", "values", "get", "update", "pop", "setdefault", "clear", "copy"})
+"""Dict methods traced on a `DictVariable`."""
+
+
 class ListVariable(VariableTracker):
-    """A list; when `source` is set it is an existing list whose mutations are replayed."""
+    """A list; when `source` is set it is an existing list whose mutations are replayed.
+
+    An existing list made with `unread` reads its items (and guards its length and items) only when the
+    trace first uses them (`items`): a list the region only appends to (a log that grows on every call)
+    is not guarded on its length, and its appends are replayed as one ``extend`` (`appended`).
+    """
 
     def __init__(self, items: list[VariableTracker], source: Source | None = None) -> None:
-        self.items = list(items)
+        self._items = list(items)
         self.source = source
         self.mutated = False
+        self._read: Callable[[], list[VariableTracker]] | None = None
+        self.appended: list[VariableTracker] = []  # items appended while `unread`
+
+    @classmethod
+    def unread(cls, source: Source, read: Callable[[], list[VariableTracker]]) -> ListVariable:
+        """An existing list at `source` whose items `read()` wraps (with their guards) on first use."""
+        lst = cls([], source)
+        lst._read = read
+        return lst
+
+    @property
+    def is_unread(self) -> bool:
+        """The items were never used: only `appended` is known."""
+        return self._read is not None
+
+    @property
+    def items(self) -> list[VariableTracker]:
+        if self._read is not None:
+            read, self._read = self._read, None
+            self._items = [*read(), *self.appended]
+            self.appended = []
+        return self._items
+
+    @items.setter
+    def items(self, value: list[VariableTracker]) -> None:
+        self._read = None
+        self.appended = []
+        self._items = value
 
     def python_type(self) -> type:
         return list
@@ -95,12 +136,14 @@ class ListVariable(VariableTracker):
             tx.output.side_effects.track_container(self)
 
     def getattr(self, tx: Tracer, name: str) -> VariableTracker:
-        if name in ("append", "extend", "pop", "insert", "index", "count", "clear", "reverse", "copy", "remove", "sort"):
+        if name in LIST_METHODS:
             return upcalls.container_method(self, name)
         raise Unsupported(f"list method {name!r}")
 
     def __repr__(self) -> str:
-        return f"ListVariable({self.items})"
+        if self.is_unread:  # not read for a repr: reading guards the length
+            return f"ListVariable(<unread {self.source}>, appended={self.appended})"
+        return f"ListVariable({self._items})"
 
 
 class DictVariable(VariableTracker):
@@ -127,7 +170,7 @@ class DictVariable(VariableTracker):
             tx.output.side_effects.track_container(self)
 
     def getattr(self, tx: Tracer, name: str) -> VariableTracker:
-        if name in ("items", "keys", "values", "get", "update", "pop", "setdefault", "clear", "copy"):
+        if name in DICT_METHODS:
             return upcalls.container_method(self, name)
         raise Unsupported(f"dict method {name!r}")
 
