@@ -212,6 +212,7 @@ def build_entry(frame: Frame, ctx: CaptureContext, output: OutputGraph, result: 
         if gm is not None:
             graphs.append(gm)
     _add_shape_guards(frame, output)  # (again, for a frame whose graph had no ops: no backend ran)
+    output.guard_distinct_objects()  # objects the region writes, and others it reads, stay distinct
     source = "def __entry(L, G, C):\n"
     source += "".join(f"    {name} = {reader}\n" for reader, name in size_reads.items())
     if call_line:

@@ -143,6 +143,7 @@ class OutputGraph:
         self._modules: dict[int, str] = {}
         self._wrapped: dict[tuple[int, str], VariableTracker] = {}
         self._by_id: dict[int, VariableTracker] = {}
+        self._objects: dict[int, object] = {}  # the objects of `_by_id` made by `wrap_value`, by id
         self.keepalive: list[Any] = []
 
     # -- where the trace is -------------------------------------------------------------------
@@ -301,19 +302,78 @@ class OutputGraph:
         tracker = wrap_existing(self, value, source)
         if memoizable and isinstance(tracker, (ListVariable, DictVariable, NNModuleVariable, PythonObjectVariable)):
             self._by_id[id(value)] = tracker
+            self._objects[id(value)] = value
             self.keepalive.append(value)
         return tracker
 
     def _guard_same_container(self, known: VariableTracker, source: Source | None) -> None:
-        """A list or dict reached through a second path is the one tracker of the first: its mutations are
-        replayed through the first path, so the second must keep naming the same object (``fn(x, log.append)``
-        of a function that also reads ``LOG``)."""
+        """A list, dict or object reached through a second path is the one tracker of the first: its mutations
+        are replayed, and its contents and attributes read and guarded, through the first path, so the second
+        must keep naming the same object (``fn(x, log.append)`` of a function that also reads ``LOG``;
+        ``fn(x, o, o)`` that stores ``a.v`` and reads ``b.v``)."""
         first = getattr(known, "source", None)
-        if not isinstance(known, (ListVariable, DictVariable)) or source is None or first is None or source.guard_free:
+        if isinstance(known, PythonObjectVariable) and isinstance(known.value, (types.ModuleType, type)):
+            return  # guarded by identity through each path
+        if not isinstance(known, (ListVariable, DictVariable, PythonObjectVariable)) or source is None or \
+                first is None or source.guard_free:
             return
         if isinstance(source, ObjectSource) or isinstance(first, ObjectSource) or source.expr() == first.expr():
             return
         self.guards.add("ALIASED", source, f"{source.expr()} is {first.expr()}", f"{source.expr()} is {first.expr()}")
+
+    def guard_distinct_objects(self) -> None:
+        """Guard that existing objects the trace saw as distinct stay distinct (`DISTINCT`), where it matters.
+
+        Each existing list, dict or object is one tracker per object *at trace time*: a region that mutates
+        ``a`` and reads ``b`` (``a.append(1); len(b)``, ``o1.v = 5; o2.v``) assumes ``b`` unaffected, which is
+        wrong when a later call passes the same object twice. Only pairs of which one was mutated (a container
+        written, or an object whose attribute was stored) and the other read or mutated are checked, and only
+        pairs of one type (each path's type is guarded: objects of two types are never the same); lists the
+        region only appended to are not paired with each other (their appends replay in order either way).
+        Many pairs of one type are checked at once, by the number of distinct ids.
+        """
+        effects = self.side_effects
+        mutated = {id(c) for c in effects.containers}
+        mutated.update(id(owner) for owner, _, _ in effects.attribute_stores
+                       if isinstance(owner, PythonObjectVariable))
+        if not mutated:
+            return
+        # (source, mutated, only appended to) of each existing object the trace used, grouped by type.
+        groups: dict[type, dict[str, tuple[Source, bool, bool]]] = {}
+
+        def add(tracker: VariableTracker, kind: type) -> None:
+            source = getattr(tracker, "source", None)
+            if not isinstance(source, Source) or source.guard_free:
+                return
+            written = id(tracker) in mutated
+            unread = isinstance(tracker, ListVariable) and tracker.is_unread
+            if unread and not written:
+                return  # neither read nor written: nothing assumed about it
+            groups.setdefault(kind, {}).setdefault(source.expr(), (source, written, unread))
+
+        for key, tracker in self._by_id.items():
+            value = self._objects.get(key)
+            if value is None or isinstance(tracker, NNModuleVariable) or isinstance(value, (types.ModuleType, type)):
+                continue  # cells; modules and classes are guarded by identity
+            add(tracker, type(value))
+        for container in effects.containers:  # written containers not reached through `wrap_value`
+            add(container, container.python_type())
+        for kind, members in groups.items():
+            entries = list(members.values())
+            pairs = [(a, b) for i, a in enumerate(entries) for b in entries[i + 1:]
+                     if (a[1] or b[1]) and not (a[2] and b[2])
+                     and not (isinstance(a[0], ObjectSource) and isinstance(b[0], ObjectSource))]
+            if not pairs:
+                continue
+            if len(pairs) <= 8:
+                for (first, _, _), (second, _, _) in pairs:
+                    check = f"{first.expr()} is not {second.expr()}"
+                    self.guards.add("DISTINCT", first, check, check, subjects=(first.expr(), second.expr()))
+                continue
+            exprs = sorted({s.expr() for pair in pairs for s, _, _ in pair})
+            listed = ", ".join(exprs)
+            self.guards.add("DISTINCT", exprs[0], f"len({{id(__o) for __o in ({listed},)}}) == {len(exprs)}",
+                            f"{listed} are distinct {kind.__qualname__} objects", subjects=tuple(exprs))
 
     # -- recording calls ----------------------------------------------------------------------
     def call_graph(self, kind: str, target: Any, args: list[VariableTracker],

@@ -87,7 +87,7 @@ def wrap_existing(output: OutputGraph, value: Any, source: Source | None) -> Var
             keys = list(value.keys())
             guards.add("DICT_KEYS", source, f"list({source.expr()}.keys()) == {keys!r}",
                        f"keys of {source.expr()} are {keys!r}")
-        fields = {name: wrap_existing(output, value[name], ItemSource(source, name)) if name in value
+        fields = {name: output.wrap_value(value[name], ItemSource(source, name)) if name in value
                   else ConstantVariable(None) for name in type(value).__dataclass_fields__}
         return ModelOutputVariable(type(value), fields, source)
     if type(value) is dict and all(is_literal_key(k) for k in value):
@@ -96,7 +96,7 @@ def wrap_existing(output: OutputGraph, value: Any, source: Source | None) -> Var
             keys = list(value.keys())
             guards.add("DICT_KEYS", source, f"list({source.expr()}.keys()) == {keys!r}",
                        f"keys of {source.expr()} are {keys!r}")
-        entries = {k: wrap_existing(output, v, ItemSource(source, k) if source is not None else None)
+        entries = {k: _wrap_item(output, v, ItemSource(source, k) if source is not None else None)
                    for k, v in value.items()}
         return DictVariable(entries, source)
     return wrap_callable_or_object(output, value, source)
@@ -107,8 +107,14 @@ def _read_items(output: OutputGraph, value: list[Any] | tuple[Any, ...], source:
     if source is not None and not source.guard_free:
         expr = source.expr()
         output.guards.add("LENGTH", source, f"len({expr}) == {len(value)}", f"len({expr}) == {len(value)}")
-    return [wrap_existing(output, item, ItemSource(source, i) if source is not None else None)
+    return [_wrap_item(output, item, ItemSource(source, i) if source is not None else None)
             for i, item in enumerate(value)]
+
+
+def _wrap_item(output: OutputGraph, value: Any, source: Source | None) -> VariableTracker:
+    """An item of an existing list, tuple or dict: through `OutputGraph.wrap_value` when it has a source, so a
+    list or object reached both as ``d["a"]`` and as ``LOG`` is one tracker (its mutations seen through both)."""
+    return output.wrap_value(value, source) if source is not None else wrap_existing(output, value, None)
 
 
 def wrap_callable_or_object(output: OutputGraph, value: Any, source: Source | None) -> VariableTracker:
