@@ -571,3 +571,13 @@ def test_a_trunc_division_never_divides_the_smallest_integer_by_minus_one() -> N
         [sys.executable, "-m", "tools.fuzz", "show", "186802405"], cwd=ROOT, capture_output=True, text=True, timeout=300
     )
     assert done.returncode == 0, (done.returncode, done.stderr[-2000:])
+
+
+def test_a_finding_is_appended_once_to_each_markdown_file(tmp_path: Path) -> None:
+    from tools.fuzz.runner import append_once
+
+    own, extra = tmp_path / "findings.md", tmp_path / "all.md"
+    append_once("### one\n", [own, tmp_path / "." / "findings.md"])  # --findings-md naming the run's own file
+    append_once("### two\n", [own, extra])
+    assert own.read_text() == "### one\n### two\n"
+    assert extra.read_text() == "### two\n"

@@ -14,6 +14,7 @@ import json
 import re
 import time
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,14 @@ from tools.fuzz.shrink import shrink
 
 GIVE_UP_AFTER = 20
 """A run whose first this-many seeds all fail in the worker (no CUDA device, a broken install) stops."""
+
+
+def append_once(text: str, files: Sequence[Path]) -> None:
+    """Append `text` to each of `files`, once per file however many of them name it (`--findings-md`
+    may point at the run's own findings.md)."""
+    for path in dict.fromkeys(f.resolve() for f in files):
+        with path.open("a") as handle:
+            handle.write(text)
 
 
 @dataclass
@@ -223,11 +232,7 @@ class Fuzzer:
         finding = Finding(sig, kind, where, detail, target, minimal, len(program.stmts), self.triage(minimal))
         path = write_test(finding, self.out)
         section = markdown(finding, path)
-        with (self.out / "findings.md").open("a") as handle:
-            handle.write(section)
-        if self.config.findings_md is not None:
-            with self.config.findings_md.open("a") as handle:
-                handle.write(section)
+        append_once(section, [self.out / "findings.md", *([self.config.findings_md] if self.config.findings_md else [])])
         record = {"signature": sig, "id": finding.ident, "kind": kind, "where": where, "target": target,
                   "detail": detail[:2000], "triage": finding.triage, "program": minimal.to_json(), "test": str(path)}
         with (self.out / "findings.jsonl").open("a") as handle:
