@@ -41,6 +41,17 @@ class CodeState:
     ctx: CaptureContext | None = None
     eager_code: types.CodeType | None = None  # what runs instead of the code when it runs eagerly
     automatic: AutomaticDynamic = field(default_factory=AutomaticDynamic)
+    data_arguments: set[str] = field(default_factory=set)
+    """For a resume function: paths of its arguments (``L[2]``, ``L[1]['loss']``) that hold run-time data (a float
+    the graph before the break read from a tensor, what the breaking instruction computed): read as graph inputs,
+    not constants guarded by value (`symbolic/run_time_values.py`)."""
+    varying_data: set[str] = field(default_factory=set)
+    """The `data_arguments` whose value guard failed (an int there changed between calls): read as inputs too."""
+
+    def note_failed_guard(self, kind: str, source_expr: str) -> None:
+        """A recompile: a data argument whose value guard failed varies (`varying_data`)."""
+        if kind == "CONSTANT_MATCH" and source_expr in self.data_arguments:
+            self.varying_data.add(source_expr)
 
 
 @dataclass

@@ -120,8 +120,9 @@ class CaptureContext:
 
     def resume_function(self, code: types.CodeType, target: int, depth: int, names: tuple[str, ...],
                         f_globals: dict[str, Any], closure: tuple[Any, ...] | None,
-                        null_slots: frozenset[int] = frozenset()) -> Any:
-        """The captured resume function at instruction `target` of `code` (`null_slots`: stack positions of NULLs).
+                        null_slots: frozenset[int] = frozenset(), data_paths: frozenset[str] = frozenset()) -> Any:
+        """The captured resume function at instruction `target` of `code` (`null_slots`: stack positions of NULLs;
+        `data_paths`: where its arguments hold run-time data, see `CodeState.data_arguments`).
 
         A function with free variables gets a `ClosureResume`: the entry is reused by every later call
         whose guards pass, each of those functions with its own cells (a closure made anew on each call
@@ -129,8 +130,9 @@ class CaptureContext:
         """
         key = (code, target, depth, names, null_slots, id(f_globals), closure is None, self.backend_key)
         wrapper = self.cache.resume_wrappers.get(key)
+        rcode = resume_code(code, target, depth, names, null_slots)
+        self.cache.state(rcode, self).data_arguments.update(data_paths)
         if wrapper is None:
-            rcode = resume_code(code, target, depth, names, null_slots)
             if closure is not None:
                 wrapper = ClosureResume(rcode, f_globals, self)
             else:
@@ -170,6 +172,8 @@ class CaptureContext:
         guard_set = state.entries[-1].guard_set
         failed = first_failure(guard_set, L, G, C)
         failed_text = str(failed) if failed is not None else "unknown guard"
+        if failed is not None:
+            state.note_failed_guard(failed.kind, failed.source_expr)
         values = failing_values(guard_set, failed, L, G, C) if failed is not None else ""
         location = failed.location if failed is not None else None
         self.hooks.recompile(Recompiled(code.co_name, code.co_filename, code.co_firstlineno, failed_text,

@@ -28,6 +28,7 @@ from capture.symbolic.aliasing import guard_written_inputs
 from capture.symbolic.code_info import code_info
 from capture.symbolic.output_graph import OutputGraph
 from capture.symbolic.reconstruct import Reconstructor
+from capture.symbolic.run_time_values import run_time_paths
 from capture.symbolic.shapes import ShapePolicy, first_use_location, shape_guards
 from capture.symbolic.translator import BreakPoint, FirstBreak, InstructionTranslator, StoppedAt
 from capture.variables.base import NullVariable, VariableTracker
@@ -156,6 +157,9 @@ def trace_frame(frame: Frame, ctx: CaptureContext,
     output = OutputGraph(ctx.config, frame.G, export=ctx.export, policy=policy)
     nargs = _total_args(code)
     local_values: dict[str, VariableTracker] = {}
+    if not ctx.export:
+        state = ctx.cache.state(code, ctx)
+        output.run_time_sources, output.varying_sources = frozenset(state.data_arguments), frozenset(state.varying_data)
     for index, name in enumerate(code.co_varnames[:nargs]):
         value = frame.L[index]
         if ctx.export and not isinstance(value, torch.Tensor):
@@ -200,7 +204,7 @@ def build_entry(frame: Frame, ctx: CaptureContext, output: OutputGraph, result: 
         expr, lambda reader: size_reads.setdefault(reader, f"__z{len(size_reads)}")))
     body: list[str] = []
     try:
-        tail = _tail(frame, ctx, result, rebuild)
+        tail = _tail(frame, ctx, output, result, rebuild)
         body += _side_effect_lines(output, rebuild)
     except CannotReconstruct as error:
         raise CannotResume(str(error)) from None
@@ -230,7 +234,8 @@ def build_entry(frame: Frame, ctx: CaptureContext, output: OutputGraph, result: 
     return CompiledFrame(output.guards, compile_guards(output.guards), entry, graphs)
 
 
-def _tail(frame: Frame, ctx: CaptureContext, result: VariableTracker | StoppedAt, rebuild: Reconstructor) -> str:
+def _tail(frame: Frame, ctx: CaptureContext, output: OutputGraph, result: VariableTracker | StoppedAt,
+          rebuild: Reconstructor) -> str:
     if not isinstance(result, StoppedAt):
         return rebuild.expr(result)
     code, index = _original_index(frame.code, result.index)
@@ -263,7 +268,11 @@ def _tail(frame: Frame, ctx: CaptureContext, result: VariableTracker | StoppedAt
                       or name == keep) if target < len(info.instructions) else cell_names
         kept = depth - popped_count(instr, jumped)  # the slots below what the instruction consumes
         nulls = frozenset(i for i, value in enumerate(stack[:kept]) if isinstance(value, NullVariable))
-        resumes[kind] = (ctx.resume_function(code, target, after, names, frame.G, frame.C, nulls), after, names)
+        passed = [result.cells[name] if name in cell_names else result.locals.get(name) for name in names]
+        cell_arguments = {i for i, name in enumerate(names) if name in cell_names}
+        data = run_time_paths(output, [*passed, *stack[:kept], *[None] * (after - kept)], cell_arguments,
+                              len(names) + kept)
+        resumes[kind] = (ctx.resume_function(code, target, after, names, frame.G, frame.C, nulls, data), after, names)
     # A closure's resume functions run over the cells of each call (`C`), not of the call compiled here.
     closure = frame.C is not None
     stub = types.FunctionType(stub_code(code, index, depth, local_names, kw_names, resumes, consumed_null, closure),

@@ -122,6 +122,28 @@ class PureCallSource(Source):
 
 
 @dataclass(frozen=True)
+class ScalarTensorSource(Source):
+    """`torch.scalar_tensor(base, dtype=torch.float64)`: a Python number read on every call as the 0-d tensor a
+    graph input holds (`torch_name` is the guard namespace's name of `torch`, `dtype` e.g. ``"torch.int64"``).
+    Made anew on each call, so it needs no guard of its own: `base` is guarded to be a float (an int)."""
+
+    base: Source
+    torch_name: str
+    dtype: str = "torch.float64"
+
+    def expr(self) -> str:
+        dtype = self.dtype.replace("torch.", f"{self.torch_name}.", 1)
+        return f"{self.torch_name}.scalar_tensor({self.base.expr()}, dtype={dtype})"
+
+    def name_hint(self) -> str:
+        return self.base.name_hint()
+
+    @property
+    def guard_free(self) -> bool:
+        return True
+
+
+@dataclass(frozen=True)
 class ObjectSource(Source):
     """An object the trace met without a path from the inputs: referenced directly by the generated code.
 

@@ -23,6 +23,7 @@ from capture.symbolic import data_dependent
 from capture.symbolic.eager_checks import EagerChecks
 from capture.symbolic.elementwise_strides import with_eager_strides
 from capture.symbolic.meta_failures import quiet_meta_failures
+from capture.symbolic.run_time_values import run_time_argument
 from capture.symbolic.shapes import ShapePolicy, SymbolTable, new_shape_env
 from capture.variables.base import (
     ConstantVariable,
@@ -145,6 +146,11 @@ class OutputGraph:
         self._by_id: dict[int, VariableTracker] = {}
         self._objects: dict[int, object] = {}  # the objects of `_by_id` made by `wrap_value`, by id
         self.keepalive: list[Any] = []
+        # Paths of a resume function's arguments that hold run-time data, and those seen varying (ints):
+        # `symbolic/run_time_values.py`.
+        self.run_time_sources: frozenset[str] = frozenset()
+        self.varying_sources: frozenset[str] = frozenset()
+        self._run_time: dict[str, VariableTracker] = {}
 
     # -- where the trace is -------------------------------------------------------------------
     def user_location(self) -> UserLocation | None:
@@ -288,6 +294,10 @@ class OutputGraph:
     # -- wrapping real values -----------------------------------------------------------------
     def wrap_value(self, value: Any, source: Source | None) -> VariableTracker:
         """A tracker for an existing Python value, adding the guards its use needs."""
+        if self.run_time_sources and source is not None and source.expr() in self.run_time_sources:
+            run_time = self._run_time_value(value, source)
+            if run_time is not None:
+                return run_time
         # One tracker per mutable object, so a mutation made through one path is seen through all.
         memoizable = isinstance(value, (list, dict, torch.nn.Module)) or (
             not is_constant_value(value) and not isinstance(value, (tuple, torch.Tensor, types.FunctionType))
@@ -305,6 +315,16 @@ class OutputGraph:
             self._objects[id(value)] = value
             self.keepalive.append(value)
         return tracker
+
+    def _run_time_value(self, value: Any, source: Source) -> VariableTracker | None:
+        """The one tracker of a value at a run-time data path (each read of a cell's contents gets the same)."""
+        expr = source.expr()
+        known = self._run_time.get(expr)
+        if known is None:
+            known = run_time_argument(self, value, source, expr in self.varying_sources)
+            if known is not None:
+                self._run_time[expr] = known
+        return known
 
     def _guard_same_container(self, known: VariableTracker, source: Source | None) -> None:
         """A list, dict or object reached through a second path is the one tracker of the first: its mutations

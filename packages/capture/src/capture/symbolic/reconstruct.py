@@ -89,6 +89,8 @@ class Reconstructor:
         if isinstance(value, ConstantVariable):
             return self.constant(value.value)
         if isinstance(value, SymNodeVariable):
+            if value.source is not None:  # a float argument read into the graph (`data_float_input`)
+                return value.source.expr()
             if free_unbacked_symbols(value.value):
                 # A number only the data gives (``t.item()``, ``mask.sum().item()``): no input size
                 # computes it, so the graph returns it (and its node is no longer a dead size read).

@@ -104,6 +104,8 @@ def _realize_cell(tx: Tracer, cell: VariableTracker) -> types.CellType:
     if isinstance(cell, RealCellVariable):
         if cell.pending is not None:
             raise Unsupported("a closure whose cell the region assigned, called at run time by the graph")
+        if cell.source is not None and f"{cell.source.expr()}.cell_contents" in tx.output.run_time_sources:
+            raise Unsupported("a closure over a value known only at run time, called at run time by the graph")
         return cell.cell
     if isinstance(cell, CellVariable):
         return types.CellType() if cell.contents is None else types.CellType(realize_value(tx, cell.contents))

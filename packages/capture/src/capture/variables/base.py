@@ -214,3 +214,24 @@ class DeferredAttributeVariable(VariableTracker):
 
     def __repr__(self) -> str:
         return f"DeferredAttributeVariable({self.owner}.{self.name})"
+
+
+class RunTimeValueVariable(VariableTracker):
+    """A string known only at run time (what a break formatted from tensor data, ``f"{loss.item():.4f}"``), reaching a
+    resume function: passed along and rebuilt from its source, never guarded by value; any other use is a graph
+    break there (as a constant it would recompile the resume function on every call)."""
+
+    def __init__(self, value_type: type, source: Source) -> None:
+        self.value_type = value_type
+        self.source = source
+
+    def python_type(self) -> type:
+        return self.value_type
+
+    def reconstruct(self, rebuild: Any) -> str:
+        """The value itself, read from the resume function's argument."""
+        assert self.source is not None
+        return self.source.expr()
+
+    def __repr__(self) -> str:
+        return f"RunTimeValueVariable({self.value_type.__name__} at {self.source})"

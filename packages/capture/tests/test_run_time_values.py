@@ -1,0 +1,200 @@
+"""Values holding run-time data that cross a graph break (a float read from a tensor, a string formatted from
+one, a disabled function's result) reach the resume function as inputs: calling again with new data compiles
+nothing new. Real changes (an argument's value, a type) still recompile."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import math
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import torch
+from capture_helpers import RecordingBackend
+
+import capture
+from capture.events import CaptureHooks, Recompiled
+
+
+def _inputs(seed: int, n: int = 6) -> torch.Tensor:
+    return torch.randn(n, generator=torch.Generator().manual_seed(seed))
+
+
+def _compile(fn: Callable[..., Any]) -> tuple[RecordingBackend, list[Recompiled], Any]:
+    backend = RecordingBackend()
+    recompiles: list[Recompiled] = []
+    return backend, recompiles, capture.optimize(backend, hooks=CaptureHooks(on_recompile=[recompiles.append]))(fn)
+
+
+def _same(got: Any, want: Any) -> None:
+    if isinstance(want, (str, int)):
+        assert got == want
+    elif isinstance(want, float):
+        assert got == pytest.approx(want, rel=1e-6)
+    elif isinstance(want, dict):
+        assert got.keys() == want.keys()
+        for key in want:
+            _same(got[key], want[key])
+    elif isinstance(want, (tuple, list)):
+        assert type(got) is type(want) and len(got) == len(want)
+        for a, b in zip(got, want):
+            _same(a, b)
+    else:
+        torch.testing.assert_close(got, want)
+
+
+@capture.disable
+def _mean_magnitude(t: torch.Tensor) -> float:
+    return float(t.abs().mean())
+
+
+def item_then_break(x: torch.Tensor) -> Any:
+    s = x.sum().item()
+    capture.graph_break()
+    return x + s, s
+
+
+def float_then_print(x: torch.Tensor) -> Any:
+    s = float(x.sum())
+    print("sum", s)
+    return x * s
+
+
+def branch_after_break(x: torch.Tensor) -> Any:
+    s = x.max().item()
+    capture.graph_break()
+    if s > 0.5:
+        return x + 1
+    return x - 1
+
+
+def arithmetic_across_two_breaks(x: torch.Tensor, scale: float = 2.0) -> Any:
+    s = x.mean().item()
+    capture.graph_break()
+    t = x * scale
+    capture.graph_break()
+    return t - s, s * scale, math.sqrt(abs(s))
+
+
+def closure_over_item(x: torch.Tensor) -> Any:
+    s = x.mean().item()
+    capture.graph_break()
+
+    def shift(y: torch.Tensor) -> torch.Tensor:
+        return y - s
+
+    return shift(x)
+
+
+def metrics_dict_printed(x: torch.Tensor) -> Any:
+    metrics = {"loss": (x ** 2).mean().item(), "max": x.max().item()}
+    print(metrics)
+    return x * metrics["loss"], metrics
+
+
+def tuple_of_items(x: torch.Tensor) -> Any:
+    low_high = (x.min().item(), x.max().item())
+    capture.graph_break()
+    low, high = low_high
+    return (x - low) / (high - low)
+
+
+def formatted_loss(x: torch.Tensor) -> Any:
+    loss = (x ** 2).mean()
+    print(f"loss={loss.item():.4f}")
+    return loss * 2
+
+
+def disabled_function_result(x: torch.Tensor) -> Any:
+    v = _mean_magnitude(x)
+    return x / v, v
+
+
+class Normalize(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        std = x.std().item()
+        capture.graph_break()
+        self.last_std = std
+        return x / (std + 1e-5)
+
+
+PROGRAMS = [item_then_break, float_then_print, branch_after_break, arithmetic_across_two_breaks, closure_over_item,
+            metrics_dict_printed, tuple_of_items, formatted_loss, disabled_function_result]
+
+
+@pytest.mark.parametrize("fn", PROGRAMS, ids=[fn.__name__ for fn in PROGRAMS])
+def test_run_time_data_across_a_break_compiles_once(fn: Callable[..., Any]) -> None:
+    backend, recompiles, compiled = _compile(fn)
+    counts = []
+    with contextlib.redirect_stdout(io.StringIO()):
+        for seed in range(6):  # fresh data: every value that crosses the break is new
+            x = _inputs(seed)
+            _same(compiled(x), fn(x))
+            counts.append(backend.count)
+    assert recompiles == []
+    assert counts[1:] == counts[:1] * 5, counts
+
+
+def test_branch_on_a_value_after_the_break_takes_each_side() -> None:
+    backend, recompiles, compiled = _compile(branch_after_break)
+    counts = []
+    for seed in range(8):
+        x = _inputs(seed) * (1 if seed % 2 else -1)
+        _same(compiled(x), branch_after_break(x))
+        counts.append(backend.count)
+    assert recompiles == []
+    assert counts[2:] == counts[1:2] * 6, counts  # each side compiled once, on its first call
+
+
+def test_module_storing_a_float_read_from_a_tensor_compiles_once() -> None:
+    module = Normalize()
+    reference = Normalize()
+    backend, recompiles, compiled = _compile(module)
+    for seed in range(5):
+        x = _inputs(seed)
+        _same(compiled(x), reference(x))
+        assert module.last_std == pytest.approx(reference.last_std)
+    assert recompiles == []
+    assert backend.count == 2
+
+
+def test_a_float_argument_still_recompiles_when_it_changes() -> None:
+    _backend, recompiles, compiled = _compile(arithmetic_across_two_breaks)
+    x = _inputs(0)
+    _same(compiled(x, 2.0), arithmetic_across_two_breaks(x, 2.0))
+    _same(compiled(x, 3.0), arithmetic_across_two_breaks(x, 3.0))
+    assert any("== 2.0" in r.failed_guard for r in recompiles)
+
+
+def test_another_type_at_a_run_time_path_recompiles() -> None:
+    @capture.disable
+    def measure(t: torch.Tensor, as_int: bool) -> float | int:
+        return int(t.argmax()) if as_int else float(t.sum())
+
+    def fn(x: torch.Tensor, as_int: bool) -> Any:
+        v = measure(x, as_int)
+        return x * v, v
+
+    _backend, recompiles, compiled = _compile(fn)
+    for seed, as_int in [(0, False), (1, False), (2, True), (3, False)]:
+        x = _inputs(seed)
+        _same(compiled(x, as_int), fn(x, as_int))
+    assert any("TYPE_MATCH" in r.failed_guard for r in recompiles)
+
+
+def test_an_int_read_from_a_tensor_is_an_input_once_it_changes() -> None:
+    def fn(x: torch.Tensor) -> Any:
+        n = int((x > 0).sum())
+        capture.graph_break()
+        return x * n, n
+
+    backend, _recompiles, compiled = _compile(fn)
+    counts = []
+    for seed in range(8):  # several distinct counts
+        x = _inputs(seed)
+        _same(compiled(x), fn(x))
+        counts.append(backend.count)
+    assert len({int((_inputs(seed) > 0).sum()) for seed in range(8)}) > 2
+    assert counts[-1] == counts[2], counts  # one recompile for the first change, none after
