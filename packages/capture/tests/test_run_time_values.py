@@ -1,6 +1,7 @@
 """Values holding run-time data that cross a graph break (a float read from a tensor, a string formatted from
-one, a disabled function's result) reach the resume function as inputs: calling again with new data compiles
-nothing new. Real changes (an argument's value, a type) still recompile."""
+one, a disabled function's result) reach the resume function, or a callee that broke and is captured on its
+own, as inputs: calling again with new data compiles nothing new. Real changes (an argument's value, a type)
+still recompile."""
 
 from __future__ import annotations
 
@@ -120,8 +121,28 @@ class Normalize(torch.nn.Module):
         return x / (std + 1e-5)
 
 
+def _log_metric(name: str, value: float) -> None:
+    print(name, value)
+
+
+def metric_logged_by_a_helper(x: torch.Tensor) -> Any:
+    loss = (x ** 2).mean()
+    _log_metric("loss", loss.item())
+    return loss * 2
+
+
+def _scale_by(t: torch.Tensor, s: float, *, shift: float = 0.0) -> torch.Tensor:
+    capture.graph_break()
+    return t * s + shift
+
+
+def helper_that_breaks_takes_items(x: torch.Tensor) -> Any:
+    return _scale_by(x, x.std().item(), shift=x.mean().item()) + 1
+
+
 PROGRAMS = [item_then_break, float_then_print, branch_after_break, arithmetic_across_two_breaks, closure_over_item,
-            metrics_dict_printed, tuple_of_items, formatted_loss, disabled_function_result]
+            metrics_dict_printed, tuple_of_items, formatted_loss, disabled_function_result, metric_logged_by_a_helper,
+            helper_that_breaks_takes_items]
 
 
 @pytest.mark.parametrize("fn", PROGRAMS, ids=[fn.__name__ for fn in PROGRAMS])
@@ -198,3 +219,16 @@ def test_an_int_read_from_a_tensor_is_an_input_once_it_changes() -> None:
         counts.append(backend.count)
     assert len({int((_inputs(seed) > 0).sum()) for seed in range(8)}) > 2
     assert counts[-1] == counts[2], counts  # one recompile for the first change, none after
+
+
+def test_a_helper_called_with_constants_elsewhere_stays_correct() -> None:
+    def fn(x: torch.Tensor) -> Any:
+        return _scale_by(x, x.std().item()) + _scale_by(x, 0.5, shift=2.0)
+
+    backend, _recompiles, compiled = _compile(fn)
+    counts = []
+    for seed in range(5):
+        x = _inputs(seed)
+        _same(compiled(x), fn(x))
+        counts.append(backend.count)
+    assert counts[1:] == counts[:1] * 4, counts

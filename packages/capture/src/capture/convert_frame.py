@@ -28,7 +28,7 @@ from capture.symbolic.aliasing import guard_written_inputs
 from capture.symbolic.code_info import code_info
 from capture.symbolic.output_graph import OutputGraph
 from capture.symbolic.reconstruct import Reconstructor
-from capture.symbolic.run_time_values import run_time_paths
+from capture.symbolic.run_time_values import callee_run_time_paths, run_time_paths
 from capture.symbolic.shapes import ShapePolicy, first_use_location, shape_guards
 from capture.symbolic.translator import BreakPoint, FirstBreak, InstructionTranslator, StoppedAt
 from capture.variables.base import NullVariable, VariableTracker
@@ -255,6 +255,10 @@ def _tail(frame: Frame, ctx: CaptureContext, output: OutputGraph, result: Variab
     stack_exprs = [rebuild.expr(value, wrap_callee=wrap_name if i in callee_slots else None)
                    for i, value in enumerate(stack)]
     kw_names = _pending_kw_names(info, index)
+    if callee_slots:
+        callee = callee_run_time_paths(output, instr.name, int(cast(Any, instr.arg)), stack, kw_names)
+        if callee is not None:  # the callee's arguments that hold run-time data
+            ctx.cache.state(callee[0], ctx).data_arguments.update(callee[1])
     resumes: dict[str, tuple[Any, int, tuple[str, ...]]] = {}
     depth = len(stack)
     successors = [("next", index + 1, False)]

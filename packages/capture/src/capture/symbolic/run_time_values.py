@@ -6,8 +6,9 @@ A float the graph read from a tensor (``s = float(t.sum())``, ``loss.item()``), 
 and recompiled the resume function on every call (until the cache limit, then ran eagerly).
 
 The break that makes a resume function marks the paths of its arguments that hold such values (`run_time_paths`:
-``L[2]``, ``L[1]['loss']``, ``L[0].cell_contents``), kept in the resume code's `CodeState.data_arguments`. Its trace
-reads a value found there (`run_time_argument`) as:
+``L[2]``, ``L[1]['loss']``, ``L[0].cell_contents``), kept in the resume code's `CodeState.data_arguments`; a break
+at a call whose callee broke marks the callee's arguments so (`callee_run_time_paths`: the callee is captured on
+its own, ``log_metric("loss", loss.item())``). The trace reads a value found there (`run_time_argument`) as:
 
 * a float: an unbacked symbolic float, ``.item()`` of a float64 0-d tensor input made from it on each call, as
   ``.item()`` gave it before the break (only its type is guarded; a Python branch on it is a graph break there);
@@ -18,15 +19,23 @@ reads a value found there (`run_time_argument`) as:
 
 from __future__ import annotations
 
+import types
 from typing import TYPE_CHECKING, Any
 
 import torch
 from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
 
+from capture.bytecode.dialects import current
 from capture.sources import ScalarTensorSource, Source
-from capture.variables.base import RunTimeValueVariable, VariableTracker
+from capture.variables.base import NullVariable, RunTimeValueVariable, VariableTracker
 from capture.variables.containers import DictVariable, ListVariable, TupleVariable
-from capture.variables.functions import CellVariable, RealCellVariable
+from capture.variables.functions import (
+    BoundMethodVariable,
+    CellVariable,
+    NestedFunctionVariable,
+    RealCellVariable,
+    UserFunctionVariable,
+)
 from capture.variables.sym_values import SYMBOLIC_NODE, SymNodeVariable
 
 if TYPE_CHECKING:
@@ -55,6 +64,47 @@ def run_time_paths(output: OutputGraph, arguments: list[VariableTracker | None],
         else:
             _collect(output, value, expr, paths, 0)
     return frozenset(paths)
+
+
+def callee_run_time_paths(output: OutputGraph, instr_name: str, arg_count: int, stack: list[VariableTracker],
+                          kw_names: tuple[str, ...]) -> tuple[types.CodeType, frozenset[str]] | None:
+    """For a break at the call of a user function (the callee broke, and is captured on its own when the stub
+    calls it): its code and the paths of its arguments that hold run-time data (``log_metric("loss",
+    loss.item())``), None when there are none or the call is not a plain CALL of a Python function."""
+    if instr_name not in ("CALL", "CALL_KW") or not stack:
+        return None
+    if instr_name == "CALL_KW":  # 3.13: the keyword names sit on top of the arguments
+        names = stack[-1]
+        kw_names = tuple(names.as_constant()) if names.is_constant() else ()
+        stack = stack[:-1]
+    base = len(stack) - arg_count - 2
+    if base < 0:
+        return None
+    dialect = current()
+    args = stack[base + 2:]
+    if isinstance(stack[dialect.null_slot(base)], NullVariable):
+        callee = stack[dialect.callable_slot(base)]
+    else:  # a method and its receiver (the receiver is the first argument)
+        callee, args = stack[base], [stack[base + 1], *args]
+    code: types.CodeType | None = None
+    if isinstance(callee, BoundMethodVariable) and isinstance(callee.function, UserFunctionVariable):
+        code, args = callee.function.fn.__code__, [callee.receiver, *args]
+    elif isinstance(callee, UserFunctionVariable):
+        code = callee.fn.__code__
+    elif isinstance(callee, NestedFunctionVariable):
+        code = callee.code
+    if code is None:
+        return None
+    positional = args[:len(args) - len(kw_names)]
+    keywords = dict(zip(kw_names, args[len(args) - len(kw_names):]))
+    parameters = code.co_varnames[:code.co_argcount + code.co_kwonlyargcount]
+    paths: list[str] = []
+    for index, value in enumerate(positional[:code.co_argcount]):
+        _collect(output, value, f"L[{index}]", paths, 0)
+    for name, value in keywords.items():
+        if name in parameters[code.co_posonlyargcount:]:
+            _collect(output, value, f"L[{parameters.index(name)}]", paths, 0)
+    return (code, frozenset(paths)) if paths else None
 
 
 def _cell_contents(cell: VariableTracker | None) -> VariableTracker | None:
