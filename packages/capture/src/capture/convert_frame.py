@@ -32,7 +32,7 @@ from capture.symbolic.run_time_values import callee_run_time_paths, run_time_pat
 from capture.symbolic.shapes import ShapePolicy, first_use_location, shape_guards
 from capture.symbolic.translator import BreakPoint, FirstBreak, InstructionTranslator, StoppedAt
 from capture.variables.base import NullVariable, VariableTracker
-from capture.variables.containers import ListVariable
+from capture.variables.containers import DictVariable, ListVariable
 from capture.variables.functions import NestedFunctionVariable, RealCellVariable
 from capture.variables.rebuilding import CannotReconstruct
 
@@ -370,6 +370,11 @@ def _side_effect_lines(output: OutputGraph, rebuild: Reconstructor) -> list[str]
         if isinstance(container, ListVariable) and container.is_unread:  # only appended to
             rendered = value("[" + ", ".join(rebuild.expr(v) for v in container.appended) + "]")
             applies.append(f"{target}.extend({rendered})")
+            continue
+        if isinstance(container, DictVariable) and container.is_unread:  # only assigned items to
+            rendered = value("{" + ", ".join(f"{rebuild.constant(k)}: {rebuild.expr(v)}"
+                                             for k, v in container.assigned.items()) + "}")
+            applies.append(f"{target}.update({rendered})")
             continue
         items = cast(Any, container).items
         if isinstance(items, dict):

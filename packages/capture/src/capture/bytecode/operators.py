@@ -243,8 +243,7 @@ def _store_item(tx: InstructionTranslator, container: VariableTracker, index: Va
         container.setitem(index.as_constant(), value)
         return
     if isinstance(container, DictVariable) and index.is_constant():
-        container.items[index.as_constant()] = value
-        container.mark_mutated(tx)
+        container.set_item(tx, index.as_constant(), value)
         return
     raise Unsupported(f"item assignment on {container}")
 

@@ -366,9 +366,9 @@ class OutputGraph:
             if not isinstance(source, Source) or source.guard_free:
                 return
             written = id(tracker) in mutated
-            unread = isinstance(tracker, ListVariable) and tracker.is_unread
-            if unread and not written:
+            if isinstance(tracker, (ListVariable, DictVariable)) and tracker.is_unread and not written:
                 return  # neither read nor written: nothing assumed about it
+            unread = isinstance(tracker, ListVariable) and tracker.is_unread
             groups.setdefault(kind, {}).setdefault(source.expr(), (source, written, unread))
 
         for key, tracker in self._by_id.items():

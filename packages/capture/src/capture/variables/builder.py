@@ -93,12 +93,10 @@ def wrap_existing(output: OutputGraph, value: Any, source: Source | None) -> Var
     if type(value) is dict and all(is_literal_key(k) for k in value):
         if guards is not None and source is not None:
             guards.type_is(source, value)
-            keys = list(value.keys())
-            guards.add("DICT_KEYS", source, f"list({source.expr()}.keys()) == {keys!r}",
-                       f"keys of {source.expr()} are {keys!r}")
-        entries = {k: _wrap_item(output, v, ItemSource(source, k) if source is not None else None)
-                   for k, v in value.items()}
-        return DictVariable(entries, source)
+        if source is not None:
+            # Read on first use: a dict the region only assigns items to keeps its keys unguarded.
+            return DictVariable.unread(source, functools.partial(_read_entries, output, value, source))
+        return DictVariable({k: _wrap_item(output, v, None) for k, v in value.items()})
     return wrap_callable_or_object(output, value, source)
 
 
@@ -109,6 +107,15 @@ def _read_items(output: OutputGraph, value: list[Any] | tuple[Any, ...], source:
         output.guards.add("LENGTH", source, f"len({expr}) == {len(value)}", f"len({expr}) == {len(value)}")
     return [_wrap_item(output, item, ItemSource(source, i) if source is not None else None)
             for i, item in enumerate(value)]
+
+
+def _read_entries(output: OutputGraph, value: dict[Any, Any], source: Source) -> dict[Any, VariableTracker]:
+    """The trackers of a dict's entries, guarding its keys (the values guard themselves)."""
+    if not source.guard_free:
+        keys = list(value.keys())
+        output.guards.add("DICT_KEYS", source, f"list({source.expr()}.keys()) == {keys!r}",
+                          f"keys of {source.expr()} are {keys!r}")
+    return {k: _wrap_item(output, v, ItemSource(source, k)) for k, v in value.items()}
 
 
 def _wrap_item(output: OutputGraph, value: Any, source: Source | None) -> VariableTracker:

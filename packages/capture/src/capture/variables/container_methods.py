@@ -86,7 +86,8 @@ def _dict_method(tx: Tracer, d: DictVariable, name: str, args: Args, kwargs: Kwa
     if name == "update":
         if len(args) > 1:
             raise Unsupported(f"update expected at most 1 argument, got {len(args)}", user_error=True)
-        d.items.update(_dict_entries(tx, args, kwargs))  # a dict, or pairs (a list of them, a zip)
+        for key, value in _dict_entries(tx, args, kwargs).items():  # a dict, or pairs (a list of them, a zip)
+            d.set_item(tx, key, value)
     elif name == "pop":
         key = args[0].as_constant()
         if key not in d.items and len(args) > 1:

@@ -147,12 +147,54 @@ class ListVariable(VariableTracker):
 
 
 class DictVariable(VariableTracker):
-    """A dict with constant keys."""
+    """A dict with constant keys; when `source` is set it is an existing dict whose mutations are replayed.
+
+    An existing dict made with `unread` reads its entries (and guards its keys) only when the trace first uses
+    them (`items`): a dict the region only assigns items to (``ACTIVATIONS["h"] = h``, a log keyed by step) is
+    not guarded on its keys, and its assignments are replayed as one ``update`` (`assigned`).
+    """
 
     def __init__(self, items: dict[Any, VariableTracker], source: Source | None = None) -> None:
-        self.items: dict[Any, VariableTracker] = dict(items)
+        self._items: dict[Any, VariableTracker] = dict(items)
         self.source = source
         self.mutated = False
+        self._read: Callable[[], dict[Any, VariableTracker]] | None = None
+        self.assigned: dict[Any, VariableTracker] = {}  # items assigned while `unread`
+
+    @classmethod
+    def unread(cls, source: Source, read: Callable[[], dict[Any, VariableTracker]]) -> DictVariable:
+        """An existing dict at `source` whose entries `read()` wraps (with their guards) on first use."""
+        d = cls({}, source)
+        d._read = read
+        return d
+
+    @property
+    def is_unread(self) -> bool:
+        """The entries were never used: only `assigned` is known."""
+        return self._read is not None
+
+    @property
+    def items(self) -> dict[Any, VariableTracker]:
+        if self._read is not None:
+            read, self._read = self._read, None
+            self._items = read()
+            self._items.update(self.assigned)  # as eager: an existing key keeps its place, a new one goes last
+            self.assigned = {}
+        return self._items
+
+    @items.setter
+    def items(self, value: dict[Any, VariableTracker]) -> None:
+        self._read = None
+        self.assigned = {}
+        self._items = value
+
+    def set_item(self, tx: Tracer, key: Any, value: VariableTracker) -> None:
+        """``d[key] = value``: recorded without reading the dict while it is unread."""
+        if self._read is not None:
+            self.assigned[key] = value
+        else:
+            self._items[key] = value
+        self.mark_mutated(tx)
 
     def python_type(self) -> type:
         return dict
@@ -175,7 +217,9 @@ class DictVariable(VariableTracker):
         raise Unsupported(f"dict method {name!r}")
 
     def __repr__(self) -> str:
-        return f"DictVariable({self.items})"
+        if self.is_unread:  # not read for a repr: reading guards the keys
+            return f"DictVariable(<unread {self.source}>, assigned={self.assigned})"
+        return f"DictVariable({self._items})"
 
 
 class IteratorVariable(VariableTracker):

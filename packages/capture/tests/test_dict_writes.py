@@ -1,0 +1,152 @@
+"""Existing dicts the region only assigns items to (``ACTIVATIONS["h"] = h``, ``self.cache["last"] = x``) are not
+guarded on their keys: the keys they gain on the first call do not recompile the next. Their assignments are
+replayed as one ``update``, with eager's key order. A dict the region reads keeps its key guard."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from capture_helpers import RecordingBackend
+
+import capture
+from capture.events import CaptureHooks, Recompiled
+
+
+def _inputs(seed: int, n: int = 5) -> torch.Tensor:
+    return torch.randn(n, generator=torch.Generator().manual_seed(seed))
+
+
+def _compile(fn: Any) -> tuple[RecordingBackend, list[Recompiled], Any]:
+    backend = RecordingBackend()
+    recompiles: list[Recompiled] = []
+    return backend, recompiles, capture.optimize(backend, hooks=CaptureHooks(on_recompile=[recompiles.append]))(fn)
+
+
+ACTIVATIONS: dict[str, torch.Tensor] = {}
+
+
+def record_activation(x: torch.Tensor) -> torch.Tensor:
+    h = x.relu()
+    ACTIVATIONS["h"] = h
+    ACTIVATIONS.update(scaled=h * 3)
+    return h * 2
+
+
+def test_a_global_dict_the_region_only_assigns_to_compiles_once() -> None:
+    backend, recompiles, compiled = _compile(record_activation)
+    for seed in range(5):
+        x = _inputs(seed)
+        got = compiled(x)
+        recorded = dict(ACTIVATIONS)
+        want = record_activation(x)
+        torch.testing.assert_close(got, want)
+        assert list(recorded) == ["h", "scaled"]
+        torch.testing.assert_close(recorded["h"], ACTIVATIONS["h"])
+        torch.testing.assert_close(recorded["scaled"], ACTIVATIONS["scaled"])
+    assert backend.count == 1
+    assert recompiles == []
+
+
+class KeepsLast(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.cache: dict[str, Any] = {}
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.cache["last"] = x.detach()
+        self.cache["calls"] = "seen"
+        return x * 2
+
+
+def test_a_module_attribute_dict_the_region_only_assigns_to_compiles_once() -> None:
+    module = KeepsLast()
+    backend, recompiles, compiled = _compile(module)
+    for seed in range(4):
+        x = _inputs(seed)
+        torch.testing.assert_close(compiled(x), x * 2)
+        assert module.cache["last"] is not None
+        torch.testing.assert_close(module.cache["last"], x)
+        assert module.cache["calls"] == "seen"
+    assert backend.count == 1
+    assert recompiles == []
+
+
+def test_assignments_keep_eager_key_order() -> None:
+    def fn(x: torch.Tensor, d: dict[str, Any]) -> torch.Tensor:
+        d["b"] = x.sum()
+        d["z"] = x.max()
+        return x + 1
+
+    backend, _recompiles, compiled = _compile(fn)
+    for seed in range(3):
+        x = _inputs(seed)
+        got_dict: dict[str, Any] = {"a": 1, "b": 2}
+        want_dict: dict[str, Any] = {"a": 1, "b": 2}
+        torch.testing.assert_close(compiled(x, got_dict), fn(x, want_dict))
+        assert list(got_dict) == list(want_dict) == ["a", "b", "z"]
+        torch.testing.assert_close(got_dict["b"], want_dict["b"])
+        torch.testing.assert_close(got_dict["z"], want_dict["z"])
+    assert backend.count == 1
+
+
+CACHE: dict[int, torch.Tensor] = {}
+
+
+def memoized_offsets(x: torch.Tensor) -> torch.Tensor:
+    key = x.shape[-1]
+    if key not in CACHE:
+        CACHE[key] = torch.arange(key, dtype=x.dtype)
+    return x + CACHE[key]
+
+
+def test_a_dict_the_region_reads_still_recompiles_when_its_keys_change() -> None:
+    CACHE.clear()
+    backend, recompiles, compiled = _compile(memoized_offsets)
+    for seed in range(4):
+        x = _inputs(seed)
+        torch.testing.assert_close(compiled(x), x + torch.arange(5.0))
+    assert backend.count == 2  # without the key, then with it
+    CACHE.clear()  # a real change: the key is gone again
+    x = _inputs(9)
+    torch.testing.assert_close(compiled(x), x + torch.arange(5.0))
+    assert "DICT_KEYS" in recompiles[-1].failed_guard
+    assert CACHE.keys() == {5}
+
+
+def test_write_only_dicts_passed_twice_stay_correct() -> None:
+    def fn(x: torch.Tensor, a: dict[str, Any], b: dict[str, Any]) -> torch.Tensor:
+        a["x"] = x.sum()
+        b["y"] = x.mean()
+        a["z"] = x.max()
+        return x * 2
+
+    _backend, _recompiles, compiled = _compile(fn)
+    x = _inputs(0)
+    compiled(x, {}, {})
+    got: dict[str, Any] = {}
+    want: dict[str, Any] = {}
+    torch.testing.assert_close(compiled(x, got, got), fn(x, want, want))
+    assert list(got) == list(want) == ["x", "y", "z"]
+    for key in want:
+        torch.testing.assert_close(got[key], want[key])
+
+
+def test_a_dict_made_in_the_call_crossing_a_break_compiles_once() -> None:
+    def fn(x: torch.Tensor) -> Any:
+        outputs = {}
+        for i in range(3):
+            outputs[f"layer{i}"] = x * i
+        capture.graph_break()
+        outputs["total"] = sum(outputs.values())
+        return outputs
+
+    backend, recompiles, compiled = _compile(fn)
+    for seed in range(4):
+        x = _inputs(seed)
+        got, want = compiled(x), fn(x)
+        assert list(got) == list(want)
+        for key in want:
+            torch.testing.assert_close(got[key], want[key])
+    assert backend.count == 2
+    assert recompiles == []
