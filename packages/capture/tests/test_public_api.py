@@ -17,7 +17,8 @@ def test_all_names_exist() -> None:
 PUBLIC_NAMES = {
     "BackendCompilerError", "BreakReason", "CaptureConfig", "CaptureError", "CaptureHooks", "CapturedFunction",
     "CompilerFn", "ExplainOutput", "ExportResult", "GraphBreakError", "GraphBroken", "GraphCompiled", "Guard",
-    "InternalCaptureError", "OptimizedModule", "RecompileLimitWarning", "Recompiled", "UserLocation",
+    "InternalCaptureError", "OptimizedModule", "RecompileLimitWarning", "RecompileStormWarning", "Recompiled",
+    "UserLocation",
     "__version__", "allow_in_graph", "config", "disable", "disallow_in_graph", "explain", "export",
     "graph_break", "mark_dynamic", "mark_static", "optimize", "reset", "run",
 }

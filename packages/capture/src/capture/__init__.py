@@ -38,6 +38,7 @@ from capture.errors import (
     GraphBreakError,
     InternalCaptureError,
     RecompileLimitWarning,
+    RecompileStormWarning,
     UserLocation,
 )
 from capture.events import CaptureHooks, GraphBroken, GraphCompiled, Recompiled
@@ -61,6 +62,7 @@ __all__ = [
     "InternalCaptureError",
     "OptimizedModule",
     "RecompileLimitWarning",
+    "RecompileStormWarning",
     "Recompiled",
     "UserLocation",
     "__version__",

@@ -48,6 +48,22 @@ class CodeState:
     varying_data: set[str] = field(default_factory=set)
     """The `data_arguments` whose value guard failed (an int there changed between calls): read as inputs too."""
 
+    input_signatures: set[Any] = field(default_factory=set)
+    """`input_signature` of the arguments of each call that compiled an entry."""
+    same_input_recompiles: int = 0
+    """Recompiles for calls whose `input_signature` an earlier compile had (three: a storm, warned once; up to two
+    are a cache warming up, or a few configurations of one program)."""
+    storm_warned: bool = False  # of a user function (not of its resume functions): `RecompileStormWarning` given
+
+    def note_compile(self, L: Any) -> bool:
+        """Record a compile for arguments `L`; True when it is the third recompile on metadata already compiled
+        for (a recompile storm: a value the guards read changes between calls)."""
+        signature = input_signature(L)
+        if signature in self.input_signatures:
+            self.same_input_recompiles += 1
+        self.input_signatures.add(signature)
+        return self.same_input_recompiles == 3
+
     def note_failed_guard(self, kind: str, source_expr: str) -> None:
         """A recompile: a data argument whose value guard failed varies (`varying_data`)."""
         if kind == "CONSTANT_MATCH" and source_expr in self.data_arguments:
@@ -82,6 +98,20 @@ class CodeCache:
         self.states.clear()
         self.resume_wrappers.clear()
         self.generation += 1
+
+
+def input_signature(values: Any, depth: int = 0) -> Any:
+    """What a call's arguments look like without their values: tensors by type, dtype, device, shape, strides and
+    requires_grad; lists, tuples and dicts by their length (keys) and items, two levels deep; anything else by its
+    type (ints and floats too: a recompile on a changed number is one on the same metadata)."""
+    if isinstance(values, torch.Tensor):
+        return (type(values), values.dtype, values.device, tuple(values.shape), values.stride()
+                if values.layout == torch.strided else None, values.requires_grad)
+    if type(values) in (list, tuple) and depth < 3 and len(values) <= 64:
+        return (type(values), tuple(input_signature(v, depth + 1) for v in values))
+    if type(values) is dict and depth < 3 and len(values) <= 64:
+        return (dict, tuple((repr(k), input_signature(v, depth + 1)) for k, v in values.items()))
+    return type(values)
 
 
 DEFAULT_CACHE = CodeCache()

@@ -21,7 +21,7 @@ from torch.overrides import _get_current_function_mode_stack
 from torch.utils._device import DeviceContext
 
 from capture import cache as code_cache
-from capture.bytecode.codegen import resume_code
+from capture.bytecode.codegen import ORIGINS, resume_code
 from capture.bytecode.eager_calls import eager_code_with_captured_call
 from capture.cache import (
     DEFAULT_CACHE,
@@ -47,6 +47,7 @@ from capture.errors import (
     GraphBreakError,
     InternalCaptureError,
     RecompileLimitWarning,
+    RecompileStormWarning,
 )
 from capture.events import CaptureHooks, Recompiled
 from capture.guards import failing_values, first_failure
@@ -167,8 +168,9 @@ class CaptureContext:
                 return entry
         return None
 
-    def _report_recompile(self, code: types.CodeType, state: CodeState, L: Any, G: Any, C: Any) -> str:
-        """Tell the hooks (and the log) which guard of the last entry failed, its value, and its line."""
+    def _report_recompile(self, code: types.CodeType, state: CodeState, L: Any, G: Any, C: Any, storm: bool) -> str:
+        """Tell the hooks (and the log) which guard of the last entry failed, its value, and its line; on a
+        `storm` (recompiling again for inputs of the same metadata) warn once with the same."""
         guard_set = state.entries[-1].guard_set
         failed = first_failure(guard_set, L, G, C)
         failed_text = str(failed) if failed is not None else "unknown guard"
@@ -180,6 +182,18 @@ class CaptureContext:
                                         len(state.entries), failed, values, location))
         where = f" (guard installed at {failed.where()})" if failed is not None and failed.where() else ""
         log.info("capture: recompiling %s: guard failed: %s; now %s%s", code.co_name, failed_text, values, where)
+        origin = ORIGINS.get(code)  # once per user function, whichever of its resume functions storms
+        root_state = self.cache.state(origin.original, self) if origin is not None else state
+        if storm and not root_state.storm_warned:
+            root_state.storm_warned = True
+            # Shown at the user's line that installed the guard (else the function's first line).
+            warnings.warn_explicit(RecompileStormWarning(
+                f"capture: {code.co_name} ({code.co_filename}:{code.co_firstlineno}) keeps recompiling (a recompile "
+                f"storm): {state.same_input_recompiles + 1} compiles for calls whose inputs have the same types, shapes "
+                f"and dtypes. Failing guard: {failed_text}; now {values or '?'}{where}. A value it reads changes between "
+                "calls: pass it as a tensor, or keep it out of the compiled function (capture.disable)."),
+                RecompileStormWarning, location.filename if location is not None else code.co_filename,
+                location.lineno if location is not None else code.co_firstlineno)
         return failed_text
 
     def compile_and_run(self, fn: types.FunctionType, state: CodeState, L: Any, args: tuple[Any, ...],
@@ -209,8 +223,9 @@ class CaptureContext:
                 raise InternalCaptureError(code_cache.UNSUPPORTED_PYTHON)
             code_cache.warn_unsupported_python()
             return None
+        storm = state.note_compile(L)
         if state.entries:
-            failed_text = self._report_recompile(code, state, L, G, C)
+            failed_text = self._report_recompile(code, state, L, G, C, storm)
             if len(state.entries) >= self.config.cache_size_limit:
                 state.eager_reason = f"cache_size_limit ({self.config.cache_size_limit}) reached"
                 if not state.warned:

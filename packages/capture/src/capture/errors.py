@@ -76,3 +76,9 @@ class InternalCaptureError(CaptureError):
 
 class RecompileLimitWarning(UserWarning):
     """Warned once per code object when `cache_size_limit` is hit and the function runs eagerly."""
+
+
+class RecompileStormWarning(UserWarning):
+    """Warned once per code object when it recompiles again for calls whose inputs have the metadata of calls it
+    already compiled for (tensors of the same type, dtype, device, shape, strides and requires_grad): a value it
+    reads changes between calls (a counter, a growing dict). Names the failing guard, its value now and its line."""
