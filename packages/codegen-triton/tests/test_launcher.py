@@ -117,6 +117,36 @@ def test_channels_last_conv_graph_matches_eager(kiln_cache: Path, monkeypatch: p
         torch.testing.assert_close(g, w, rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.gpu
+def test_channels_last_conv_weights_are_copied_by_the_graph(kiln_cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A 3x3 weight stored NCHW beside a channels-last image: cuDNN would copy it with ATen on every
+    # call; the graph copies it in a generated kernel instead (a 1x1 or depthwise weight needs none).
+    monkeypatch.setattr(torch.backends.cudnn, "allow_tf32", False)
+    backend = TritonBackend(config=TritonConfig(cache_dir=kiln_cache))
+
+    def inputs() -> list[torch.Tensor]:
+        shapes = [(4, 8, 12, 12), (8, 8, 3, 3), (8, 4, 3, 3), (8,)]
+        return [torch.randn(*shape, device="cuda") for shape in shapes]
+
+    example = inputs()
+    gm = make_fx(_conv_net)(*example)
+    config = inductor_ir.InductorIRConfig(layout_optimization=True, check_ir=True)
+    compiled = inductor_ir.compile_graph(gm, example, backends={"cuda": backend}, config=config)
+    convolutions = [
+        b for b in compiled.program.buffers
+        if isinstance(b, inductor_ir.ExternKernel) and b.op is torch.ops.aten.convolution.default
+    ]
+    assert len(convolutions) == 2
+    for conv in convolutions:
+        weight = conv.args[1]
+        assert isinstance(weight, inductor_ir.ComputedBuffer) and int(weight.layout.stride[1]) == 1
+    fresh = inputs()
+    for _ in range(2):
+        for g, w in zip(compiled(*fresh), _conv_net(*fresh)):
+            torch.testing.assert_close(g, w, rtol=1e-4, atol=1e-4)
+        fresh[1].mul_(-1.5)  # a weight changed in place between calls is copied again
+
+
 def _project(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor]:
     return (a @ b,)
 

@@ -42,6 +42,22 @@ def test_matmuls_are_called_through_public_functions_without_a_layout_check() ->
         assert_close(compiled(*inputs), _matmuls(*inputs))
 
 
+def _conv_attention(x: torch.Tensor, w: torch.Tensor, q: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    return F.conv2d(x, w, padding=1).relu(), F.scaled_dot_product_attention(q, q, q, scale=0.5)
+
+
+def test_convolution_and_attention_are_called_through_public_functions() -> None:
+    torch.manual_seed(0)
+    inputs = [rand(2, 3, 8, 8), rand(4, 3, 3, 3), rand(2, 2, 5, 8)]
+    compiled = inductor_ir.compile_graph(make_fx(_conv_attention)(*inputs), inputs, backends={"cpu": ReferenceBackend()})
+    source = inductor_ir.wrapper_source(compiled.schedule)
+    assert "torch.convolution(" in source and "torch._scaled_dot_product_flash_attention_for_cpu(" in source, source
+    assert "_op_aten_convolution" not in source
+    for _ in range(2):
+        inputs = [rand(2, 3, 8, 8), rand(4, 3, 3, 3), rand(2, 2, 5, 8)]
+        assert_close(compiled(*inputs), _conv_attention(*inputs))
+
+
 def _attention(x: torch.Tensor, w: torch.Tensor, cos: torch.Tensor) -> torch.Tensor:
     # LLaMA's shape of computation: a projection viewed as (batch, heads, tokens, dim) through a transpose,
     # then a pointwise rotary step, whose result the attention reads.

@@ -334,7 +334,8 @@ def _extern_lines(w: _Writer, step: ExternStep, unbacked: _UnbackedBindings) -> 
         return
     assert isinstance(buf, ExternKernel)
     args = [w.arg(a) for a in buf.args] + [f"{k}={w.arg(v)}" for k, v in buf.kwargs.items()]
-    call = f"{w.op(buf.op)}({', '.join(args)})"
+    function = _PUBLIC_FUNCTIONS.get(buf.op)
+    call = f"{function or w.op(buf.op)}({', '.join(args)})"
     padding = _matmul_padding(buf)
     if padding is not None:
         name = f"_matmul_padding_{len(w.constants)}"
@@ -357,6 +358,17 @@ def _extern_lines(w: _Writer, step: ExternStep, unbacked: _UnbackedBindings) -> 
         layout = buf.layout
         w.line(f"{buf.name} = ensure_layout({call}, {_tuple(layout.size)}, {_tuple(layout.stride)})")
 
+
+# Ops called through their public function, whose Python binding parses arguments faster than an
+# `OpOverload` call (the same ATen op and schema, one overload taking these arguments; the result's
+# layout is still checked): a small convolution on CPU, 11.3 -> 4.5 us per call.
+_PUBLIC_FUNCTIONS: dict[Any, str] = {
+    torch.ops.aten.convolution.default: "torch.convolution",
+    torch.ops.aten._scaled_dot_product_flash_attention.default: "torch._scaled_dot_product_flash_attention",
+    torch.ops.aten._scaled_dot_product_efficient_attention.default: "torch._scaled_dot_product_efficient_attention",
+    torch.ops.aten._scaled_dot_product_cudnn_attention.default: "torch._scaled_dot_product_cudnn_attention",
+    torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default: "torch._scaled_dot_product_flash_attention_for_cpu",
+}
 
 # ATen's matmuls that always return a new row-major tensor (structured kernels: the result is allocated
 # with contiguous strides whatever the operands' layouts), by the public function computing the same op.

@@ -153,6 +153,10 @@ def _channels_last_input(ctx: LoweringContext, image: Any) -> Any:
     return ctx.realize(copy, target)
 
 
+def _on_cuda(value: Any) -> bool:
+    return isinstance(value, Buffer) and str(value.device).startswith("cuda")
+
+
 @lowering(*EXTERN_OPS)
 def extern(ctx: LoweringContext, *args: Any, **kwargs: Any) -> Any:
     """An ``ExternKernel`` calling the op itself."""
@@ -167,6 +171,11 @@ def extern(ctx: LoweringContext, *args: Any, **kwargs: Any) -> Any:
     args = _realized(ctx, args, transposable)
     if op is aten.convolution.default and ctx.channels_last and args:
         args = (_channels_last_input(ctx, args[0]), *args[1:])
+        if len(args) > 1 and _on_cuda(args[1]):
+            # cuDNN copies a weight whose layout differs from the input's on every call (ATen's
+            # `contiguous`: an allocation and a copy launched from C++, ~30 us of host time each);
+            # copied in the graph instead, it is one generated kernel (ResNet-50's 17 non-1x1 weights).
+            args = (args[0], _channels_last_input(ctx, args[1]), *args[2:])
     if op is aten.convolution_backward.default and ctx.channels_last and len(args) > 1:
         # A saved input image (or a tangent) in NCHW beside channels-last gradients: oneDNN would
         # convert the larger gradient map to NCHW on every call (8x32x32x32: 0.8 ms, and a slower
