@@ -257,6 +257,18 @@ def test_markdown_and_json_outputs() -> None:
     assert {s["compiler"] for s in decoded["summary"]} == {"torch.compile", "kiln"}
 
 
+def test_eager_that_differs_between_rows_is_flagged() -> None:
+    rows = merge_rows(_jobs())
+    meta = {"device": "cuda", "date": "today", "command": "python -m tools.bench"}
+    assert "!" not in render_markdown(rows, meta).split("## Compile seconds")[0]
+    for row in rows:
+        if row.compiler == "kiln" and row.task == "inference":
+            assert row.eager_ms is not None
+            row.eager_ms *= 1.5  # eager 1.5x slower in kiln's process than in torch.compile's
+    text = render_markdown(rows, meta).split("## Compile seconds")[0]
+    assert text.count(" !") == 1 and "eager's own time differed" in text
+
+
 # ---------------------------------------------------------------- configuration and processes
 
 

@@ -177,6 +177,17 @@ def _table(header: list[str], body: list[list[str]]) -> list[str]:
 NOISY_SPREAD = 0.10  # interquartile range over median above which a speedup is marked noisy
 
 
+EAGER_SPREAD = 0.15
+"""How far eager's medians for one model and task may differ between the compilers' rows before the report
+flags it. On the H200 host, host-bound models' eager time moved by up to 1.7x between processes (ResNet-18,
+DistilBERT, GPT-2 inference, 2026-11-30) while GPU-bound ones (ViT-B/16, ConvNeXt-Tiny) moved by under 1%."""
+
+
+def eager_differs(values: Sequence[float]) -> bool:
+    """Whether eager's medians (one per compiler's row) spread by more than `EAGER_SPREAD`."""
+    return len(values) > 1 and min(values) > 0 and max(values) / min(values) > 1 + EAGER_SPREAD
+
+
 def _speedup_cell(row: Row | None) -> str:
     if row is None:
         return "-"
@@ -197,7 +208,11 @@ def render_markdown(rows: Sequence[Row], meta: dict[str, Any], heading: str = ""
 
     def eager_ms(model: str, task: str) -> str:
         values = [r.eager_ms for c in compilers if (r := by_key.get((model, task, c))) and r.eager_ms is not None]
-        return _num(median(values), 3) if values else "-"
+        if not values:
+            return "-"
+        if eager_differs(values):
+            return f"{_num(min(values), 3)}-{_num(max(values), 3)} !"
+        return _num(median(values), 3)
 
     alone = {(r.model, r.task): r.eager_alone_ms for r in rows if r.eager_alone_ms is not None}
     title = f"# Kiln benchmark: {meta.get('device', '?')} ({meta.get('date', '')})"
@@ -218,6 +233,10 @@ def render_markdown(rows: Sequence[Row], meta: dict[str, Any], heading: str = ""
     )
     lines += ["", f"~ noisy: the middle half of eager's or the compiled timings spans more than {NOISY_SPREAD:.0%} of "
               "the median.", "* the compiler logged warnings while compiling (listed below; e.g. a fallback to eager)."]
+    if any(eager_differs([r.eager_ms for r in rows if (r.model, r.task) == key and r.eager_ms is not None]) for key in keys):
+        lines += [f"! eager's own time differed by more than {EAGER_SPREAD:.0%} between the compilers' rows (each "
+                  "timed in its own process, or after another compiler): compare the speedups, each over eager "
+                  "timed alongside that compiler, not compiled milliseconds across rows."]
     if alone:
         lines += ["eager ms alone: eager timed on its own in the same process, before (eager-first order) or after "
                   "(kiln-first) the compilers; eager ms: eager timed alternately with each compiler (their median)."]
