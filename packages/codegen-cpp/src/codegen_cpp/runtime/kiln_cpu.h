@@ -385,7 +385,6 @@ KILN_UNARY_LANES(log2, std::log2)
 KILN_UNARY_LANES(log10, std::log10)
 KILN_UNARY_LANES(exp2, std::exp2)
 KILN_UNARY_LANES(lgamma, std::lgamma)
-KILN_UNARY_LANES(erfc, std::erfc)
 // Functions whose float32 vector form is Kiln's own (kiln_cpu_math.h): the scalar float form is
 // defined there too, as one lane of the vector form, so that a value computed in a scalar loop (a
 // tail, a reduction) has the same bits as in a vector loop: a max's backward compares a recomputed
@@ -400,6 +399,7 @@ KILN_UNARY_OWN_F32(sin, std::sin)
 KILN_UNARY_OWN_F32(cos, std::cos)
 KILN_UNARY_OWN_F32(tanh, std::tanh)
 KILN_UNARY_OWN_F32(erf, std::erf)
+KILN_UNARY_OWN_F32(erfc, std::erfc)
 #undef KILN_UNARY_OWN_F32
 #undef KILN_UNARY_LANES
 #undef KILN_UNARY_STD
