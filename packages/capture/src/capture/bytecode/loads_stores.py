@@ -179,6 +179,7 @@ def load_deref(tx: InstructionTranslator, instr: Instruction) -> None:
         if cell.pending is not None:
             tx.push(cell.pending)
             return
+        cell.was_read = True
         try:
             contents = cell.cell.cell_contents
         except ValueError as error:

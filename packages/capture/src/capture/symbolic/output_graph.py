@@ -35,7 +35,7 @@ from capture.variables.base import (
 )
 from capture.variables.builder import wrap_existing
 from capture.variables.containers import DictVariable, ListVariable, TupleVariable
-from capture.variables.functions import RealCellVariable
+from capture.variables.functions import RealCellVariable, cell_expression
 from capture.variables.objects import NNModuleVariable, PythonObjectVariable, TorchFunctionVariable
 from capture.variables.sym_values import (
     SYMBOLIC_NODE,
@@ -353,6 +353,7 @@ class OutputGraph:
         Many pairs of one type are checked at once, by the number of distinct ids.
         """
         effects = self.side_effects
+        self._guard_distinct_cells()
         mutated = {id(c) for c in effects.containers}
         mutated.update(id(owner) for owner, _, _ in effects.attribute_stores
                        if isinstance(owner, PythonObjectVariable))
@@ -394,6 +395,25 @@ class OutputGraph:
             listed = ", ".join(exprs)
             self.guards.add("DISTINCT", exprs[0], f"len({{id(__o) for __o in ({listed},)}}) == {len(exprs)}",
                             f"{listed} are distinct {kind.__qualname__} objects", subjects=tuple(exprs))
+
+    def _guard_distinct_cells(self) -> None:
+        """`DISTINCT` for closure cells: a cell the region assigned (``nonlocal c; c += 1`` in a closure it called)
+        and another it read or assigned were two cells at trace time, so must be on later calls (the read would
+        not see the write). Cells reached through two paths are one tracker, guarded `ALIASED` (`cell_tracker`)."""
+        written = [cell for cell in self.side_effects.cells if isinstance(cell, RealCellVariable)]
+        if not written:
+            return
+        used = [tracker for tracker in self._by_id.values() if isinstance(tracker, RealCellVariable)
+                and (tracker.was_read or tracker.pending is not None)]
+        seen: set[tuple[str, str]] = set()
+        for cell in written:
+            for other in used:
+                first, second = cell.cell_expr(), other.cell_expr()
+                if other is cell or first is None or second is None or (second, first) in seen:
+                    continue
+                seen.add((first, second))
+                check = f"{first} is not {second}"
+                self.guards.add("DISTINCT", first, check, check, subjects=(first, second))
 
     # -- recording calls ----------------------------------------------------------------------
     def call_graph(self, kind: str, target: Any, args: list[VariableTracker],
@@ -551,6 +571,11 @@ class OutputGraph:
         """The one tracker of an existing closure cell (so a write through one path is seen by all)."""
         known = self._by_id.get(id(cell))
         if isinstance(known, RealCellVariable):
+            first, second = known.cell_expr(), cell_expression(source) if source is not None else None
+            if first is not None and second is not None and first != second and source is not None and \
+                    not source.guard_free:
+                # One tracker for both paths (a closure's cell that is also this frame's): valid while they stay one.
+                self.guards.add("ALIASED", source, f"{second} is {first}", f"{second} is {first}")
             return known
         tracker = RealCellVariable(cell, source)
         self._by_id[id(cell)] = tracker

@@ -106,6 +106,7 @@ def _realize_cell(tx: Tracer, cell: VariableTracker) -> types.CellType:
             raise Unsupported("a closure whose cell the region assigned, called at run time by the graph")
         if cell.source is not None and f"{cell.source.expr()}.cell_contents" in tx.output.run_time_sources:
             raise Unsupported("a closure over a value known only at run time, called at run time by the graph")
+        cell.was_read = True  # the graph's function reads it at run time
         return cell.cell
     if isinstance(cell, CellVariable):
         return types.CellType() if cell.contents is None else types.CellType(realize_value(tx, cell.contents))

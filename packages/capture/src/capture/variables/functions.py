@@ -35,6 +35,17 @@ class RealCellVariable(VariableTracker):
         self.cell = cell
         self.source = source
         self.pending: VariableTracker | None = None
+        self.was_read = False  # its contents were read in the region (for `OutputGraph.guard_distinct_objects`)
+
+    def cell_expr(self) -> str | None:
+        """The expression of the cell object itself (a closure's `C[i]`, not its contents), if it has a source."""
+        return cell_expression(self.source) if self.source is not None else None
+
+
+def cell_expression(source: Source) -> str:
+    """The expression of the cell a cell's source names (`ClosureSource` renders its contents: ``C[0].cell_contents``)."""
+    text = source.expr()
+    return text[: -len(".cell_contents")] if text.endswith(".cell_contents") else text
 
 
 class UserFunctionVariable(VariableTracker):
