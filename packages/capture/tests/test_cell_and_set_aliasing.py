@@ -11,6 +11,8 @@ in Python), and `in` on one is checked again on every call, so two sets passed a
 
 from __future__ import annotations
 
+import functools
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -117,3 +119,76 @@ def test_sets_passed_as_one_object_behave_as_eager() -> None:
             torch.testing.assert_close(compiled(x, shared, shared), fn(x, eager_shared, eager_shared))
             assert shared == eager_shared
 
+
+# Nested functions and lambdas, made anew on each call of the function defining them, are guarded through their
+# code, globals, defaults and closure cells (not their identity, which recompiled on every call); the cells'
+# identities then come from ALIASED/DISTINCT.
+
+
+def _counted(fn: Any) -> tuple[RecordingBackend, Any]:
+    backend = RecordingBackend()
+    return backend, capture.optimize(backend)(fn)
+
+
+def apply_fn(x: torch.Tensor, fn: Callable[[torch.Tensor], torch.Tensor]) -> torch.Tensor:
+    return fn(x) + 1
+
+
+def test_a_fresh_lambda_argument_compiles_once_and_follows_its_closure() -> None:
+    backend, compiled = _counted(apply_fn)
+    for seed in range(5):
+        x = _inputs(seed)
+        scale = 2.0
+        torch.testing.assert_close(compiled(x, lambda t: t * scale), x * 2.0 + 1)
+    assert backend.count == 1
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", capture.RecompileStormWarning)  # each new lambda is a real change
+        for scale in (3.0, 4.0):  # what the lambda computes changes: a recompile
+            x = _inputs(7)
+            torch.testing.assert_close(compiled(x, lambda t: t * scale), x * scale + 1)
+            torch.testing.assert_close(compiled(x, lambda t, s=scale: t - s), x - scale + 1)
+    assert backend.count > 1
+
+
+def test_a_closure_defined_before_a_break_compiles_once() -> None:
+    def fn(x: torch.Tensor) -> torch.Tensor:
+        total = 0
+        shift = x.mean()
+
+        def add(v: int) -> None:
+            nonlocal total
+            total += v
+
+        def centered(t: torch.Tensor) -> torch.Tensor:
+            return t - shift
+
+        add(2)
+        capture.graph_break()
+        add(3)
+        return centered(x) * total
+
+    backend, compiled = _counted(fn)
+    counts = []
+    for seed in range(5):
+        x = _inputs(seed)
+        torch.testing.assert_close(compiled(x), fn(x))
+        counts.append(backend.count)
+    assert counts[1:] == counts[:1] * 4, counts
+
+
+def test_a_decorated_nested_function_is_still_guarded_by_identity() -> None:
+    def make(scale: float) -> Callable[[torch.Tensor], torch.Tensor]:
+        def base(t: torch.Tensor) -> torch.Tensor:
+            return t * scale
+
+        @functools.wraps(base)
+        def wrapper(t: torch.Tensor) -> torch.Tensor:
+            return base(t)
+
+        return wrapper
+
+    backend, compiled = _counted(apply_fn)
+    for scale in (2.0, 3.0, 2.0):
+        x = _inputs(int(scale))
+        torch.testing.assert_close(compiled(x, make(scale)), x * scale + 1)
+    assert backend.count == 3  # each wrapper object is its own entry

@@ -140,12 +140,34 @@ def wrap_callable_or_object(output: OutputGraph, value: Any, source: Source | No
     if type(value) is functools.partial:
         return _wrap_partial(output, value, source)
     tracker = classify(value, source)
+    if source is not None and isinstance(tracker, UserFunctionVariable) and made_per_call(value):
+        return _wrap_function_by_parts(output, value, source)
     if guards is not None and source is not None:
         if isinstance(tracker, PythonObjectVariable) and not isinstance(value, (types.ModuleType, type)):
             guards.type_is(source, value)
         else:
             guards.identity(source, value)
     return tracker
+
+
+def made_per_call(value: Any) -> bool:
+    """A plain nested function or lambda (``def act(t): ...`` inside a forward, ``lambda t: t * s`` passed in):
+    made anew on each call of the function defining it, so guarding it by identity recompiles on every call."""
+    return type(value) is types.FunctionType and "<locals>" in value.__qualname__ and not value.__dict__
+
+
+def _wrap_function_by_parts(output: OutputGraph, value: types.FunctionType, source: Source) -> VariableTracker:
+    """A nested function guarded through what it is made of: its type, code and globals by identity, no function
+    attributes (a decorator's ``__wrapped__``); its defaults when a call uses them and its closure cells' contents
+    when read (`UserFunctionVariable.closure_cells`; the cells themselves `ALIASED`/`DISTINCT` as they are shared)."""
+    if not source.guard_free:
+        guards = output.guards
+        guards.type_is(source, value)
+        guards.identity(AttrSource(source, "__code__"), value.__code__)
+        guards.identity(AttrSource(source, "__globals__"), value.__globals__)
+        expr = f"{source.expr()}.__dict__"
+        guards.add("FUNCTION_ATTRIBUTES", source, f"not {expr}", f"{source.expr()} has no attributes")
+    return UserFunctionVariable(value, source, by_parts=True)
 
 
 _BUILTIN_BOUND_TYPES = (types.BuiltinMethodType, types.MethodWrapperType)

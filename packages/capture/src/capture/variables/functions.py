@@ -51,9 +51,12 @@ def cell_expression(source: Source) -> str:
 class UserFunctionVariable(VariableTracker):
     """A Python function defined by the user: calls are inlined."""
 
-    def __init__(self, fn: types.FunctionType, source: Source | None = None) -> None:
+    def __init__(self, fn: types.FunctionType, source: Source | None = None, by_parts: bool = False) -> None:
         self.fn = fn
         self.source = source
+        # Guarded through its parts, not its identity (a closure made anew on each call, `builder.made_per_call`):
+        # its defaults are read through its source, so they are guarded too.
+        self.by_parts = by_parts and source is not None
 
     def python_type(self) -> type:
         return types.FunctionType
@@ -83,14 +86,30 @@ class UserFunctionVariable(VariableTracker):
         decorated = upcalls.decorated_function_call(tx, self.fn, args, kwargs)  # variables/context_managers.py
         if decorated is not None:
             return decorated
-        defaults = [tx.output.wrap_value(v, None) for v in (self.fn.__defaults__ or ())]
-        kwdefaults = {k: tx.output.wrap_value(v, None) for k, v in (self.fn.__kwdefaults__ or {}).items()}
+        if self.by_parts and self.source is not None:
+            defaults = _defaults(tx, self.fn.__defaults__, AttrSource(self.source, "__defaults__"))
+            kwdefaults = _kwdefaults(tx, self.fn.__kwdefaults__, AttrSource(self.source, "__kwdefaults__"))
+        else:
+            defaults = [tx.output.wrap_value(v, None) for v in (self.fn.__defaults__ or ())]
+            kwdefaults = {k: tx.output.wrap_value(v, None) for k, v in (self.fn.__kwdefaults__ or {}).items()}
         bound = bind_arguments(self.fn.__code__, self.fn.__qualname__, defaults, kwdefaults, args, kwargs)
         return tx.inline_call(self.fn.__code__, self.fn.__globals__, bound, self.closure_cells(tx),
                               self.fn.__qualname__)
 
     def __repr__(self) -> str:
         return f"UserFunctionVariable({self.fn.__qualname__})"
+
+
+def _defaults(tx: Tracer, value: tuple[Any, ...] | None, source: Source) -> list[VariableTracker]:
+    """A function's ``__defaults__`` read (and guarded) through `source`."""
+    wrapped = tx.output.wrap_value(value, source)
+    return list(wrapped.items) if isinstance(wrapped, TupleVariable) else []
+
+
+def _kwdefaults(tx: Tracer, value: dict[str, Any] | None, source: Source) -> dict[str, VariableTracker]:
+    """A function's ``__kwdefaults__`` read (and guarded) through `source`."""
+    wrapped = tx.output.wrap_value(value, source)
+    return dict(wrapped.items) if isinstance(wrapped, DictVariable) else {}
 
 
 def call_in_grad_mode(tx: Tracer, enabled: bool, fn: VariableTracker, args: list[VariableTracker],
