@@ -11,6 +11,7 @@ import math
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
 import pytest
 import torch
 from capture_helpers import RecordingBackend
@@ -30,7 +31,9 @@ def _compile(fn: Callable[..., Any]) -> tuple[RecordingBackend, list[Recompiled]
 
 
 def _same(got: Any, want: Any) -> None:
-    if isinstance(want, (str, int)):
+    if isinstance(want, np.generic):
+        assert type(got) is type(want) and got == pytest.approx(want, rel=1e-6)
+    elif isinstance(want, (str, int)):
         assert got == want
     elif isinstance(want, float):
         assert got == pytest.approx(want, rel=1e-6)
@@ -140,9 +143,21 @@ def helper_that_breaks_takes_items(x: torch.Tensor) -> Any:
     return _scale_by(x, x.std().item(), shift=x.mean().item()) + 1
 
 
+def numpy_sum_then_break(x: torch.Tensor) -> Any:
+    total = np.sum(x.numpy() ** 2)
+    capture.graph_break()
+    return x * float(total), total
+
+
+def tolist_then_break(x: torch.Tensor) -> Any:
+    values = x.tolist()
+    capture.graph_break()
+    return x * values[0] + values[1]
+
+
 PROGRAMS = [item_then_break, float_then_print, branch_after_break, arithmetic_across_two_breaks, closure_over_item,
             metrics_dict_printed, tuple_of_items, formatted_loss, disabled_function_result, metric_logged_by_a_helper,
-            helper_that_breaks_takes_items]
+            helper_that_breaks_takes_items, numpy_sum_then_break, tolist_then_break]
 
 
 @pytest.mark.parametrize("fn", PROGRAMS, ids=[fn.__name__ for fn in PROGRAMS])

@@ -12,6 +12,7 @@ its own, ``log_metric("loss", loss.item())``). The trace reads a value found the
 
 * a float: an unbacked symbolic float, ``.item()`` of a float64 0-d tensor input made from it on each call, as
   ``.item()`` gave it before the break (only its type is guarded; a Python branch on it is a graph break there);
+* a numpy scalar (``np.sum(a)``): a 0-d graph input of its dtype, traced with NumPy's semantics;
 * a string: a `RunTimeValueVariable`, passed along and rebuilt from its path; any other use is a graph break;
 * an int: a constant as before (ints size and index things, and often stay the same), until its value guard
   fails once (`CodeState.varying_data`): then an unbacked symbolic int, as a float is.
@@ -27,7 +28,7 @@ from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
 
 from capture.bytecode.dialects import current
 from capture.sources import ScalarTensorSource, Source
-from capture.variables.base import NullVariable, RunTimeValueVariable, VariableTracker
+from capture.variables.base import NullVariable, RunTimeValueVariable, VariableTracker, numpy_scalar
 from capture.variables.containers import DictVariable, ListVariable, TupleVariable
 from capture.variables.functions import (
     BoundMethodVariable,
@@ -36,6 +37,7 @@ from capture.variables.functions import (
     RealCellVariable,
     UserFunctionVariable,
 )
+from capture.variables.ndarray import NdarrayVariable
 from capture.variables.sym_values import SYMBOLIC_NODE, SymNodeVariable
 
 if TYPE_CHECKING:
@@ -133,11 +135,12 @@ def _collect(output: OutputGraph, value: VariableTracker | None, expr: str, path
 
 
 def is_run_time_data(value: VariableTracker | None) -> bool:
-    """A float, string or int known only at run time (a number computed from sizes is rebuilt from the sizes)."""
+    """A float, string, int or numpy scalar known only at run time (a number computed from sizes is rebuilt from
+    the sizes)."""
     if isinstance(value, SymNodeVariable):
         return isinstance(value.value, torch.SymFloat) or value.source is not None or \
             bool(free_unbacked_symbols(value.value))
-    return isinstance(value, RunTimeValueVariable)
+    return isinstance(value, RunTimeValueVariable) or (isinstance(value, NdarrayVariable) and value.scalar)
 
 
 def run_time_argument(output: OutputGraph, value: Any, source: Source, varying: bool) -> VariableTracker | None:
@@ -151,7 +154,22 @@ def run_time_argument(output: OutputGraph, value: Any, source: Source, varying: 
     if type(value) is str:
         output.guards.type_is(source, value)
         return RunTimeValueVariable(str, source)
+    if numbers and numpy_scalar(value):
+        return _numpy_scalar_input(output, value, source)
     return None
+
+
+def _numpy_scalar_input(output: OutputGraph, value: Any, source: Source) -> VariableTracker | None:
+    """A numpy scalar (``np.sum(a)`` before the break): a 0-d graph input of its dtype, traced with NumPy's
+    semantics as the region traced it (only its type, hence its dtype, is guarded)."""
+    try:
+        tensor = torch.as_tensor(value)
+    except (TypeError, RuntimeError):
+        return None
+    output.guards.type_is(source, value)
+    output.keepalive.append(tensor)
+    holder = output.add_input(tensor, ScalarTensorSource(source, output.guards.constant(torch), str(tensor.dtype)))
+    return NdarrayVariable(holder, scalar=True, source=source)
 
 
 def scalar_input(output: OutputGraph, value: float | int, source: Source) -> VariableTracker:
