@@ -135,3 +135,29 @@ def test_equal_allclose_and_tensor_split_by_a_tensor_stay_in_the_graph() -> None
         assert got[:4] == want[:4]
         torch.testing.assert_close(got[4], want[4])
     assert backend.count == 1
+
+
+def test_float_and_int_of_a_one_element_tensor_stay_in_the_graph() -> None:
+    def fn(x: torch.Tensor) -> tuple[Any, ...]:
+        total = float(x.sum())
+        count = float((x > 0).sum())  # an integer tensor: float of its item
+        scaled = int(x.abs().max() * 10)  # a float tensor: int truncates toward zero
+        return x * total + scaled, count, scaled, int(x.sum() * 3)
+
+    backend, compiled = _run(fn, nopython=True)
+    for seed in range(3):
+        x = _inputs(seed)
+        got, want = compiled(x), fn(x)
+        torch.testing.assert_close(got[0], want[0])
+        assert got[1:] == want[1:] and [type(v) for v in got[1:]] == [type(v) for v in want[1:]]
+    assert backend.count == 1
+    assert ops(backend.graphs[0]).count("item") == 4
+
+
+def test_float_of_a_tensor_of_several_elements_raises_eagers_error() -> None:
+    def fn(x: torch.Tensor) -> float:
+        return float(x)
+
+    _, compiled = _run(fn)
+    with pytest.raises((ValueError, RuntimeError), match="one element"):
+        compiled(_inputs(0))

@@ -340,11 +340,31 @@ def _numeric_builtin(fn: Any) -> BuiltinHandler:
                 return ConstantVariable(fn(value))
             if isinstance(target, ExceptionVariable):
                 return ConstantVariable(fn(target.value))
+        if fn in (int, float) and len(args) == 1 and not kwargs and isinstance(args[0], TensorVariable):
+            number = _tensor_number(tx, fn, args[0])
+            if number is not None:
+                return number
         if any(isinstance(a, TensorVariable) for a in args):
             raise Unsupported(f"{fn.__name__}() of a tensor converts run-time data to a Python value")
         raise Unsupported(f"{fn.__name__}() of {', '.join(repr(a) for a in args)}")
 
     return handler
+
+
+def _tensor_number(tx: Tracer, fn: Any, tensor: TensorVariable) -> VariableTracker | None:
+    """``float(t)`` / ``int(t)`` of a one-element real tensor under `capture_scalar_outputs`: ``t.item()`` in the
+    graph (an unbacked symbolic number, as ``.item()`` gives), converted as Python converts it; None (a graph break,
+    where eager converts or raises) for other tensors."""
+    example = tensor.example
+    if not tx.output.config.capture_scalar_outputs or example.dtype.is_complex or example.dtype == torch.bool:
+        return None
+    numel = example.numel()
+    if type(numel) is not int or numel != 1:
+        return None
+    value = tx.output.call_graph("call_method", "item", [tensor], {})
+    if isinstance(value, SymNodeVariable) and value.python_type() is not fn:
+        return call_builtin(tx, fn, [value], {})
+    return value
 
 
 for _fn in (int, float, str, abs, round, complex):
