@@ -1,6 +1,8 @@
 """Existing dicts the region only assigns items to (``ACTIVATIONS["h"] = h``, ``self.cache["last"] = x``) are not
 guarded on their keys: the keys they gain on the first call do not recompile the next. Their assignments are
-replayed as one ``update``, with eager's key order. A dict the region reads keeps its key guard."""
+replayed as one ``update``, with eager's key order. ``d[k]``, ``d.get(k)`` and ``k in d`` guard only that key
+(present or not, and its value), so keys the region never looks at may come and go; a dict the region uses as a
+whole (iteration, ``len``) keeps its key guard."""
 
 from __future__ import annotations
 
@@ -110,7 +112,7 @@ def test_a_dict_the_region_reads_still_recompiles_when_its_keys_change() -> None
     CACHE.clear()  # a real change: the key is gone again
     x = _inputs(9)
     torch.testing.assert_close(compiled(x), x + torch.arange(5.0))
-    assert "DICT_KEYS" in recompiles[-1].failed_guard
+    assert "CONTAINS" in recompiles[-1].failed_guard  # `key not in CACHE` reads that one key
     assert CACHE.keys() == {5}
 
 
@@ -150,3 +152,61 @@ def test_a_dict_made_in_the_call_crossing_a_break_compiles_once() -> None:
             torch.testing.assert_close(got[key], want[key])
     assert backend.count == 2
     assert recompiles == []
+
+
+class CachedLayer(torch.nn.Module):
+    def __init__(self, index: int) -> None:
+        super().__init__()
+        self.index = index
+        self.lin = torch.nn.Linear(5, 5)
+
+    def forward(self, x: torch.Tensor, cache: dict[Any, Any]) -> torch.Tensor:
+        past = cache.get(self.index)
+        h = self.lin(x)
+        if past is not None:
+            h = h + past
+        cache[self.index] = h.detach()
+        return h
+
+
+class CachedStack(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.layers = torch.nn.ModuleList([CachedLayer(i) for i in range(4)])
+
+    def forward(self, x: torch.Tensor, cache: dict[Any, Any]) -> torch.Tensor:
+        for layer in self.layers:
+            x = layer(x, cache)
+        return x
+
+
+def test_a_cache_dict_looked_up_by_key_ignores_keys_it_never_reads() -> None:
+    model = CachedStack()
+    backend, recompiles, compiled = _compile(model)
+    cache: dict[Any, Any] = {}
+    eager_cache: dict[Any, Any] = {}
+    for step in range(5):
+        x = _inputs(step).reshape(1, 5)
+        torch.testing.assert_close(compiled(x, cache), model(x, eager_cache))
+        assert list(cache) == list(eager_cache)
+        cache[f"step{step}"] = step  # other users of the dict add keys on every call
+        eager_cache[f"step{step}"] = step
+    assert backend.count == 2  # the empty cache, then the filled one
+    assert all("CONTAINS" in r.failed_guard for r in recompiles)
+    del cache[2], eager_cache[2]  # a key it reads is gone: a real change
+    x = _inputs(9).reshape(1, 5)
+    torch.testing.assert_close(compiled(x, cache), model(x, eager_cache))
+
+
+def test_a_key_read_after_another_dict_wrote_it_through_the_same_object() -> None:
+    def fn(x: torch.Tensor, a: dict[str, Any], b: dict[str, Any]) -> torch.Tensor:
+        a["k"] = x.sum()
+        seen = b.get("k")
+        return x * 2 if seen is None else x + seen
+
+    _backend, _recompiles, compiled = _compile(fn)
+    x = _inputs(1)
+    torch.testing.assert_close(compiled(x, {}, {}), fn(x, {}, {}))
+    shared: dict[str, Any] = {}
+    eager_shared: dict[str, Any] = {}
+    torch.testing.assert_close(compiled(x, shared, shared), fn(x, eager_shared, eager_shared))

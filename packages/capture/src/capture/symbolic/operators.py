@@ -168,9 +168,10 @@ def _getitem(tx: InstructionTranslator, container: VariableTracker, index: Varia
     if isinstance(container, ModelOutputVariable):
         return container.getitem(key)
     if isinstance(container, DictVariable):
-        if key not in container.items:
+        found = container.lookup(key)
+        if found is None:
             raise Unsupported(f"KeyError: {key!r}", user_error=True) from KeyError(key)
-        return container.items[key]
+        return found
     if isinstance(container, NNModuleVariable):
         module = container.module
         try:
@@ -210,7 +211,7 @@ def _contains(tx: InstructionTranslator, container: VariableTracker, item: Varia
                              f"({key!r} in {expr}) is {result}")
         return ConstantVariable(result)
     if isinstance(container, DictVariable) and item.is_constant():
-        return ConstantVariable(item.as_constant() in container.items)
+        return ConstantVariable(container.lookup(item.as_constant()) is not None)
     if isinstance(container, (TupleVariable, ListVariable)) and item.is_constant() and \
             all(i.is_constant() for i in container.items):
         return ConstantVariable(item.as_constant() in [i.as_constant() for i in container.items])

@@ -367,7 +367,8 @@ class OutputGraph:
             if not isinstance(source, Source) or source.guard_free:
                 return
             written = id(tracker) in mutated
-            if isinstance(tracker, (ListVariable, DictVariable)) and tracker.is_unread and not written:
+            if not written and ((isinstance(tracker, ListVariable) and tracker.is_unread) or
+                                (isinstance(tracker, DictVariable) and not tracker.was_read)):
                 return  # neither read nor written: nothing assumed about it
             unread = isinstance(tracker, ListVariable) and tracker.is_unread
             groups.setdefault(kind, {}).setdefault(source.expr(), (source, written, unread))

@@ -95,7 +95,8 @@ def wrap_existing(output: OutputGraph, value: Any, source: Source | None) -> Var
             guards.type_is(source, value)
         if source is not None:
             # Read on first use: a dict the region only assigns items to keeps its keys unguarded.
-            return DictVariable.unread(source, functools.partial(_read_entries, output, value, source))
+            return DictVariable.unread(source, functools.partial(_read_entries, output, value, source),
+                                       functools.partial(_read_entry, output, value, source))
         return DictVariable({k: _wrap_item(output, v, None) for k, v in value.items()})
     return wrap_callable_or_object(output, value, source)
 
@@ -116,6 +117,16 @@ def _read_entries(output: OutputGraph, value: dict[Any, Any], source: Source) ->
         output.guards.add("DICT_KEYS", source, f"list({source.expr()}.keys()) == {keys!r}",
                           f"keys of {source.expr()} are {keys!r}")
     return {k: _wrap_item(output, v, ItemSource(source, k)) for k, v in value.items()}
+
+
+def _read_entry(output: OutputGraph, value: dict[Any, Any], source: Source, key: Any) -> VariableTracker | None:
+    """The tracker of one entry of a dict (None: missing), guarding that the dict has the key or has not."""
+    present = key in value
+    if not source.guard_free:
+        expr = source.expr()
+        name = output.guards.constant(key)
+        output.guards.add("CONTAINS", source, f"({name} in {expr}) is {present}", f"({key!r} in {expr}) is {present}")
+    return _wrap_item(output, value[key], ItemSource(source, key)) if present else None
 
 
 def _wrap_item(output: OutputGraph, value: Any, source: Source | None) -> VariableTracker:

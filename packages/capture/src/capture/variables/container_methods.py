@@ -79,8 +79,8 @@ def _dict_method(tx: Tracer, d: DictVariable, name: str, args: Args, kwargs: Kwa
     if name in ("items", "keys", "values"):
         return DictViewVariable.of(d, name)
     if name == "get":
-        key = args[0].as_constant()
-        return d.items.get(key, args[1] if len(args) > 1 else ConstantVariable(None))
+        found = d.lookup(args[0].as_constant())
+        return found if found is not None else args[1] if len(args) > 1 else ConstantVariable(None)
     if name == "copy":
         return DictVariable(dict(d.items))
     if name == "update":
@@ -99,10 +99,11 @@ def _dict_method(tx: Tracer, d: DictVariable, name: str, args: Args, kwargs: Kwa
         return value
     elif name == "setdefault":
         key = args[0].as_constant()
-        if key not in d.items:
-            d.items[key] = args[1] if len(args) > 1 else ConstantVariable(None)
-            d.mark_mutated(tx)
-        return d.items[key]
+        found = d.lookup(key)
+        if found is None:
+            found = args[1] if len(args) > 1 else ConstantVariable(None)
+            d.set_item(tx, key, found)
+        return found
     elif name == "clear":
         d.items.clear()
     else:

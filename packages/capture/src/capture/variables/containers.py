@@ -150,8 +150,10 @@ class DictVariable(VariableTracker):
     """A dict with constant keys; when `source` is set it is an existing dict whose mutations are replayed.
 
     An existing dict made with `unread` reads its entries (and guards its keys) only when the trace first uses
-    them (`items`): a dict the region only assigns items to (``ACTIVATIONS["h"] = h``, a log keyed by step) is
-    not guarded on its keys, and its assignments are replayed as one ``update`` (`assigned`).
+    them as a whole (`items`): a dict the region only assigns items to (``ACTIVATIONS["h"] = h``, a log keyed by
+    step) is not guarded on its keys, and its assignments are replayed as one ``update`` (`assigned`). Until then
+    ``d[k]``, ``d.get(k)`` and ``k in d`` read that one key (`lookup`), guarded by whether the dict has it (and its
+    value by its own guards), so keys the region never looks at may come and go (a cache shared by the layers).
     """
 
     def __init__(self, items: dict[Any, VariableTracker], source: Source | None = None) -> None:
@@ -159,19 +161,29 @@ class DictVariable(VariableTracker):
         self.source = source
         self.mutated = False
         self._read: Callable[[], dict[Any, VariableTracker]] | None = None
+        self._lookup: Callable[[Any], VariableTracker | None] | None = None
+        self._looked_up: dict[Any, VariableTracker | None] = {}  # keys read one by one while `unread`
         self.assigned: dict[Any, VariableTracker] = {}  # items assigned while `unread`
 
     @classmethod
-    def unread(cls, source: Source, read: Callable[[], dict[Any, VariableTracker]]) -> DictVariable:
-        """An existing dict at `source` whose entries `read()` wraps (with their guards) on first use."""
+    def unread(cls, source: Source, read: Callable[[], dict[Any, VariableTracker]],
+               lookup: Callable[[Any], VariableTracker | None] | None = None) -> DictVariable:
+        """An existing dict at `source` whose entries `read()` wraps (with their guards) on first use as a whole;
+        `lookup(key)` wraps one entry (None: missing), guarding only that key."""
         d = cls({}, source)
         d._read = read
+        d._lookup = lookup
         return d
 
     @property
     def is_unread(self) -> bool:
-        """The entries were never used: only `assigned` is known."""
+        """The entries were never used as a whole: only `assigned` and the keys looked up are known."""
         return self._read is not None
+
+    @property
+    def was_read(self) -> bool:
+        """Some entry (or the whole dict) was read."""
+        return self._read is None or bool(self._looked_up)
 
     @property
     def items(self) -> dict[Any, VariableTracker]:
@@ -180,13 +192,25 @@ class DictVariable(VariableTracker):
             self._items = read()
             self._items.update(self.assigned)  # as eager: an existing key keeps its place, a new one goes last
             self.assigned = {}
+            self._looked_up = {}
         return self._items
 
     @items.setter
     def items(self, value: dict[Any, VariableTracker]) -> None:
         self._read = None
         self.assigned = {}
+        self._looked_up = {}
         self._items = value
+
+    def lookup(self, key: Any) -> VariableTracker | None:
+        """The entry at `key` (None: missing); while unread, reading only that key."""
+        if self._read is None or self._lookup is None or not is_literal_key(key):
+            return self.items.get(key)
+        if key in self.assigned:
+            return self.assigned[key]
+        if key not in self._looked_up:
+            self._looked_up[key] = self._lookup(key)
+        return self._looked_up[key]
 
     def set_item(self, tx: Tracer, key: Any, value: VariableTracker) -> None:
         """``d[key] = value``: recorded without reading the dict while it is unread."""
