@@ -29,7 +29,7 @@ from tools.bench.report import (
 )
 from tools.bench.results import FAILED, PASSED, JobResult, TaskResult
 from tools.bench.runner import PlannedJob, job_environment, plan_jobs, run_planned
-from tools.bench.steps import check_inputs_random
+from tools.bench.steps import TaskRunner, check_inputs_random, snapshot_state
 from tools.bench.suite import select_models
 from tools.bench.worker import Job, run_task
 
@@ -104,6 +104,49 @@ def test_verdict_float64_second_opinion() -> None:
     assert not check.passed and check.fp64_error is not None and "float64" in check.explain()
     assert accuracy.verdict(eager, eager, fp64_reference=fp64).passed
     assert len(calls) == 2  # consulted only when over tolerance
+
+
+def test_verdict_float64_sensitivity_opinion() -> None:
+    # A reference that itself moves by 0.1 under rounding-sized perturbations (a ReLU mask flipping)
+    # cannot fail a result 0.1 away from it; a result far beyond that movement still fails.
+    torch.manual_seed(0)
+    reference = {"out.0": torch.randn(1000, dtype=torch.float64)}
+    eager = {"out.0": reference["out.0"].float()}
+    flipped = {"out.0": (reference["out.0"] + 0.1 * torch.randn(1000, dtype=torch.float64)).float()}
+    wrong = {"out.0": (reference["out.0"] + 2.0 * torch.randn(1000, dtype=torch.float64)).float()}
+    seeds: list[int] = []
+
+    def perturbed(seed: int) -> accuracy.Result:
+        seeds.append(seed)
+        noise = torch.randn(1000, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
+        return {"out.0": reference["out.0"] + 0.1 * noise}
+
+    check = accuracy.verdict(flipped, eager, fp64_reference=lambda: reference, fp64_perturbed=perturbed)
+    assert check.passed and check.fp64_sensitivity is not None and check.fp64_sensitivity > 0.05
+    assert seeds == list(range(accuracy.PERTURBED_RUNS))
+    check = accuracy.verdict(wrong, eager, fp64_reference=lambda: reference, fp64_perturbed=perturbed)
+    assert not check.passed and "perturbations" in check.explain()
+    # a well-conditioned reference (it does not move) keeps failing a result eager beats
+    steady = accuracy.verdict(flipped, eager, fp64_reference=lambda: reference, fp64_perturbed=lambda seed: reference)
+    assert not steady.passed
+
+
+def test_float64_reference_perturbation_is_small_and_seeded() -> None:
+    model = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.ReLU())
+    workload = Workload(model, lambda g: (randn(g, 2, 4, device="cpu"),))
+    runner = TaskRunner(workload, "training", "cpu", 0)
+    state = snapshot_state(model)
+    inputs = runner.prepare(model, workload.make_inputs(torch.Generator().manual_seed(0)))
+    exact = runner.fp64_result(model, state, inputs)
+    moved = runner.fp64_result(model, state, inputs, perturb_seed=1)
+    again = runner.fp64_result(model, state, inputs, perturb_seed=1)
+    moved_any = False
+    for name, tensor in exact.items():
+        difference = (moved[name] - tensor).abs().max().item()
+        assert difference < 1e-6 * (tensor.abs().max().item() + 1), name
+        moved_any = moved_any or difference > 0
+        assert torch.equal(moved[name], again[name])  # seeded
+    assert moved_any
 
 
 def test_inputs_must_be_random() -> None:

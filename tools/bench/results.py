@@ -50,6 +50,7 @@ class TaskResult:
     worst_tensor: str = ""
     fp64_error: float | None = None
     eager_fp64_error: float | None = None
+    fp64_sensitivity: float | None = None
     compile_s: float | None = None
     eager_peak_mb: float | None = None
     compiled_peak_mb: float | None = None

@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from tools.bench.accuracy import Result, flatten_tensors
+from tools.bench.accuracy import PERTURBATION, Result, flatten_tensors
 from tools.bench.registry import Workload
 
 Inputs = tuple[Any, ...]
@@ -118,20 +118,41 @@ class TaskRunner:
             if buffer.is_floating_point():
                 yield f"buffer.{name}", buffer
 
-    def fp64_result(self, model: torch.nn.Module, state: dict[str, torch.Tensor], inputs: Inputs) -> Result:
-        """The same step on a float64 copy of `model` in `state`, without autocast: the precise reference."""
+    def fp64_result(
+        self, model: torch.nn.Module, state: dict[str, torch.Tensor], inputs: Inputs, perturb_seed: int | None = None
+    ) -> Result:
+        """The same step on a float64 copy of `model` in `state`, without autocast: the precise reference.
+
+        With `perturb_seed`, every float input, parameter and buffer is first multiplied by
+        `1 + PERTURBATION * noise` (standard normal noise from that seed): how far the reference moves
+        under rounding-sized changes (see `accuracy.verdict`).
+        """
         reference = copy.deepcopy(model)
         reference.load_state_dict(state)
         reference.double()
+        generator = torch.Generator().manual_seed(perturb_seed) if perturb_seed is not None else None
         inputs64 = tuple(
-            x.detach().double().requires_grad_(x.requires_grad) if isinstance(x, torch.Tensor) and x.is_floating_point() else x
+            _perturbed(x.detach().double(), generator).requires_grad_(x.requires_grad)
+            if isinstance(x, torch.Tensor) and x.is_floating_point() else x
             for x in inputs
         )
+        if generator is not None:
+            with torch.no_grad():
+                for tensor in [*reference.parameters(), *reference.buffers()]:
+                    if tensor.is_floating_point():
+                        tensor.copy_(_perturbed(tensor, generator))
         saved, self.workload.autocast = self.workload.autocast, None
         try:
             return self.result(reference, reference, self.prepare(reference, inputs64), torch.float64)
         finally:
             self.workload.autocast = saved
+
+
+def _perturbed(tensor: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
+    if generator is None:
+        return tensor
+    noise = torch.randn(tensor.shape, generator=generator, dtype=torch.float64).to(tensor.device)
+    return tensor * (1 + PERTURBATION * noise)
 
 
 def snapshot_state(model: torch.nn.Module) -> dict[str, torch.Tensor]:

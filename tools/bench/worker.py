@@ -136,7 +136,8 @@ def _measure_task(job: Job, spec: ModelSpec, task: str, row: TaskResult, stage: 
     # 4. right on the compile inputs?
     stage.name = "accuracy"
     check = verdict(
-        compiled_a, eager_a, autocast=autocast, fp64_reference=lambda: runner.fp64_result(model, initial_state, inputs_a)
+        compiled_a, eager_a, autocast=autocast, fp64_reference=lambda: runner.fp64_result(model, initial_state, inputs_a),
+        fp64_perturbed=lambda seed: runner.fp64_result(model, initial_state, inputs_a, perturb_seed=seed),
     )
     _record_verdict(row, check)
     if not check.passed:
@@ -171,7 +172,8 @@ def _measure_task(job: Job, spec: ModelSpec, task: str, row: TaskResult, stage: 
     eager_b = runner.result(model, model, inputs_b)
     compiled_b = runner.result(compiled, compiled_model, inputs_b)
     check_b = verdict(
-        compiled_b, eager_b, autocast=autocast, fp64_reference=lambda: runner.fp64_result(model, state_b, inputs_b)
+        compiled_b, eager_b, autocast=autocast, fp64_reference=lambda: runner.fp64_result(model, state_b, inputs_b),
+        fp64_perturbed=lambda seed: runner.fp64_result(model, state_b, inputs_b, perturb_seed=seed),
     )
     if check_b.rel_error > check.rel_error or not check_b.passed:
         _record_verdict(row, check_b)
@@ -185,6 +187,7 @@ def _measure_task(job: Job, spec: ModelSpec, task: str, row: TaskResult, stage: 
 def _record_verdict(row: TaskResult, check: Any) -> None:
     row.rel_error, row.tolerance, row.worst_tensor = check.rel_error, check.tolerance, check.worst_tensor
     row.fp64_error, row.eager_fp64_error = check.fp64_error, check.eager_fp64_error
+    row.fp64_sensitivity = check.fp64_sensitivity
 
 
 def environment(device: str) -> dict[str, str]:

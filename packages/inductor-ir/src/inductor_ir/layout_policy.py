@@ -46,12 +46,12 @@ _NOT_CHANNELS_LAST = {
 _CONVOLUTIONS = (_aten.convolution.default, _aten.convolution_backward.default)
 
 # Training channels-last on CPU (a forward returning its saved maps channels-last, a backward
-# running convolution_backward channels-last) is off: resnet_tiny's gradients came out 0.5-1% off
-# (tools.bench, 2026-11-28: grad.2.body.0.1.bias relative error 9e-3 against float64, eager 1.6e-6)
-# while a plain conv-BN-ReLU stack matched; the error needs both the channels-last copies of
-# convolution_backward's inputs and its results recorded in the layouts ATen returns
-# (`fake_result_layouts`), in convolutions of both halves of the network. Until that is found,
-# training graphs keep their recorded layouts. Tests set it to True to run the path.
+# running convolution_backward channels-last) is off: on one 2-core machine it was not faster
+# (resnet_tiny and convnet_bn training, one thread, alternating calls in one process: within noise).
+# Its gradients are right: a 0.9% error in resnet_tiny's grad.2.body.0.1.bias against float64 was one
+# ReLU mask flipping at a pre-activation of 8e-8 (any float32 rounding flips such an element; eager's
+# float32 failed the same float64 comparison on 2 of 12 inputs), not a wrong kernel. Tests set it to
+# True to run the path.
 TRAINING_CHANNELS_LAST = False
 
 
