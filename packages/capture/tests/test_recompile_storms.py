@@ -94,3 +94,37 @@ def test_new_shapes_and_a_warming_cache_are_not_storms() -> None:
         return x + cache[x.shape[0]]
 
     assert _storms(memoized, [(_inputs(seed),) for seed in range(6)]) == []
+
+
+def test_an_int_read_from_a_tensor_that_sizes_a_loop_is_reported_once() -> None:
+    def repeat_positive(x: torch.Tensor) -> torch.Tensor:
+        n = int((x > 0).sum())
+        capture.graph_break()
+        out = x.clone()
+        for i in range(n):  # a Python loop over a run-time count: one compile per count (legitimately)
+            out = out + i
+        return out
+
+    counts = [torch.full((6,), float(v)) - 0.5 for v in range(6)]  # 0..5 positive entries, same metadata
+    ordered = [torch.cat([c[:k].abs(), -c[k:].abs()]) for k, c in enumerate(counts)]
+    storms = _storms(repeat_positive, [(x,) for x in ordered])
+    assert len(storms) == 1
+    assert "== range(" in str(storms[0].message)  # the range the loop ran over, after the break at `range(n)`
+
+
+def test_a_counter_in_a_closure_cell_is_reported_once() -> None:
+    calls = 0
+
+    def counted(x: torch.Tensor) -> torch.Tensor:
+        nonlocal calls
+        calls += 1
+        return x * calls
+
+    compiled = capture.optimize(RecordingBackend())(counted)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for seed in range(6):
+            x = _inputs(seed)
+            torch.testing.assert_close(compiled(x), x * (seed + 1))
+    storms = [w for w in caught if issubclass(w.category, capture.RecompileStormWarning)]
+    assert len(storms) == 1 and "cell_contents" in str(storms[0].message)
