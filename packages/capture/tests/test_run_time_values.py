@@ -247,3 +247,49 @@ def test_a_helper_called_with_constants_elsewhere_stays_correct() -> None:
         _same(compiled(x), fn(x))
         counts.append(backend.count)
     assert counts[1:] == counts[:1] * 4, counts
+
+
+def test_run_time_data_carried_through_several_breaks() -> None:
+    def fn(x: torch.Tensor) -> Any:
+        metrics = {"loss": (x ** 2).mean().item()}
+        scale = x.std().item()
+
+        def shift(t: torch.Tensor) -> torch.Tensor:
+            return t - scale
+
+        capture.graph_break()
+        y = x * 2
+        capture.graph_break()  # `metrics` and `scale`'s cell pass through untouched
+        return shift(y) * metrics["loss"], metrics
+
+    backend, recompiles, compiled = _compile(fn)
+    counts = []
+    for seed in range(5):
+        x = _inputs(seed)
+        _same(compiled(x), fn(x))
+        counts.append(backend.count)
+    assert recompiles == []
+    assert counts[1:] == counts[:1] * 4, counts
+
+
+def test_an_int_that_varies_is_an_input_in_every_later_resume_function() -> None:
+    @capture.disable
+    def label(t: torch.Tensor) -> str:
+        return f"v{t.sum().item():.2f}"
+
+    def fn(x: torch.Tensor) -> Any:
+        text = label(x)
+        n = len(text)  # a break: the length is computed in Python
+        capture.graph_break()
+        y = x * n
+        capture.graph_break()
+        return y + n, n
+
+    backend, _recompiles, compiled = _compile(fn)
+    counts = []
+    for seed in range(6):
+        x = _inputs(seed)
+        _same(compiled(x), fn(x))
+        counts.append(backend.count)
+    assert len({len(f"v{_inputs(seed).sum().item():.2f}") for seed in range(6)}) > 1
+    assert counts[-1] == counts[2], counts  # the resume functions learn once that `n` varies

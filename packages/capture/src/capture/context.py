@@ -53,6 +53,7 @@ from capture.events import CaptureHooks, Recompiled
 from capture.guards import failing_values, first_failure
 from capture.libraries import is_stdlib_or_skipped
 from capture.module_wrapper import OptimizedModule
+from capture.symbolic.run_time_values import RunTimePaths
 from capture.variables.base import class_attribute
 
 log = logging.getLogger("capture")
@@ -121,7 +122,7 @@ class CaptureContext:
 
     def resume_function(self, code: types.CodeType, target: int, depth: int, names: tuple[str, ...],
                         f_globals: dict[str, Any], closure: tuple[Any, ...] | None,
-                        null_slots: frozenset[int] = frozenset(), data_paths: frozenset[str] = frozenset()) -> Any:
+                        null_slots: frozenset[int] = frozenset(), data_paths: RunTimePaths | None = None) -> Any:
         """The captured resume function at instruction `target` of `code` (`null_slots`: stack positions of NULLs;
         `data_paths`: where its arguments hold run-time data, see `CodeState.data_arguments`).
 
@@ -132,7 +133,10 @@ class CaptureContext:
         key = (code, target, depth, names, null_slots, id(f_globals), closure is None, self.backend_key)
         wrapper = self.cache.resume_wrappers.get(key)
         rcode = resume_code(code, target, depth, names, null_slots)
-        self.cache.state(rcode, self).data_arguments.update(data_paths)
+        if data_paths is not None:
+            state = self.cache.state(rcode, self)
+            state.data_arguments.update(data_paths.data)
+            state.varying_data.update(data_paths.varying)
         if wrapper is None:
             if closure is not None:
                 wrapper = ClosureResume(rcode, f_globals, self)

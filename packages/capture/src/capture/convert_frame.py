@@ -258,7 +258,9 @@ def _tail(frame: Frame, ctx: CaptureContext, output: OutputGraph, result: Variab
     if callee_slots:
         callee = callee_run_time_paths(output, instr.name, int(cast(Any, instr.arg)), stack, kw_names)
         if callee is not None:  # the callee's arguments that hold run-time data
-            ctx.cache.state(callee[0], ctx).data_arguments.update(callee[1])
+            state = ctx.cache.state(callee[0], ctx)
+            state.data_arguments.update(callee[1].data)
+            state.varying_data.update(callee[1].varying)
     resumes: dict[str, tuple[Any, int, tuple[str, ...]]] = {}
     depth = len(stack)
     successors = [("next", index + 1, False)]

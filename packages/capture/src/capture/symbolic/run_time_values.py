@@ -21,6 +21,7 @@ its own, ``log_metric("loss", loss.item())``). The trace reads a value found the
 from __future__ import annotations
 
 import types
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -36,6 +37,7 @@ from capture.variables.functions import (
     NestedFunctionVariable,
     RealCellVariable,
     UserFunctionVariable,
+    cell_expression,
 )
 from capture.variables.ndarray import NdarrayVariable
 from capture.variables.sym_values import SYMBOLIC_NODE, SymNodeVariable
@@ -46,30 +48,80 @@ if TYPE_CHECKING:
 _MAX_DEPTH = 3  # how deep into lists, tuples and dicts made in the region the paths are looked for
 
 
+@dataclass(frozen=True)
+class RunTimePaths:
+    """Paths of a frame's arguments that hold run-time data (`CodeState.data_arguments`), and those of them known
+    to vary already (an int the region read as an input: `CodeState.varying_data`)."""
+
+    data: frozenset[str] = frozenset()
+    varying: frozenset[str] = frozenset()
+
+
+class _Collector:
+    def __init__(self, output: OutputGraph) -> None:
+        self.output = output
+        self.data: set[str] = set()
+        self.varying: set[str] = set()
+
+    def result(self) -> RunTimePaths:
+        return RunTimePaths(frozenset(self.data), frozenset(self.varying))
+
+    def value(self, value: VariableTracker | None, expr: str, depth: int = 0) -> None:
+        """The paths under `expr` of `value`: itself, or items of lists, tuples and dicts."""
+        if is_run_time_data(value):
+            self.data.add(expr)
+            if isinstance(value, SymNodeVariable) and value.source is not None:
+                self.varying.add(expr)  # read as an input here already: it varies
+            return
+        if depth >= _MAX_DEPTH or not isinstance(value, (ListVariable, TupleVariable, DictVariable)):
+            return
+        source = value.source
+        if source is not None:  # an existing container passed on: its paths here hold the same data there
+            self.carried(source.expr(), expr)
+        if isinstance(value, DictVariable) and value.is_unread:  # what the region assigned (never read it whole)
+            for key, item in value.assigned.items():
+                self.value(item, f"{expr}[{key!r}]", depth + 1)
+        elif isinstance(value, DictVariable):
+            for key, item in value.items.items():
+                self.value(item, f"{expr}[{key!r}]", depth + 1)
+        elif not getattr(value, "is_unread", False):  # (a dict view, a ListVariable, has no unread state)
+            for index, item in enumerate(value.items):
+                self.value(item, f"{expr}[{index!r}]", depth + 1)
+
+    def carried(self, old: str, new: str) -> None:
+        """This frame's run-time paths under `old`, as paths under `new`."""
+        for path in self.output.run_time_sources:
+            if path.startswith(old) and path[len(old):][:1] in ("[", "."):
+                self.data.add(new + path[len(old):])
+                if path in self.output.varying_sources:
+                    self.varying.add(new + path[len(old):])
+
+
 def run_time_paths(output: OutputGraph, arguments: list[VariableTracker | None], cell_arguments: set[int],
-                   first_pushed: int) -> frozenset[str]:
+                   first_pushed: int) -> RunTimePaths:
     """Paths (over the resume function's `L`) of the values in `arguments` that hold run-time data.
 
     `arguments`: the trackers passed, in the resume function's argument order (None: unknown); those at
     `cell_arguments` are closure cells (their contents count); from `first_pushed` on, what the breaking
     instruction pushes: run at run time, so run-time data whatever it is.
     """
-    paths: list[str] = []
+    collect = _Collector(output)
     for index, value in enumerate(arguments):
         expr = f"L[{index}]"
         if index >= first_pushed:
-            paths.append(expr)
-        elif index in cell_arguments and _passed_on(output, value):
-            paths.append(f"{expr}.cell_contents")
+            collect.data.add(expr)
+        elif index in cell_arguments and isinstance(value, RealCellVariable) and value.pending is None:
+            if value.source is not None:  # passed on unassigned: what its contents held here, they hold there
+                collect.carried(cell_expression(value.source), expr)
         elif index in cell_arguments:
-            _collect(output, _cell_contents(value), f"{expr}.cell_contents", paths, 0)
+            collect.value(_cell_contents(value), f"{expr}.cell_contents")
         else:
-            _collect(output, value, expr, paths, 0)
-    return frozenset(paths)
+            collect.value(value, expr)
+    return collect.result()
 
 
 def callee_run_time_paths(output: OutputGraph, instr_name: str, arg_count: int, stack: list[VariableTracker],
-                          kw_names: tuple[str, ...]) -> tuple[types.CodeType, frozenset[str]] | None:
+                          kw_names: tuple[str, ...]) -> tuple[types.CodeType, RunTimePaths] | None:
     """For a break at the call of a user function (the callee broke, and is captured on its own when the stub
     calls it): its code and the paths of its arguments that hold run-time data (``log_metric("loss",
     loss.item())``), None when there are none or the call is not a plain CALL of a Python function."""
@@ -100,13 +152,13 @@ def callee_run_time_paths(output: OutputGraph, instr_name: str, arg_count: int, 
     positional = args[:len(args) - len(kw_names)]
     keywords = dict(zip(kw_names, args[len(args) - len(kw_names):]))
     parameters = code.co_varnames[:code.co_argcount + code.co_kwonlyargcount]
-    paths: list[str] = []
+    collect = _Collector(output)
     for index, value in enumerate(positional[:code.co_argcount]):
-        _collect(output, value, f"L[{index}]", paths, 0)
+        collect.value(value, f"L[{index}]")
     for name, value in keywords.items():
         if name in parameters[code.co_posonlyargcount:]:
-            _collect(output, value, f"L[{parameters.index(name)}]", paths, 0)
-    return (code, frozenset(paths)) if paths else None
+            collect.value(value, f"L[{parameters.index(name)}]")
+    return (code, collect.result()) if collect.data else None
 
 
 def _cell_contents(cell: VariableTracker | None) -> VariableTracker | None:
@@ -115,23 +167,6 @@ def _cell_contents(cell: VariableTracker | None) -> VariableTracker | None:
     if isinstance(cell, RealCellVariable):
         return cell.pending
     return None
-
-
-def _passed_on(output: OutputGraph, cell: VariableTracker | None) -> bool:
-    """A cell this resume function got holding run-time data, not assigned since (whether read or not)."""
-    return isinstance(cell, RealCellVariable) and cell.pending is None and cell.source is not None and \
-        f"{cell.source.expr()}.cell_contents" in output.run_time_sources
-
-
-def _collect(output: OutputGraph, value: VariableTracker | None, expr: str, paths: list[str], depth: int) -> None:
-    if is_run_time_data(value):
-        paths.append(expr)
-    elif depth < _MAX_DEPTH and isinstance(value, (ListVariable, TupleVariable)) and not getattr(value, "is_unread", False):
-        for index, item in enumerate(value.items):
-            _collect(output, item, f"{expr}[{index!r}]", paths, depth + 1)
-    elif depth < _MAX_DEPTH and isinstance(value, DictVariable):
-        for key, item in value.items.items():
-            _collect(output, item, f"{expr}[{key!r}]", paths, depth + 1)
 
 
 def is_run_time_data(value: VariableTracker | None) -> bool:
