@@ -227,3 +227,33 @@ def test_composite_ops_with_symbolic_arguments(train: bool) -> None:
         for n in SIZES:
             _check(compiled, model, [torch.randn(2, n, 8, requires_grad=train)], train=train)
     assert len(forward.graphs) == 1
+
+
+def test_a_gradient_pattern_first_seen_at_run_time_serves_only_its_own_sizes() -> None:
+    """A graph compiled with symbolic sizes under no_grad (capture's resume function inside a
+    ``torch.no_grad()`` block, pyfuzz seed 54430) is called with grad enabled: that region is traced
+    from the real inputs, at their sizes, so an input of another size must not reuse it (its forward
+    read a (6, 5) input as (7, 5)'s and its backward returned a (6, 5) gradient)."""
+
+    def fn(x: torch.Tensor) -> torch.Tensor:
+        return (x.relu() * 0.5).cumsum(0).reshape(-1) + x.mean()
+
+    mode = FakeTensorMode(shape_env=ShapeEnv())
+    forward, backward = Counting(), Counting()
+    with torch.no_grad():
+        compiled = aotgrad.aot_graph(
+            fn, [_symbolic_fake(mode, torch.randn(5, 4, requires_grad=True), {0})], fw_compiler=forward,
+            bw_compiler=backward, config=aotgrad.AotConfig(fallback_to_eager=False),
+        )
+    for seed, n in enumerate((6, 7, 7, 9, 6)):
+        generator = torch.Generator().manual_seed(seed)
+        x = torch.randn(n, 4, generator=generator).requires_grad_()
+        reference = x.detach().clone().requires_grad_()
+        out, expected = compiled(x), fn(reference)
+        torch.testing.assert_close(out, expected)
+        grad = torch.randn(expected.shape, generator=generator)
+        torch.testing.assert_close(torch.autograd.grad(out, x, grad)[0], torch.autograd.grad(expected, reference, grad)[0])
+    with torch.no_grad():
+        x = torch.randn(11, 4)
+        torch.testing.assert_close(compiled(x), fn(x))
+    assert len(backward.graphs) == 3  # one per size seen with grad; the no_grad region still serves every size

@@ -137,7 +137,21 @@ class AotCallable:
 
     def region_for(self, flat_inputs: Sequence[Any]) -> Region | RaisingRegion | None:
         """The compiled region for these inputs' gradient pattern (None: run eagerly)."""
+        return self._region_and_key(flat_inputs)[0]
+
+    def _region_and_key(self, flat_inputs: Sequence[Any]) -> tuple[Region | RaisingRegion | None, tuple[Any, ...]]:
+        """The compiled region for these inputs, and the key it is kept under.
+
+        Regions traced from the fake inputs of a graph with symbolic sizes are kept under keys that
+        leave those sizes free. A region first needed at run time (another gradient pattern: a
+        graph compiled under no_grad, called with grad enabled) is traced from the real inputs, at
+        their sizes: it is kept under their full static key, so inputs of other sizes never reuse it.
+        """
         key = _region_key(flat_inputs, self._dynamic)
+        if key in self._regions:
+            return self._regions[key], key
+        if self._dynamic and not dynamic_dims_of(flat_inputs):
+            key = _region_key(flat_inputs)
         if key not in self._regions:
             self._regions[key] = compile_region(
                 self._traceable(),
@@ -149,7 +163,7 @@ class AotCallable:
                 config=self._config,
                 current_node=self._current_node,
             )
-        return self._regions[key]
+        return self._regions[key], key
 
     def __call__(self, *args: Any) -> Any:
         """Run the compiled graph (or eager, for a graph that could not be traced)."""
@@ -160,8 +174,10 @@ class AotCallable:
         if entry is not None:
             region = entry.region
         else:
-            region = self.region_for(flat_inputs)
-            dynamic = frozenset(position for position, dims in enumerate(self._dynamic) if dims)
+            region, key = self._region_and_key(flat_inputs)
+            # A region kept under a static key is remembered for these exact shapes only.
+            static = key != _region_key(flat_inputs, self._dynamic)
+            dynamic = frozenset() if static else frozenset(position for position, dims in enumerate(self._dynamic) if dims)
             self._dispatch.remember(flat_inputs, region, dynamic)
         if region is None:
             call_args, call_kwargs = self._unflatten(args)
