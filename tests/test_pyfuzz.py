@@ -66,6 +66,21 @@ def test_a_compiler_that_forgets_a_side_effect_or_a_rebound_global_is_caught() -
     assert verdict.kind == "mismatch" and verdict.where.startswith("call 3")  # SCALE is rebound before call 3
 
 
+def test_a_program_with_grad_compares_the_inputs_gradients() -> None:
+    program = _program("GRAD = True\n\n\n" + _BODY)
+    eager = run_calls(program, None, "eager")
+    result, grads = eager[0].result
+    assert result[0][0].shape == (4, 5) and grads is not None and grads[0].abs().sum() > 0
+
+    def drops_a_gradient(fn: Any) -> Any:
+        return lambda x, y, n: fn(x.detach(), y, n)
+
+    verdict = compare(eager, run_calls(program, drops_a_gradient, "kiln"))
+    assert verdict.kind == "mismatch" and verdict.where.startswith("call 1")
+    assert compare(eager, run_calls(program, None, "again")).ok
+    assert sum("GRAD = True" in generate(seed).source for seed in range(200)) in range(40, 120)
+
+
 def test_the_shrinker_keeps_the_failing_line() -> None:
     body = '''def program(x, y, n):
     t1 = x + 1

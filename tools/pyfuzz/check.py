@@ -104,12 +104,34 @@ def _snapshot(result: Any) -> Any:
     return result
 
 
+def _tensors(result: Any) -> list[torch.Tensor]:
+    if isinstance(result, torch.Tensor):
+        return [result]
+    if isinstance(result, (list, tuple)):
+        return [t for r in result for t in _tensors(r)]
+    return []
+
+
+def _gradients(result: Any, inputs: tuple[torch.Tensor, ...], seed: int) -> list[torch.Tensor] | None:
+    """The gradients of `inputs` for seeded random cotangents of the results that require grad
+    (zeros where an input is unused, as eager leaves None); None when no result requires grad."""
+    outputs = [t for t in _tensors(result) if t.requires_grad]
+    if not outputs:
+        return None
+    generator = torch.Generator().manual_seed(1000 + seed)
+    cotangents = [torch.randn(t.shape, generator=generator, dtype=t.dtype) for t in outputs]
+    grads = torch.autograd.grad(outputs, inputs, cotangents, allow_unused=True)
+    return [torch.zeros_like(i) if g is None else g for i, g in zip(inputs, grads)]
+
+
 def run_calls(program: PyProgram, compiler: Callable[[Callable[..., Any]], Callable[..., Any]] | None,
               tag: str, timeout: float = 60.0, perturbed: bool = False) -> list[Outcome]:
     """Every call of `CALLS` on a fresh module of `program`, its function passed through `compiler`
-    (`perturbed`: on the calls' perturbed arguments)."""
+    (`perturbed`: on the calls' perturbed arguments). A program whose module sets ``GRAD = True``
+    takes inputs that require grad, and each call's result is followed by the inputs' gradients."""
     namespace = _namespace(program, tag)
     fn = namespace["program"] if compiler is None else compiler(namespace["program"])
+    grad = bool(namespace.get("GRAD", False))
     outcomes = []
     for call in CALLS:
         if call.scale is not None:
@@ -118,7 +140,14 @@ def run_calls(program: PyProgram, compiler: Callable[[Callable[..., Any]], Calla
             namespace["OBJ"].bias = call.bias
         try:
             with _deadline(timeout):
-                result = _snapshot(fn(*call.arguments(perturbed)))
+                x, y, n = call.arguments(perturbed)
+                if grad:
+                    x.requires_grad_()
+                    y.requires_grad_()
+                result = fn(x, y, n)
+                if grad:
+                    result = (result, _gradients(result, (x, y), call.seed))
+                result = _snapshot(result)
             outcomes.append(Outcome(result, namespace["observed"]()))
         except _Timeout:
             raise

@@ -7,8 +7,8 @@ calls through ``*args``/``**kwargs``, try/except/finally with raises, ``with`` b
 expressions, comprehensions, tuple swaps, ``.item()`` and ``print`` (graph breaks), and side effects
 on module state (a dict, a list, an object's attributes, a global read after it is rebound).
 
-A program is a module source: a fixed prelude (`PRELUDE`) and ``def program(x, y, n)`` returning its
-tensors, ints and floats. Every tensor has the inputs' shape, so any two combine; blocks may
+A program is a module source: a fixed prelude (`PRELUDE`), sometimes ``GRAD = True`` (gradients
+compared too), and ``def program(x, y, n)`` returning its tensors, ints and floats. Every tensor has the inputs' shape, so any two combine; blocks may
 reassign the names defined before them but the names they define stay inside, so every read is of a
 defined name.
 """
@@ -19,7 +19,12 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-__all__ = ["PRELUDE", "PyProgram", "generate"]
+__all__ = ["GRAD_SHARE", "PRELUDE", "PyProgram", "generate"]
+
+GRAD_SHARE = 0.4
+"""The share of programs that set ``GRAD = True``: their inputs require grad and every call also
+compares the inputs' gradients (`check.run_calls`), through graph breaks, ``no_grad`` blocks,
+``.item()`` and in-place updates of clones."""
 
 PRELUDE = '''import contextlib
 import functools
@@ -397,4 +402,7 @@ def generate(seed: int, max_statements: int = 12) -> PyProgram:
         body += builder.statement(scope, 0, nested=False)
     results = f"[{', '.join(scope.tensors)}], [{', '.join(scope.ints)}], [{', '.join(scope.floats)}]"
     lines = ["def program(x, y, n):", *("    " + line for line in body), f"    return {results}"]
+    # Drawn from a stream of its own, so every program keeps its statements.
+    if random.Random(f"grad-{seed}").random() < GRAD_SHARE:
+        lines = ["GRAD = True", "", "", *lines]
     return PyProgram(seed, PRELUDE + "\n\n" + "\n".join(lines) + "\n")
