@@ -163,3 +163,28 @@ def test_checks_that_pin_a_symbol_to_a_constant_are_still_checked(fn: Any, good:
     torch.testing.assert_close(compiled(*inputs), fn(*inputs))
     with pytest.raises(RuntimeError, match=failed):
         compiled(torch.tensor(bad))
+
+
+@pytest.mark.parametrize("scale", ["float", "int"])
+def test_a_scalar_input_that_is_an_expression_of_unbound_symbols_is_read_from_the_input(scale: str) -> None:
+    """A backward graph takes the forward's ``x.mean().item() * 2`` as a saved scalar ``2.0*zuf0``:
+    no input gives ``zuf0`` itself, so the wrapper reads the input as a new symbol (it printed
+    ``2.0*zuf0`` and failed with a NameError; pyfuzz with gradients)."""
+    shape_env = ShapeEnv(allow_dynamic_output_shape_ops=True, allow_scalar_outputs=True)
+    mode = FakeTensorMode(allow_non_fake_inputs=True, shape_env=shape_env)
+    generator = torch.Generator().manual_seed(0)
+    x, t = torch.randn(4, 5, generator=generator), torch.randn(4, 5, generator=generator)
+
+    def saved(x: torch.Tensor) -> Any:
+        return x.mean().item() * 2 if scale == "float" else x.sum().round().long().item() * 2 + 1
+
+    fake_x, fake_t = mode.from_tensor(x, static_shapes=True), mode.from_tensor(t, static_shapes=True)
+    with mode:
+        symbolic = saved(fake_x)
+        shape_env.pending_fresh_unbacked_symbols.clear()  # made outside the traced graph, given to it
+        gm = make_fx(lambda s, t: (t * s, t.sum() + s), tracing_mode="real")(symbolic, fake_t)
+    compiled = inductor_ir.compile_graph(gm, [symbolic, fake_t], backends={"cpu": ReferenceBackend()})
+    for _ in range(3):
+        x, t = torch.randn(4, 5, generator=generator), torch.randn(4, 5, generator=generator)
+        value = saved(x)
+        torch.testing.assert_close(compiled(value, t), (t * value, t.sum() + value))

@@ -18,6 +18,7 @@ import sympy
 import torch
 import torch.fx
 import torch.utils._pytree as pytree
+from torch.utils._sympy.symbol import SymT, make_symbol
 
 from inductor_ir.config import DEFAULT_CONFIG
 from inductor_ir.ir.layout import Layout
@@ -50,6 +51,7 @@ from inductor_ir.unbacked import (
     bind_scalar,
     float_arguments,
     is_unbacked,
+    is_unbacked_float,
     pinned_unbacked,
     record_assert,
     unbound_unbacked,
@@ -174,12 +176,45 @@ def _lower_inputs(program: Program, placeholders: list[torch.fx.Node], example_i
     # input whose rows step `s`): solved from that size or stride.
     for position, buf, _real in strides:
         _add_solved_sources(program, position, buf)
+    _bind_scalar_expressions(program, placeholders, example_inputs, env)
     # Hints for symbols we could not see in real inputs: the fake tensors' own hints.
     for node in placeholders:
         val = node.meta.get("val")
         if isinstance(val, torch.Tensor):
             for s in val.shape:
                 _hint_from_symint(program, s)
+
+
+def _bind_scalar_expressions(
+    program: Program, placeholders: list[torch.fx.Node], example_inputs: Sequence[Any], env: dict[torch.fx.Node, Any]
+) -> None:
+    """Give a new symbol, read from the input itself, to each scalar input that is an expression of
+    symbols no input gives (a backward taking a saved ``2.0*zuf1``, the forward's ``item() * 2``):
+    printed as that expression, the generated code named a symbol nothing defined."""
+    taken: set[str] | None = None
+    for position, node in enumerate(placeholders):
+        expr = program.graph_inputs[position]
+        if not isinstance(expr, sympy.Expr) or isinstance(expr, sympy.Symbol):
+            continue
+        if all(s in program.size_sources for s in expr.free_symbols):
+            continue
+        if taken is None:
+            taken = {str(s) for item in program.graph_inputs if isinstance(item, sympy.Expr) for s in item.free_symbols}
+            taken |= {str(s) for item in program.input_buffers() for s in used_symbols(item)}
+        floating = any(is_unbacked_float(s) for s in expr.free_symbols) or not expr.is_integer
+        kind = SymT.UNBACKED_FLOAT if floating else SymT.UNBACKED_INT
+        index = 1_000_000 + position
+        while str(make_symbol(kind, index)) in taken:
+            index += 1
+        symbol = make_symbol(kind, index, integer=not floating, real=True)
+        taken.add(str(symbol))
+        program.graph_inputs[position] = symbol
+        env[node] = symbol
+        program.size_sources[symbol] = SizeSource(position, "scalar")
+        real = example_inputs[position] if position < len(example_inputs) else None
+        hint = concrete_hint(real) if real is not None and not floating else None
+        if hint is not None:
+            program.size_hints[symbol] = hint
 
 
 def _add_sources(
