@@ -188,3 +188,25 @@ def test_a_scalar_input_that_is_an_expression_of_unbound_symbols_is_read_from_th
         x, t = torch.randn(4, 5, generator=generator), torch.randn(4, 5, generator=generator)
         value = saved(x)
         torch.testing.assert_close(compiled(value, t), (t * value, t.sum() + value))
+
+
+@pytest.mark.parametrize("value", [float("inf"), float("nan"), -2.5])
+def test_a_float_item_input_is_not_read_by_the_size_checks(value: float) -> None:
+    """A backward at symbolic sizes takes a saved ``item()`` float: the size checks read every
+    scalar symbol with ``int()``, which raised OverflowError for an infinite float (eager gives inf)."""
+    from torch.fx.experimental.symbolic_shapes import DimDynamic, StatelessSymbolicContext
+
+    shape_env = ShapeEnv(allow_dynamic_output_shape_ops=True, allow_scalar_outputs=True)
+    mode = FakeTensorMode(allow_non_fake_inputs=True, shape_env=shape_env)
+    context = StatelessSymbolicContext(dynamic_sizes=[DimDynamic.DYNAMIC, DimDynamic.STATIC])
+    fake_t = mode.from_tensor(torch.randn(4, 5), symbolic_context=context)
+    with mode:
+        fake_u = fake_t[:, 0].clone()  # a second input of size s0: checked against the first
+        symbolic = fake_t.sum().item()
+        shape_env.pending_fresh_unbacked_symbols.clear()
+        gm = make_fx(lambda s, t, u: (t * s + u[:, None],), tracing_mode="real")(symbolic, fake_t, fake_u)
+    compiled = inductor_ir.compile_graph(gm, [symbolic, fake_t, fake_u], backends={"cpu": ReferenceBackend()})
+    generator = torch.Generator().manual_seed(0)
+    for rows in (3, 6):
+        t, u = torch.randn(rows, 5, generator=generator), torch.randn(rows, generator=generator)
+        torch.testing.assert_close(compiled(value, t, u), (t * value + u[:, None],), equal_nan=True)

@@ -15,6 +15,7 @@ from typing import Any
 import sympy
 
 from inductor_ir.ir import InputBuffer, Program
+from inductor_ir.unbacked import is_unbacked_float
 
 __all__ = ["input_size_checker"]
 
@@ -37,6 +38,8 @@ def input_size_checker(program: Program) -> SizeChecker | None:
         if source.buffer:
             continue  # unbacked: no input gives it
         if source.kind == "scalar":
+            if is_unbacked_float(symbol):
+                continue  # an `item()` float (inf and nan included) never sizes a buffer: nothing to read
             lines.append(f"    {symbol} = int(args[{source.position}])")
         else:
             lines.append(f"    {symbol} = {source.solved(f'args[{source.position}].{source.kind}({source.dim})')}")
