@@ -133,6 +133,33 @@ def test_row_invariant_values_are_computed_before_the_loops(backend: CppBackend)
     torch.testing.assert_close(actual, fn(*fresh), rtol=1e-5, atol=1e-6)
 
 
+def test_channel_invariant_values_of_a_channels_last_batch_norm_are_computed_before_the_loops(
+    backend: CppBackend,
+) -> None:
+    # Training-mode BatchNorm + ReLU over a channels-last map: the statistics loop is vectorized
+    # across channels, and the normalizing loop's rsqrt(var + eps) * weight, read from the variance
+    # this kernel stored after its first loop, is the same for every step of the second loop.
+    def fn(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        var, mean = torch.var_mean(x, (0, 2, 3), keepdim=True, correction=0)
+        y = torch.relu((x - mean) * torch.rsqrt(var + 1e-5) * weight.view(1, -1, 1, 1) + bias.view(1, -1, 1, 1))
+        return y, var
+
+    def inputs() -> list[torch.Tensor]:
+        x = torch.randn(8, 64, 16, 16).contiguous(memory_format=torch.channels_last)
+        return [x, torch.rand(64) + 0.5, torch.randn(64)]
+
+    example = inputs()
+    compiled = inductor_ir.compile_graph(make_fx(fn)(*example), example, backends={"cpu": backend})
+    source = next(s.source for s in compiled.sources if "// reduction loop 1" in s.source)
+    second_loop = source.split("// reduction loop 1")[1]
+    before, inside = second_loop.split("for (int64_t r0", 1)
+    assert "kiln::rsqrt(" in before and "kiln::rsqrt(" not in inside.split("}")[0], second_loop
+    for _ in range(2):
+        fresh = inputs()
+        for got, want in zip(compiled(*fresh), fn(*fresh)):
+            torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+
+
 def test_splat_keeps_the_sign_of_zero_and_nan(backend: CppBackend) -> None:
     def fn(x: torch.Tensor, d: torch.Tensor) -> torch.Tensor:
         return x / d[:, :1]  # each row's divisor, a scalar splat across the row's vectors

@@ -41,7 +41,9 @@ class CppOpsHandler(RuntimeChecks):
         node_name: the node whose body runs (names its accumulators).
         hoist_from: the variables of the reduction loops this body runs in (empty: nothing is
             hoisted). A value that depends on none of them is computed once before the loops
-            (``scope.pre``), not per vector; see ``_loop_invariant``.
+            (``scope.pre``, or ``scope.hoisted``), not per vector; see ``_loop_invariant``.
+        written: the pointers this kernel writes in or after the loops the body runs in (None: every
+            output pointer); a load through one of them is never hoisted.
     """
 
     def __init__(
@@ -54,6 +56,7 @@ class CppOpsHandler(RuntimeChecks):
         node_name: str = "",
         reuse: LoopValueReuse | None = None,
         hoist_from: tuple[str, ...] = (),
+        written: frozenset[str] | None = None,
     ) -> None:
         self.state = state
         self.scope = scope
@@ -69,6 +72,9 @@ class CppOpsHandler(RuntimeChecks):
         self.reuse = reuse  # set for the in-loop bodies of a vectorized reduction loop
         self._target = scope.lines
         self._loop_variables = re.compile(r"\b(" + "|".join(map(re.escape, hoist_from)) + r")\b") if hoist_from else None
+        self._written = (
+            re.compile(r"\b(" + "|".join(map(re.escape, sorted(written))) + r")\b") if written else None
+        ) if written is not None else re.compile(r"out_ptr")
 
     # ------------------------------------------------------------------ helpers
     @property
@@ -91,7 +97,8 @@ class CppOpsHandler(RuntimeChecks):
         # Only values of the loop body proper (not under a mask, not after the loop) are shared.
         in_body = self._target is self.scope.lines and not self._masks and self._masked_depth == 0
         if in_body and self._loop_invariant(expr):
-            self.scope.pre.append(f"const auto {name} = {expr};")
+            hoisted = self.scope.hoisted if self.scope.hoisted is not None else self.scope.pre
+            hoisted.append(f"const auto {name} = {expr};")
             self.state.invariant.add(name)
             value = CppValue(name, dtype, vector, uniform)
             self.scope.cse[key] = value
@@ -113,13 +120,18 @@ class CppOpsHandler(RuntimeChecks):
         runs in, so it may be computed once before them.
 
         It names none of the loops' variables, every temporary it reads was itself computed before
-        the loops, and it reads no memory this kernel writes (an output or in/out pointer). g++ does not hoist
-        such values itself where they come from memory: an RMSNorm backward's per-row factor
-        ``rsqrt(mean + eps)`` was loaded, square-rooted and divided in every vector step.
+        the loops, and it reads no memory this kernel writes in or after these loops (``written``;
+        an output an earlier loop finished, such as a BatchNorm's variance, may be read). g++ does
+        not hoist such values itself where they come from memory: an RMSNorm backward's per-row
+        factor ``rsqrt(mean + eps)`` was loaded, square-rooted and divided in every vector step, and a
+        BatchNorm over a channels-last map (vectorized across channels) did the same per element:
+        0.43 -> 0.17 ms for one 8x64x16x16 training-mode BatchNorm+ReLU kernel, one thread.
         Loads are hoisted only from loops that run at least once (``hoist_from`` is set for static,
         nonzero reduction ranges only), so they read nothing the loops would not.
         """
-        if self._loop_variables is None or self._loop_variables.search(expr) or "out_ptr" in expr:
+        if self._loop_variables is None or self._loop_variables.search(expr):
+            return False
+        if self._written is not None and self._written.search(expr):
             return False
         return all(name in self.state.invariant for name in _LOCAL_NAME.findall(expr))
 

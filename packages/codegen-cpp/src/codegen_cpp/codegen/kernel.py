@@ -164,6 +164,7 @@ class _KernelWriter(LoopShapes):
         scope: BodyScope,
         vector_var: sympy.Symbol | None,
         in_loop: bool,
+        written: frozenset[str] | None = None,
     ) -> None:
         hoist_from = self._hoistable_loops(vector_var) if in_loop else ()
         for node in nodes:
@@ -176,18 +177,24 @@ class _KernelWriter(LoopShapes):
                 node_name=node.name,
                 reuse=self.reuse if in_loop else None,
                 hoist_from=hoist_from,
+                written=written,
             )
             handler.ranges = self.ranges
             with set_ops_handler(handler):
                 node.body(self.space.body_xs, self.space.body_rs if in_loop else ())
 
     def _hoistable_loops(self, vector_var: sympy.Symbol | None) -> tuple[str, ...]:
-        """The reduction loop variables whose invariant values a body computes once before the loops:
-        for a reduction along the row (not vectorized across outputs) of a static, nonzero range."""
+        """The reduction loop variables whose invariant values a body computes once before the loops
+        (of a static, nonzero range)."""
         size = _product(self.r_sizes)
-        if (vector_var is not None and vector_var not in self.rs) or not (size.is_Integer and int(size) > 0):
+        if not (size.is_Integer and int(size) > 0):
             return ()
         return tuple(var.name for var in self.rs)
+
+    def _written_from(self, loop: int) -> frozenset[str]:
+        """The pointers the group's nodes of reduction loop ``loop`` and later ones write."""
+        pointers = self.state.pointers
+        return frozenset(pointers[n.name] for n in self.group.nodes if n.loop >= loop and n.name in pointers)
 
     # ------------------------------------------------------------------ loops
     def _pointwise(self) -> list[str]:
@@ -274,26 +281,29 @@ class _KernelWriter(LoopShapes):
         sizes = self.r_sizes
         pre: list[str] = []
         post: list[str] = []
+        written = self._written_from(loop)
         if outer:
             outer_block = Block([], [])
+            hoisted: list[str] = []
             scope = BodyScope(
-                lines=[], pre=pre, post=post, values={}, reduced=values, block_pre=outer_block.pre, block_post=outer_block.post
+                lines=[], pre=pre, post=post, values={}, reduced=values, block_pre=outer_block.pre,
+                block_post=outer_block.post, hoisted=hoisted,
             )
-            self._run(in_loop, scope, vector_var, in_loop=True)
+            self._run(in_loop, scope, vector_var, in_loop=True, written=written)
             after_scope = BodyScope(lines=post, pre=pre, post=post, values=values, reduced=values)
             self._run(after, after_scope, vector_var, in_loop=False)
             assert vector_var is not None
-            return lambda: self._outer_loop(loop, vector_var, pre, scope.lines, post, outer_block)
+            return lambda: self._outer_loop(loop, vector_var, pre, hoisted, scope.lines, post, outer_block)
         vector_lines: list[str] = []
         block = Block([], [])
         if vector_var is not None:
             vector_scope = BodyScope(
                 lines=[], pre=pre, post=[], values={}, reduced=dict(values), block_pre=block.pre, block_post=block.post
             )
-            self._run(in_loop, vector_scope, vector_var, in_loop=True)
+            self._run(in_loop, vector_scope, vector_var, in_loop=True, written=written)
             vector_lines = vector_scope.lines
         scalar_scope = BodyScope(lines=[], pre=pre, post=post, values={}, reduced=values)
-        self._run(in_loop, scalar_scope, None, in_loop=True)
+        self._run(in_loop, scalar_scope, None, in_loop=True, written=written)
         after_scope = BodyScope(lines=post, pre=pre, post=post, values=values, reduced=values)
         self._run(after, after_scope, None, in_loop=False)
         split = self._split_condition()
@@ -317,19 +327,23 @@ class _KernelWriter(LoopShapes):
         loop: int,
         vector_var: sympy.Symbol,
         pre: list[str],
+        hoisted: list[str],
         body: list[str],
         post: list[str],
         block: Block,
     ) -> list[str]:
         """A reduction loop vectorized across outputs; tiled (codegen/tiling.py) when ``self.tile > 1``
         and its accumulators allow (else ``self.tile`` drops to 1: the caller loops per vector).
-        With ``block`` lines, the last reduction dim runs in blocks of ``REDUCTION_OUTER_BLOCK`` steps."""
+        With ``block`` lines, the last reduction dim runs in blocks of ``REDUCTION_OUTER_BLOCK`` steps.
+        ``hoisted``: values invariant in the reduction loop, computed once per vector of outputs before
+        it; tiled, each step computes them again (they belong to one vector of the tile)."""
         accumulators = TiledAccumulators.parse([*pre, *block.pre], self.tile) if self.tile > 1 and body else None
         if accumulators is None:
             self.tile = 1
             if not body:
-                return [f"// reduction loop {loop}", *pre, *post]
-            return [f"// reduction loop {loop}", *pre, *self._outer_nest(body, block), *post]
+                return [f"// reduction loop {loop}", *pre, *hoisted, *post]
+            return [f"// reduction loop {loop}", *pre, *hoisted, *self._outer_nest(body, block), *post]
+        body = [*hoisted, *body]
         inner = tile_loop(vector_var, "kiln_tile_n", accumulators.per_vector(body), _INDENT)
         finish = tile_loop(vector_var, "kiln_tile_n", accumulators.per_vector(post), _INDENT)
         names = {name for _, name, _ in accumulators.declarations}

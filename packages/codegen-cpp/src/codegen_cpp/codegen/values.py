@@ -89,7 +89,9 @@ class BodyScope:
     stored: the last value stored to each output and its index (loads at that index reuse it);
     vector_symbols: indirect-index symbols whose values are vectors;
     block_pre / block_post: lines around each block of the innermost vector loop of a reduction
-    (float32 partial accumulators declared, then folded into the wide ones; see codegen/reduction.py).
+    (float32 partial accumulators declared, then folded into the wide ones; see codegen/reduction.py);
+    hoisted: where values invariant in the reduction loops go (None: into ``pre``); a reduction
+    vectorized across outputs keeps them apart from its accumulator declarations (codegen/tiling.py).
     """
 
     lines: list[str]
@@ -104,6 +106,7 @@ class BodyScope:
     vector_symbols: dict[sympy.Symbol, str] = field(default_factory=dict)
     block_pre: list[str] = field(default_factory=list)
     block_post: list[str] = field(default_factory=list)
+    hoisted: list[str] | None = None
 
 
 _UNARY_MATH = (
