@@ -7,6 +7,10 @@ in other memory orders their result's strides differ from what eager's TensorIte
 the trace, and a graph output keeps the wrong strides (a ``.view(-1)`` after a graph break raises).
 Where the strides differ (static sizes only), the op is traced whole and its result copied into a
 tensor with eager's strides; elsewhere the op is left as it is (`NotImplemented`).
+
+``pow`` and ``float_power`` of a Python number by a tensor (``2 ** t``) are eager's ``out=`` kernels
+writing into a fresh tensor: their result is contiguous whatever the exponent's layout, where the
+fake kernels follow the exponent's (a transposed exponent gave a transposed power).
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
-from torch._prims_common import compute_elementwise_output_strides
+from torch._prims_common import compute_elementwise_output_strides, make_contiguous_strides_for
 from torch.utils._python_dispatch import _disable_current_modes
 
 aten = torch.ops.aten
@@ -36,7 +40,17 @@ def _meta(value: Any) -> Any:
     return value
 
 
-def _with_eager_strides(op: torch._ops.OpOverload) -> Callable[..., Any]:
+def _contiguous(shape: tuple[int, ...], expanded: list[torch.Tensor]) -> tuple[int, ...]:
+    return tuple(make_contiguous_strides_for(shape))
+
+
+def _elementwise(shape: tuple[int, ...], expanded: list[torch.Tensor]) -> tuple[int, ...]:
+    return tuple(compute_elementwise_output_strides(*map(_meta, expanded)))
+
+
+def _with_eager_strides(
+    op: torch._ops.OpOverload, layout: Callable[[tuple[int, ...], list[torch.Tensor]], tuple[int, ...]] = _elementwise
+) -> Callable[..., Any]:
     def decompose(*args: Any, **kwargs: Any) -> Any:
         if getattr(_INSIDE, "active", False):
             return NotImplemented
@@ -50,7 +64,7 @@ def _with_eager_strides(op: torch._ops.OpOverload) -> Callable[..., Any]:
         if not expanded:
             return NotImplemented
         with _disable_current_modes():
-            eager = tuple(compute_elementwise_output_strides(*map(_meta, expanded)))
+            eager = layout(shape, expanded)
         if eager == tuple(traced.stride()):
             return NotImplemented
         _INSIDE.active = True
@@ -67,3 +81,4 @@ def _with_eager_strides(op: torch._ops.OpOverload) -> Callable[..., Any]:
 EAGER_LAYOUT: dict[Any, Callable[..., Any]] = {
     op: _with_eager_strides(op) for op in (aten.div.Tensor_mode, aten.floor_divide.default, aten.copysign.Tensor)
 }
+EAGER_LAYOUT.update({op: _with_eager_strides(op, _contiguous) for op in (aten.pow.Scalar, aten.float_power.Scalar)})

@@ -9,6 +9,10 @@ in the trace or after a graph break. With static sizes such a result is given th
 TensorIterator's rule gives (`torch._prims_common.compute_elementwise_output_strides` over the
 broadcast operands); with symbolic sizes it is left as it is. (aotgrad's trace does the same for
 the graph it compiles: `aotgrad.eager_layout`.)
+
+``pow`` and ``float_power`` of a Python number by a tensor (``2 ** t``) are eager's ``out=`` kernels
+writing into a fresh tensor: contiguous whatever the exponent's layout, where the fake kernels
+follow the exponent's (a transposed exponent gave a transposed power: ``.view(-1)`` refused).
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ import operator
 from typing import Any
 
 import torch
-from torch._prims_common import compute_elementwise_output_strides
+from torch._prims_common import compute_elementwise_output_strides, make_contiguous_strides_for
 
 _FUNCTIONS = frozenset({torch.floor_divide, torch.copysign, operator.floordiv})
 _METHODS = frozenset({"floor_divide", "copysign", "__floordiv__", "__rfloordiv__"})
@@ -31,12 +35,26 @@ def _restrided_op(kind: str, target: Any, kwargs: dict[str, Any]) -> bool:
     return False
 
 
+def _power_of_a_number(kind: str, target: Any, args: list[Any]) -> bool:
+    """``2 ** t``, ``torch.pow(2, t)``, ``torch.float_power(2, t)``: a number base, a tensor exponent."""
+    if kind == "call_function" and target in (operator.pow, torch.pow, torch.float_power):
+        return len(args) >= 2 and not isinstance(args[0], torch.Tensor) and isinstance(args[1], torch.Tensor)
+    if kind == "call_method" and target == "__rpow__":
+        return len(args) >= 2 and isinstance(args[0], torch.Tensor) and not isinstance(args[1], torch.Tensor)
+    return False
+
+
 def _static(t: torch.Tensor) -> bool:
     return all(isinstance(n, int) for n in (*t.shape, *t.stride()))
 
 
 def with_eager_strides(kind: str, target: Any, args: list[Any], kwargs: dict[str, Any], result: Any) -> Any:
     """`result` (a fake op's), restrided as eager's kernel would lay it out, where it differs."""
+    if isinstance(result, torch.Tensor) and _power_of_a_number(kind, target, args):
+        if not _static(result) or result.is_contiguous():
+            return result
+        shape = tuple(result.shape)
+        return torch.empty_strided(shape, make_contiguous_strides_for(shape), dtype=result.dtype, device=result.device)
     if not (isinstance(result, torch.Tensor) and _restrided_op(kind, target, kwargs)):
         return result
     operands = [a for a in args if isinstance(a, torch.Tensor)]
