@@ -45,3 +45,24 @@ def test_multiples_of_symbolic_divisors_with_max_are_taken_by_their_factors() ->
     assert _multiple_of(x0 + padded, padded) is None  # not a product: left to the division
     assert _multiple_of(x0, padded) is None  # lacks the divisor's symbols
     assert _multiple_of(6 * x0 * s0, 2 * s0) == 3 * x0
+
+
+def test_torchs_bitwise_and_modulus_functions_of_sizes_compile_and_match_eager() -> None:
+    """``(n << 1) ^ 1`` of a size traces as torch's ``BitwiseFn_bitwise_xor`` over its own ``Mod``:
+    neither printed, so the graph ran eagerly (pyfuzz, ``int_arith``)."""
+    import torch
+    from torch.utils._sympy.functions import BitwiseFn_bitwise_xor, Mod
+
+    import frontend
+
+    assert cpp_index(BitwiseFn_bitwise_xor(2 * Mod(S0**2, 7), 1)) == "(2*(kiln::floormod<int64_t>(s0*s0, 7)) ^ 1)"
+
+    def fn(x: torch.Tensor) -> torch.Tensor:
+        n = x.shape[0] ** 2 % 7
+        return x * ((n << 1) ^ 1) + (x.shape[0] & 6) + (x.shape[0] | 9)
+
+    compiled = frontend.compile(fn, options={"fallback_to_eager": False})
+    generator = torch.Generator().manual_seed(0)
+    for rows in (4, 4, 6, 7, 11):
+        x = torch.randn(rows, 3, generator=generator)
+        torch.testing.assert_close(compiled(x), fn(x))

@@ -110,3 +110,21 @@ def test_a_dividend_that_may_be_negative_keeps_floor_semantics_under_truncating_
             for s in (1, 2, 3, 7):
                 assert _eval_truncating(text, indirect0=i, s1=s) == expected(i, s), (expr, text, i, s)
     assert printer.print(FloorDiv(x0, 3)) == "x0 // 3"  # known nonnegative: no correction
+
+
+def test_prints_torchs_bitwise_and_modulus_functions_of_sizes() -> None:
+    """``(n << 1) ^ 1`` of a size traces as torch's ``BitwiseFn_bitwise_xor`` over its own ``Mod``:
+    neither printed, so the graph ran eagerly (pyfuzz, ``int_arith``)."""
+    from torch.utils._sympy.functions import (
+        BitwiseFn_bitwise_and,
+        BitwiseFn_bitwise_or,
+        BitwiseFn_bitwise_xor,
+        Mod,
+        PythonMod,
+    )
+
+    printer = TritonIndexPrinter()
+    expr = BitwiseFn_bitwise_xor(2 * Mod(s0**2, 7), 1) + BitwiseFn_bitwise_and(x0, 6) + BitwiseFn_bitwise_or(x1, 9)
+    text = printer.print(expr + PythonMod(x2 - 9, 4))
+    for a, b, c, s in [(10, 100, 3, 2), (0, 27, 0, 5), (7, 1000, 12, 11)]:
+        assert _eval(text, x0=a, x1=b, x2=c, s0=s) == ((2 * (s * s % 7)) ^ 1) + (a & 6) + (b | 9) + (c - 9) % 4

@@ -112,7 +112,7 @@ def cpp_index(expr: sympy.Expr) -> str:
     if isinstance(expr, sympy.floor):
         numerator, denominator = sympy.fraction(sympy.together(expr.args[0]))
         return f"kiln::floordiv<int64_t>({cpp_index(numerator)}, {cpp_index(denominator)})"
-    if isinstance(expr, sympy.Mod):
+    if isinstance(expr, sympy.Mod) or type(expr).__name__ in ("Mod", "PythonMod"):  # torch's own, of sizes too
         return f"kiln::floormod<int64_t>({cpp_index(expr.args[0])}, {cpp_index(expr.args[1])})"
     if isinstance(expr, sympy.Max | sympy.Min):
         name = "std::max" if isinstance(expr, sympy.Max) else "std::min"
@@ -121,7 +121,14 @@ def cpp_index(expr: sympy.Expr) -> str:
         for arg in args[1:]:
             text = f"{name}<int64_t>({text}, {arg})"
         return text
+    operator = _BITWISE.get(type(expr).__name__)
+    if operator is not None:  # a Python int's `a ^ b` of sizes: two's complement, as int64_t's
+        return f"({cpp_index(expr.args[0])} {operator} {cpp_index(expr.args[1])})"
     raise ValueError(f"cannot print {expr!r} ({type(expr).__name__}) as a C++ index expression")
+
+
+_BITWISE = {"BitwiseFn_bitwise_and": "&", "BitwiseFn_bitwise_or": "|", "BitwiseFn_bitwise_xor": "^"}
+"""torch's opaque SymPy functions for ``&``, ``|`` and ``^`` of symbolic ints, by class name."""
 
 
 def _mod_of_text(quotient_text: str, quotient: sympy.Expr, modulus: sympy.Expr) -> str:

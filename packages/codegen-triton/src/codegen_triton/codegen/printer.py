@@ -63,7 +63,7 @@ class TritonIndexPrinter:
             if divisor == 1:
                 return self._floormod(self.paren(base), bool(base.is_nonnegative), modulus)
             return self._floormod(f"({self._floordiv(base, divisor)})", bool(base.is_nonnegative), modulus)
-        if isinstance(expr, sympy.Mod):
+        if isinstance(expr, sympy.Mod) or name in ("Mod", "PythonMod"):  # torch's own, of sizes too
             return self._floormod(self.paren(expr.args[0]), bool(expr.args[0].is_nonnegative), expr.args[1])
         if isinstance(expr, sympy.floor) and isinstance(expr.args[0], sympy.Mul):
             numerator, denominator = sympy.fraction(expr.args[0])
@@ -74,6 +74,8 @@ class TritonIndexPrinter:
             for arg in expr.args[1:]:
                 text = f"{fn}({text}, {self._print(arg)})"
             return text
+        if name in _BITWISE:  # a Python int's `a ^ b` of sizes: two's complement, as Triton's integers
+            return f"({self.paren(expr.args[0])} {_BITWISE[name]} {self.paren(expr.args[1])})"
         raise NotImplementedError(f"cannot print index expression {expr} ({name}) as Triton")
 
     def _divisor(self, divisor: sympy.Expr) -> str:
@@ -125,3 +127,7 @@ class TritonIndexPrinter:
         if isinstance(exponent, sympy.Integer) and int(exponent) > 0:
             return "*".join([self.paren(base)] * int(exponent))
         raise NotImplementedError(f"cannot print power {expr} in an index expression")
+
+
+_BITWISE = {"BitwiseFn_bitwise_and": "&", "BitwiseFn_bitwise_or": "|", "BitwiseFn_bitwise_xor": "^"}
+"""torch's opaque SymPy functions for ``&``, ``|`` and ``^`` of symbolic ints, by class name."""
