@@ -55,7 +55,7 @@ def test_torchs_bitwise_and_modulus_functions_of_sizes_compile_and_match_eager()
 
     import frontend
 
-    assert cpp_index(BitwiseFn_bitwise_xor(2 * Mod(S0**2, 7), 1)) == "(2*(kiln::floormod<int64_t>(s0*s0, 7)) ^ 1)"
+    assert cpp_index(BitwiseFn_bitwise_xor(2 * Mod(S0**2, 7), 1)) == "((2*(kiln::floormod<int64_t>(s0*s0, 7))) ^ 1)"
 
     def fn(x: torch.Tensor) -> torch.Tensor:
         n = x.shape[0] ** 2 % 7
@@ -64,5 +64,23 @@ def test_torchs_bitwise_and_modulus_functions_of_sizes_compile_and_match_eager()
     compiled = frontend.compile(fn, options={"fallback_to_eager": False})
     generator = torch.Generator().manual_seed(0)
     for rows in (4, 4, 6, 7, 11):
+        x = torch.randn(rows, 3, generator=generator)
+        torch.testing.assert_close(compiled(x), fn(x))
+
+
+def test_int_of_a_true_division_of_sizes_compiles_and_matches_eager() -> None:
+    """``int(n / 2)`` of a size traces as torch's ``TruncToInt(IntTrueDiv(...))``: not printed, so
+    the graph ran eagerly (pyfuzz, ``int_arith``)."""
+    import torch
+
+    import frontend
+
+    def fn(x: torch.Tensor) -> torch.Tensor:
+        n = int(int((x.shape[0] - 9) / 2) / 2)
+        return x * n + int(x.shape[0] / 3)
+
+    compiled = frontend.compile(fn, options={"fallback_to_eager": False})
+    generator = torch.Generator().manual_seed(0)
+    for rows in (4, 4, 6, 7, 11, 23):
         x = torch.randn(rows, 3, generator=generator)
         torch.testing.assert_close(compiled(x), fn(x))

@@ -128,3 +128,12 @@ def test_prints_torchs_bitwise_and_modulus_functions_of_sizes() -> None:
     text = printer.print(expr + PythonMod(x2 - 9, 4))
     for a, b, c, s in [(10, 100, 3, 2), (0, 27, 0, 5), (7, 1000, 12, 11)]:
         assert _eval(text, x0=a, x1=b, x2=c, s0=s) == ((2 * (s * s % 7)) ^ 1) + (a & 6) + (b | 9) + (c - 9) % 4
+
+
+def test_prints_int_of_a_true_division_of_sizes_as_a_truncating_division() -> None:
+    from torch.utils._sympy.functions import IntTrueDiv, TruncToInt
+
+    text = TritonIndexPrinter().print(TruncToInt(IntTrueDiv(TruncToInt(IntTrueDiv(s0 + 9, 2)), 2)) + x0)
+    assert text == "((((s0 + 9) // 2)) // 2) + x0" or "//" in text
+    for a, s in [(0, 0), (3, 5), (7, 12)]:
+        assert _eval(text, x0=a, s0=s) == int(int((s + 9) / 2) / 2) + a  # nonnegative: Python's // agrees

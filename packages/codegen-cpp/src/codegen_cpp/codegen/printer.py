@@ -121,9 +121,12 @@ def cpp_index(expr: sympy.Expr) -> str:
         for arg in args[1:]:
             text = f"{name}<int64_t>({text}, {arg})"
         return text
+    if type(expr).__name__ == "TruncToInt" and type(expr.args[0]).__name__ == "IntTrueDiv":
+        # `int(a / b)` of sizes: C's integer `/` truncates toward zero, as `int()` does.
+        return f"({_term(expr.args[0].args[0])} / {_term(expr.args[0].args[1])})"
     operator = _BITWISE.get(type(expr).__name__)
     if operator is not None:  # a Python int's `a ^ b` of sizes: two's complement, as int64_t's
-        return f"({cpp_index(expr.args[0])} {operator} {cpp_index(expr.args[1])})"
+        return f"({_term(expr.args[0])} {operator} {_term(expr.args[1])})"
     raise ValueError(f"cannot print {expr!r} ({type(expr).__name__}) as a C++ index expression")
 
 

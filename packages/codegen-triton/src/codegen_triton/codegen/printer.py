@@ -74,6 +74,9 @@ class TritonIndexPrinter:
             for arg in expr.args[1:]:
                 text = f"{fn}({text}, {self._print(arg)})"
             return text
+        if name == "TruncToInt" and type(expr.args[0]).__name__ == "IntTrueDiv":
+            # `int(a / b)` of sizes: Triton's integer `//` truncates toward zero, as `int()` does.
+            return f"({self.paren(expr.args[0].args[0])} // {self.paren(expr.args[0].args[1])})"
         if name in _BITWISE:  # a Python int's `a ^ b` of sizes: two's complement, as Triton's integers
             return f"({self.paren(expr.args[0])} {_BITWISE[name]} {self.paren(expr.args[1])})"
         raise NotImplementedError(f"cannot print index expression {expr} ({name}) as Triton")
