@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+import torch
 
 from tools.pyfuzz.check import CALLS, check, compare, run_calls
 from tools.pyfuzz.generator import PRELUDE, PyProgram, generate
@@ -176,3 +177,9 @@ def test_nested_defs_break_the_graph_and_sit_in_no_grad_and_try_blocks() -> None
         outcomes = run_calls(generate(seed), None, "eager")
         assert all(o.error is None for o in outcomes), (seed, [o.error for o in outcomes])
 
+
+
+def test_the_last_call_puts_an_infinity_in_each_input() -> None:
+    x, y, _ = CALLS[-1].arguments()
+    assert x.isposinf().sum() == 1 and y.isneginf().sum() == 1
+    assert all(torch.isfinite(t).all() for call in CALLS[:-1] for t in call.arguments()[:2])

@@ -1,8 +1,8 @@
 """Running one generated program eagerly and through Kiln, call by call, and comparing.
 
-Each program is called six times (`CALLS`): twice on new values, once after module state changed
+Each program is called seven times (`CALLS`): twice on new values, once after module state changed
 (a global rebound, an object's attribute set: guards must notice), once with another int argument,
-and twice at another batch size. After every call its results (tensors, ints, floats) and what it
+twice at another batch size, and once at a third batch size with an infinity in each input. After every call its results (tensors, ints, floats) and what it
 did to module state (`observed()` in the prelude: printed text, a dict, an object, a global) must
 equal eager's; where eager raises, Kiln must raise the same exception type.
 """
@@ -34,6 +34,7 @@ class Call:
     n: int
     scale: float | None = None  # SCALE rebound before the call
     bias: float | None = None  # OBJ.bias set before the call
+    infinite: bool = False  # x[0, 0] is inf and y[1, 2] -inf (item() floats, their saved copies, nan from inf - inf)
 
     def arguments(self, perturbed: bool = False) -> tuple[torch.Tensor, torch.Tensor, int]:
         """The call's arguments; `perturbed`: each value moved by a relative 1e-6 or so (see `check`)."""
@@ -42,6 +43,8 @@ class Call:
         if perturbed:
             a = a * (1 + PERTURBATION * torch.randn(a.shape, generator=generator))
             b = b * (1 + PERTURBATION * torch.randn(b.shape, generator=generator))
+        if self.infinite:
+            a[0, 0], b[1 % self.rows, 2] = float("inf"), float("-inf")
         return a, b, self.n
 
 
@@ -58,6 +61,7 @@ CALLS = (
     Call(4, 4, -2),
     Call(6, 5, 3),
     Call(7, 6, 3),
+    Call(5, 7, 3, infinite=True),
 )
 
 
