@@ -13,7 +13,9 @@
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 
+import pytest
 import sympy
 import torch
 from cpp_test_groups import flat, pointwise_group
@@ -133,31 +135,79 @@ def test_row_invariant_values_are_computed_before_the_loops(backend: CppBackend)
     torch.testing.assert_close(actual, fn(*fresh), rtol=1e-5, atol=1e-6)
 
 
-def test_channel_invariant_values_of_a_channels_last_batch_norm_are_computed_before_the_loops(
-    backend: CppBackend,
-) -> None:
-    # Training-mode BatchNorm + ReLU over a channels-last map: the statistics loop is vectorized
-    # across channels, and the normalizing loop's rsqrt(var + eps) * weight, read from the variance
-    # this kernel stored after its first loop, is the same for every step of the second loop.
-    def fn(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        var, mean = torch.var_mean(x, (0, 2, 3), keepdim=True, correction=0)
-        y = torch.relu((x - mean) * torch.rsqrt(var + 1e-5) * weight.view(1, -1, 1, 1) + bias.view(1, -1, 1, 1))
-        return y, var
+def _lines_inside_reduction_loops(source: str) -> list[str]:
+    """The lines of ``source`` inside a ``for (int64_t r...`` loop (by brace depth)."""
+    inside, depth, opened = [], 0, []
+    for line in source.splitlines():
+        if line.strip().startswith("for (int64_t r"):
+            opened.append(depth)
+        if opened:
+            inside.append(line)
+        depth += line.count("{") - line.count("}")
+        while opened and depth <= opened[-1]:
+            opened.pop()
+    return inside
 
+
+def _batch_norm_relu(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    var, mean = torch.var_mean(x, (0, 2, 3), keepdim=True, correction=0)
+    y = torch.relu((x - mean) * torch.rsqrt(var + 1e-5) * weight.view(1, -1, 1, 1) + bias.view(1, -1, 1, 1))
+    return y, var
+
+
+def _normalize_relu_and_running_mean(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    # The statistics come from elsewhere (as from a split reduction's kernels); the running mean's
+    # column sum shares the normalizing loop, which is then tiled over two vectors of channels.
+    mean, var = bias * 0.5, weight * 2
+    y = torch.relu((x - mean.view(1, -1, 1, 1)) * torch.rsqrt(var.view(1, -1, 1, 1) + 1e-5) * weight.view(1, -1, 1, 1))
+    return y, bias * 0.9 + 0.1 * x.mean((0, 2, 3))
+
+
+@pytest.mark.parametrize(
+    ("fn", "shape", "tiled"),
+    [(_batch_norm_relu, (8, 64, 16, 16), False), (_normalize_relu_and_running_mean, (8, 32, 32, 32), True)],
+    ids=["batch-norm", "tiled"],
+)
+def test_channel_invariant_values_of_a_channels_last_batch_norm_are_computed_before_the_loops(
+    backend: CppBackend, fn: Callable[..., tuple[torch.Tensor, ...]], shape: tuple[int, ...], tiled: bool
+) -> None:
+    # Training-mode BatchNorm + ReLU over a channels-last map: the loops are vectorized across
+    # channels, and rsqrt(var + eps) * weight (read from the variance this kernel stored after its
+    # first loop, or from an input) is the same for every step of the normalizing loop. Tiled, each
+    # vector of channels of the tile keeps its values in an array entry.
     def inputs() -> list[torch.Tensor]:
-        x = torch.randn(8, 64, 16, 16).contiguous(memory_format=torch.channels_last)
-        return [x, torch.rand(64) + 0.5, torch.randn(64)]
+        x = torch.randn(*shape).contiguous(memory_format=torch.channels_last)
+        return [x, torch.rand(shape[1]) + 0.5, torch.randn(shape[1])]
 
     example = inputs()
     compiled = inductor_ir.compile_graph(make_fx(fn)(*example), example, backends={"cpu": backend})
-    source = next(s.source for s in compiled.sources if "// reduction loop 1" in s.source)
-    second_loop = source.split("// reduction loop 1")[1]
-    before, inside = second_loop.split("for (int64_t r0", 1)
-    assert "kiln::rsqrt(" in before and "kiln::rsqrt(" not in inside.split("}")[0], second_loop
+    source = "\n".join(s.source for s in compiled.sources)
+    assert "kiln::rsqrt(" in source and ("vectors of outputs at once" in source) == tiled, source
+    assert not any("kiln::rsqrt(" in line for line in _lines_inside_reduction_loops(source)), source
     for _ in range(2):
         fresh = inputs()
         for got, want in zip(compiled(*fresh), fn(*fresh)):
             torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_a_tiled_loop_computes_lane_index_values_in_the_loop(backend: CppBackend) -> None:
+    # fuzz 19a784d1f6: index_fill over a (1, 8, 4) int32 tensor is tiled across outputs, and a
+    # loop-invariant lane index (a lambda) was hoisted into an array typed with decltype, which
+    # C++17 does not compile.
+    def fn(a: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+        return a.index_fill(1, index % a.size(1), 3)
+
+    def inputs() -> list[torch.Tensor]:
+        return [torch.randint(-10, 10, (1, 8, 4), dtype=torch.int32), torch.randint(-10, 10, (2,))]
+
+    example = inputs()
+    gm = make_fx(fn, decomposition_table=inductor_ir.decompositions())(*example)  # any() over the index
+    compiled = inductor_ir.compile_graph(gm, example, backends={"cpu": backend})
+    assert "vectors of outputs at once" in "\n".join(s.source for s in compiled.sources)
+    for _ in range(2):
+        fresh = inputs()
+        result = compiled(*fresh)
+        torch.testing.assert_close(result[0] if isinstance(result, (tuple, list)) else result, fn(*fresh))
 
 
 def test_splat_keeps_the_sign_of_zero_and_nan(backend: CppBackend) -> None:

@@ -32,7 +32,7 @@ from codegen_cpp.codegen.ranged import RangedOpsHandler
 from codegen_cpp.codegen.reduction import combine_partial
 from codegen_cpp.codegen.reuse import MAX_SCRATCH_ELEMENTS, LoopValueReuse
 from codegen_cpp.codegen.space import IterationSpace, plan_space
-from codegen_cpp.codegen.tiling import TiledAccumulators, tile_loop, tile_step, tile_vectors
+from codegen_cpp.codegen.tiling import TiledAccumulators, tile_loop, tile_step, tile_vectors, tiled_values
 from codegen_cpp.config import CppConfig
 from inductor_ir.backend import KernelGroup, KernelNode, KernelSource
 from inductor_ir.ir.checks import RuntimeCheck
@@ -336,14 +336,21 @@ class _KernelWriter(LoopShapes):
         and its accumulators allow (else ``self.tile`` drops to 1: the caller loops per vector).
         With ``block`` lines, the last reduction dim runs in blocks of ``REDUCTION_OUTER_BLOCK`` steps.
         ``hoisted``: values invariant in the reduction loop, computed once per vector of outputs before
-        it; tiled, each step computes them again (they belong to one vector of the tile)."""
+        it (tiled: into one array entry per vector of the tile, `tiling.tiled_values`)."""
         accumulators = TiledAccumulators.parse([*pre, *block.pre], self.tile) if self.tile > 1 and body else None
         if accumulators is None:
             self.tile = 1
             if not body:
                 return [f"// reduction loop {loop}", *pre, *hoisted, *post]
             return [f"// reduction loop {loop}", *pre, *hoisted, *self._outer_nest(body, block), *post]
-        body = [*hoisted, *body]
+        values = tiled_values(vector_var, hoisted, self.tile, _INDENT)
+        hoisted_lines: list[str] = []
+        if values is None:
+            body = [*hoisted, *body]  # computed again in every step
+        else:
+            hoisted_lines, per_vector = values
+            if per_vector is not None:
+                body = [per_vector.sub(r"\1[kiln_c]", line) for line in body]
         inner = tile_loop(vector_var, "kiln_tile_n", accumulators.per_vector(body), _INDENT)
         finish = tile_loop(vector_var, "kiln_tile_n", accumulators.per_vector(post), _INDENT)
         names = {name for _, name, _ in accumulators.declarations}
@@ -353,7 +360,7 @@ class _KernelWriter(LoopShapes):
         fold = tile_loop(vector_var, "kiln_tile_n", accumulators.per_vector(block.post), _INDENT) if block.post else []
         loops_body = self._outer_nest(inner, Block(per_block.declare(), fold))
         comment = f"// reduction loop {loop}, {self.tile} vectors of outputs at once"
-        return [comment, *tiled.declare(), *loops_body, *finish]
+        return [comment, *tiled.declare(), *hoisted_lines, *loops_body, *finish]
 
     def _split_condition(self) -> str | None:
         """For one big reduction to a scalar: the ``if`` of the thread split ("" always, None never)."""

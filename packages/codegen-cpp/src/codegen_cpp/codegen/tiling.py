@@ -24,11 +24,14 @@ import sympy
 
 from codegen_cpp.codegen.lanes import VECTOR_LANES
 
-__all__ = ["MAX_ROW_TILE", "MAX_TILE", "TiledAccumulators", "tile_loop", "tile_step", "tile_vectors"]
+__all__ = ["MAX_ROW_TILE", "MAX_TILE", "TiledAccumulators", "tile_loop", "tile_step", "tile_vectors", "tiled_values"]
 
 MAX_TILE = 8  # output vectors per tile of a symbolic row: 8 accumulators, 8 vectors of a row each
 MAX_ROW_TILE = 256  # output vectors per tile of a static row (2048 floats of it; 16 KB of double lanes)
 _DECLARATION = re.compile(r"^(?P<type>[\w:<>]+) (?P<name>acc\w+) = (?P<init>.+);$")
+_HOISTED = re.compile(r"^const auto (?P<name>tmp\w+) = (?P<expr>.+);$")
+_REDUCED = re.compile(r"\bred\w+")
+_LAMBDA = re.compile(r"\[[&=]")  # a lambda (lane indices): C++17 allows none inside decltype
 
 
 def tile_vectors(size: sympy.Expr) -> int:
@@ -98,3 +101,36 @@ def tile_loop(var: sympy.Symbol, count: str, body: Sequence[str], indent: str) -
         *(indent + line for line in body),
         "}",
     ]
+
+
+def tiled_values(
+    var: sympy.Symbol, lines: Sequence[str], tile: int, indent: str
+) -> tuple[list[str], re.Pattern[str] | None] | None:
+    """Values computed once per output vector before a tiled loop (``const auto tmpN = expr;`` lines
+    hoisted out of it, reading ``var``): one array entry per vector of the tile, filled before the loop.
+
+    Returns the lines declaring and filling the arrays, and the pattern of their names (each use in
+    the loop becomes ``tmpN[kiln_c]``); None when a line is not such a value, reads a reduction
+    result (those live in the tile loops of an earlier loop) or holds a lambda (its array's type is
+    spelled with ``decltype``, where C++17 allows none).
+    """
+    parsed: list[tuple[str, str]] = []
+    for line in lines:
+        match = _HOISTED.match(line)
+        if match is None or _REDUCED.search(match["expr"]) or _LAMBDA.search(match["expr"]):
+            return None
+        parsed.append((match["name"], match["expr"]))
+    if not parsed:
+        return [], None
+    declarations: list[str] = []
+    names: list[str] = []
+    vector = re.compile(rf"\b{re.escape(var.name)}\b")
+    for name, expr in parsed:
+        earlier = re.compile(r"\b(" + "|".join(map(re.escape, names)) + r")\b") if names else None
+        typed = earlier.sub(r"\1[0]", expr) if earlier is not None else expr
+        # The type of one vector's value (decltype does not evaluate it).
+        declarations.append(f"std::decay_t<decltype({vector.sub(var.name + '_tile', typed)})> {name}[{tile}];")
+        names.append(name)
+    pattern = re.compile(r"\b(" + "|".join(map(re.escape, names)) + r")\b")
+    fill = [name + "[kiln_c] = " + pattern.sub(r"\1[kiln_c]", expr) + ";" for name, expr in parsed]
+    return [*declarations, *tile_loop(var, "kiln_tile_n", fill, indent)], pattern
