@@ -175,3 +175,35 @@ def test_mean_of_no_elements_is_nan(backend: CppBackend, dtype: torch.dtype) -> 
     shapes = ((0,), (0, 37), (37, 0), (37, 1))
     inputs = [torch.randn(shape, generator=generator, dtype=torch.float64).to(dtype) for shape in shapes]
     _check(backend, fn, lambda: inputs, equal_nan=True)
+
+
+@pytest.mark.parametrize("length", [1, 2, 3, 17, 40])
+def test_rows_with_infinities_keep_the_mean_and_a_nan_variance(backend: CppBackend, length: int) -> None:
+    # fuzz fde307ee12: a row's moments are shifted by its first value; an infinite first value made
+    # every term inf - inf, so the mean of [inf] (var_mean over a dim of size 1) came out NaN where
+    # eager gives inf. A row holding an infinity has the mean torch.mean gives and a NaN variance
+    # (eager's var_mean agrees for one element; for more, its Welford steps give NaN or +-inf
+    # depending on where the infinity sits: docs/testing.md).
+    def fn(x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return (*torch.var_mean(x, -1), *torch.var_mean(x.t(), 0))
+
+    inf, nan = float("inf"), float("nan")
+    rows = [
+        [inf] + [1.0] * (length - 1),
+        [-inf] * length,
+        [1.0] * (length - 1) + [inf],
+        [inf] + [-inf] * (length - 1),
+        [nan] + [2.0] * (length - 1),
+        [3.0] * length,
+    ]
+    x = torch.tensor(rows)
+    compiled = inductor_ir.compile_graph(make_fx(fn)(x), [x], backends={"cpu": backend})
+    var, mean, var_t, mean_t = compiled(x)
+    finite = torch.tensor([all(v == v and abs(v) != inf for v in row) for row in rows])
+    for got_var, got_mean in ((var, mean), (var_t, mean_t)):
+        torch.testing.assert_close(got_mean, x.mean(-1), equal_nan=True)
+        assert got_var[~finite].isnan().all()
+        torch.testing.assert_close(got_var[finite], x[finite].var(-1), equal_nan=True)  # one element: 0 / 0
+    if length == 1:
+        for got, want in zip(compiled(x), fn(x)):
+            torch.testing.assert_close(got, want, equal_nan=True)

@@ -164,13 +164,22 @@ inline double sum_vectors(const float* values, int64_t begin, int64_t end, F f) 
 inline Moments row_moments(const float* values, int64_t n) {
   const int64_t vec_end = n / VEC * VEC;
   const int64_t block = BLOCK_STEPS * VEC;  // float32 lanes add at most BLOCK_STEPS terms each
-  const float shift = values[0];
+  // The first value shifts every term (a constant row sums to exactly 0); an infinite or NaN one
+  // would make every term NaN (inf - inf), so such a row is not shifted.
+  const float shift = std::isfinite(values[0]) ? values[0] : 0.0f;
   const f32x shift_vec = splat<f32x>(shift);
   double total = 0.0;
   for (int64_t b = 0; b < vec_end; b += block)
     total += sum_vectors(values, b, b + block < vec_end ? b + block : vec_end, [&](f32x v) { return v - shift_vec; });
   for (int64_t i = vec_end; i < n; ++i) total += static_cast<double>(values[i] - shift);
   const float mean = static_cast<float>(static_cast<double>(shift) + total / static_cast<double>(n));
+  if (!std::isfinite(mean)) {
+    // An infinite value in the row: the mean is +-inf (NaN for both signs, or a NaN), as torch.mean
+    // gives it, and the variance NaN, made as eager's deviations make it (inf - inf: the CPU's default
+    // NaN, sign bit set on x86; a NaN in the row passes on its own).
+    const double m = static_cast<double>(mean);
+    return Moments{m, m - m};
+  }
   const f32x mean_vec = splat<f32x>(mean);
   double squares = 0.0;
   double deviations = 0.0;
