@@ -96,21 +96,25 @@ def _conv_net(x: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor, bias: torch.T
     return torch.relu(z + y).mean((2, 3)) + bias, z
 
 
-@pytest.mark.gpu
-def test_channels_last_conv_graph_matches_eager(kiln_cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def _conv_net_inputs() -> list[torch.Tensor]:
+    shapes = [(4, 8, 12, 12), (8, 8, 3, 3), (8, 4, 3, 3), (8,)]
+    return [torch.randn(*shape, device="cuda") for shape in shapes]
+
+
+def _compiled_conv_net(kiln_cache: Path, monkeypatch: pytest.MonkeyPatch) -> inductor_ir.CompiledGraph:
+    """`_conv_net` compiled channels-last for CUDA (cuDNN without TF32, so it matches eager closely)."""
     monkeypatch.setattr(torch.backends.cudnn, "allow_tf32", False)
     backend = TritonBackend(config=TritonConfig(cache_dir=kiln_cache))
-
-    def inputs() -> list[torch.Tensor]:
-        shapes = [(4, 8, 12, 12), (8, 8, 3, 3), (8, 4, 3, 3), (8,)]
-        return [torch.randn(*shape, device="cuda") for shape in shapes]
-
-    example = inputs()
-    gm = make_fx(_conv_net)(*example)
+    example = _conv_net_inputs()
     config = inductor_ir.InductorIRConfig(layout_optimization=True, check_ir=True)
-    compiled = inductor_ir.compile_graph(gm, example, backends={"cuda": backend}, config=config)
+    return inductor_ir.compile_graph(make_fx(_conv_net)(*example), example, backends={"cuda": backend}, config=config)
+
+
+@pytest.mark.gpu
+def test_channels_last_conv_graph_matches_eager(kiln_cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    compiled = _compiled_conv_net(kiln_cache, monkeypatch)
     assert any(s == (1152, 1, 96, 8) for b in compiled.program.buffers for s in [tuple(map(int, b.layout.stride))])
-    fresh = inputs()
+    fresh = _conv_net_inputs()
     got, want = compiled(*fresh), _conv_net(*fresh)
     for g, w in zip(got, want):
         assert g.stride() == w.stride()
@@ -121,17 +125,7 @@ def test_channels_last_conv_graph_matches_eager(kiln_cache: Path, monkeypatch: p
 def test_channels_last_conv_weights_are_copied_by_the_graph(kiln_cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # A 3x3 weight stored NCHW beside a channels-last image: cuDNN would copy it with ATen on every
     # call; the graph copies it in a generated kernel instead (a 1x1 or depthwise weight needs none).
-    monkeypatch.setattr(torch.backends.cudnn, "allow_tf32", False)
-    backend = TritonBackend(config=TritonConfig(cache_dir=kiln_cache))
-
-    def inputs() -> list[torch.Tensor]:
-        shapes = [(4, 8, 12, 12), (8, 8, 3, 3), (8, 4, 3, 3), (8,)]
-        return [torch.randn(*shape, device="cuda") for shape in shapes]
-
-    example = inputs()
-    gm = make_fx(_conv_net)(*example)
-    config = inductor_ir.InductorIRConfig(layout_optimization=True, check_ir=True)
-    compiled = inductor_ir.compile_graph(gm, example, backends={"cuda": backend}, config=config)
+    compiled = _compiled_conv_net(kiln_cache, monkeypatch)
     convolutions = [
         b for b in compiled.program.buffers
         if isinstance(b, inductor_ir.ExternKernel) and b.op is torch.ops.aten.convolution.default
@@ -140,7 +134,7 @@ def test_channels_last_conv_weights_are_copied_by_the_graph(kiln_cache: Path, mo
     for conv in convolutions:
         weight = conv.args[1]
         assert isinstance(weight, inductor_ir.ComputedBuffer) and int(weight.layout.stride[1]) == 1
-    fresh = inputs()
+    fresh = _conv_net_inputs()
     for _ in range(2):
         for g, w in zip(compiled(*fresh), _conv_net(*fresh)):
             torch.testing.assert_close(g, w, rtol=1e-4, atol=1e-4)
