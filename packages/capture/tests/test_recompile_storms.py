@@ -128,3 +128,32 @@ def test_a_counter_in_a_closure_cell_is_reported_once() -> None:
             torch.testing.assert_close(compiled(x), x * (seed + 1))
     storms = [w for w in caught if issubclass(w.category, capture.RecompileStormWarning)]
     assert len(storms) == 1 and "cell_contents" in str(storms[0].message)
+
+
+def _break_inside_no_grad(x: torch.Tensor) -> torch.Tensor:
+    t = x.relu()
+    with torch.no_grad():
+        capture.graph_break()
+        u = t * 2
+    return t * 0.5 + u
+
+
+def test_a_break_inside_a_no_grad_block_compiles_its_resume_function_once() -> None:
+    # The resume function takes the with-block's exit (a new GradModeRestorer on every call): guarded
+    # by identity, it recompiled on every call until the cache limit, then ran eagerly.
+    backend = RecordingBackend()
+    compiled = capture.optimize(backend, dynamic=False)(_break_inside_no_grad)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for seed in range(6):
+            x = _inputs(seed).requires_grad_()
+            got, want = compiled(x), _break_inside_no_grad(x)
+            torch.testing.assert_close(got, want)
+            assert torch.is_grad_enabled() and got.requires_grad == want.requires_grad
+        count = backend.count
+        with torch.no_grad():  # the exit now restores grad off: a real change, compiled once more
+            x = _inputs(9)
+            torch.testing.assert_close(compiled(x), _break_inside_no_grad(x))
+        assert torch.is_grad_enabled()
+    assert count <= 3, count
+    assert not [w for w in caught if issubclass(w.category, capture.RecompileStormWarning)]

@@ -150,6 +150,13 @@ def wrap_callable_or_object(output: OutputGraph, value: Any, source: Source | No
         return _wrap_bound_method(output, value, source)
     if type(value) is functools.partial:
         return _wrap_partial(output, value, source)
+    if isinstance(value, GradModeRestorer):
+        # Made anew by each run of the code before a break inside a grad-mode with-block: guarded by
+        # what it restores, not by identity (which recompiled the resume function on every call).
+        if guards is not None and source is not None:
+            guards.type_is(source, value)
+            guards.equals(AttrSource(source, "previous"), value.previous)
+        return WithExitVariable(value.previous)
     tracker = classify(value, source)
     if source is not None and isinstance(tracker, UserFunctionVariable) and made_per_call(value):
         return _wrap_function_by_parts(output, value, source)
