@@ -30,6 +30,15 @@ _TEMPORARY = re.compile(r"\btmp\d+\b")
 _LOCAL_NAME = re.compile(r"\b(?:tmp|ind|masked|acc)\d+\w*\b")
 
 
+def _written_pattern(written: frozenset[str] | None) -> re.Pattern[str] | None:
+    """What a hoisted expression must not name: the pointers in ``written`` (None: any output pointer)."""
+    if written is None:
+        return re.compile(r"out_ptr")
+    if not written:
+        return None
+    return re.compile(r"\b(" + "|".join(map(re.escape, sorted(written))) + r")\b")
+
+
 class CppOpsHandler(RuntimeChecks):
     """Prints one C++ line per op into ``scope``.
 
@@ -72,9 +81,7 @@ class CppOpsHandler(RuntimeChecks):
         self.reuse = reuse  # set for the in-loop bodies of a vectorized reduction loop
         self._target = scope.lines
         self._loop_variables = re.compile(r"\b(" + "|".join(map(re.escape, hoist_from)) + r")\b") if hoist_from else None
-        self._written = (
-            re.compile(r"\b(" + "|".join(map(re.escape, sorted(written))) + r")\b") if written else None
-        ) if written is not None else re.compile(r"out_ptr")
+        self._written = _written_pattern(written)
 
     # ------------------------------------------------------------------ helpers
     @property
