@@ -122,6 +122,46 @@ def test_no_copy_back_when_the_compiler_wrote_in_place() -> None:
         torch.testing.assert_close(actual, wanted)
 
 
+def _restriding_in_place_compiler(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Callable[..., Any]:
+    """`_in_place_compiler`, returning each written input as a view with contiguous strides: the
+    same elements, the strides of its dimensions of size 1 changed (as a kernel compiler's own
+    layout of the input may have them)."""
+    mutated = gm.meta.get(MUTATED_INPUTS_META, ())
+
+    def run(*inputs: Any) -> tuple[Any, ...]:
+        results = list(gm(*inputs))
+        for slot, index in enumerate(mutated):
+            target = inputs[index]
+            target.copy_(results[slot])
+            strides = torch.empty(target.shape).stride()
+            results[slot] = target.as_strided(target.shape, strides, target.storage_offset())
+        return tuple(results)
+
+    return run
+
+
+def test_an_input_written_in_place_with_other_strides_on_its_size_one_dims_is_not_copied_onto_itself() -> None:
+    # fuzz 02cd5959f2: `a.view(-1).sign_()` of a stepped one-row bool input `x[::2]` (strides (2, 1),
+    # the compiled graph's result (1, 1)) copied the result onto the input: an overlap error
+    def update(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        a.view(-1).sign_()
+        b.mul_(3)
+        return b + 1
+
+    g = torch.Generator().manual_seed(0)
+    make = lambda: [(torch.randn(2, 7, generator=g) > 0)[::2], torch.randn(3, 7, generator=g)[::2][:1]]  # noqa: E731
+    inputs = make()
+    copies = [t.clone() for t in inputs]
+    assert inputs[0].stride() == (14, 1) and inputs[0].shape == (1, 7)
+    compiled = aotgrad.aot_function(update, fw_compiler=_restriding_in_place_compiler, config=strict())
+    with torch.no_grad():
+        out = compiled(*inputs)
+    expected = update(*copies)
+    torch.testing.assert_close(out, expected)
+    for actual, wanted in zip(inputs, copies):
+        torch.testing.assert_close(actual, wanted)
+
+
 def test_user_input_mutations_of_several_kinds_are_written_back() -> None:
     def update(x: torch.Tensor, count: torch.Tensor, table: torch.Tensor, flags: torch.Tensor) -> torch.Tensor:
         x.mul_(2)
