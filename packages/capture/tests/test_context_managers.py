@@ -151,3 +151,50 @@ def test_outer_autocast_state_is_guarded() -> None:
         torch.testing.assert_close(ours, f(x, w))
     assert compiled(x, w).dtype == torch.float32
     assert backend.count == 2  # the entry traced outside autocast is not reused inside it
+
+
+class CompileTimeGradModeBackend:
+    """A backend that decides when compiling, from the grad mode it is compiled in, whether the graph needs a
+    backward (as an ahead-of-time autograd compiler does): compiled under no_grad, its outputs have no history."""
+
+    def __init__(self) -> None:
+        self.compiled_with_grad: list[bool] = []
+
+    def __call__(self, gm: torch.fx.GraphModule, example_inputs: list[torch.Tensor]) -> object:
+        training = torch.is_grad_enabled()
+        self.compiled_with_grad.append(training)
+        if training:
+            return gm.forward
+
+        def inference(*args: torch.Tensor) -> object:  # an inference graph: its outputs have no autograd history
+            outputs = gm.forward(*args)
+            return tuple(o.detach() if isinstance(o, torch.Tensor) else o for o in outputs)
+
+        return inference
+
+
+def _print_inside_no_grad(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    t = x * w
+    with torch.no_grad():
+        print("inside no_grad", end="")  # a graph break: the resume function starts under no_grad
+        u = t * 2
+    return ((u * w).sin() + t * t).sum()
+
+
+def test_a_resume_function_that_leaves_a_no_grad_block_is_compiled_with_grad() -> None:
+    # The resume graph starts under no_grad and enables grad where the block ends. It was handed to the backend
+    # under no_grad (the mode at the break), so a backend deciding then compiled it for inference: the ops after
+    # the block recorded no gradients (the result did not require grad). It is compiled in the mode it runs in.
+    backend = CompileTimeGradModeBackend()
+    compiled = capture.optimize(backend, dynamic=False)(_print_inside_no_grad)
+    for seed in range(3):
+        generator = torch.Generator().manual_seed(seed)
+        x, w = torch.randn(4, generator=generator), torch.randn(4, generator=generator)
+        ours, eager = w.clone().requires_grad_(), w.clone().requires_grad_()
+        got, want = compiled(x, ours), _print_inside_no_grad(x, eager)
+        torch.testing.assert_close(got, want)
+        assert got.requires_grad and torch.is_grad_enabled()
+        got.backward()
+        want.backward()
+        torch.testing.assert_close(ours.grad, eager.grad)
+    assert backend.compiled_with_grad == [True, True]  # the first graph and the resume graph, each compiled once

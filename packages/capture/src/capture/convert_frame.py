@@ -7,6 +7,7 @@ graph, rebuilds Python state, and runs a break stub that continues in a resume f
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 import types
@@ -425,7 +426,10 @@ def _compile_graph(frame: Frame, ctx: CaptureContext, output: OutputGraph, rebui
     capture_seconds = time.perf_counter() - started
     backend_started = time.perf_counter()
     try:
-        compiled = _run_captured(frame, gm, aliased) if aliased else ctx.backend(gm, example_inputs)
+        # Compiled in the grad mode it is called in: a backend may decide from it, when compiling, whether the
+        # graph needs a backward (an inference compile under no_grad drops the gradients of the ops after the block).
+        with torch.enable_grad() if call_under_grad else contextlib.nullcontext():
+            compiled = _run_captured(frame, gm, aliased) if aliased else ctx.backend(gm, example_inputs)
     except Exception as error:
         raise BackendCompilerError(
             f"the backend {getattr(ctx.backend, '__name__', ctx.backend)!r} failed on the graph of "
@@ -445,9 +449,9 @@ def _compile_graph(frame: Frame, ctx: CaptureContext, output: OutputGraph, rebui
 def _starts_without_grad_then_enables(output: OutputGraph) -> bool:
     """For a graph that starts under no_grad and enables grad inside: make it start by disabling grad.
 
-    A backend decides from the grad mode it is called in whether outputs can require grad (aotgrad
-    compiles an inference graph under no_grad), so such a graph is called with grad mode on and
-    switches it off itself first. Returns True when the graph was changed so.
+    A backend decides from the grad mode it is compiled and called in whether outputs can require grad
+    (aotgrad compiles an inference graph under no_grad), so such a graph is compiled and called with grad
+    mode on and switches it off itself first. Returns True when the graph was changed so.
     """
     graph = output.graph
     if output.initial_grad_enabled or not any(
