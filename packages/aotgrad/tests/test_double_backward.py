@@ -290,6 +290,37 @@ def test_batch_norm_on_an_expanded_input_of_symbolic_size_keeps_eagers_history()
             torch.testing.assert_close(got_value, want_value)
 
 
+@pytest.mark.parametrize("op", [F.hardshrink, F.softshrink])
+def test_an_op_fake_tensors_decompose_at_symbolic_sizes_keeps_eagers_history(op: Callable[..., torch.Tensor]) -> None:
+    """fuzz 2aef1325d5: at symbolic sizes fake tensors decompose ``hardshrink`` (its C++ meta takes
+    no symbolic size) into ``where(|x| <= 0.5, 0, x)``; the replay differentiated that, and the
+    gradient had no history where eager's ``hardshrink_backward`` has some (no second order at all)."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.experimental.symbolic_shapes import DimDynamic, ShapeEnv, StatelessSymbolicContext
+
+    def fn(x: torch.Tensor) -> torch.Tensor:
+        return op(x)
+
+    mode = FakeTensorMode(shape_env=ShapeEnv())
+    dynamic = StatelessSymbolicContext(dynamic_sizes=[DimDynamic.STATIC, DimDynamic.DYNAMIC])
+    x_fake = mode.from_tensor(torch.randn(1, 8), symbolic_context=dynamic).requires_grad_()
+    assert isinstance(x_fake.shape[1], torch.SymInt)
+    compiled = aotgrad.aot_graph(fn, [x_fake], fw_compiler=FirstOrderOnly(), config=strict())
+    for n in (8, 9, 13):
+        results = []
+        for f in (fn, compiled):
+            g = torch.Generator().manual_seed(n)
+            x = torch.randn(1, n, generator=g).requires_grad_()
+            out = f(x)
+            (grad,) = torch.autograd.grad(out, x, torch.randn(out.shape, generator=g), create_graph=True)
+            second = torch.autograd.grad((grad * torch.randn(grad.shape, generator=g)).sum(), x)
+            results.append([grad.requires_grad, out.detach(), grad.detach(), *second])
+        (want_history, *want), (got_history, *got) = results
+        assert got_history == want_history, f"requires_grad of the gradient: {got_history} compiled, {want_history} eager"
+        for got_value, want_value in zip(got, want):
+            torch.testing.assert_close(got_value, want_value)
+
+
 def test_batch_norm_beside_a_data_dependent_op_keeps_eagers_history() -> None:
     """Like fuzz f2b40baedb: the replay graph with batch norm whole was traced without unbacked
     symbols, so a region with `masked_select` failed to trace it and replayed without history."""

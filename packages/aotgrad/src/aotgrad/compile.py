@@ -484,8 +484,8 @@ def _replay_tracer(
 
 def _log_decomposed_replay(why: str) -> None:
     log.warning(
-        "aotgrad: a double backward replays a batch norm decomposed (%s): its gradients are eager's values, "
-        "but the weight's may lack the history eager's has",
+        "aotgrad: a double backward replays the region's own graph (%s): its gradients are eager's values, "
+        "but may lack the history eager's have (a batch norm's weight's, or an op's decomposed at symbolic sizes)",
         why,
     )
 

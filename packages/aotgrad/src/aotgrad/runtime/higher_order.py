@@ -81,6 +81,23 @@ def _signature(inputs: Sequence[Any]) -> tuple[Any, ...]:
     )
 
 
+def _has_symbolic_sizes(gm: torch.fx.GraphModule) -> bool:
+    """Whether `gm` was traced with symbolic sizes. Fake tensors decompose there the ops whose C++
+    meta kernel takes no symbolic size (``hardshrink`` into ``where(|x| <= 0.5, 0, x)``), and
+    differentiating such a decomposition is not eager's formula: ``hardshrink``'s gradient lost the
+    history eager's ``hardshrink_backward`` has (fuzz 2aef1325d5). Its replay is traced again at the
+    call's sizes (`eager_replay`), where those ops stay whole."""
+    for node in placeholders(gm.graph):
+        value = node.meta.get("val")
+        if isinstance(value, torch.SymInt):
+            return True
+        if isinstance(value, torch.Tensor) and any(
+            isinstance(n, torch.SymInt) for n in (*value.shape, *value.stride(), value.storage_offset())
+        ):
+            return True
+    return False
+
+
 def _why_not_replayable(forward: FunctionalGraph) -> str | None:
     """Why replaying `forward` would not recompute what the compiled forward did, or None."""
     for node in forward.gm.graph.nodes:
@@ -101,9 +118,10 @@ class DifferentiableBackward:
         unsupported: why this region cannot be replayed (None: it can).
         retrace: traces the forward graph again from the region's inputs (when `forward` is None).
         eager_replay: traces, from the region's inputs, a forward graph with batch norm whole (see
-            `replay_decompositions`) or keeping the forward's writes into views, replayed in place
-            of `forward`; it returns None where that graph is not possible, and is None where
-            `forward` has neither a decomposed batch norm nor writes into views.
+            `replay_decompositions`) or keeping the forward's writes into views, at static sizes,
+            replayed in place of `forward`; it returns None where that graph is not possible, and is
+            None where `forward` has neither a decomposed batch norm nor writes into views and was
+            traced at static sizes (`_has_symbolic_sizes`).
         whole_graphs: those graphs per input signature (shapes, strides, dtypes).
     """
 
@@ -129,7 +147,8 @@ class DifferentiableBackward:
         read = _read_inputs(forward.gm.graph, differentiable_outputs)
         kept = tuple(i for i in forward.mutated_inputs if i in read)
         unsupported = _why_not_replayable(forward)
-        eager_replay = eager_replay if forward.decomposed_batch_norm or forward.writes_into_views else None
+        retraced = forward.decomposed_batch_norm or forward.writes_into_views or _has_symbolic_sizes(forward.gm)
+        eager_replay = eager_replay if retraced else None
         return DifferentiableBackward(
             forward.gm, grad_inputs, differentiable_outputs, unsupported, kept, eager_replay=eager_replay
         )
