@@ -47,6 +47,11 @@ class CodeState:
     not constants guarded by value (`symbolic/run_time_values.py`)."""
     varying_data: set[str] = field(default_factory=set)
     """The `data_arguments` whose value guard failed (an int there changed between calls): read as inputs too."""
+    number_arguments: set[str] = field(default_factory=set)
+    """Automatic dynamic numbers: paths of int and float arguments (``L[1]``) whose value guard failed, or that a
+    resume function's caller passed such numbers in: read as inputs, not constants guarded by value."""
+    specialized_numbers: set[str] = field(default_factory=set)
+    """The `number_arguments` a trace needed the value of (a branch, a size): constants again, for good."""
 
     input_signatures: set[Any] = field(default_factory=set)
     """`input_signature` of the arguments of each call that compiled an entry."""
@@ -68,6 +73,20 @@ class CodeState:
         """A recompile: a data argument whose value guard failed varies (`varying_data`)."""
         if kind == "CONSTANT_MATCH" and source_expr in self.data_arguments:
             self.varying_data.add(source_expr)
+
+    def note_changed_numbers(self, constant_values: dict[str, tuple[Any, object]], L: Any) -> None:
+        """A recompile: the int and float arguments whose value differs from the one the last entry was compiled for
+        (every one, not only the first failing guard's) are `number_arguments` from now on."""
+        for index, value in enumerate(L):
+            path = f"L[{index}]"
+            known = constant_values.get(path)
+            if type(value) in (int, float) and known is not None and type(known[1]) is type(value) and \
+                    known[1] != value and path not in self.specialized_numbers:
+                self.number_arguments.add(path)
+
+    def number_paths(self) -> frozenset[str]:
+        """The `number_arguments` read as inputs in the next compile."""
+        return frozenset(self.number_arguments - self.specialized_numbers)
 
 
 @dataclass

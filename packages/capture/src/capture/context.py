@@ -137,6 +137,7 @@ class CaptureContext:
             state = self.cache.state(rcode, self)
             state.data_arguments.update(data_paths.data)
             state.varying_data.update(data_paths.varying)
+            state.number_arguments.update(data_paths.numbers)
         if wrapper is None:
             if closure is not None:
                 wrapper = ClosureResume(rcode, f_globals, self)
@@ -180,6 +181,8 @@ class CaptureContext:
         failed_text = str(failed) if failed is not None else "unknown guard"
         if failed is not None:
             state.note_failed_guard(failed.kind, failed.source_expr)
+        if self.dynamic is not False and not self.export:  # automatic dynamic for int and float arguments
+            state.note_changed_numbers(guard_set.constant_values, L)
         values = failing_values(guard_set, failed, L, G, C) if failed is not None else ""
         location = failed.location if failed is not None else None
         self.hooks.recompile(Recompiled(code.co_name, code.co_filename, code.co_firstlineno, failed_text,

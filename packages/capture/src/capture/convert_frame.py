@@ -27,9 +27,15 @@ from capture.guards import GUARD_NAMESPACE, GuardSet, compile_guards
 from capture.sources import ClosureSource, LocalSource
 from capture.symbolic.aliasing import guard_written_inputs
 from capture.symbolic.code_info import code_info
+from capture.symbolic.number_prelude import NumberPrelude
 from capture.symbolic.output_graph import OutputGraph
 from capture.symbolic.reconstruct import Reconstructor
-from capture.symbolic.run_time_values import callee_run_time_paths, run_time_paths
+from capture.symbolic.run_time_values import (
+    Respecialize,
+    callee_run_time_paths,
+    run_time_paths,
+    values_needed,
+)
 from capture.symbolic.shapes import ShapePolicy, first_use_location, shape_guards
 from capture.symbolic.translator import BreakPoint, FirstBreak, InstructionTranslator, StoppedAt
 from capture.variables.base import NullVariable, VariableTracker
@@ -77,6 +83,17 @@ class UserCodeError(Exception):
 def compile_frame(frame: Frame, ctx: CaptureContext) -> CompiledFrame:
     """Trace `frame` and build its cache entry (raises GraphBreakError under nopython)."""
     started = time.perf_counter()
+    while True:
+        try:
+            return _compile_frame(frame, ctx, started)
+        except Respecialize as needed:  # number arguments read as inputs whose values the trace needs
+            state = ctx.cache.state(frame.code, ctx)
+            log.info("capture: %s needs the values of %s: they stay specialized", frame.code.co_name, needed)
+            assert not needed.paths & state.specialized_numbers
+            state.specialized_numbers.update(needed.paths)
+
+
+def _compile_frame(frame: Frame, ctx: CaptureContext, started: float) -> CompiledFrame:
     try:
         output, result, _ = trace_frame(frame, ctx, None)
     except FirstBreak as first:
@@ -160,7 +177,10 @@ def trace_frame(frame: Frame, ctx: CaptureContext,
     local_values: dict[str, VariableTracker] = {}
     if not ctx.export:
         state = ctx.cache.state(code, ctx)
-        output.run_time_sources, output.varying_sources = frozenset(state.data_arguments), frozenset(state.varying_data)
+        numbers = state.number_paths()
+        output.run_time_sources = frozenset(state.data_arguments) | numbers
+        output.varying_sources = frozenset(state.varying_data) | numbers
+        output.number_sources = numbers
     for index, name in enumerate(code.co_varnames[:nargs]):
         value = frame.L[index]
         if ctx.export and not isinstance(value, torch.Tensor):
@@ -181,7 +201,17 @@ def trace_frame(frame: Frame, ctx: CaptureContext,
         cell = (frame.C or ())[index]
         cells[name] = output.cell_tracker(cell, ClosureSource(index, name))
     tx = InstructionTranslator(output, code, frame.G, local_values, cells, break_point=break_point)
-    return output, tx.run_root(), tx
+    try:
+        result = tx.run_root()
+    except FirstBreak as first:
+        needed = values_needed(output, first)
+        if needed:
+            raise Respecialize(needed) from None
+        raise
+    needed = values_needed(output, None)
+    if needed:
+        raise Respecialize(needed)
+    return output, result, tx
 
 
 def _total_args(code: types.CodeType) -> int:
@@ -203,6 +233,8 @@ def build_entry(frame: Frame, ctx: CaptureContext, output: OutputGraph, result: 
     size_reads: dict[str, str] = {}
     rebuild = Reconstructor(namespace, graph_inputs, render_symbolic=lambda expr: output.symbols.render(
         expr, lambda reader: size_reads.setdefault(reader, f"__z{len(size_reads)}")))
+    numbers = NumberPrelude(output, rebuild.constant)
+    rebuild.render_number = numbers.render
     body: list[str] = []
     try:
         tail = _tail(frame, ctx, output, result, rebuild)
@@ -213,7 +245,7 @@ def build_entry(frame: Frame, ctx: CaptureContext, output: OutputGraph, result: 
     call_line = ""
     output.remove_dead_size_nodes()  # sizes the program only used in Python are read from the inputs
     if rebuild.outputs or output.has_ops():
-        gm, call_line = _compile_graph(frame, ctx, output, rebuild, namespace, started)
+        gm, call_line = _compile_graph(frame, ctx, output, rebuild, numbers, namespace, started)
         if gm is not None:
             graphs.append(gm)
     _add_shape_guards(frame, output)  # (again, for a frame whose graph had no ops: no backend ran)
@@ -262,6 +294,7 @@ def _tail(frame: Frame, ctx: CaptureContext, output: OutputGraph, result: Variab
             state = ctx.cache.state(callee[0], ctx)
             state.data_arguments.update(callee[1].data)
             state.varying_data.update(callee[1].varying)
+            state.number_arguments.update(callee[1].numbers)
     resumes: dict[str, tuple[Any, int, tuple[str, ...]]] = {}
     depth = len(stack)
     successors = [("next", index + 1, False)]
@@ -402,9 +435,11 @@ def _side_effect_lines(output: OutputGraph, rebuild: Reconstructor) -> list[str]
 
 
 def _compile_graph(frame: Frame, ctx: CaptureContext, output: OutputGraph, rebuild: Reconstructor,
-                   namespace: dict[str, Any], started: float) -> tuple[torch.fx.GraphModule | None, str]:
+                   numbers: NumberPrelude, namespace: dict[str, Any],
+                   started: float) -> tuple[torch.fx.GraphModule | None, str]:
     graph = output.graph
     graph.output(tuple(rebuild.outputs))
+    numbers.hoist()  # Python arithmetic on number inputs that tensor ops use: computed by the entry, as eager does
     aliased = [] if ctx.export else guard_written_inputs(output.guards, output.inputs)
     if not ctx.export:
         for graph_input in list(output.inputs):

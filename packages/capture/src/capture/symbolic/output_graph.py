@@ -150,6 +150,8 @@ class OutputGraph:
         # `symbolic/run_time_values.py`.
         self.run_time_sources: frozenset[str] = frozenset()
         self.varying_sources: frozenset[str] = frozenset()
+        self.number_sources: frozenset[str] = frozenset()  # automatic dynamic numbers (a subset of both)
+        self.number_symbols: dict[Any, str] = {}  # the unbacked symbols read from them, to their paths
         self._run_time: dict[str, VariableTracker] = {}
 
     # -- where the trace is -------------------------------------------------------------------
@@ -434,7 +436,8 @@ class OutputGraph:
                     result = getattr(fake_args[0], target)(*fake_args[1:], **fake_kwargs)
                 else:
                     result = self._fake_module_call(self.root.get_submodule(target), fake_args, fake_kwargs)
-                result = with_eager_strides(kind, target, fake_args, fake_kwargs, result)
+                restrided = self.root.get_submodule(target) if kind == "call_module" else target
+                result = with_eager_strides(kind, restrided, fake_args, fake_kwargs, result)
         except Unsupported:
             raise
         except _DATA_DEPENDENT_ERRORS as error:

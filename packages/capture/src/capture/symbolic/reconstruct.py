@@ -48,6 +48,8 @@ class Reconstructor:
         self.namespace = namespace
         self.graph_inputs = graph_inputs
         self.render_symbolic = render_symbolic  # a symbolic size as Python over the inputs' sizes
+        # A number computed from number inputs alone as Python over the arguments (`number_prelude.py`).
+        self.render_number: Callable[[torch.fx.Node], str | None] | None = None
         self.outputs: list[torch.fx.Node] = []
         self.prelude: list[str] = []
         self._constants: dict[int, str] = {}
@@ -91,6 +93,9 @@ class Reconstructor:
         if isinstance(value, SymNodeVariable):
             if value.source is not None:  # a float argument read into the graph (`data_float_input`)
                 return value.source.expr()
+            number = self.render_number(value.node) if self.render_number is not None else None
+            if number is not None:  # Python arithmetic on number arguments: done in Python, as eager does
+                return number
             if free_unbacked_symbols(value.value):
                 # A number only the data gives (``t.item()``, ``mask.sum().item()``): no input size
                 # computes it, so the graph returns it (and its node is no longer a dead size read).

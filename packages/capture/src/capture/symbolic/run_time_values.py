@@ -16,6 +16,14 @@ its own, ``log_metric("loss", loss.item())``). The trace reads a value found the
 * a string: a `RunTimeValueVariable`, passed along and rebuilt from its path; any other use is a graph break;
 * an int: a constant as before (ints size and index things, and often stay the same), until its value guard
   fails once (`CodeState.varying_data`): then an unbacked symbolic int, as a float is.
+
+The same read serves automatic dynamic for numbers: an int or float *argument* of a compiled function (``x * lr``,
+``x + step``) is a constant guarded by value until that guard fails once; from then on it is a number path of the
+code (`CodeState.number_arguments`), read as an input like the data above, so new values compile nothing new. Unlike
+data, a number path keeps its specialization where the trace needs its value (`values_needed`: a Python branch on it,
+``range(n)``, a size or dim made from it): the compile starts again with it a constant (`Respecialize`), and it stays
+one (`CodeState.specialized_numbers`). A number path's value passed on over a graph break is one of the resume
+function's number paths (`RunTimePaths.numbers`).
 """
 
 from __future__ import annotations
@@ -25,7 +33,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import torch
-from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
+from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode, free_unbacked_symbols
 
 from capture.bytecode.dialects import current
 from capture.sources import ScalarTensorSource, Source
@@ -50,11 +58,21 @@ _MAX_DEPTH = 3  # how deep into lists, tuples and dicts made in the region the p
 
 @dataclass(frozen=True)
 class RunTimePaths:
-    """Paths of a frame's arguments that hold run-time data (`CodeState.data_arguments`), and those of them known
-    to vary already (an int the region read as an input: `CodeState.varying_data`)."""
+    """Paths of a frame's arguments that hold run-time data (`CodeState.data_arguments`), those of them known
+    to vary already (an int the region read as an input: `CodeState.varying_data`), and those that hold numbers
+    computed from varying number arguments only (`CodeState.number_arguments`)."""
 
     data: frozenset[str] = frozenset()
     varying: frozenset[str] = frozenset()
+    numbers: frozenset[str] = frozenset()
+
+
+class Respecialize(Exception):
+    """The trace needed the value of number arguments read as inputs (`paths`): compile again with them constants."""
+
+    def __init__(self, paths: frozenset[str]) -> None:
+        super().__init__(", ".join(sorted(paths)))
+        self.paths = paths
 
 
 class _Collector:
@@ -62,12 +80,16 @@ class _Collector:
         self.output = output
         self.data: set[str] = set()
         self.varying: set[str] = set()
+        self.numbers: set[str] = set()
 
     def result(self) -> RunTimePaths:
-        return RunTimePaths(frozenset(self.data), frozenset(self.varying))
+        return RunTimePaths(frozenset(self.data), frozenset(self.varying), frozenset(self.numbers))
 
     def value(self, value: VariableTracker | None, expr: str, depth: int = 0) -> None:
         """The paths under `expr` of `value`: itself, or items of lists, tuples and dicts."""
+        if isinstance(value, SymNodeVariable) and _from_number_arguments(self.output, value.value):
+            self.numbers.add(expr)
+            return
         if is_run_time_data(value):
             self.data.add(expr)
             if isinstance(value, SymNodeVariable) and value.source is not None:
@@ -92,6 +114,9 @@ class _Collector:
         """This frame's run-time paths under `old`, as paths under `new`."""
         for path in self.output.run_time_sources:
             if path.startswith(old) and path[len(old):][:1] in ("[", "."):
+                if path in self.output.number_sources:
+                    self.numbers.add(new + path[len(old):])
+                    continue
                 self.data.add(new + path[len(old):])
                 if path in self.output.varying_sources:
                     self.varying.add(new + path[len(old):])
@@ -158,7 +183,7 @@ def callee_run_time_paths(output: OutputGraph, instr_name: str, arg_count: int, 
     for name, value in keywords.items():
         if name in parameters[code.co_posonlyargcount:]:
             collect.value(value, f"L[{parameters.index(name)}]")
-    return (code, collect.result()) if collect.data else None
+    return (code, collect.result()) if collect.data or collect.numbers else None
 
 
 def _cell_contents(cell: VariableTracker | None) -> VariableTracker | None:
@@ -178,14 +203,48 @@ def is_run_time_data(value: VariableTracker | None) -> bool:
     return isinstance(value, RunTimeValueVariable) or (isinstance(value, NdarrayVariable) and value.scalar)
 
 
+def _from_number_arguments(output: OutputGraph, value: Any) -> bool:
+    """True for a symbolic number whose unbacked symbols all come from number arguments read as inputs."""
+    symbols = free_unbacked_symbols(value)
+    return bool(symbols) and symbols <= output.number_symbols.keys()
+
+
+def values_needed(output: OutputGraph, error: BaseException | None) -> frozenset[str]:
+    """The number paths whose values the trace needed: named by a data-dependent guard in `error`'s causes (a
+    Python branch, ``range(n)``, an int a dim must be), or sizing a tensor of the graph (shapes stay static)."""
+    symbols = output.number_symbols
+    if not symbols:
+        return frozenset()
+    needed: set[Any] = set()
+    seen: set[int] = set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        if isinstance(error, GuardOnDataDependentSymNode):
+            cond = getattr(error, "cond", None)
+            free = getattr(cond, "free_symbols", None)
+            needed.update(symbols) if free is None else needed.update(free)
+        error = error.__cause__ or error.__context__
+    for node in output.graph.nodes:
+        example = node.meta.get("example_value")
+        if isinstance(example, torch.Tensor) and free_unbacked_symbols(example.shape):
+            # (the size may be a symbol of its own, `x[:n]`: the numbers the op was given decided it)
+            needed.update(free_unbacked_symbols(example.shape))
+            for arg in node.all_input_nodes:
+                argument = arg.meta.get("example_value")
+                if isinstance(argument, (torch.SymInt, torch.SymFloat)):
+                    needed.update(free_unbacked_symbols(argument))
+    return frozenset(symbols[symbol] for symbol in needed if symbol in symbols)
+
+
 def run_time_argument(output: OutputGraph, value: Any, source: Source, varying: bool) -> VariableTracker | None:
     """The tracker of a value at a run-time data path (see the module's docstring); None for other values
     (wrapped and guarded as usual)."""
     numbers = output.config.capture_scalar_outputs and not output.export
-    if type(value) is float and numbers:
-        return scalar_input(output, value, source)
-    if type(value) is int and varying and numbers and -2**63 <= value < 2**63:
-        return scalar_input(output, value, source)
+    if (type(value) is float or (type(value) is int and varying and -2**63 <= value < 2**63)) and numbers:
+        read = scalar_input(output, value, source)
+        if source.expr() in output.number_sources and isinstance(read, SymNodeVariable):
+            output.number_symbols.update(dict.fromkeys(free_unbacked_symbols(read.value), source.expr()))
+        return read
     if type(value) is str:
         output.guards.type_is(source, value)
         return RunTimeValueVariable(str, source)
