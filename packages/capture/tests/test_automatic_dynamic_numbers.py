@@ -145,3 +145,36 @@ def test_a_module_forward_with_a_float_argument() -> None:
 def test_dynamic_false_keeps_numbers_specialized() -> None:
     backend, storms = _run(scaled, [(_x(i), 0.1 * (i + 1)) for i in range(6)], dynamic=False)
     assert backend.count == 6 and len(storms) == 1
+
+
+def test_a_number_needed_inside_a_try_block_is_not_an_exception_of_the_program() -> None:
+    # `range(n)` of an input number raised capture's data-dependent error inside the trace, and the trace continued
+    # at the user's `except Exception:` with it: k was -1 on every call from the second compile on.
+    def guarded_range(x: torch.Tensor, n: int) -> torch.Tensor:
+        try:
+            k = len(range(n))
+        except Exception:
+            k = -1
+        return x * k
+
+    def guarded_round(x: torch.Tensor, s: float) -> torch.Tensor:
+        try:
+            k = round(s, 1)
+        except Exception:
+            k = -1.0
+        return x * k
+
+    _run(guarded_range, [(_x(i), i) for i in range(5)])
+    _run(guarded_round, [(_x(i), 0.37 * i) for i in range(5)])
+
+
+def test_a_number_read_from_a_tensor_needed_inside_a_try_block() -> None:
+    def counted(x: torch.Tensor) -> torch.Tensor:
+        n = int((x > 0).sum().item())
+        try:
+            k = len(range(n))
+        except Exception:
+            k = -1
+        return x * k
+
+    _run(counted, [(_x(i),) for i in range(3)])

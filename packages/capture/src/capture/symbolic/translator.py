@@ -72,6 +72,17 @@ def _unbacked_condition(error: GuardOnDataDependentSymNode) -> str:
     return f"`{cond}`" if cond is not None else "a number computed from a tensor's values"
 
 
+def _needs_data(error: BaseException) -> bool:
+    """True when `error` was caused by Python needing a number only run-time data gives: capture's own limit, never
+    an exception of the user's program for its `except` to handle (``try: range(n)`` of an unbacked ``n``)."""
+    cause = error.__cause__
+    while cause is not None:
+        if isinstance(cause, GuardOnDataDependentSymNode):
+            return True
+        cause = cause.__cause__
+    return False
+
+
 def _is_control_flow(error: Exception) -> bool:
     """Exceptions the tracer and its callers use on purpose (returns, yields, breaks, user-facing errors)."""
     return isinstance(error, (ReturnSignal, FirstBreak, YieldSignal, CaptureError, CannotReconstruct)) or \
@@ -186,7 +197,7 @@ class InstructionTranslator:
             cause = error.__cause__
             if exception is None and isinstance(cause, Exception) and not getattr(error, "from_tensor_op", False):
                 exception = cause  # raised by evaluating the user's Python on real values: eager raises it too
-            if exception is None or entry is None or not error.user_error:
+            if exception is None or entry is None or not error.user_error or _needs_data(error):
                 raise
             self._unwind_to(entry, exception)
         except GuardOnDataDependentSymNode as error:
