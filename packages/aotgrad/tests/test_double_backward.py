@@ -321,6 +321,41 @@ def test_an_op_fake_tensors_decompose_at_symbolic_sizes_keeps_eagers_history(op:
             torch.testing.assert_close(got_value, want_value)
 
 
+def test_a_region_restored_from_its_plan_replays_a_graph_of_each_calls_sizes() -> None:
+    """A region rebuilt from a saved plan (Kiln's graph cache) has no forward graph: its first
+    double backward traced one from its inputs, at their sizes, and every later call of a region of
+    symbolic sizes replayed that graph, whose reshapes then refused the new sizes."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.experimental.symbolic_shapes import DimDynamic, ShapeEnv, StatelessSymbolicContext
+
+    from aotgrad.plans import aot_graph_from_plans, export_plans
+
+    def fn(x: torch.Tensor) -> torch.Tensor:
+        flat = x.reshape(-1)
+        return (flat * flat.sin()).reshape(x.shape[0], -1)
+
+    mode = FakeTensorMode(shape_env=ShapeEnv())
+    dynamic = StatelessSymbolicContext(dynamic_sizes=[DimDynamic.DYNAMIC, DimDynamic.STATIC, DimDynamic.DYNAMIC])
+    x_fake = mode.from_tensor(torch.randn(4, 3, 5), symbolic_context=dynamic).requires_grad_()
+    assert isinstance(x_fake.shape[0], torch.SymInt)
+    gm = torch.fx.symbolic_trace(fn)
+    first = aotgrad.aot_graph(gm, [x_fake], fw_compiler=FirstOrderOnly(), config=strict())
+    first(torch.randn(4, 3, 5, requires_grad=True))
+    plans = export_plans(first, lambda run: run)
+    restored = aot_graph_from_plans(gm, [x_fake], plans, lambda run: run, fw_compiler=FirstOrderOnly(), config=strict())
+    for n in (4, 6, 9):
+        results = []
+        for f in (fn, restored):
+            g = torch.Generator().manual_seed(n)
+            x = torch.randn(n, 3, n + 1, generator=g).requires_grad_()
+            out = f(x)
+            (grad,) = torch.autograd.grad(out, x, torch.randn(out.shape, generator=g), create_graph=True)
+            (second,) = torch.autograd.grad((grad * torch.randn(grad.shape, generator=g)).sum(), x)
+            results.append([out.detach(), grad.detach(), second])
+        for got_value, want_value in zip(results[1], results[0]):
+            torch.testing.assert_close(got_value, want_value)
+
+
 def test_batch_norm_beside_a_data_dependent_op_keeps_eagers_history() -> None:
     """Like fuzz f2b40baedb: the replay graph with batch norm whole was traced without unbacked
     symbols, so a region with `masked_select` failed to trace it and replayed without history."""

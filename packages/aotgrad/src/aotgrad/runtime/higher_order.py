@@ -122,7 +122,8 @@ class DifferentiableBackward:
             replayed in place of `forward`; it returns None where that graph is not possible, and is
             None where `forward` has neither a decomposed batch norm nor writes into views and was
             traced at static sizes (`_has_symbolic_sizes`).
-        whole_graphs: those graphs per input signature (shapes, strides, dtypes).
+        whole_graphs: those graphs per input signature (shapes, strides, dtypes), and those
+            `retrace` made, keyed ``("retraced", signature)``.
     """
 
     forward: torch.fx.GraphModule | None
@@ -209,8 +210,8 @@ class DifferentiableBackward:
 
     def _replay_graph(self, inputs: Sequence[Any]) -> torch.fx.GraphModule:
         """The graph to replay: with batch norm whole (`eager_replay`), traced once per input
-        signature (sizes are static in it); else the region's own, traced on the first double
-        backward where it was not kept (`retrace`)."""
+        signature (sizes are static in it); else the region's own, or where it was not kept, one
+        traced again (`retrace`) once per input signature."""
         if self.eager_replay is not None:
             key = _signature(inputs)
             if key not in self.whole_graphs:
@@ -218,11 +219,16 @@ class DifferentiableBackward:
             whole = self.whole_graphs[key]
             if whole is not None:
                 return whole
-        if self.forward is None:
-            assert self.retrace is not None, "a DifferentiableBackward needs its forward graph or a way to trace it"
-            object.__setattr__(self, "forward", self.retrace(inputs))
-        assert self.forward is not None
-        return self.forward
+        if self.forward is not None:
+            return self.forward
+        assert self.retrace is not None, "a DifferentiableBackward needs its forward graph or a way to trace it"
+        # Traced from this call's inputs, so at their sizes: once per input signature (a region of
+        # symbolic sizes replayed one traced at its first double backward's at every size).
+        key = ("retraced", _signature(inputs))
+        retraced = self.whole_graphs.get(key)
+        if retraced is None:
+            retraced = self.whole_graphs[key] = self.retrace(inputs)
+        return retraced
 
     def refuse(self, grads: Sequence[Any], inputs: Sequence[Any]) -> tuple[Any, ...]:
         """`grads` (first-order, from the compiled backward) behind a node that raises why this
