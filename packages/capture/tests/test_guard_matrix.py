@@ -32,6 +32,7 @@ USES: dict[str, tuple[Any, Any, Callable[[torch.Tensor, Any], torch.Tensor]]] = 
     "tensor": (torch.ones(8), torch.full((8,), 3.0), lambda x, v: x + v),
     "string": ("sum", "amax", lambda x, v: getattr(x, v)(0)),
     "none": (None, 1.5, lambda x, v: x if v is None else x * v),
+    "signed zero": (0.0, -0.0, lambda x, v: x / v),  # 0.0 == -0.0, but x / -0.0 flips every infinity
 }
 
 

@@ -348,7 +348,8 @@ def _module_attribute_constants(tree: ModuleTree, guards: list[Any],
             continue
         source, value = known
         if isinstance(source, AttrSource) and source.base.expr() in tree.objects and \
-                type(value) in (bool, int, float, str, type(None)) and not (type(value) is float and value != value):
+                type(value) in (bool, int, float, str, type(None)) and \
+                not (type(value) is float and (value != value or value == 0.0)):  # NaN, and a zero's sign
             batched[guard.source_expr] = (tree.objects[source.base.expr()], source.attr, value)
     return batched
 

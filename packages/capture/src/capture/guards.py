@@ -165,7 +165,10 @@ class GuardSet:
             return
         t = self.constant(type(value))
         v = self.constant(value)
-        self.add("CONSTANT_MATCH", source, f"type({expr}) is {t} and {expr} == {v}", f"{expr} == {value!r}")
+        code = f"type({expr}) is {t} and {expr} == {v}"
+        if type(value) is float and value == 0.0:  # -0.0 == 0.0, but 1 / (x * -0.0) is -inf
+            code += f" and math.copysign(1.0, {expr}) == {math.copysign(1.0, value)!r}"
+        self.add("CONSTANT_MATCH", source, code, f"{expr} == {value!r}")
 
     def tensor(self, source: Source, value: torch.Tensor, dynamic_dims: frozenset[int] = frozenset(),
                location: UserLocation | None = None) -> None:
