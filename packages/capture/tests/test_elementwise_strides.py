@@ -7,6 +7,7 @@ failed while tracing, and the call raised where eager returns.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable
 
 import pytest
@@ -39,3 +40,34 @@ def test_a_view_of_the_result_traces_as_eager_runs(name: str) -> None:
     assert len(backend.graphs) == 1  # traced, not a graph break
     (view,) = [n for n in backend.graphs[0].graph.nodes if n.target == "view"]
     assert view.args[0].meta["example_value"].stride() == op(a, b).stride()  # the op's result, as eager's
+
+
+WHOLE_OPS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
+    "batch_norm": lambda x: torch.nn.functional.batch_norm(x, None, None, training=True),
+    "torch_batch_norm": lambda x: torch.batch_norm(x, None, None, torch.zeros(5), torch.ones(5), False, 0.1, 1e-5, False),
+    "normal": lambda x: torch.normal(x, x.abs() * 0),  # a zero std: the mean, exactly
+    "dropout_backward": lambda x: torch.ops.aten.native_dropout_backward(x, x > 0, 2.0),
+}
+
+
+@pytest.mark.parametrize("name", sorted(WHOLE_OPS))
+def test_batch_norm_normal_and_dropout_backward_results_have_eagers_strides(name: str) -> None:
+    """Batch norm of a transposed 3-d input is contiguous in eager, and so is ``normal`` of a tensor
+    ``std``; the fake kernels followed the input's strides, so ``.view(-1)`` of the result was a graph
+    break, after which the compiled graph's output raised in the view. ``native_dropout_backward``
+    follows its operands' layout where the fake kernel is contiguous."""
+    op = WHOLE_OPS[name]
+    x = torch.randn(4, 5, 6, generator=torch.Generator().manual_seed(0)).transpose(0, 2)
+    eager = op(x)
+
+    def fn(x: torch.Tensor) -> torch.Tensor:
+        out = op(x)
+        return out.view(-1) * 2 if eager.is_contiguous() else out * 2
+
+    backend = RecordingBackend()
+    torch.testing.assert_close(capture.optimize(backend)(fn)(x), fn(x))
+    assert len(backend.graphs) == 1  # traced, not a graph break
+    *_, last = [n for n in backend.graphs[0].graph.nodes if n.target is operator.mul]
+    result = last.args[0]  # the op's node, or the view of it
+    result = result.args[0] if result.target == "view" else result
+    assert result.meta["example_value"].stride() == eager.stride()

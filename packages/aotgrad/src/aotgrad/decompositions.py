@@ -63,7 +63,7 @@ from aotgrad.eager_factories import EAGER_FACTORIES
 from aotgrad.eager_fill import EAGER_FILL
 from aotgrad.eager_gradients import EAGER_GRADIENTS
 from aotgrad.eager_index import EAGER_INDEX
-from aotgrad.eager_layout import EAGER_LAYOUT
+from aotgrad.eager_layout import EAGER_LAYOUT, batch_norm_laid_out_as_eager
 from aotgrad.eager_recurrent import RECURRENT
 from aotgrad.eager_std import EAGER_STD
 from aotgrad.eager_threshold import EAGER_THRESHOLD
@@ -172,7 +172,13 @@ def mutation_decompositions(*, differentiated: bool = False) -> DecompositionTab
             table[op] = _detaching_rest(with_eager_running_stats(op, table[op]))
     if differentiated:
         table[aten.native_batch_norm.default] = _whole_in_evaluation(table[aten.native_batch_norm.default])
-    return table
+    return _batch_norms_laid_out_as_eager(table)
+
+
+def _batch_norms_laid_out_as_eager(table: DecompositionTable) -> DecompositionTable:
+    """`table` with every batch-norm overload's output in eager's layout (`batch_norm_laid_out_as_eager`),
+    those it does not decompose included."""
+    return {**table, **{op: batch_norm_laid_out_as_eager(op, table.get(op)) for op in _overloads(BATCH_NORMS)}}
 
 
 def _whole_in_evaluation(decomposition: Callable[..., Any]) -> Callable[..., Any]:
@@ -193,7 +199,8 @@ def _native_batch_norm_as_eager(table: DecompositionTable) -> DecompositionTable
     """`table` decomposing ``native_batch_norm`` (kept whole in evaluation by the early table of a
     differentiated forward) with its output as eager's CPU kernel computes it."""
     op = aten.native_batch_norm.default
-    return {**table, op: with_eager_running_stats(op, table.get(op, decomposition_table[op]))}
+    decomposed = with_eager_running_stats(op, table.get(op, decomposition_table[op]))
+    return {**table, op: batch_norm_laid_out_as_eager(op, decomposed)}
 
 
 def replay_decompositions() -> DecompositionTable:
@@ -208,7 +215,7 @@ def replay_decompositions() -> DecompositionTable:
         if op.overloadpacket is not aten.cudnn_batch_norm:
             table.pop(op, None)
     table[aten.native_batch_norm.default] = native_batch_norm_for_replay
-    return table
+    return _batch_norms_laid_out_as_eager(table)
 
 
 # torch's decompositions that give values eager's kernels do not, and aotgrad's replacements.
