@@ -63,19 +63,6 @@ def test_same_process_plan_runs_every_compiler_in_one_process(tmp_path: Path) ->
     assert [p.job.phase for p in eager_only] == ["cold"]  # nothing compiles: no warm phase
 
 
-def test_shared_caches_give_every_model_one_cache_folder_per_compiler(tmp_path: Path) -> None:
-    models = select_models("cpu", ("mlp", "pointwise_chain"))
-    same = plan_jobs(BenchConfig(compilers=THREE, process_mode="same", shared_caches=True), models, tmp_path, tmp_path)
-    assert len({p.cache_dir for p in same}) == 1
-    separate = plan_jobs(BenchConfig(compilers=THREE, shared_caches=True), models, tmp_path, tmp_path)
-    by_compiler: dict[str, set[Path]] = {}
-    for planned in separate:
-        by_compiler.setdefault(planned.job.compiler.label, set()).add(planned.cache_dir)
-    assert sorted(by_compiler) == ["eager", "kiln", "torch.compile"]
-    assert all(len(folders) == 1 for folders in by_compiler.values())
-    assert len(set().union(*by_compiler.values())) == 3
-
-
 def test_a_failed_same_process_fails_every_compiler_and_gets_their_time(tmp_path: Path) -> None:
     job = same_process_job(BenchConfig(compilers=THREE, measure=TINY_MEASURE), MODELS["mlp"], "cold")
     planned = PlannedJob(job, tmp_path / "cache", tmp_path / "same.log")

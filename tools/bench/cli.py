@@ -76,12 +76,6 @@ def build_parser() -> argparse.ArgumentParser:
         help="CPU threads (torch.set_num_threads, OMP_NUM_THREADS); several (1,4,8,16) run the suite once per "
         "count and add a sweep table",
     )
-    parser.add_argument(
-        "--shared-caches", action="store_true",
-        help="one cache folder for every model (per compiler in the separate mode): one-time start-up costs "
-        "(torch.compile's C++ header build: about a minute on a fresh cache) are paid once per run; compile "
-        "seconds are then not those of empty caches",
-    )
     parser.add_argument("--timeout", type=float, default=None, help="seconds per process (default: 1200, quick: 300)")
     parser.add_argument("--min-time", type=float, default=None, help="seconds of timed calls per side per model")
     parser.add_argument("--output-dir", type=Path, default=REPO_ROOT / "bench_results")
@@ -122,7 +116,6 @@ def config_from_args(args: argparse.Namespace) -> BenchConfig:
         measure=measure,
         process_mode="same" if args.process_mode == "same" else "separate",
         order=args.order,
-        shared_caches=args.shared_caches,
     )
 
 
@@ -253,7 +246,6 @@ def run_once(
             "measure": config.measure.__dict__,
             "process_modes": list(modes),
             "order": config.order,
-            "shared_caches": config.shared_caches,
         },
     }
     meta["graph_cache"] = graph_cache_counts(jobs)

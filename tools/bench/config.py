@@ -84,7 +84,6 @@ class BenchConfig:
     seed: int = 0
     process_mode: str = "separate"
     order: str = "eager-first"
-    shared_caches: bool = False
 
     def replace(self, **changes: object) -> BenchConfig:
         """A copy with `changes` applied."""

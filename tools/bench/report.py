@@ -241,8 +241,6 @@ def render_markdown(rows: Sequence[Row], meta: dict[str, Any], heading: str = ""
         lines += ["eager ms alone: eager timed on its own in the same process, before (eager-first order) or after "
                   "(kiln-first) the compilers; eager ms: eager timed alternately with each compiler (their median)."]
     lines += ["", "## Compile seconds, cold / warm (cold: empty caches; warm: populated caches, new process)", ""]
-    if meta.get("config", {}).get("shared_caches"):
-        lines += ["(--shared-caches: every model ran with the caches earlier models filled; cold is not empty-cache here.)", ""]
     lines += _table(
         ["model", "task", *compilers],
         [[m, t, *[_compile_cell(by_key.get((m, t, c))) for c in compilers]] for m, t in keys],

@@ -50,21 +50,18 @@ def plan_jobs(config: BenchConfig, models: list[ModelSpec], scratch: Path, logs:
     """Cold then warm job for every model and compiler, in that order; warm shares its cold job's caches.
 
     Same-process mode: a cold then a warm job per model, each running all the compilers in `config.order`.
-    With `config.shared_caches` every model's processes use one cache folder (one per compiler in the
-    separate mode): a compiler's one-time start-up is paid once per run, not once per model.
     """
     planned = []
     if config.process_mode == SAME:
         warm = config.warm and any(compiler.kind != "eager" for compiler in config.compilers)
         for spec in models:
             for phase in ("cold", "warm") if warm else ("cold",):
-                cache_name = "shared-same" if config.shared_caches else f"{spec.name}-same"
-                cache_dir, log_path = scratch / cache_name, logs / f"{spec.name}-same-{phase}.log"
+                cache_dir, log_path = scratch / f"{spec.name}-same", logs / f"{spec.name}-same-{phase}.log"
                 planned.append(PlannedJob(same_process_job(config, spec, phase), cache_dir, log_path))
         return planned
     for spec in models:
         for compiler in config.compilers:
-            cache_dir = scratch / f"{'shared' if config.shared_caches else spec.name}-{compiler.label}"
+            cache_dir = scratch / f"{spec.name}-{compiler.label}"
             phases = ("cold", "warm") if config.warm and compiler.kind != "eager" else ("cold",)
             for phase in phases:
                 job = Job(spec.name, config.device, config.tasks, compiler, phase, config.measure, config.threads, config.seed)
