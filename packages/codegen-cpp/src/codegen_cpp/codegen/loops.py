@@ -118,3 +118,21 @@ class LoopShapes:
                 "}",
             ]
         return self._nest(list(zip(self.rs[:-1], self.r_sizes[:-1])), last)
+
+    def _range_nest(self, var: sympy.Symbol, begin: str, end: str, body: list[str], block: Block) -> list[str]:
+        """The one reduction loop over ``[begin, end)`` around ``body``, in blocks of
+        ``REDUCTION_OUTER_BLOCK`` steps between ``block``'s lines when it has any."""
+        if not (block.pre or block.post):
+            return [self._for(var, begin, end) + " {", *indent(body), "}"]
+        start, stop = f"{var.name}_block", f"{var.name}_block_end"
+        step = REDUCTION_OUTER_BLOCK
+        return [
+            self._for(sympy.Symbol(start), begin, end, step) + " {",
+            *indent(block.pre),
+            INDENT + f"const int64_t {stop} = {start} + {step} < {end} ? {start} + {step} : {end};",
+            INDENT + self._for(var, start, stop) + " {",
+            *indent(body, 2),
+            INDENT + "}",
+            *indent(block.post),
+            "}",
+        ]

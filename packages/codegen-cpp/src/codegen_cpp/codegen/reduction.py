@@ -201,6 +201,7 @@ def _emit_outer(
         target.append(f"kiln::arg_update_lanes({is_max}, {acc}, {value}, {index});")
         scope.post.append(f"const auto {result} = kiln::arg_result({acc});")
     else:
+        handler.state.outer_kinds[acc] = reduction_type
         if reduction_type == "any":
             scope.pre.append(f"kiln::maskx {acc} = kiln::splat_mask(false);")
             target.append(_update(reduction_type, acc, value, vector=True))

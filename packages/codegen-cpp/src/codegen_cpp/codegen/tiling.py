@@ -76,11 +76,16 @@ class TiledAccumulators:
             declarations.append((match["type"], match["name"], match["init"]))
         return cls(declarations, tile)
 
+    @staticmethod
+    def element_type(kind: str, init: str) -> str:
+        """The C++ type of one entry of an accumulator declared ``kind name = init;``."""
+        return "std::decay_t<decltype(" + init + ")>" if kind == "auto" else kind
+
     def declare(self) -> list[str]:
         """Array declarations, every entry set to the accumulator's initial value."""
         lines = []
         for kind, name, init in self.declarations:
-            array_type = "std::decay_t<decltype(" + init + ")>" if kind == "auto" else kind
+            array_type = self.element_type(kind, init)
             lines.append(f"{array_type} {name}[{self.tile}];")
             lines.append(f"for (int64_t kiln_c = 0; kiln_c < {self.tile}; ++kiln_c) {name}[kiln_c] = {init};")
         return lines

@@ -44,6 +44,9 @@ class KernelState:
     welford_owner: dict[tuple[str, int], tuple[str, int]] = field(default_factory=dict)
     # accumulator variable -> (reduction type, vector?): how partial results of threads combine
     combinable: dict[str, tuple[str, bool]] = field(default_factory=dict)
+    # accumulator of a reduction vectorized across outputs -> its reduction type, for those whose
+    # partial results fold lane by lane (sum, prod, max, min, any): a row split may combine them
+    outer_kinds: dict[str, str] = field(default_factory=dict)
     canonical: dict[str, str] = field(default_factory=dict)  # temporary -> its expression, spelled out
     # per-row arrays of values that reductions finish after their loop (codegen/reduction.py's
     # row moments): array name -> its C++ declaration, declared in the body of each pointwise index
