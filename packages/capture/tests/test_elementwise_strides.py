@@ -71,3 +71,17 @@ def test_batch_norm_normal_and_dropout_backward_results_have_eagers_strides(name
     result = last.args[0]  # the op's node, or the view of it
     result = result.args[0] if result.target == "view" else result
     assert result.meta["example_value"].stride() == eager.stride()
+
+
+def test_a_batch_norm_module_of_a_transposed_input_is_contiguous_as_in_eager() -> None:
+    """The module call (a ``call_module`` node) too: its fake result followed the input's strides,
+    and ``.view(-1)`` of it was a graph break."""
+    module = torch.nn.BatchNorm1d(5)
+
+    def fn(x: torch.Tensor) -> torch.Tensor:
+        return module(x).view(-1) * 2
+
+    x = torch.randn(4, 5, 6, generator=torch.Generator().manual_seed(1)).transpose(0, 2)
+    backend = RecordingBackend()
+    torch.testing.assert_close(capture.optimize(backend)(fn)(x), torch.nn.BatchNorm1d(5)(x).view(-1) * 2)
+    assert len(backend.graphs) == 1  # traced, not a graph break
