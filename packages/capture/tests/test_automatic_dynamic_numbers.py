@@ -178,3 +178,47 @@ def test_a_number_read_from_a_tensor_needed_inside_a_try_block() -> None:
         return x * k
 
     _run(counted, [(_x(i),) for i in range(3)])
+
+
+def test_a_number_in_a_closure_cell_rebound_before_a_break() -> None:
+    # `n` is a cell (the lambda reads it) rebound to `int(n / 2)` after a break; the argument of the breaking call was
+    # rebuilt as that arithmetic over the cell's contents after the cell's new value was stored: int(-1 / 2) = 0
+    # printed where eager printed -1 (fuzz seed 58259).
+    printed: list[Any] = []
+    note = capture.disable(printed.append)  # a graph break at the call, taking n: what print does
+
+    def halve(x: torch.Tensor, n: int) -> torch.Tensor:
+        scaled = lambda a: a * n  # noqa: E731
+        y = scaled(x)
+        capture.graph_break()  # the resume function takes n in its cell
+        n = int(n / 2)
+        note(n)
+        return y + n
+
+    compiled = capture.optimize(RecordingBackend())(halve)
+    for i, n in enumerate((3, 3, -2, -2, -6, 7)):
+        x = _x(i)
+        got = compiled(x, n)
+        compiled_printed = printed.pop()
+        assert torch.equal(got, halve(x, n)) and compiled_printed == printed.pop() == int(n / 2)
+
+
+def test_a_float_from_a_tensor_in_a_cell_rebound_before_a_break() -> None:
+    printed: list[Any] = []
+    note = capture.disable(printed.append)
+
+    def rebind(x: torch.Tensor) -> torch.Tensor:
+        v = float(x.sum())
+        read_later = lambda: v  # noqa: E731
+        print(end="")  # a graph break: v reaches the resume function as data, in its cell
+        w = v
+        v = 2.0
+        note(w)
+        return x * read_later() + w
+
+    compiled = capture.optimize(RecordingBackend())(rebind)
+    for i in range(3):
+        x = _x(i)
+        got = compiled(x)
+        compiled_printed = printed.pop()
+        assert torch.equal(got, rebind(x)) and compiled_printed == printed.pop() == float(x.sum())

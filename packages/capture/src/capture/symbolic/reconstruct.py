@@ -91,11 +91,14 @@ class Reconstructor:
         if isinstance(value, ConstantVariable):
             return self.constant(value.value)
         if isinstance(value, SymNodeVariable):
-            if value.source is not None:  # a float argument read into the graph (`data_float_input`)
-                return value.source.expr()
-            number = self.render_number(value.node) if self.render_number is not None else None
-            if number is not None:  # Python arithmetic on number arguments: done in Python, as eager does
-                return number
+            # A number read as an input (`run_time_values.py`), or Python arithmetic on such numbers, done in Python
+            # as eager does (`number_prelude.py`): computed before the region's mutations are replayed, which may
+            # rebind the cell or attribute it is read from (``n = int(n / 2)`` of a cell ``n``).
+            number = value.source.expr() if value.source is not None else \
+                self.render_number(value.node) if self.render_number is not None else None
+            if number is not None:
+                known = self._built.get(id(value))
+                return known if known is not None else self._once(value, number)
             if free_unbacked_symbols(value.value):
                 # A number only the data gives (``t.item()``, ``mask.sum().item()``): no input size
                 # computes it, so the graph returns it (and its node is no longer a dead size read).
