@@ -381,6 +381,31 @@ def test_linear_upsampling_of_an_infinite_edge_pixel_is_infinite(align_corners: 
     check_against_eager(fn, inputs, no_grad=True)
 
 
+def _recomputed_scale_upsampling(x: torch.Tensor) -> torch.Tensor:
+    return torch.nn.functional.interpolate(x, scale_factor=0.75, recompute_scale_factor=True, mode="linear")
+
+
+def test_linear_upsampling_with_a_recomputed_scale_at_symbolic_sizes_weighs_infinite_pixels_as_eager() -> None:
+    # fuzz 12226dc8c7: with recompute_scale_factor=True the interpolation fell through to torch's
+    # difference form at symbolic sizes: nan where a pixel next to an infinite one is -inf in eager
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.experimental.symbolic_shapes import DimDynamic, ShapeEnv, StatelessSymbolicContext
+
+    mode = FakeTensorMode(shape_env=ShapeEnv())
+    fake = mode.from_tensor(
+        torch.zeros(1, 2, 16),
+        symbolic_context=StatelessSymbolicContext(dynamic_sizes=[DimDynamic.STATIC, DimDynamic.STATIC, DimDynamic.DYNAMIC]),
+    )
+    compiled = aotgrad.aot_graph(_recomputed_scale_upsampling, [fake], fw_compiler=aotgrad.eager_compiler, config=strict())
+    for n in (16, 19, 23):
+        x = _leaf(43, (1, 2, n))
+        x[0, 0, 0], x[0, 1, 2], x[0, 1, n - 1] = float("-inf"), float("inf"), float("inf")
+        with torch.no_grad():
+            expected = _recomputed_scale_upsampling(x)
+            torch.testing.assert_close(compiled(x), expected, equal_nan=True)
+        assert not expected.isnan().any()
+
+
 # --- threshold on integer tensors -------------------------------------------------------------------
 
 

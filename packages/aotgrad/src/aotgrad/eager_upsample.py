@@ -127,7 +127,7 @@ def _linear_interpolation(
 ) -> torch.Tensor | None:
     """`F.interpolate` of a linear mode as eager computes it, or None for what it does not cover."""
     dims = _LINEAR_MODES.get(mode)
-    if dims is None or antialias or recompute_scale_factor or not isinstance(x, torch.Tensor) or x.dim() != dims + 2:
+    if dims is None or antialias or not isinstance(x, torch.Tensor) or x.dim() != dims + 2:
         return None
     if (size is None) == (scale_factor is None):
         return None
@@ -135,4 +135,10 @@ def _linear_interpolation(
         sizes = list(size) if isinstance(size, (list, tuple)) else [size] * dims
         return upsample_linear(x, sizes, bool(align_corners), [None] * dims)
     scales = [float(f) for f in scale_factor] if isinstance(scale_factor, (list, tuple)) else [float(scale_factor)] * dims
+    if recompute_scale_factor:
+        # F.interpolate's sizes, size * factor truncated, and scales derived from them, not the factors
+        # (at symbolic sizes this path once fell through to torch's difference form: nan at an
+        # infinite pixel where eager gives inf, fuzz 12226dc8c7).
+        sizes = [torch.sym_int(torch.sym_float(x.shape[2 + k]) * scales[k]) for k in range(dims)]
+        return upsample_linear(x, sizes, bool(align_corners), [None] * dims)
     return _vec(x, None, bool(align_corners), scales)
