@@ -68,3 +68,33 @@ def test_half_op_matches_eager_bit_for_bit(name: str, dtype: torch.dtype) -> Non
     fresh = _operands(dtype)
     (actual,) = inductor_ir.interpret(program, fresh)
     _same(actual, fn(*fresh))
+
+
+@pytest.mark.parametrize("dtype", HALVES)
+@pytest.mark.parametrize("parameters", ["float32", "none", "half"])
+def test_norm_statistics_have_eager_dtype_and_values(dtype: torch.dtype, parameters: str) -> None:
+    """A half input with float32 weight and bias takes ATen's mixed-type path: mean and rstd come back in
+    float32 (fuzz 2532db79f3: rounded to bfloat16, a group norm's rstd 6.985 became 7.0 and the gradient
+    through it was off); without float32 parameters they are in the input's dtype on the CPU."""
+    aten = torch.ops.aten
+    table = inductor_ir.decompositions()
+    generator = torch.Generator().manual_seed(12)
+    x = (torch.randn(2, 4, 6, generator=generator) * 3 + 0.9).to(dtype)
+
+    def params(size: int) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+        if parameters == "none":
+            return None, None
+        weight, bias = torch.randn(size, generator=generator), torch.randn(size, generator=generator)
+        return (weight, bias) if parameters == "float32" else (weight.to(dtype), bias.to(dtype))
+
+    weight, bias = params(4)
+    cases = [
+        (aten.native_group_norm.default, (x, weight, bias, 2, 4, 6, 2, 1e-5)),
+        (aten.native_layer_norm.default, (x, [6], *params(6), 1e-5)),
+    ]
+    for op, args in cases:
+        expected, got = op(*args), table[op](*args)
+        assert [t.dtype for t in got] == [t.dtype for t in expected], op
+        for mine, eager in zip(got[1:], expected[1:]):
+            torch.testing.assert_close(mine, eager, rtol=2e-6, atol=1e-6)
+        torch.testing.assert_close(got[0], expected[0])

@@ -81,6 +81,17 @@ def _statistics(x: torch.Tensor, dims: list[int], eps: float) -> tuple[torch.Ten
     return x, mean, aten.rsqrt.default(var + eps)
 
 
+def _mixed_type(x: torch.Tensor, *parameters: torch.Tensor | None) -> bool:
+    """Whether ATen's norm kernels take their mixed-type path: a float16/bfloat16 input with a float32
+    weight or bias (a half-precision model with float32 norms, or a norm under autocast). They then
+    compute in float32 and return the mean and rstd in float32, where the input's dtype would round
+    them, and the backward would read the rounded ones (fuzz 2532db79f3: under bfloat16 autocast a
+    group norm's rstd 6.985 became 7.0 and the bias gradient through it -0.0046 where eager's is 1e-7)."""
+    return x.dtype in (torch.float16, torch.bfloat16) and any(
+        p is not None and p.dtype == torch.float32 for p in parameters
+    )
+
+
 def native_layer_norm(
     x: torch.Tensor, normalized_shape: list[int], weight: torch.Tensor | None, bias: torch.Tensor | None, eps: float
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -92,8 +103,8 @@ def native_layer_norm(
         out = out * weight
     if bias is not None:
         out = out + bias
-    if x.device.type == "cpu":  # ATen's CPU kernel returns the statistics in the input dtype
-        mean, rstd = mean.to(x.dtype), rstd.to(x.dtype)
+    if x.device.type == "cpu" and not _mixed_type(x, weight, bias):
+        mean, rstd = mean.to(x.dtype), rstd.to(x.dtype)  # ATen's CPU kernel returns them in the input dtype
     return out.to(x.dtype), mean, rstd
 
 
@@ -120,7 +131,8 @@ def native_group_norm(
     if bias is not None:
         shift = shift + bias.reshape(1, channels, 1)
     out = (x_acc.reshape(batch, channels, inner) * scale + shift).reshape(x.shape)
-    return out.to(x.dtype), mean.reshape(batch, groups).to(x.dtype), rstd.reshape(batch, groups).to(x.dtype)
+    statistics = mean.dtype if _mixed_type(x, weight, bias) else x.dtype
+    return out.to(x.dtype), mean.reshape(batch, groups).to(statistics), rstd.reshape(batch, groups).to(statistics)
 
 
 def eye(
