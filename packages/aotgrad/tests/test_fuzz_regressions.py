@@ -406,6 +406,36 @@ def test_linear_upsampling_with_a_recomputed_scale_at_symbolic_sizes_weighs_infi
         assert not expected.isnan().any()
 
 
+# --- batch norm of half-precision activations with float32 parameters ------------------------------
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_batch_norm_of_half_activations_with_float32_parameters_keeps_float32_statistics(dtype: torch.dtype) -> None:
+    # ATen's mixed-type path returns the saved mean and invstd in float32; torch's decomposition
+    # rounded them to the input's dtype and the weight's gradient read them (0.5% off eager's)
+    def fn(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, mean: torch.Tensor, var: torch.Tensor) -> torch.Tensor:
+        y = torch.nn.functional.batch_norm(x, mean, var, w, b, training=True, momentum=0.1)
+        return y * torch.linspace(-1, 1, y.shape[-1], dtype=y.dtype)
+
+    def inputs() -> list[torch.Tensor]:
+        x = (_leaf(44, (8, 4, 5, 5)) * 2 + 3).to(dtype).detach().requires_grad_(True)
+        return [x, _leaf(45, (4,), grad=True), _leaf(46, (4,), grad=True), torch.zeros(4), torch.ones(4)]
+
+    compiled = aotgrad.aot_function(fn, fw_compiler=aotgrad.eager_compiler, config=strict())
+    results = []
+    for function in (fn, compiled):
+        args = inputs()
+        out = function(*args)
+        out.float().sum().backward()
+        results.append((out, *(a.grad for a in args[:3]), args[3], args[4]))
+    (out, x_grad, *float32_results), (eager_out, eager_x_grad, *eager_float32_results) = results[1], results[0]
+    half_ulp = {"rtol": 8e-3, "atol": 1e-2}  # the half-precision results: within an ulp of eager's
+    torch.testing.assert_close(out.float(), eager_out.float(), **half_ulp)
+    torch.testing.assert_close(x_grad.float(), eager_x_grad.float(), **half_ulp)
+    for got, want in zip(float32_results, eager_float32_results):  # weight and bias gradients, running stats
+        torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
+
+
 # --- threshold on integer tensors -------------------------------------------------------------------
 
 

@@ -58,7 +58,11 @@ from typing import Any
 import torch
 from torch._decomp import core_aten_decompositions, decomposition_table, get_decompositions
 
-from aotgrad.eager_batch_norm import native_batch_norm_for_replay, with_eager_running_stats
+from aotgrad.eager_batch_norm import (
+    mixed_type_in_float32,
+    native_batch_norm_for_replay,
+    with_eager_running_stats,
+)
 from aotgrad.eager_factories import EAGER_FACTORIES
 from aotgrad.eager_fill import EAGER_FILL
 from aotgrad.eager_gradients import EAGER_GRADIENTS
@@ -169,7 +173,7 @@ def mutation_decompositions(*, differentiated: bool = False) -> DecompositionTab
     table.update(EAGER_LAYOUT)  # and its floor divisions' strides (a `view` of them traces as eager runs)
     for op in _overloads(FIRST_RESULT_DIFFERENTIABLE):
         if op in table:
-            table[op] = _detaching_rest(with_eager_running_stats(op, table[op]))
+            table[op] = _detaching_rest(with_eager_running_stats(op, mixed_type_in_float32(table[op])))
     if differentiated:
         table[aten.native_batch_norm.default] = _whole_in_evaluation(table[aten.native_batch_norm.default])
     return _batch_norms_laid_out_as_eager(table)
@@ -199,7 +203,7 @@ def _native_batch_norm_as_eager(table: DecompositionTable) -> DecompositionTable
     """`table` decomposing ``native_batch_norm`` (kept whole in evaluation by the early table of a
     differentiated forward) with its output as eager's CPU kernel computes it."""
     op = aten.native_batch_norm.default
-    decomposed = with_eager_running_stats(op, table.get(op, decomposition_table[op]))
+    decomposed = with_eager_running_stats(op, mixed_type_in_float32(table.get(op, decomposition_table[op])))
     return {**table, op: batch_norm_laid_out_as_eager(op, decomposed)}
 
 

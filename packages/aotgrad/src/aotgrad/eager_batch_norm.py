@@ -19,7 +19,29 @@ from typing import Any
 
 import torch
 
-__all__ = ["native_batch_norm_for_replay", "with_eager_running_stats"]
+__all__ = ["mixed_type_in_float32", "native_batch_norm_for_replay", "with_eager_running_stats"]
+
+
+def mixed_type_in_float32(decomposition: Callable[..., Any]) -> Callable[..., Any]:
+    """`decomposition` of a batch-norm overload (input first, then weight, bias, running mean and
+    variance), run on the input in float32 where ATen takes its mixed-type path: a float16/bfloat16
+    input with a float32 one among those four. Eager then computes in float32 and returns the saved
+    mean and invstd in float32; torch's decompositions round them to the input's dtype, and the
+    backward read the rounded ones (bfloat16 activations with float32 BatchNorm parameters: the
+    weight's gradient 0.5% off eager's). Only the output is rounded to the input's dtype."""
+
+    def decompose(x: Any, *args: Any, **kwargs: Any) -> Any:
+        parameters = [*args[:4], *(kwargs.get(n) for n in ("weight", "bias", "running_mean", "running_var"))]
+        half = isinstance(x, torch.Tensor) and x.dtype in (torch.float16, torch.bfloat16)
+        if not half or not any(isinstance(p, torch.Tensor) and p.dtype == torch.float32 for p in parameters):
+            return decomposition(x, *args, **kwargs)
+        result = decomposition(x.to(torch.float32), *args, **kwargs)
+        if result is NotImplemented:
+            return result
+        first = result[0].to(x.dtype)
+        return (first, *result[1:]) if isinstance(result, tuple) else [first, *result[1:]]
+
+    return decompose
 
 
 def _batch_mean(x: torch.Tensor) -> torch.Tensor:
