@@ -84,6 +84,18 @@ def test_one_compile_serves_every_size(name: str) -> None:
     assert (backend.generations, backend.compiled) == counts
 
 
+def test_a_slice_empty_at_the_example_size_is_not_empty_at_larger_ones() -> None:
+    # fuzz eeacdaa751 / eb20d36f09: x[..., 2:-2:2] traced at size 4 spans 0 elements, and torch guards
+    # only stop >= start; the lowering took the length to be 0 for every size (shape (0,) at 5)
+    def fn(x: torch.Tensor) -> torch.Tensor:
+        return torch.softmax(x, -1)[..., 2:-2:2] * 2
+
+    compiled, _ = _compile(fn, [torch.randn(4)])
+    for n in (4, 5, 6, 9):
+        x = torch.randn(n)
+        torch.testing.assert_close(compiled(x), fn(x))
+
+
 def test_wrapper_reads_sizes_and_kernels_take_them() -> None:
     compiled, _ = _compile(lambda x: torch.softmax(x / x.shape[-1] ** 0.5, -1), [torch.randn(4, 37)])
     assert "37" not in compiled.wrapper

@@ -188,8 +188,11 @@ def slice_(ctx: LoweringContext, x: IRNode, dim: int = 0, start: Any = None, end
     at_span = hint(span)
     if span.is_number:
         length: sympy.Expr = sympy.Integer(max(0, -(-int(span) // step)))
-    elif at_span is not None and at_span <= 0:
-        length = sympy.Integer(0)  # (guarded: see _normalize)
+    elif at_span is not None and at_span < 0:
+        # torch's fake slice guarded stop < start (see _normalize). A span empty at the example sizes
+        # (stop == start) is not empty at every size the graph accepts: torch guarded only stop >= start
+        # (x[..., 2:-2:2] traced at size 4 is empty, at size 5 one long).
+        length = sympy.Integer(0)
     else:
         length = span if step == 1 else FloorDiv(span + step - 1, step)
     out = size[:dim] + [length] + size[dim + 1 :]
