@@ -111,21 +111,23 @@ def _cats_of_many_parts(x: torch.Tensor, g: torch.Tensor) -> tuple[torch.Tensor,
     split_gradient = torch.cat([*(torch.zeros(4, 1) for _ in range(x.size(1) - 1)), g], 1)
     reversed_columns = torch.cat(list(x.split(1, 1))[::-1], 1).sin()
     computed = torch.cat([x[:, i : i + 1] * (i % 5) for i in range(100)], 1)
-    return split_gradient, reversed_columns, computed
+    # fuzz b2a63fb87d: a 64-step recurrence's gradient, 64 parts each a computation of its own step
+    steps = torch.cat([torch.sigmoid(x[:, i : i + 1]) * (1 - x[:, i + 1 : i + 2]) for i in range(64)], 1)
+    return split_gradient, reversed_columns, computed, steps
 
 
 def test_a_cat_of_a_thousand_parts_reads_a_bounded_number_of_them_per_kernel() -> None:
     # Each element of a masked cat selects among all its parts: one kernel of 2,053 masked loads
-    # kept the C++ compiler busy for minutes. Runs of zeros become one part; past MAX_CAT_PARTS
-    # parts, each is stored and ATen's cat copies them.
-    from inductor_ir.lowering.indexing import MAX_CAT_PARTS
+    # kept the C++ compiler busy for minutes. Runs of zeros become one part; on CPU past
+    # MAX_CPU_CAT_PARTS parts, each is stored and ATen's cat copies them.
+    from inductor_ir.lowering.indexing import MAX_CPU_CAT_PARTS
 
     x, g = torch.randn(4, 1000, generator=torch.Generator().manual_seed(8)), torch.randn(4, 1)
     gm = make_fx(_cats_of_many_parts, decomposition_table=inductor_ir.decompositions())(x, g)
     compiled = inductor_ir.compile_graph(gm, [x, g], backends={"cpu": ReferenceBackend()})
     assert_close(compiled(x, g), _cats_of_many_parts(x, g))
     masked = [s.source.count("ops.masked(") for s in compiled.sources]
-    assert max(masked) <= MAX_CAT_PARTS, masked
+    assert max(masked) <= MAX_CPU_CAT_PARTS, masked
 
 
 def _max_pools(x: torch.Tensor) -> tuple[torch.Tensor, ...]:

@@ -50,7 +50,7 @@ def cat(ctx: LoweringContext, tensors: Sequence[IRNode], dim: int = 0) -> Pointw
     dim = dim % ndim
     dtype = ctx.out_dtype(promote_dtypes(*(t for t, _ in kept)))
     parts = _with_fills_merged(ctx, kept, dim)
-    if len(parts) > MAX_CAT_PARTS and parts[0].device.startswith("cpu"):
+    if len(parts) > MAX_CPU_CAT_PARTS and parts[0].device.startswith("cpu"):
         return _aten_cat(ctx, [ctx.realize(p) for p in parts], dim, dtype)
     while len(parts) > MAX_CAT_PARTS:
         parts = _cats_of_groups(ctx, parts, dim, dtype)
@@ -65,6 +65,12 @@ and its kernel's code grows with their number: a cat of 2,053 parts (the gradien
 over that many columns) kept the C++ compiler busy for minutes. With more parts, on CPU each part is
 stored and ATen's ``cat`` copies them; elsewhere they are concatenated in groups, each group stored,
 then those buffers."""
+
+MAX_CPU_CAT_PARTS = 16
+"""On CPU, the most parts one masked concatenation reads; beyond, each part is stored by its own kernel
+and ATen's ``cat`` copies them. Each part may be a fused computation: the gradient of a 64-step GRU
+concatenated its 64 steps' gate arithmetic into one 5,000-line function that g++ -O3 compiled for
+minutes (fuzz b2a63fb87d); 64 small kernels compile in seconds."""
 
 
 def _cats_of_groups(
