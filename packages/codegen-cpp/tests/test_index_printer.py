@@ -84,3 +84,21 @@ def test_int_of_a_true_division_of_sizes_compiles_and_matches_eager() -> None:
     for rows in (4, 4, 6, 7, 11, 23):
         x = torch.randn(rows, 3, generator=generator)
         torch.testing.assert_close(compiled(x), fn(x))
+
+
+def test_the_absolute_value_of_a_size_compiles_and_matches_eager() -> None:
+    """``abs(n - 3)`` of a size traces as SymPy's ``Abs``: printed neither in C++ nor by the wrapper, so
+    the graph ran eagerly (pyfuzz)."""
+    import torch
+
+    import frontend
+
+    def fn(x: torch.Tensor) -> torch.Tensor:
+        n = abs(x.shape[0] - 3)
+        return torch.arange(n, dtype=torch.float32) * 2 + x[:n].sum()
+
+    compiled = frontend.compile(fn, options={"fallback_to_eager": False})
+    generator = torch.Generator().manual_seed(0)
+    for rows in (6, 7, 9, 2):
+        x = torch.randn(rows, generator=generator)
+        torch.testing.assert_close(compiled(x), fn(x))

@@ -137,3 +137,11 @@ def test_prints_int_of_a_true_division_of_sizes_as_a_truncating_division() -> No
     assert text == "((((s0 + 9) // 2)) // 2) + x0" or "//" in text
     for a, s in [(0, 0), (3, 5), (7, 12)]:
         assert _eval(text, x0=a, s0=s) == int(int((s + 9) / 2) / 2) + a  # nonnegative: Python's // agrees
+
+
+def test_prints_the_absolute_value_of_sizes() -> None:
+    """``abs(n - 3)`` of a size traces as SymPy's ``Abs``: not printed, so the graph ran eagerly (pyfuzz)."""
+    text = TritonIndexPrinter().print(sympy.Abs(s0 - 3) + x0)
+    assert "tl.abs(" in text
+    for a, s in [(0, 0), (3, 5), (7, 1)]:
+        assert _eval(text.replace("tl.abs", "abs"), x0=a, s0=s) == abs(s - 3) + a

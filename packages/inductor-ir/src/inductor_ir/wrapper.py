@@ -107,6 +107,9 @@ class _PythonPrinter(sympy.printing.str.StrPrinter):
     def _print_Min(self, expr: sympy.Min) -> str:
         return f"min({', '.join(self._print(a) for a in expr.args)})"
 
+    def _print_Abs(self, expr: sympy.Abs) -> str:  # `abs(n - 3)` of sizes
+        return f"abs({self._print(expr.args[0])})"
+
     def _print_Equality(self, expr: sympy.Eq) -> str:  # runtime checks on unbacked symbols
         return f"({self._print(expr.lhs)} == {self._print(expr.rhs)})"
 

@@ -121,6 +121,9 @@ def cpp_index(expr: sympy.Expr) -> str:
         for arg in args[1:]:
             text = f"{name}<int64_t>({text}, {arg})"
         return text
+    if isinstance(expr, sympy.Abs):  # `abs(n - 3)` of sizes
+        text = cpp_index(expr.args[0])
+        return f"std::max<int64_t>({text}, -({text}))"
     if type(expr).__name__ == "TruncToInt" and type(expr.args[0]).__name__ == "IntTrueDiv":
         # `int(a / b)` of sizes: C's integer `/` truncates toward zero, as `int()` does.
         return f"({_term(expr.args[0].args[0])} / {_term(expr.args[0].args[1])})"

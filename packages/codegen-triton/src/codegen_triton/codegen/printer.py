@@ -74,6 +74,8 @@ class TritonIndexPrinter:
             for arg in expr.args[1:]:
                 text = f"{fn}({text}, {self._print(arg)})"
             return text
+        if isinstance(expr, sympy.Abs):  # `abs(n - 3)` of sizes
+            return f"tl.abs({self._print(expr.args[0])})"
         if name == "TruncToInt" and type(expr.args[0]).__name__ == "IntTrueDiv":
             # `int(a / b)` of sizes: Triton's integer `//` truncates toward zero, as `int()` does.
             return f"({self.paren(expr.args[0].args[0])} // {self.paren(expr.args[0].args[1])})"
