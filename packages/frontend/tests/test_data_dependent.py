@@ -229,6 +229,23 @@ def test_branch_on_an_item_breaks_the_graph_there() -> None:
         torch.testing.assert_close(compiled(x), fn(x))
 
 
+def test_float_arithmetic_on_an_item_gives_eagers_double() -> None:
+    """``v / 7`` of a float read by ``.item()`` is Python's division of two doubles; the wrapper computed
+    ``0.142857142857143*v`` (SymPy's product with a 15-digit constant), off in the last digits."""
+
+    def fn(x: torch.Tensor) -> tuple[torch.Tensor, float, torch.Tensor]:
+        v = x.sum().item()
+        return x * 2, v / 3, x + v / 7
+
+    compiled = frontend.compile(fn, options=STRICT)
+    generator = torch.Generator().manual_seed(3)
+    for _ in range(4):
+        x = torch.randn(4, dtype=torch.float64, generator=generator)
+        got, expected = compiled(x), fn(x)
+        assert got[1] == expected[1]
+        assert torch.equal(got[2], expected[2]) and torch.equal(got[0], expected[0])
+
+
 @pytest.mark.skipif(os.environ.get("TRITON_INTERPRET") != "1", reason="needs TRITON_INTERPRET=1 (set by nox)")
 def test_triton_wrapper_binds_unbacked_sizes(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     import codegen_triton

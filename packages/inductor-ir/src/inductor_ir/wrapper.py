@@ -107,6 +107,12 @@ class _PythonPrinter(sympy.printing.str.StrPrinter):
     def _print_Min(self, expr: sympy.Min) -> str:
         return f"min({', '.join(self._print(a) for a in expr.args)})"
 
+    def _print_Float(self, expr: sympy.Float) -> str:  # the double itself (str prints 15 digits)
+        return repr(float(expr))
+
+    def _print_FloatTrueDiv(self, expr: sympy.Expr) -> str:  # Python's division of two doubles
+        return f"(({self._print(expr.args[0])}) / ({self._print(expr.args[1])}))"
+
     def _print_Abs(self, expr: sympy.Abs) -> str:  # `abs(n - 3)` of sizes
         return f"abs({self._print(expr.args[0])})"
 
