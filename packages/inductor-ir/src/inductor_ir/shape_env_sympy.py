@@ -76,9 +76,10 @@ def from_shape_env(expr: sympy.Expr, shape_env: Any = None) -> sympy.Expr:
             return _resolve_min_max(args, name == "Max", shape_env)
         if name in ("ToFloat", "Identity", "TruncToFloat"):
             return args[0]
-        if name == "FloatTrueDiv" and any(a.has(sympy.Float) for a in args):
-            # `v / 7.0`: SymPy would make it v * 0.142857142857143, neither the division eager's
-            # Python does nor its double; kept whole, the wrapper prints it as a Python division.
+        if name == "FloatTrueDiv" and any(not s.is_integer for s in expr.free_symbols):
+            # `v / 7.0` of a float read at run time: SymPy would make it v * 0.142857142857143,
+            # neither the division eager's Python does nor its double; kept whole, the wrapper prints
+            # it as a Python division. (Of sizes, `s0 / (0.5 * s0)`, SymPy's form is what kernels read.)
             return expr.func(*args)
         if name in ("IntTrueDiv", "FloatTrueDiv"):
             return args[0] / args[1]
