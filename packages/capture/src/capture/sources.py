@@ -122,6 +122,21 @@ class PureCallSource(Source):
 
 
 @dataclass(frozen=True)
+class ExpressionSource(Source):
+    """A Python expression over the arguments (`text`, e.g. ``(L[1] / 3)``), computed by the entry on every call;
+    its operands are guarded where they are read."""
+
+    text: str
+    hint: str = "number"
+
+    def expr(self) -> str:
+        return self.text
+
+    def name_hint(self) -> str:
+        return self.hint
+
+
+@dataclass(frozen=True)
 class ScalarTensorSource(Source):
     """`torch.scalar_tensor(base, dtype=torch.float64)`: a Python number read on every call as the 0-d tensor a
     graph input holds (`torch_name` is the guard namespace's name of `torch`, `dtype` e.g. ``"torch.int64"``).

@@ -14,41 +14,18 @@ own way (inside a float32 kernel, or with its constants printed to 15 digits), n
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.fx
 
-from capture.sources import ScalarTensorSource, Source
+from capture.sources import ExpressionSource, ScalarTensorSource
 
 if TYPE_CHECKING:
     from capture.symbolic.output_graph import OutputGraph
 
 _SYM_TYPES = (torch.SymInt, torch.SymFloat, torch.SymBool)
 _DTYPES = {torch.SymInt: "torch.int64", torch.SymFloat: "torch.float64", torch.SymBool: "torch.bool"}
-
-
-@dataclass(frozen=True)
-class NumberSource(Source):
-    """A Python expression over the arguments (`text`, e.g. ``(L[1] / 3)``), read on every call as a 0-d tensor of
-    `dtype` (``torch.scalar_tensor(...)``). Its operands are guarded where they are read."""
-
-    text: str
-    torch_name: str
-    dtype: str
-    hint: str = "number"
-
-    def expr(self) -> str:
-        dtype = self.dtype.replace("torch.", f"{self.torch_name}.", 1)
-        return f"{self.torch_name}.scalar_tensor({self.text}, dtype={dtype})"
-
-    def name_hint(self) -> str:
-        return self.hint
-
-    @property
-    def guard_free(self) -> bool:
-        return True
 
 
 class NumberPrelude:
@@ -117,7 +94,8 @@ class NumberPrelude:
             tensor = torch.scalar_tensor(self._value[node], dtype=getattr(torch, dtype.split(".")[1]))
             self.output.keepalive.append(tensor)
             hoisted += 1
-            holder = self.output.add_input(tensor, NumberSource(text, torch_name, dtype, f"number{hoisted}"))
+            source = ScalarTensorSource(ExpressionSource(text, f"number{hoisted}"), torch_name, dtype)
+            holder = self.output.add_input(tensor, source)
             with graph.inserting_before(node):
                 read = graph.call_method("item", (holder.node,))
             read.meta["example_value"] = example
