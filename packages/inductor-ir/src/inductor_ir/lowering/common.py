@@ -285,6 +285,7 @@ def make_pointwise(
     out_size = tuple(size) if size is not None else broadcast_shapes(*(t.get_size() for t in tensors), hint=ctx.program.hint)
     op_dtype = promote_dtypes(*inputs)
     half = op_dtype if op_dtype in _HALF and compute_dtype == torch.float32 else None
+    inputs = [ctx.broadcast_operand(v, out_size) if isinstance(v, IRNode) else v for v in inputs]
     loaders: list[Callable[[Index], Any]] = []
     for position, value in enumerate(inputs):
         # Eager reads a scalar at float32 precision only as the second operand (`x * t`, not `t * x`).

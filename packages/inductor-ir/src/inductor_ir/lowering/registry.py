@@ -94,6 +94,10 @@ def _origins_of(value: Any) -> tuple[str, ...]:
     return ()
 
 
+def _numel(size: Sequence[sympy.Expr]) -> sympy.Expr:
+    return sympy.Mul(*size) if size else sympy.Integer(1)
+
+
 def channels_last_strides(size: Sequence[sympy.Expr]) -> tuple[sympy.Expr, ...]:
     """Strides of an ``(N, C, H, W)`` tensor stored as ``(N, H, W, C)``."""
     n, c, h, w = size
@@ -110,6 +114,10 @@ class LoweringContext:
     node: torch.fx.Node | None = None
     inline_op_limit: int = 24
     inline_read_limit: int = 4
+    # A computed operand at least this many times smaller than the CPU result it is broadcast over is
+    # stored first (`broadcast_operand`), when the result has at least `precompute_min_numel` elements.
+    precompute_ratio: int = 16
+    precompute_min_numel: int = 16384
     max_inline_depth: int = 48
     _counter: itertools.count[int] = field(default_factory=itertools.count)
     _realized: dict[int, Buffer] = field(default_factory=dict)
@@ -210,6 +218,37 @@ class LoweringContext:
         if isinstance(result, ReinterpretView):
             return self.realize(Pointwise(result.make_loader(), result.get_size(), result.dtype, result.device))  # type: ignore[return-value]
         return result
+
+    def broadcast_operand(self, value: IRNode, out_size: Sequence[sympy.Expr]) -> IRNode:
+        """``value``, stored first when it is a computed CPU operand much smaller than ``out_size``.
+
+        An inlined operand is recomputed for every element of the result: a batch norm's
+        ``rsqrt(var + eps) * weight`` over (C,) runs a square root and a division per element of the
+        (N, C, H, W) result, and in a channels-last loop (channels innermost) no compiler can hoist it.
+        Stored, it is computed C times and the result's loop loads one value. Only where that is worth a
+        kernel: at least `precompute_ratio` times fewer elements, a result of at least
+        `precompute_min_numel` elements, and a body reading several buffers or running several ops.
+        The values are the same (an inlined value is rounded to its dtype as a stored one is). Not on
+        GPUs: there a pointwise kernel is bound by memory, not by its arithmetic, and a launch costs more.
+        """
+        base = value
+        while isinstance(base, IndexView):
+            base = base.data
+        if not isinstance(base, Pointwise) or not str(base.device).startswith("cpu"):
+            return value
+        hint = self.program.hint
+        try:
+            small, large = hint(_numel(base.get_size())), hint(_numel(out_size))
+        except (TypeError, ValueError):
+            return value
+        if large < self.precompute_min_numel or small * self.precompute_ratio > large:
+            return value
+        deps = self.body_deps(base)
+        if len(deps.read_names()) < 2 and deps.op_count - len(deps.reads) < 3:
+            return value  # one buffer read and at most two other ops (`w * 2`): nothing to save
+        self.realize(base)
+        stored: IRNode = self.stored(value)
+        return stored
 
     def op_count(self, value: Pointwise) -> int:
         """How many ops one element of ``value`` runs (its inlined body)."""
