@@ -15,6 +15,8 @@ __all__ = ["CppKernel", "load_library"]
 
 _data_ptr = torch.Tensor.data_ptr
 _get_num_threads = torch.get_num_threads
+_profiler_enabled = torch.autograd._profiler_enabled
+_record_function = torch.profiler.record_function
 _FailureRecord = ctypes.c_int64 * 3  # {site, value, size}: runtime/kiln_cpu_checks.h
 
 
@@ -38,6 +40,9 @@ class CppKernel:
     ``checks``: the kernel's runtime checks by site (its ``KernelSource.metadata["checks"]``). After
     a call of a kernel that has some, a failure its checks recorded is raised as eager would raise
     it (``IndexError``, ``RuntimeError``); ``ops`` (the ATen ops it computes) is named in messages.
+
+    Under ``torch.profiler`` each call is recorded under the kernel's name (a C++ kernel is otherwise
+    invisible there: its time would show only as its caller's self time).
     """
 
     __slots__ = ("_failure", "_function", "_library", "checks", "name", "num_pointers", "num_sizes", "num_threads", "ops")
@@ -70,14 +75,21 @@ class CppKernel:
         count = self.num_pointers
         if len(args) != count + self.num_sizes:
             raise TypeError(f"kernel {self.name} takes {count + self.num_sizes} arguments, got {len(args)}")
+        if _profiler_enabled():
+            with _record_function(self.name):
+                self._launch(args, count)
+        else:
+            self._launch(args, count)
+        failure = self._failure
+        if failure is not None and failure[0]:
+            raise self._failed(failure)
+
+    def _launch(self, args: tuple[Any, ...], count: int) -> None:
         threads = self.num_threads or _get_num_threads()
         if self.num_sizes:
             self._function(*map(_data_ptr, args[:count]), *map(int, args[count:]), threads)
         else:
             self._function(*map(_data_ptr, args), threads)
-        failure = self._failure
-        if failure is not None and failure[0]:
-            raise self._failed(failure)
 
     def _failed(self, failure: Any) -> Exception:
         """The exception for the failure a check recorded (the record is cleared for the next call)."""
