@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import logging
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
@@ -38,6 +39,7 @@ from aotgrad.errors import (
     unsupported_op_name,
 )
 from aotgrad.runtime import CompiledInference, CompiledTraining, RaisingRegion, Region
+from aotgrad.runtime.absent_tangents import AbsentTangentBackwards
 from aotgrad.runtime.boxed import boxed_graph_module
 from aotgrad.runtime.higher_order import DifferentiableBackward
 from aotgrad.runtime.writeback import MUTATED_INPUTS_META
@@ -358,20 +360,27 @@ OUTPUT_STRIDES_META = "aotgrad_output_strides"
 def _restride_saved(forward_gm: torch.fx.GraphModule, backward_gm: torch.fx.GraphModule, saved: int) -> None:
     """Give the backward's saved-value placeholders the strides the compiled forward returns them with."""
     strides = forward_gm.meta.get(OUTPUT_STRIDES_META)
-    if not strides or saved <= 0 or len(strides) < saved:
-        return
-    for node, stride in zip(placeholders(backward_gm.graph)[:saved], strides[len(strides) - saved :]):
+    if strides and 0 < saved <= len(strides):
+        restride_to(backward_gm, strides[len(strides) - saved :])
+
+
+def restride_to(backward_gm: torch.fx.GraphModule, strides: Sequence[Sequence[int] | None]) -> None:
+    """Give the backward's first placeholders (saved values) `strides` (None: as they are), where
+    their sizes and strides are static and their strides differ."""
+    for node, stride in zip(placeholders(backward_gm.graph), strides):
         val = node.meta.get("val")
         if stride is None or not isinstance(val, FakeTensor) or len(stride) != val.dim():
             continue
-        if tuple(val.stride()) == tuple(stride) or not all(isinstance(n, int) for n in val.shape):
+        # Symbolic sizes or strides are left alone (comparing them with ints would add guards).
+        if not all(isinstance(n, int) for n in (*val.shape, *val.stride())) or tuple(val.stride()) == tuple(stride):
             continue
         with val.fake_mode:
             node.meta["val"] = torch.empty_strided(val.shape, stride, dtype=val.dtype, device=val.device)
         node.meta.pop("tensor_meta", None)
 
 
-def _compile_backward(compiler: CompilerFn, backward_gm: torch.fx.GraphModule) -> Callable[..., Any]:
+def compile_backward(compiler: CompilerFn, backward_gm: torch.fx.GraphModule) -> Callable[..., Any]:
+    """`backward_gm` compiled by `compiler` (run as it is where it takes no inputs)."""
     # No output needs a gradient (and nothing is saved): the backward only returns Nones; a code
     # generator need not see a graph without inputs.
     if not placeholders(backward_gm.graph):
@@ -571,16 +580,20 @@ def _compiled_region(
     forward_gm.meta[SAVED_OUTPUTS_META] = saved  # and the compiler may report their strides
     forward = compilers.forward(forward_gm, _example_inputs(forward_gm))
     _restride_saved(forward_gm, backward_gm, saved)
+    # Kept: calls where some outputs get no gradient derive their backward from it (runtime/absent_tangents.py).
+    compile_bw = functools.partial(compile_backward, compilers.backward)
+    absent_tangents = AbsentTangentBackwards(backward_gm, saved, compile_bw, len(traced.joint.grad_inputs))
     return Region(
         traced.forward,
         CompiledTraining(
             forward=forward,
-            backward=_compile_backward(compilers.backward, backward_gm),
+            backward=compile_bw(backward_gm),
             num_fwd_outputs=traced.joint.num_fwd_outputs,
             differentiable_outputs=traced.joint.differentiable_outputs,
             grad_inputs=traced.joint.grad_inputs,
             mutated_inputs=traced.forward.mutated_inputs,
             raising_outputs=traced.joint.raising_outputs,
+            absent_tangents=absent_tangents,
             higher_order=DifferentiableBackward.for_region(
                 traced.forward, traced.joint.grad_inputs, traced.joint.differentiable_outputs, batch_norm_whole
             ),

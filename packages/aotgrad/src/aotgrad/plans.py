@@ -21,14 +21,18 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import logging
 from collections.abc import Callable, Sequence
 from typing import Any, cast
 
 import torch
+import torch.fx
+from torch._subclasses.fake_tensor import FakeTensor
+from torch.fx._lazy_graph_module import _use_lazy_graph_module
 from torch.utils import _pytree as pytree
 
-from aotgrad.api import AotCallable, dynamic_dims_of
-from aotgrad.compile import CompilerFn, Compilers, Partitioner, trace_region
+from aotgrad.api import AotCallable, _region_key, dynamic_dims_of
+from aotgrad.compile import CompilerFn, Compilers, Partitioner, compile_backward, restride_to, trace_region
 from aotgrad.config import AotConfig
 from aotgrad.decompositions import (
     DecompositionSource,
@@ -38,8 +42,12 @@ from aotgrad.decompositions import (
 )
 from aotgrad.partition import min_cut
 from aotgrad.runtime import CompiledInference, CompiledTraining, Region
+from aotgrad.runtime.absent_tangents import AbsentTangentBackwards, TangentMeta
 from aotgrad.runtime.higher_order import DifferentiableBackward
 from aotgrad.tracing.functional import FunctionalGraph, OutputSpec
+from aotgrad.tracing.graph_passes import output_values, placeholders
+
+log = logging.getLogger("aotgrad")
 
 __all__ = ["NotPlannable", "RegionPlan", "TrainingPlan", "aot_graph_from_plans", "export_plans"]
 
@@ -176,13 +184,22 @@ def aot_graph_from_plans(
         # Only a double backward's replay traces again: most loads never build the table.
         return default_decompositions() if decompositions is None else with_eager_values(decompositions)
 
-    regions = {plan.key: _region(plan, load, compiled, table) for plan in plans}
+    # Fake example inputs (symbolic sizes) stay at hand to trace their region's backward graph again
+    # (`_backward_graph_source`); real ones are not kept (they would keep activations alive).
+    flat = [*compiled.state_tensors(), *example_inputs]
+    fake = any(isinstance(x, FakeTensor) for x in example_inputs)
+    example = (_region_key(flat, compiled._dynamic)[1:], flat) if fake else None
+    regions = {plan.key: _region(plan, load, compiled, table, example) for plan in plans}
     compiled._regions.update(regions)
     return compiled
 
 
 def _region(
-    plan: RegionPlan, load: Callable[[Any], Callable[..., Any]], owner: AotCallable, table: Callable[[], DecompositionTable]
+    plan: RegionPlan,
+    load: Callable[[Any], Callable[..., Any]],
+    owner: AotCallable,
+    table: Callable[[], DecompositionTable],
+    example: tuple[tuple[Any, ...], list[Any]] | None = None,
 ) -> Region:
     # The forward graph itself is not kept: only the double-backward replay needs it (traced then).
     graph = FunctionalGraph(
@@ -207,11 +224,19 @@ def _region(
         None, training.grad_inputs, training.differentiable_outputs, training.replay_unsupported,
         training.kept_before_mutation, retrace,
     )
+    absent_tangents = AbsentTangentBackwards(
+        None,
+        0,
+        functools.partial(compile_backward, owner._compilers.backward),
+        len(training.grad_inputs),
+        graph_source=_backward_graph_source(plan, training, owner, table, example),
+    )
     return Region(
         graph,
         CompiledTraining(
             forward=forward,
             backward=load(training.backward),
+            absent_tangents=absent_tangents,
             num_fwd_outputs=training.num_fwd_outputs,
             differentiable_outputs=training.differentiable_outputs,
             grad_inputs=training.grad_inputs,
@@ -219,3 +244,67 @@ def _region(
             higher_order=higher,
         ),
     )
+
+
+def _backward_graph_source(
+    plan: RegionPlan,
+    training: TrainingPlan,
+    owner: AotCallable,
+    table: Callable[[], DecompositionTable],
+    example: tuple[tuple[Any, ...], list[Any]] | None,
+) -> Callable[[Sequence[Any] | None, Sequence[Any], Sequence[TangentMeta]], torch.fx.GraphModule | None]:
+    """For a restored region, its backward graph traced again on first need (a call where some outputs
+    get no gradient, `AbsentTangentBackwards`): from the fake example inputs it was compiled from
+    (symbolic sizes), or from the region's inputs of that call where its sizes are static. None where
+    neither fits, or where the graph does not line up with the loaded forward's saved values and
+    outputs (a region traced under autocast, say: the trace here runs outside it)."""
+    grad_mask = plan.key[0]
+
+    def source(
+        inputs: Sequence[Any] | None, saved: Sequence[Any], metas: Sequence[TangentMeta]
+    ) -> torch.fx.GraphModule | None:
+        if example is not None and example[0] == plan.key[1:]:
+            traced_from = example[1]
+        elif inputs is not None and _region_key(inputs)[1:] == plan.key[1:]:
+            traced_from = list(inputs)
+        else:
+            return None
+        try:
+            # As the region was compiled: with grad mode on (a backward runs with it off).
+            with torch.enable_grad(), torch._C._DisableAutocast(), _use_lazy_graph_module(True):
+                traced = trace_region(owner._traceable(), traced_from, grad_mask, table())
+                assert traced.joint is not None
+                backward = owner._partition(traced.joint)[1]
+        except Exception as error:  # the region's own backward still runs (with zeros)
+            log.debug("aotgrad: the backward graph of a restored region could not be traced: %s", error)
+            return None
+        return backward if _lines_up(backward, training, saved, metas) else None
+
+    return source
+
+
+def _lines_up(
+    backward: torch.fx.GraphModule, training: TrainingPlan, saved: Sequence[Any], metas: Sequence[TangentMeta]
+) -> bool:
+    """Whether `backward` takes the loaded forward's saved values and tangents for its outputs (of
+    their dtypes and static sizes) and returns a gradient per gradient input; its saved values'
+    placeholders then get those values' strides."""
+    inputs = placeholders(backward.graph)
+    if len(inputs) != len(saved) + len(metas) or len(output_values(backward.graph)) != len(training.grad_inputs):
+        return False
+    described = [
+        (value.shape, value.dtype) if isinstance(value, torch.Tensor) else None for value in saved
+    ] + [(shape, dtype) for shape, dtype, _ in metas]
+    for node, expected in zip(inputs, described):
+        val = node.meta.get("val")
+        if expected is None or not isinstance(val, torch.Tensor):
+            if (expected is None) != (not isinstance(val, torch.Tensor)):
+                return False
+            continue
+        shape, dtype = expected
+        if val.dtype != dtype or val.dim() != len(shape):
+            return False
+        if any(isinstance(n, int) and n != m for n, m in zip(val.shape, shape)):
+            return False
+    restride_to(backward, [value.stride() if isinstance(value, torch.Tensor) else None for value in saved])
+    return True

@@ -101,7 +101,7 @@ def _copy_graph(
     return graph
 
 
-def _bound_symbols(values: Iterable[Any]) -> set[sympy.Symbol]:
+def bound_symbols(values: Iterable[Any]) -> set[sympy.Symbol]:
     """The size symbols a graph taking `values` can read directly: plain-symbol sizes, strides and
     storage offsets of its tensors, and its plain-symbol SymInts."""
     bound: set[sympy.Symbol] = set()
@@ -133,7 +133,7 @@ def _size_symbols_to_save(
     for value in values:
         if isinstance(value, (torch.Tensor, torch.SymInt)):
             used |= {s for s in free_symbols(value) if isinstance(s, sympy.Symbol)}
-    missing = used - _bound_symbols(values)
+    missing = used - bound_symbols(values)
     added: list[torch.fx.Node] = []
     for primal in regions.primals:
         value = primal.meta.get("val")

@@ -18,6 +18,7 @@ import torch
 from torch._functorch.utils import unwrap_dead_wrappers
 from torch.utils import _pytree as pytree
 
+from aotgrad.runtime.absent_tangents import AbsentTangentBackwards
 from aotgrad.runtime.boxed import call_boxed, is_boxed
 from aotgrad.runtime.higher_order import DifferentiableBackward, graph_task_keeps_graph
 from aotgrad.runtime.writeback import WriteBack
@@ -64,6 +65,9 @@ class CompiledTraining:
             ``create_graph=True`` (None: such a backward raises).
         raising_outputs: differentiable outputs whose backward reaches an op without a derivative
             formula, with eager's error: raised by a backward that gives one of them a gradient.
+        absent_tangents: the backward for calls where some differentiable outputs get no gradient
+            (None: the loss did not reach them), derived from the backward graph per pattern; None:
+            `backward` gets zeros for them.
     """
 
     forward: Callable[..., Any]
@@ -74,6 +78,7 @@ class CompiledTraining:
     mutated_inputs: tuple[int, ...] = ()
     higher_order: DifferentiableBackward | None = None
     raising_outputs: dict[int, str] = dataclasses.field(default_factory=dict)
+    absent_tangents: AbsentTangentBackwards | None = None
     _function: type[torch.autograd.Function] | None = None
     _apply: Callable[..., Any] | None = None
 
@@ -123,6 +128,17 @@ def _fast_apply(function: type[torch.autograd.Function], all_tensors: bool) -> C
         return base_apply(*unwrap_dead_wrappers(tuple(inputs)))
 
     return apply
+
+
+def _with_zero_tangents(
+    backward: Callable[..., Any], args: list[Any], tangents: Sequence[Any], metas: Sequence[Any]
+) -> list[Any]:
+    """`backward` on the saved values `args` and `tangents`, zeros (made from `metas`) where absent."""
+    args += [
+        t.contiguous() if t is not None else torch.zeros(shape, dtype=dtype, device=device)
+        for t, (shape, dtype, device) in zip(tangents, metas)
+    ]
+    return list(call_boxed(backward, args))
 
 
 def _protect_from_mutation(saved: list[Any], slots: Sequence[int], mutated: list[torch.Tensor]) -> None:
@@ -199,6 +215,13 @@ def _autograd_function_for(plan: CompiledTraining, num_inputs: int) -> type[torc
     saved_tensor_hooks = torch._C._autograd._top_saved_tensors_default_hooks
 
     raising = tuple(plan.raising_outputs.items())
+    absent_tangents = plan.absent_tangents
+
+    def without_absent_tangents(ctx: Any, args: list[Any], tangents: list[Any]) -> list[Any]:
+        metas = ctx.differentiable_metas
+        if absent_tangents is None:  # no backward graph to derive one from: zeros for them
+            return _with_zero_tangents(compiled_backward, args, tangents, metas)
+        return absent_tangents.run(args, tangents, metas, compiled_backward, ctx.region_inputs)
 
     def run_backward(ctx: Any, *grad_outputs: Any) -> tuple[Any, ...]:
         for index, message in raising:  # as eager's backward, reaching an op without a derivative
@@ -210,14 +233,16 @@ def _autograd_function_for(plan: CompiledTraining, num_inputs: int) -> type[torc
         ctx.maybe_clear_saved_tensors()
         if all_differentiable and not any(g is None for g in grad_outputs):
             args += map(contiguous, grad_outputs)
+            grads = [*(compiled_backward(args) if backward_boxed else compiled_backward(*args)), None]
         else:
-            # Gradients are not materialized (see `forward`): an output the loss did not reach has
-            # None, which the compiled backward takes as zeros.
-            args += [
-                grad_outputs[i].contiguous() if grad_outputs[i] is not None else torch.zeros(shape, dtype=dtype, device=device)
-                for i, (shape, dtype, device) in zip(differentiable, ctx.differentiable_metas)
-            ]
-        grads = [*(compiled_backward(args) if backward_boxed else compiled_backward(*args)), None]
+            tangents = [grad_outputs[i] for i in differentiable]
+            if any(t is None for t in tangents):
+                # Gradients are not materialized (see `forward`): an output the loss did not reach has
+                # None. Eager never runs its backward: the backward here takes it as a structural zero.
+                grads = [*without_absent_tangents(ctx, args, tangents), None]
+            else:
+                args += map(contiguous, tangents)
+                grads = [*(compiled_backward(args) if backward_boxed else compiled_backward(*args)), None]
         if not graph_task_keeps_graph():
             ctx.region_inputs = None  # no later backward: let them go, as the saved values are
         return tuple(map(grads.__getitem__, positions))
@@ -267,8 +292,9 @@ def _autograd_function_for(plan: CompiledTraining, num_inputs: int) -> type[torc
                 _save_with_layout(ctx, saved, inputs, mutated)
             outputs = tuple(results[:num_outputs])
             # Autograd would fill a zero gradient for every output the loss does not reach, BatchNorm's
-            # new running statistics included (ResNet-18: 43 fill kernels per step); the backward
-            # makes zeros itself for the few differentiable outputs that get none.
+            # new running statistics included (ResNet-18: 43 fill kernels per step), and the backward
+            # would multiply them by saved values (0 * inf is NaN): the backward takes the
+            # differentiable outputs that get none as structural zeros (`absent_tangents`).
             ctx.set_materialize_grads(False)
             ctx.differentiable_metas = [(outputs[i].shape, outputs[i].dtype, outputs[i].device) for i in differentiable]
             if non_differentiable:
