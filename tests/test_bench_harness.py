@@ -471,7 +471,26 @@ def test_thread_sweep_table_and_parsing() -> None:
     assert kiln.passed == 1 and kiln.total == 2 and kiln.slowest is not None and kiln.slowest.task == "inference"
     text = render_sweep([(1, document), (8, document)], "python -m tools.bench --threads 1,8")
     # On the row both passed Kiln is 4x over eager and torch.compile 2x: Kiln / torch.compile = 2.
-    assert "| 8 | kiln | 1/2 | 4.00x over 1 | 2.00x | m/inference 4.00x |" in text
+    assert "| 8 | kiln | 1/2 | 4.00x over 1 | 2.00x | 2.00x | m/inference 4.00x |" in text
+
+
+def test_thread_sweep_compares_the_compilers_times_as_well_as_their_speedups() -> None:
+    """Eager timed next to torch.compile took 4 ms, next to Kiln 2 ms: torch.compile's 4x over eager
+    against Kiln's 2.5x reads as Kiln 0.62x torch.compile's, while Kiln's step (0.8 ms) is faster than
+    torch.compile's (1.0 ms): the time column says 1.25x."""
+    from tools.bench.sweep import render_sweep
+
+    jobs = []
+    for compiler, eager_ms, compiled_ms in (("torch.compile", 4.0, 1.0), ("kiln", 2.0, 0.8)):
+        job = JobResult("m", compiler, "cold", "cpu")
+        task = _task("m", "inference", compiler, "cold", eager_ms / compiled_ms, 1.0)
+        task.eager_ms, task.compiled_ms = eager_ms, compiled_ms
+        job.tasks.append(task)
+        jobs.append(job)
+    meta = {"device": "cpu", "date": "2026-01-01 00:00 UTC", "host": "h", "command": "c"}
+    document = json.loads(json.dumps(jsonable(report_json(merge_rows(jobs), jobs, meta))))
+    text = render_sweep([(4, document)], "python -m tools.bench --threads 4")
+    assert "| 4 | kiln | 1/1 | 2.50x over 1 | 0.62x | 1.25x | m/inference 2.50x |" in text
 
 
 def test_end_to_end_thread_sweep(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
