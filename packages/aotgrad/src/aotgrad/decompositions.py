@@ -18,6 +18,12 @@ Graphs that aotgrad hands to a compiler use torch's Core ATen opset
 * **Kept whole** (`KEPT_WHOLE`): random ops (`bernoulli`, `rand`, `randn`, ...). They stay single
   ATen calls so that, under the same seed, a compiled graph draws exactly the numbers eager draws
   (dropout masks are bit-identical to eager), and the partitioner never recomputes them.
+* **Kept whole as eager computes** (`KEPT_AS_EAGER`): ``linspace``. ATen's kernels compute each
+  element as one fused multiply-add (they are compiled with floating-point contraction); torch's
+  decomposition rounds the product and the sum apart, which gave eager's bits for only 80% of
+  float32 and 85% of float64 elements (``linspace(-2, 2, 7)[3]`` is -5.96e-08 in eager, and was 0.0).
+  Kept whole, the graph runs eager's kernel; a code generator lowers it itself (inductor_ir does,
+  bit for bit).
 * **Never under autograd** (`INFERENCE_ONLY`, whatever table the caller passes): CPU flash attention,
   whose decomposition returns the attention weights in place of the log-sum-exp its backward reads.
   The joint trace keeps it whole (`joint_decompositions`); inference graphs may decompose it.
@@ -108,6 +114,9 @@ KEPT_WHOLE: tuple[Any, ...] = (
     aten.uniform,
     aten.native_dropout,
 )
+
+
+KEPT_AS_EAGER: tuple[Any, ...] = (aten.linspace,)
 
 
 def _overloads(packets: tuple[Any, ...]) -> set[Any]:
@@ -240,11 +249,11 @@ def default_decompositions() -> DecompositionTable:
 
     Returns:
         A fresh dict (safe to edit) from ATen overloads to Python decompositions: Core ATen, plus
-        `EARLY_DECOMPOSED`, minus `KEPT_WHOLE`.
+        `EARLY_DECOMPOSED`, minus `KEPT_WHOLE` and `KEPT_AS_EAGER`.
     """
     table: DecompositionTable = dict(core_aten_decompositions())  # type: ignore[arg-type]
     table.update(get_decompositions(list(EARLY_DECOMPOSED)))  # type: ignore[arg-type]
     table.update(EAGER_FACTORIES)
-    for op in _overloads(KEPT_WHOLE):
+    for op in _overloads((*KEPT_WHOLE, *KEPT_AS_EAGER)):
         table.pop(op, None)
     return with_eager_values(table)

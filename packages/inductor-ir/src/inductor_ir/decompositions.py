@@ -9,8 +9,6 @@ statistics are one ``var_mean`` (one Welford reduction).
 from __future__ import annotations
 
 import functools
-import math
-import struct
 from typing import Any
 
 import torch
@@ -67,6 +65,11 @@ _EXTRA = [
 # Lowered directly: keep them whole. (So is every op in LOWERINGS, e.g. the extern calls, among
 # them `embedding_dense_backward`: see lowering/extern.py.)
 _KEEP = [aten.embedding.default, aten.index_select.default]
+
+# Run as ATen's kernel: linspace from 0-d tensor ends. torch's decomposition of them computes in
+# float64 (eager's kernel: in the dtype, one fused multiply-add an element); the lowering of
+# `aten.linspace.default` (lowering/linspace.py) takes number ends only.
+_EAGER_KERNELS = [aten.linspace.Tensor_Tensor, aten.linspace.Tensor_Scalar, aten.linspace.Scalar_Tensor]
 
 
 def _statistics(x: torch.Tensor, dims: list[int], eps: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -181,51 +184,6 @@ def xlogy_scalar_self(x: float, y: torch.Tensor) -> torch.Tensor:
     return xlogy(torch.scalar_tensor(x, dtype=_xlogy_number_dtype(y, x), device=y.device), y)
 
 
-def _in_dtype(value: float, dtype: torch.dtype) -> float:
-    """``value`` rounded to float16 or bfloat16 (through float32, as eager converts a number), in
-    plain Python: a tensor made here would be traced into the graph (a ``detach_`` that
-    functionalization keeps)."""
-    try:
-        single = struct.unpack("<f", struct.pack("<f", float(value)))[0]
-        if dtype == torch.float16:
-            return float(struct.unpack("<e", struct.pack("<e", single))[0])
-    except OverflowError:
-        return math.copysign(math.inf, value)
-    bits = struct.unpack("<I", struct.pack("<f", single))[0]
-    bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000  # to the nearest, ties to even
-    return float(struct.unpack("<f", struct.pack("<I", bits))[0])
-
-
-def linspace(
-    start: Any, end: Any, steps: int, *, dtype: torch.dtype | None = None, layout: torch.layout | None = None,
-    device: torch.device | None = None, pin_memory: bool | None = None,
-) -> torch.Tensor:  # fmt: skip
-    """``aten.linspace`` of float16/bfloat16 as eager's scalar half kernel computes it, every step
-    rounded to the dtype: start, end, their difference, the step, each ``step * i`` and the sum, from
-    the start for the first half and back from the end for the rest. (A float16 ``linspace(-2, 2, 4)``
-    holds -0.66699; torch's decomposition, in float32 throughout, gives -0.66650.) Exact up to one
-    vector of elements: eager's vector loop steps from each vector's first lane, by ISA-dependent
-    widths. Other dtypes: torch's decomposition."""
-    dtype = dtype or torch.get_default_dtype()
-    numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (start, end, steps))
-    if dtype not in (torch.float16, torch.bfloat16) or not numbers or steps < 2:
-        spaced: torch.Tensor = torch._decomp.decomposition_table[aten.linspace.default](
-            start, end, steps, dtype=dtype, layout=layout, device=device, pin_memory=pin_memory
-        )
-        return spaced
-    compute = torch.float32
-    first, last = _in_dtype(start, dtype), _in_dtype(end, dtype)
-    step = _in_dtype(_in_dtype(last - first, dtype) / (steps - 1), dtype)
-
-    def rounded(t: torch.Tensor) -> torch.Tensor:
-        return t.to(dtype).to(compute)
-
-    index = torch.arange(steps, dtype=torch.int64, device=device)
-    ahead = rounded(first + rounded(step * rounded(index.to(compute))))
-    behind = rounded(last - rounded(step * rounded((steps - 1 - index).to(compute))))
-    return torch.where(index < steps // 2, ahead, behind).to(dtype)
-
-
 # Ours replace torch's for these (layer and group norm: their statistics become one Welford reduction).
 _OWN = {
     aten.native_layer_norm.default: native_layer_norm,
@@ -235,7 +193,6 @@ _OWN = {
     aten.xlogy.Tensor: xlogy,
     aten.xlogy.Scalar_Other: xlogy_scalar_other,
     aten.xlogy.Scalar_Self: xlogy_scalar_self,
-    aten.linspace.default: linspace,
 }
 
 
@@ -255,7 +212,7 @@ def _table() -> dict[Any, Any]:
     from inductor_ir.lowering import LOWERINGS
 
     # Ops we lower directly stay whole: our lowering is at least as good as a decomposition.
-    for op in [*_KEEP, *LOWERINGS]:
+    for op in [*_KEEP, *_EAGER_KERNELS, *LOWERINGS]:
         table.pop(op, None)
     table.update(_OWN)
     # Where torch decomposes linear upsampling, weigh the neighbours as eager does (inf stays inf).

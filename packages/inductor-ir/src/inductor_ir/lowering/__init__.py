@@ -7,6 +7,7 @@ from inductor_ir.lowering import (  # noqa: F401
     creation,
     extern,
     indexing,
+    linspace,
     misc,
     pointwise,
     pooling,
