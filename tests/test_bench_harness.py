@@ -506,3 +506,19 @@ def test_end_to_end_thread_sweep(tmp_path: Path, capsys: pytest.CaptureFixture[s
     assert threads == ["1", "2"]
     assert "## CPU thread sweep" in next(tmp_path.glob("sweep-cpu-*.md")).read_text()
     assert "| 2 | eager |" in capsys.readouterr().out
+
+
+def test_end_to_end_thread_sweep_in_one_process(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A same-process sweep: one worker for the model ran both counts; still one report per count."""
+    from tools.bench.cli import main
+
+    argv = ["--device", "cpu", "--models", "softmax_layernorm", "--modes", "infer", "--compilers", "eager",
+            "--quick", "--min-time", "0.05", "--threads", "2,1", "--process-mode", "same", "--output-dir", str(tmp_path)]
+    assert main(argv) == 0
+    documents = {int(path.name.split("-t")[1].split("-")[0]): json.loads(path.read_text()) for path in tmp_path.glob("bench-cpu-t*.json")}
+    assert sorted(documents) == [1, 2]
+    for threads, document in documents.items():
+        (job,) = document["jobs"]
+        assert job["threads"] == threads and job["environment"]["cpu_threads"] == str(threads)
+    assert len(list(tmp_path.glob("*-logs/*.log"))) == 1  # one worker process
+    assert "| 1 | eager |" in capsys.readouterr().out

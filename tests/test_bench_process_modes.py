@@ -126,6 +126,45 @@ def test_same_process_worker_runs_the_order(monkeypatch: pytest.MonkeyPatch, ord
         assert all(t.status == PASSED and t.speedup and t.compile_s is not None for t in by_label[label].tasks)
 
 
+def test_a_same_process_sweep_runs_every_thread_count_in_one_worker(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each thread count: the compilers reset (not before the first), eager timed alone at that count,
+    then each compiler with `torch.get_num_threads()` at that count; results carry their count."""
+    events: list[str] = []
+
+    def build(ctx: BuildContext) -> Workload:
+        return Workload(_Tiny(), lambda g: (randn(g, 32, 16, device=ctx.device),))
+
+    def fake_compile(spec: CompilerSpec, model: torch.nn.Module) -> object:
+        events.append(f"compile {spec.label} at {torch.get_num_threads()}")
+        return model
+
+    def alone(job: bench_worker.Job, spec: ModelSpec) -> dict[str, float | None]:
+        events.append(f"eager alone at {torch.get_num_threads()}")
+        return dict.fromkeys(job.tasks, float(torch.get_num_threads()))
+
+    monkeypatch.setitem(MODELS, "tiny", ModelSpec("tiny", "test", build, ("cpu",), (), "a tiny test model"))
+    monkeypatch.setattr(bench_worker, "compile_model", fake_compile)
+    monkeypatch.setattr(bench_worker, "startup_probe", lambda spec, device: None)
+    monkeypatch.setattr(same_process, "time_eager_alone", alone)
+    monkeypatch.setattr(same_process, "reset_compilers", lambda: events.append("reset"))
+    config = BenchConfig(
+        compilers=(COMPILERS["kiln"], COMPILERS["torch.compile"]), tasks=("inference",), measure=TINY_MEASURE,
+        process_mode="same", sweep_threads=(2, 1),
+    )
+    before = torch.get_num_threads()
+    try:
+        results = run_same_process(same_process_job(config, MODELS["tiny"], "cold"))
+    finally:
+        torch.set_num_threads(before)
+    assert events == [
+        "eager alone at 2", "compile torch.compile at 2", "compile kiln at 2",
+        "reset", "eager alone at 1", "compile torch.compile at 1", "compile kiln at 1",
+    ]
+    assert [(r.compiler, r.threads) for r in results] == [("torch.compile", 2), ("kiln", 2), ("torch.compile", 1), ("kiln", 1)]
+    assert [r.tasks[0].eager_alone_ms for r in results] == [2.0, 2.0, 1.0, 1.0]
+    assert all(r.tasks[0].status == PASSED for r in results)
+
+
 def test_eager_alone_times_each_task() -> None:
     def build(ctx: BuildContext) -> Workload:
         return Workload(_Tiny(), lambda g: (randn(g, 32, 16, device=ctx.device),))

@@ -12,6 +12,7 @@ import shlex
 import subprocess
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -74,7 +75,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--threads", default="2",
         help="CPU threads (torch.set_num_threads, OMP_NUM_THREADS); several (1,4,8,16) run the suite once per "
-        "count and add a sweep table",
+        "count (with --process-mode same: each model's one worker runs every count in turn) and add a sweep table",
     )
     parser.add_argument("--timeout", type=float, default=None, help="seconds per process (default: 1200, quick: 300)")
     parser.add_argument("--min-time", type=float, default=None, help="seconds of timed calls per side per model")
@@ -201,7 +202,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("--threads with several counts is a CPU sweep: add --device cpu")
     if len(modes) > 1:
         parser.error("--threads with several counts sweeps one process mode: use --process-mode separate or same")
-    documents = [(threads, run_once(config.replace(threads=threads), models, command)) for threads in thread_counts]
+    if config.process_mode == "same":
+        documents = run_sweep_in_process(config.replace(sweep_threads=thread_counts), models, command)
+    else:
+        documents = [(threads, run_once(config.replace(threads=threads), models, command)) for threads in thread_counts]
     sweep = render_sweep(documents, command)
     path = config.output_dir / f"sweep-cpu-{datetime.datetime.now().strftime('%Y%m%d-%H%M%S')}.md"
     path.write_text(sweep)
@@ -218,23 +222,65 @@ def run_once(
     modes = modes or (config.process_mode,)
     mode_tag = "" if list(modes) == ["separate"] else f"-{'both' if len(modes) > 1 else modes[0]}"
     stem = f"bench-{config.device}-t{config.threads}{mode_tag}-{datetime.datetime.now().strftime('%Y%m%d-%H%M%S')}"
-    started = datetime.datetime.now(datetime.UTC)
-    load_before = _load_average()
-    cpu_before = _children_cpu_s()
+    run = _Run.start()
     jobs = [
         job for mode in modes
         for job in run_suite(config.replace(process_mode=mode), list(models), config.output_dir / f"{stem}-logs")
     ]
+    return _write_report(jobs, config, models, command, modes, stem, run)
+
+
+def run_sweep_in_process(config: BenchConfig, models: Sequence[Any], command: str) -> list[tuple[int, dict[str, Any]]]:
+    """A same-process CPU sweep: one worker per model runs every compiler at each of `config.sweep_threads`
+    (see `tools.bench.same_process`); one report per thread count, as `run_once` writes it."""
+    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+    run = _Run.start()
+    jobs = run_suite(config, list(models), config.output_dir / f"bench-cpu-sweep-same-{stamp}-logs")
+    return [
+        (
+            threads,
+            _write_report(
+                [job for job in jobs if job.threads == threads], config.replace(threads=threads, sweep_threads=()),
+                models, command, ("same",), f"bench-cpu-t{threads}-same-{stamp}", run,
+            ),
+        )
+        for threads in config.sweep_threads
+    ]
+
+
+@dataclass(frozen=True)
+class _Run:
+    """When a run started, and the machine's load and the workers' CPU seconds then."""
+
+    started: datetime.datetime
+    load_before: str
+    cpu_before: float
+
+    @staticmethod
+    def start() -> _Run:
+        return _Run(datetime.datetime.now(datetime.UTC), _load_average(), _children_cpu_s())
+
+
+def _write_report(
+    jobs: list[JobResult],
+    config: BenchConfig,
+    models: Sequence[Any],
+    command: str,
+    modes: Sequence[str],
+    stem: str,
+    run: _Run,
+) -> dict[str, Any]:
+    """Print and write the report of `jobs`; the report document."""
     environment = next((job.environment for job in jobs if job.environment), {})
     meta = {
         "device": config.device,
-        "date": started.strftime("%Y-%m-%d %H:%M UTC"),
+        "date": run.started.strftime("%Y-%m-%d %H:%M UTC"),
         "command": command,
-        "wall_s": round((datetime.datetime.now(datetime.UTC) - started).total_seconds(), 1),
-        "worker_cpu_s": round(_children_cpu_s() - cpu_before, 1),
+        "wall_s": round((datetime.datetime.now(datetime.UTC) - run.started).total_seconds(), 1),
+        "worker_cpu_s": round(_children_cpu_s() - run.cpu_before, 1),
         "commit": _git_commit(),
         "host": platform.node(),
-        "load_average": f"{load_before} at start, {_load_average()} at end (1-minute, {os.cpu_count()} CPUs)",
+        "load_average": f"{run.load_before} at start, {_load_average()} at end (1-minute, {os.cpu_count()} CPUs)",
         "environment": environment,
         "config": {
             "models": [spec.name for spec in models],

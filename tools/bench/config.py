@@ -84,6 +84,9 @@ class BenchConfig:
     seed: int = 0
     process_mode: str = "separate"
     order: str = "eager-first"
+    # A CPU sweep in the same-process mode: each model's one worker runs every compiler at each of these
+    # thread counts in turn (`tools.bench.same_process`); empty: `threads` only.
+    sweep_threads: tuple[int, ...] = ()
 
     def replace(self, **changes: object) -> BenchConfig:
         """A copy with `changes` applied."""

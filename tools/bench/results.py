@@ -91,6 +91,7 @@ class JobResult:
     cache_counts: dict[str, dict[str, int]] = field(default_factory=dict)  # Kiln's graph cache, per stage
     tasks: list[TaskResult] = field(default_factory=list)
     process_mode: str = "separate"  # "same": the process also ran the model's other compilers, before or after
+    threads: int | None = None  # CPU: the thread count the job ran with
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready dict."""

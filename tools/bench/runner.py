@@ -77,7 +77,7 @@ def job_environment(planned: PlannedJob, config: BenchConfig, base: dict[str, st
         path.mkdir(parents=True, exist_ok=True)
         env[variable] = str(path)
     if config.device == "cpu":
-        env["OMP_NUM_THREADS"] = str(config.threads)
+        env["OMP_NUM_THREADS"] = str(max(config.sweep_threads or (config.threads,)))
     env.pop("TRITON_INTERPRET", None)  # CI's CPU test switch: a benchmark never runs interpreted kernels
     env["HF_HUB_OFFLINE"] = "1"
     env["TRANSFORMERS_OFFLINE"] = "1"
@@ -101,6 +101,7 @@ def failed_job(planned: PlannedJob, message: str) -> list[JobResult]:
     results = []
     for job in planned.steps:
         result = JobResult(job.model, job.compiler.label, job.phase, job.device, process_mode=mode)
+        result.threads = job.threads if job.device == "cpu" else None
         result.tasks = [
             TaskResult(job.model, task, job.compiler.label, job.phase).fail("process", message) for task in job.tasks
         ]

@@ -11,6 +11,11 @@ reference, compile, accuracy, paired timing, memory, fresh inputs), just in a sh
 sharing one set of cache directories. Eager is also timed on its own (`eager_alone_ms`): first, before
 any compiler ran, in the "eager-first" order (eager, torch.compile, Kiln), or last in the
 "kiln-first" order (Kiln, torch.compile, eager).
+
+A CPU thread sweep (`BenchConfig.sweep_threads`) runs all of that once per thread count, in one process:
+the compilers' caches are reset between counts, so each count compiles afresh (torch.compile's C++
+kernels take their thread count at compile time), while the process start-up (torch.compile's worker
+pool: about 50 s per process on a 16-core host) is paid once, and no other run shares the machine.
 """
 
 from __future__ import annotations
@@ -64,10 +69,12 @@ class SameProcessJob:
 
 
 def same_process_job(config: BenchConfig, spec: ModelSpec, phase: str) -> SameProcessJob:
-    """The job for `spec` in `phase`: `config`'s compilers in `config.order`."""
+    """The job for `spec` in `phase`: `config`'s compilers in `config.order`, at each thread count of
+    `config.sweep_threads` in turn (else at `config.threads`)."""
     compilers = compiler_order(config.compilers, config.order)
     steps = tuple(
-        Job(spec.name, config.device, config.tasks, compiler, phase, config.measure, config.threads, config.seed)
+        Job(spec.name, config.device, config.tasks, compiler, phase, config.measure, threads, config.seed)
+        for threads in config.sweep_threads or (config.threads,)
         for compiler in compilers
     )
     return SameProcessJob(steps, eager_alone_first=config.order == "eager-first")
@@ -104,22 +111,37 @@ def time_eager_alone(job: Job, spec: ModelSpec) -> dict[str, float | None]:
     return medians
 
 
+def reset_compilers() -> None:
+    """Forget every compiled model of both compilers in this process (the next compile starts afresh)."""
+    torch._dynamo.reset()
+    import frontend
+
+    frontend.reset()
+
+
 def run_same_process(job: SameProcessJob) -> list[JobResult]:
-    """Run every step of `job` in this process, in order; one `JobResult` per compiler, marked "same"."""
+    """Run every step of `job` in this process, in order; one `JobResult` per compiler (and thread count),
+    marked "same". Steps at another thread count than the previous ones start from reset compilers."""
     spec, first = MODELS[job.model], job.steps[0]
-    if first.device == "cpu":
-        torch.set_num_threads(first.threads)
     timed = first.phase == "cold" and (first.device != "cuda" or torch.cuda.is_available())
-    eager_alone: dict[str, float | None] = {}
-    if timed and job.eager_alone_first:
-        eager_alone = time_eager_alone(first, spec)
-    results = []
-    for step in job.steps:
-        result = run_job(step)
-        result.process_mode = SAME
-        results.append(result)
-    if timed and not job.eager_alone_first:
-        eager_alone = time_eager_alone(first, spec)
-    for result in results:
-        result.tasks = [dataclasses.replace(task, eager_alone_ms=eager_alone.get(task.task)) for task in result.tasks]
+    results: list[JobResult] = []
+    for index, threads in enumerate(dict.fromkeys(step.threads for step in job.steps)):
+        steps = [step for step in job.steps if step.threads == threads]
+        if first.device == "cpu":
+            torch.set_num_threads(threads)
+        if index:
+            reset_compilers()
+        eager_alone: dict[str, float | None] = {}
+        if timed and job.eager_alone_first:
+            eager_alone = time_eager_alone(steps[0], spec)
+        done = []
+        for step in steps:
+            result = run_job(step)
+            result.process_mode = SAME
+            done.append(result)
+        if timed and not job.eager_alone_first:
+            eager_alone = time_eager_alone(steps[0], spec)
+        for result in done:
+            result.tasks = [dataclasses.replace(task, eager_alone_ms=eager_alone.get(task.task)) for task in result.tasks]
+        results += done
     return results

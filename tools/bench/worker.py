@@ -244,6 +244,7 @@ def run_job(job: Job) -> JobResult:
     if job.device == "cpu":
         torch.set_num_threads(job.threads)
     result = JobResult(job.model, job.compiler.label, job.phase, job.device, environment=environment(job.device))
+    result.threads = job.threads if job.device == "cpu" else None
     if job.device == "cuda" and not torch.cuda.is_available():
         result.tasks = [
             TaskResult(job.model, task, job.compiler.label, job.phase).fail("build", "RuntimeError: CUDA is not available")
