@@ -581,3 +581,22 @@ def test_a_finding_is_appended_once_to_each_markdown_file(tmp_path: Path) -> Non
     append_once("### two\n", [own, extra])
     assert own.read_text() == "### one\n### two\n"
     assert extra.read_text() == "### two\n"
+
+
+def test_indices_decided_by_a_tie_up_to_rounding_are_not_generated() -> None:
+    """Two softmax columns with the same inputs, summed in another order, differ in the last bits: eager
+    made column 2 the smaller (fuzz 1e1813060f), a compiler may make column 0 so. `min(-1).indices`
+    there is decided by rounding, as an exact tie's is by the implementation."""
+    from tools.fuzz.rules_order import _ties_along
+    from tools.fuzz.rules_shape import _indices_of_ties
+    from tools.fuzz.ties import near
+
+    row = torch.tensor([[0.0175266545265913, 0.04493583366274834, 0.01752665266394615]])
+    assert _indices_of_ties("min_indices", "x.min(-1).indices", row, -1)
+    assert _ties_along(row, 1)
+    apart = torch.tensor([[0.0175, 0.0449, 0.0176]])  # a real difference still decides the index
+    assert not _indices_of_ties("min_indices", "x.min(-1).indices", apart, -1)
+    assert not _ties_along(apart, 1)
+    # integers compare exactly; a half-precision tie allows its coarser rounding
+    assert not near(torch.tensor([1000000, 1000001]), torch.tensor(1000000))[1]
+    assert bool(near(torch.tensor([1.0, 1.001], dtype=torch.float16), torch.tensor(1.0, dtype=torch.float16))[1])
