@@ -45,7 +45,12 @@ from aotgrad.runtime.higher_order import DifferentiableBackward
 from aotgrad.runtime.writeback import MUTATED_INPUTS_META
 from aotgrad.tracing import FunctionalGraph, JointGraph, trace_functional, trace_joint
 from aotgrad.tracing.functional import trace_with_writes
-from aotgrad.tracing.graph_passes import eliminate_dead_code, merge_common_subexpressions, placeholders
+from aotgrad.tracing.graph_passes import (
+    eliminate_dead_code,
+    merge_common_subexpressions,
+    output_values,
+    placeholders,
+)
 from aotgrad.tracing.overlap import OverlappingWriteError, distinct_elements, repeated_dims
 
 log = logging.getLogger("aotgrad")
@@ -202,7 +207,7 @@ def _trace_region(
         _check_constants(forward.gm, training=torch.is_grad_enabled())
         _refuse_writes_into_shared_memory(flat_inputs, forward.mutated_inputs)
         if grad_mask is None:  # never differentiated: repeated calls can be merged
-            if merge_common_subexpressions(forward.gm.graph):
+            if merge_common_subexpressions(forward.gm.graph, distinct_outputs=len(output_values(forward.gm.graph))):
                 eliminate_dead_code(forward.gm.graph)
                 forward.gm.recompile()
             return TracedRegion(forward, None, distinct, full_shapes, fakes)

@@ -83,7 +83,22 @@ def _argument_key(value: Any) -> Any:
     raise _NoKey
 
 
-def merge_common_subexpressions(graph: torch.fx.Graph) -> int:
+def _viewed_chain(value: Any) -> list[torch.fx.Node]:
+    """`value` and the nodes it is a view of, down to the one owning the memory (`getitem`s of a
+    view op's tuple, as `split`'s, included)."""
+    chain: list[torch.fx.Node] = []
+    while isinstance(value, torch.fx.Node) and value.op == "call_function":
+        chain.append(value)
+        target = value.target
+        if not (target is operator.getitem or (isinstance(target, torch._ops.OpOverload) and target.is_view)):
+            break
+        value = value.args[0]
+    if isinstance(value, torch.fx.Node) and value.op != "call_function":
+        chain.append(value)
+    return chain
+
+
+def merge_common_subexpressions(graph: torch.fx.Graph, *, distinct_outputs: int) -> int:
     """Replace each call that repeats an earlier one (same op, same arguments) by that one; returns
     how many went.
 
@@ -91,7 +106,20 @@ def merge_common_subexpressions(graph: torch.fx.Graph) -> int:
     projections: three equal `_to_copy` nodes), and each copy would be stored, and recomputed in the
     backward, on its own. Random ops, fresh memory, mutations, runtime checks and data-dependent results (each
     defines a size symbol of its own) are never merged.
+
+    Args:
+        graph: changed in place.
+        distinct_outputs: how many of the graph's leading outputs reach the caller as tensors of
+            their own memory (a forward's outputs: in eager each is a separate tensor). No two of
+            them, nor the bases they are views of, become one node: the region would return one
+            tensor twice (or two views of one), so writing into one output would change the other,
+            and `mark_non_differentiable` on an output computed under `torch.no_grad()` would take
+            the gradient from its equal twin computed with grad. (The gradients after them may
+            merge: autograd copies a gradient it would share.)
     """
+    # The nodes whose memory the caller gets (outputs and the bases they view); a node merged
+    # into another passes that on.
+    distinct = {n for v in output_values(graph)[:distinct_outputs] for n in _viewed_chain(v)}
     seen: dict[Any, torch.fx.Node] = {}
     merged = 0
     for node in list(graph.nodes):
@@ -113,25 +141,32 @@ def merge_common_subexpressions(graph: torch.fx.Graph) -> int:
         if earlier is None:
             seen[key] = node
             continue
+        if node in distinct:
+            if earlier in distinct:
+                continue  # two outputs' memory, equal in value: the caller holds both
+            distinct.add(earlier)
         node.replace_all_uses_with(earlier)
         graph.erase_node(node)
         merged += 1
     return merged
 
 
-def clean(gm: torch.fx.GraphModule, *, differentiated: bool = False) -> torch.fx.GraphModule:
+def clean(gm: torch.fx.GraphModule, *, forward_outputs: int | None = None) -> torch.fx.GraphModule:
     """Apply the clean-ups above, lint the graph and regenerate its code.
 
     Args:
         gm: the graph module, changed in place.
-        differentiated: the graph is a joint graph: detaches are no-ops now and go as well.
+        forward_outputs: set for a joint graph (differentiated), the number of its leading outputs
+            that are the forward's: detaches are no-ops now and go as well, and repeated calls are
+            merged, keeping those outputs distinct tensors.
     """
+    differentiated = forward_outputs is not None
     remove_aliases(gm.graph, detaches=differentiated)
-    if differentiated:
+    if forward_outputs is not None:
         # Not before: a forward graph is differentiated by replaying it, and one cast merged from
         # three would sum its three gradients in its own (half) dtype, where eager sums them in the
         # input's dtype. Inference graphs are merged where they are known to be final (compile.py).
-        merge_common_subexpressions(gm.graph)
+        merge_common_subexpressions(gm.graph, distinct_outputs=forward_outputs)
     eliminate_dead_code(gm.graph)
     gm.graph.lint()
     gm.recompile()

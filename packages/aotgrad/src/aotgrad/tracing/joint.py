@@ -238,5 +238,5 @@ def trace_joint(
         if i not in differentiable:
             assert not node.users, "an unused tangent was read"
             gm.graph.erase_node(node)
-    clean(gm, differentiated=True)
+    clean(gm, forward_outputs=len(forward_outputs))
     return JointGraph(gm, len(fake_inputs), len(forward_outputs), grad_inputs, differentiable, dict(raising))
