@@ -69,6 +69,18 @@ def _half_group(dtype: torch.dtype) -> KernelGroup:
     return pointwise_group(f"half_{str(dtype)[6:]}", body, [flat("src", dtype, N)], outs, N)
 
 
+def _to_bfloat16_group() -> KernelGroup:
+    """Round float32 to bfloat16, in the vector loop and the scalar tail: as a store and in the compute type."""
+
+    def body(x: sympy.Symbol) -> None:
+        value = ops.load("src", x)
+        ops.store("dst", x, ops.to_dtype(value, torch.bfloat16, torch.float32))
+        ops.store("rounded", x, ops.to_dtype(ops.to_dtype(value, torch.bfloat16, torch.float32), torch.float32, torch.bfloat16))
+
+    outs = [flat("dst", torch.bfloat16, N), flat("rounded", torch.float32, N)]
+    return pointwise_group("to_bfloat16", body, [flat("src", torch.float32, N)], outs, N)
+
+
 def _random_group() -> KernelGroup:
     """uniform and normal samples from (seed, element index)."""
 
@@ -88,6 +100,7 @@ def kernels(backend: CppBackend) -> dict[str, Callable[..., None]]:
         _pow_group(),
         _half_group(torch.float16),
         _half_group(torch.bfloat16),
+        _to_bfloat16_group(),
         _random_group(),
     ]
     sources = [backend.generate(group) for group in groups]
@@ -132,6 +145,26 @@ def test_half_precision_loads_compute_in_float32_and_round_on_store(
     expected_wide = src.float() * 3.0
     torch.testing.assert_close(wide, expected_wide, equal_nan=True)
     torch.testing.assert_close(dst, expected_wide.to(dtype), rtol=0, atol=0, equal_nan=True)
+
+
+def test_float32_rounds_to_bfloat16_as_eager_does(kernels: dict[str, Callable[..., None]]) -> None:
+    """Round to nearest even on random bit patterns, halfway cases of both parities, carries into the
+    exponent, the largest finite values, infinities and subnormals; NaNs stay NaN."""
+    generator = torch.Generator().manual_seed(0)
+    bits = torch.randint(-(2**31), 2**31, (N,), generator=generator, dtype=torch.int64).to(torch.int32)
+    halfway = torch.randint(-(2**15), 2**15, (1024,), generator=generator, dtype=torch.int32) * 65536 + 0x8000
+    bits[:1024] = halfway  # exactly between two bfloat16 values: ties to even
+    bits[1024:1040] = torch.tensor([0x7F7FFFFF, 0x7F7F8000, 0x3F807FFF, 0x3F808000, 0x3F818000, 0x7F800000, 0xFF800000,
+                                    0x00000001, 0x80008000, 0x007FFFFF, 0x7FC00000, 0x7F800001, 0xFFFFFFFF, 0, 0x80000000,
+                                    0x3FFFFFFF], dtype=torch.int64).to(torch.int32)
+    src = bits.view(torch.float32)
+    dst, rounded = torch.empty(N, dtype=torch.bfloat16), torch.empty(N)
+    kernels["to_bfloat16"](src, dst, rounded)
+    expected = src.to(torch.bfloat16)
+    nan = expected.isnan()
+    assert torch.equal(dst.isnan(), nan) and torch.equal(rounded.isnan(), nan)
+    assert torch.equal(dst[~nan].view(torch.int16), expected[~nan].view(torch.int16))
+    assert torch.equal(rounded[~nan].view(torch.int32), expected[~nan].float().view(torch.int32))
 
 
 def test_random_numbers_are_deterministic_per_seed_and_well_distributed(

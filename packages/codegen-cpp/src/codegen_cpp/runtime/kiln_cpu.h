@@ -218,9 +218,16 @@ inline void store_mask(bool* p, maskx m) { store_raw(p, __builtin_convertvector(
 inline void store(half* p, f32x v) {
   for (int64_t i = 0; i < VEC; ++i) p[i].bits = f32_to_f16(v[i]);
 }
-inline void store(bfloat16* p, f32x v) {
-  for (int64_t i = 0; i < VEC; ++i) p[i].bits = f32_to_bf16(v[i]);
+// f32_to_bf16 on every lane, in vector instructions: round to nearest even on the top 16 bits, a NaN
+// quieted (0x40) with its sign and payload's top bits kept.
+inline u32x f32_to_bf16_lanes(f32x v) {
+  u32x x;
+  std::memcpy(&x, &v, sizeof x);
+  u32x rounded = (x + 0x7fffu + ((x >> 16) & 1u)) >> 16;
+  u32x quiet = (x >> 16) | 0x40u;
+  return (x & 0x7fffffffu) > 0x7f800000u ? quiet : rounded;
 }
+inline void store(bfloat16* p, f32x v) { store_raw(p, __builtin_convertvector(f32_to_bf16_lanes(v), u16x)); }
 
 // Scalar element access in compute types.
 inline float load1(const float* p) { return *p; }
@@ -324,7 +331,12 @@ inline maskx to_mask(V v) { return __builtin_convertvector(v != 0, maskx); }
 inline float round_half(float v) { return f16_to_f32(f32_to_f16(v)); }
 inline float round_bfloat16(float v) { return bf16_to_f32(f32_to_bf16(v)); }
 inline f32x round_half(f32x v) { return map(v, [](float x) { return round_half(x); }); }
-inline f32x round_bfloat16(f32x v) { return map(v, [](float x) { return round_bfloat16(x); }); }
+inline f32x round_bfloat16(f32x v) {
+  u32x bits = f32_to_bf16_lanes(v) << 16;
+  f32x r;
+  std::memcpy(&r, &bits, sizeof r);
+  return r;
+}
 inline i32x wrap_int8(i32x v) { return __builtin_convertvector(__builtin_convertvector(v, s8x), i32x); }
 inline i32x wrap_uint8(i32x v) { return __builtin_convertvector(__builtin_convertvector(v, u8x), i32x); }
 inline i32x wrap_int16(i32x v) { return __builtin_convertvector(__builtin_convertvector(v, s16x), i32x); }
