@@ -69,16 +69,16 @@ def _half_group(dtype: torch.dtype) -> KernelGroup:
     return pointwise_group(f"half_{str(dtype)[6:]}", body, [flat("src", dtype, N)], outs, N)
 
 
-def _to_bfloat16_group() -> KernelGroup:
-    """Round float32 to bfloat16, in the vector loop and the scalar tail: as a store and in the compute type."""
+def _to_16_bit_group(dtype: torch.dtype) -> KernelGroup:
+    """Round float32 to a 16-bit float, in the vector loop and the scalar tail: as a store and in the compute type."""
 
     def body(x: sympy.Symbol) -> None:
         value = ops.load("src", x)
-        ops.store("dst", x, ops.to_dtype(value, torch.bfloat16, torch.float32))
-        ops.store("rounded", x, ops.to_dtype(ops.to_dtype(value, torch.bfloat16, torch.float32), torch.float32, torch.bfloat16))
+        ops.store("dst", x, ops.to_dtype(value, dtype, torch.float32))
+        ops.store("rounded", x, ops.to_dtype(ops.to_dtype(value, dtype, torch.float32), torch.float32, dtype))
 
-    outs = [flat("dst", torch.bfloat16, N), flat("rounded", torch.float32, N)]
-    return pointwise_group("to_bfloat16", body, [flat("src", torch.float32, N)], outs, N)
+    outs = [flat("dst", dtype, N), flat("rounded", torch.float32, N)]
+    return pointwise_group(f"to_{str(dtype)[6:]}", body, [flat("src", torch.float32, N)], outs, N)
 
 
 def _random_group() -> KernelGroup:
@@ -100,7 +100,8 @@ def kernels(backend: CppBackend) -> dict[str, Callable[..., None]]:
         _pow_group(),
         _half_group(torch.float16),
         _half_group(torch.bfloat16),
-        _to_bfloat16_group(),
+        _to_16_bit_group(torch.bfloat16),
+        _to_16_bit_group(torch.float16),
         _random_group(),
     ]
     sources = [backend.generate(group) for group in groups]
@@ -147,24 +148,40 @@ def test_half_precision_loads_compute_in_float32_and_round_on_store(
     torch.testing.assert_close(dst, expected_wide.to(dtype), rtol=0, atol=0, equal_nan=True)
 
 
-def test_float32_rounds_to_bfloat16_as_eager_does(kernels: dict[str, Callable[..., None]]) -> None:
-    """Round to nearest even on random bit patterns, halfway cases of both parities, carries into the
-    exponent, the largest finite values, infinities and subnormals; NaNs stay NaN."""
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_float32_rounds_to_16_bits_as_eager_does(kernels: dict[str, Callable[..., None]], dtype: torch.dtype) -> None:
+    """Round to nearest even on random bit patterns, halfway cases of both parities (bfloat16's and
+    float16's), carries into the exponent, overflow, the largest finite values, infinities, subnormal
+    inputs and results; NaNs stay NaN."""
     generator = torch.Generator().manual_seed(0)
     bits = torch.randint(-(2**31), 2**31, (N,), generator=generator, dtype=torch.int64).to(torch.int32)
-    halfway = torch.randint(-(2**15), 2**15, (1024,), generator=generator, dtype=torch.int32) * 65536 + 0x8000
-    bits[:1024] = halfway  # exactly between two bfloat16 values: ties to even
-    bits[1024:1040] = torch.tensor([0x7F7FFFFF, 0x7F7F8000, 0x3F807FFF, 0x3F808000, 0x3F818000, 0x7F800000, 0xFF800000,
+    bits[:1024] = torch.randint(-(2**15), 2**15, (1024,), generator=generator, dtype=torch.int32) * 65536 + 0x8000
+    near_one = torch.randint(0x387FF000, 0x47800000, (1024,), generator=generator, dtype=torch.int64)
+    bits[1024:2048] = ((near_one & ~0x1FFF) | 0x1000).to(torch.int32)  # float16's halfway cases, subnormal results
+    bits[2048:2064] = torch.tensor([0x7F7FFFFF, 0x7F7F8000, 0x3F807FFF, 0x3F808000, 0x3F818000, 0x7F800000, 0xFF800000,
                                     0x00000001, 0x80008000, 0x007FFFFF, 0x7FC00000, 0x7F800001, 0xFFFFFFFF, 0, 0x80000000,
-                                    0x3FFFFFFF], dtype=torch.int64).to(torch.int32)
+                                    0x477FF000], dtype=torch.int64).to(torch.int32)
     src = bits.view(torch.float32)
-    dst, rounded = torch.empty(N, dtype=torch.bfloat16), torch.empty(N)
-    kernels["to_bfloat16"](src, dst, rounded)
-    expected = src.to(torch.bfloat16)
+    dst, rounded = torch.empty(N, dtype=dtype), torch.empty(N)
+    kernels[f"to_{str(dtype)[6:]}"](src, dst, rounded)
+    expected = src.to(dtype)
     nan = expected.isnan()
     assert torch.equal(dst.isnan(), nan) and torch.equal(rounded.isnan(), nan)
     assert torch.equal(dst[~nan].view(torch.int16), expected[~nan].view(torch.int16))
     assert torch.equal(rounded[~nan].view(torch.int32), expected[~nan].float().view(torch.int32))
+
+
+def test_16_bit_floats_load_exactly(kernels: dict[str, Callable[..., None]]) -> None:
+    """Every float16 bit pattern (subnormals, infinities, NaNs included) widens to float32 as eager widens it."""
+    for start in range(0, 2**16, N):
+        chunk = torch.arange(start, start + N, dtype=torch.int64).remainder(2**16).to(torch.int32)
+        src = (chunk - (chunk >= 2**15).to(torch.int32) * 2**16).to(torch.int16).view(torch.float16)
+        dst, wide = torch.empty_like(src), torch.empty(N)
+        kernels["half_float16"](src, dst, wide)
+        expected = src.float() * 3.0
+        nan = expected.isnan()
+        assert torch.equal(wide.isnan(), nan)
+        assert torch.equal(wide[~nan].view(torch.int32), expected[~nan].view(torch.int32))
 
 
 def test_random_numbers_are_deterministic_per_seed_and_well_distributed(

@@ -193,11 +193,36 @@ inline i32x load(const int16_t* p) { return __builtin_convertvector(load_raw<s16
 inline i32x load(const int8_t* p) { return __builtin_convertvector(load_raw<s8x>(p), i32x); }
 inline i32x load(const uint8_t* p) { return __builtin_convertvector(load_raw<u8x>(p), i32x); }
 inline maskx load(const bool* p) { return __builtin_convertvector(load_raw<u8x>(p) != 0, i32x); }
-inline f32x load(const half* p) {
-  f32x r;
-  for (int64_t i = 0; i < VEC; ++i) r[i] = f16_to_f32(p[i].bits);
-  return r;
+// f16_to_f32 and f32_to_f16 on every lane, in vector instructions (each branch computed, then selected).
+inline f32x f16_to_f32_lanes(u32x h) {
+  u32x sign = (h & 0x8000u) << 16;
+  u32x em = h & 0x7fffu;
+  u32x bits = em << 13;
+  f32x f;
+  std::memcpy(&f, &bits, sizeof f);
+  f *= 0x1.0p112f;  // rebias the exponent; also right for subnormals
+  std::memcpy(&bits, &f, sizeof f);
+  bits = (em >= 0x7c00u ? (em << 13) | 0x7f800000u : bits) | sign;
+  std::memcpy(&f, &bits, sizeof f);
+  return f;
 }
+inline u32x f32_to_f16_lanes(f32x v) {
+  u32x x;
+  std::memcpy(&x, &v, sizeof x);
+  u32x sign = (x >> 16) & 0x8000u;
+  x &= 0x7fffffffu;
+  f32x magnitude;
+  std::memcpy(&magnitude, &x, sizeof x);
+  magnitude += 0.5f;  // a subnormal result: the FPU rounds at the right place
+  u32x subnormal;
+  std::memcpy(&subnormal, &magnitude, sizeof x);
+  subnormal -= 0x3f000000u;
+  u32x normal = (x + 0xc8000fffu + ((x >> 13) & 1u)) >> 13;  // round half to even
+  u32x special = x > 0x7f800000u ? u32x{} + 0x7e00u : u32x{} + 0x7c00u;
+  u32x out = x >= 0x47800000u ? special : x < 0x38800000u ? subnormal : normal;
+  return out | sign;
+}
+inline f32x load(const half* p) { return f16_to_f32_lanes(__builtin_convertvector(load_raw<u16x>(p), u32x)); }
 inline f32x load(const bfloat16* p) {
   u32x bits = __builtin_convertvector(load_raw<u16x>(p), u32x) << 16;
   f32x r;
@@ -215,9 +240,7 @@ inline void store(int16_t* p, i32x v) { store_raw(p, __builtin_convertvector(v, 
 inline void store(int8_t* p, i32x v) { store_raw(p, __builtin_convertvector(v, s8x)); }
 inline void store(uint8_t* p, i32x v) { store_raw(p, __builtin_convertvector(v, u8x)); }
 inline void store_mask(bool* p, maskx m) { store_raw(p, __builtin_convertvector(m != 0, u8x) & 1); }
-inline void store(half* p, f32x v) {
-  for (int64_t i = 0; i < VEC; ++i) p[i].bits = f32_to_f16(v[i]);
-}
+inline void store(half* p, f32x v) { store_raw(p, __builtin_convertvector(f32_to_f16_lanes(v), u16x)); }
 // f32_to_bf16 on every lane, in vector instructions: round to nearest even on the top 16 bits, a NaN
 // quieted (0x40) with its sign and payload's top bits kept.
 inline u32x f32_to_bf16_lanes(f32x v) {
@@ -330,7 +353,7 @@ inline maskx to_mask(V v) { return __builtin_convertvector(v != 0, maskx); }
 // Rounding to a narrower dtype's precision or range, staying in the compute type.
 inline float round_half(float v) { return f16_to_f32(f32_to_f16(v)); }
 inline float round_bfloat16(float v) { return bf16_to_f32(f32_to_bf16(v)); }
-inline f32x round_half(f32x v) { return map(v, [](float x) { return round_half(x); }); }
+inline f32x round_half(f32x v) { return f16_to_f32_lanes(f32_to_f16_lanes(v)); }
 inline f32x round_bfloat16(f32x v) {
   u32x bits = f32_to_bf16_lanes(v) << 16;
   f32x r;
