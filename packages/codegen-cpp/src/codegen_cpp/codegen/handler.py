@@ -318,8 +318,14 @@ class CppOpsHandler(RuntimeChecks):
         return self.to_dtype(x, torch.int64, x.dtype).name
 
     def masked(self, mask: CppValue, body: Callable[[], CppValue], other: bool | int | float) -> CppValue:
-        """``body()`` where ``mask`` holds, else ``other``; body's loads run only under the mask."""
-        if self.vector:
+        """``body()`` where ``mask`` holds, else ``other``; body's loads run only under the mask.
+
+        Scalar code, and vector code whose mask is the same in every lane (``mask.uniform``: a
+        concatenation or ``rotate_half`` at a multiple of ``VEC``, codegen/lanes.py's
+        ``lane_uniform_sign``), runs the body in an ``if`` block: inside it every lane is active, so
+        its loads are plain vector loads; a vector mask makes per-lane masked loads instead.
+        """
+        if self.vector and mask.uniform is None:
             return self._masked_vector(mask, body, other)
         inner = BodyScope(
             lines=[],
@@ -340,12 +346,17 @@ class CppOpsHandler(RuntimeChecks):
             self._masked_depth -= 1
         name = self.state.fresh("masked")
         info = cpp_dtype(result.dtype)
-        self._target.append(f"{info.scalar} {name} = {cpp_constant(other, result.dtype)};")
-        self._target.append(f"if ({mask.name}) {{")
+        if self.vector:
+            fallback = self._splat(cpp_constant(other, result.dtype), result.dtype)
+            self._target.append(f"{info.vector} {name} = {fallback};")
+            self._target.append(f"if ({mask.uniform}) {{")
+        else:
+            self._target.append(f"{info.scalar} {name} = {cpp_constant(other, result.dtype)};")
+            self._target.append(f"if ({mask.name}) {{")
         self._target.extend("    " + line for line in inner.lines)
-        self._target.append(f"    {name} = {result.name};")
+        self._target.append(f"    {name} = {self._lift(result)};")
         self._target.append("}")
-        return CppValue(name, result.dtype, False)
+        return CppValue(name, result.dtype, self.vector)
 
     def _masked_vector(
         self, mask: CppValue, body: Callable[[], CppValue], other: bool | int | float

@@ -33,6 +33,7 @@ from codegen_cpp.codegen.reduction import combine_partial
 from codegen_cpp.codegen.reuse import MAX_SCRATCH_ELEMENTS, LoopValueReuse
 from codegen_cpp.codegen.space import IterationSpace, plan_space
 from codegen_cpp.codegen.tiling import TiledAccumulators, tile_loop, tile_step, tile_vectors, tiled_values
+from codegen_cpp.codegen.unused import drop_unused_values
 from codegen_cpp.config import CppConfig
 from inductor_ir.backend import KernelGroup, KernelNode, KernelSource
 from inductor_ir.ir.checks import RuntimeCheck
@@ -573,8 +574,8 @@ class _KernelWriter(LoopShapes):
         return self._reduction() if self.group.is_reduction else self._pointwise()
 
     def write(self, body: list[str] | None = None) -> str:
-        """The whole function (with ``body``, default :meth:`body`)."""
-        body = self.body() if body is None else body
+        """The whole function (with ``body``, default :meth:`body`; values it never reads dropped)."""
+        body = drop_unused_values(self.body() if body is None else body)
         name = kernel_name(self.group)
         return "\n".join([self.signature(name), "{", *_indent(body), "}", ""])
 

@@ -8,6 +8,10 @@ reshapes produce them) count as lane-invariant or lane-linear when their divisor
 ``VEC`` and their bases are multiples of ``VEC`` at lane 0, e.g. ``1024*((64*x0 + x1) // 1024) +
 (x1 % 64)`` moves by 1 per lane of ``x1``.
 
+:func:`lane_uniform_sign` proves that a comparison of such indices has one truth value across a
+vector: ``(x1 % 32) - 16 >= 0`` (rotary embeddings' ``rotate_half``, a concatenation at a multiple of
+``VEC``) holds in all lanes of a vector or in none, so a mask built from it is decided once per vector.
+
 The lane count follows the machine's vector registers: a vector of 16 floats is one AVX-512
 register, but on AVX2 it is two, and g++ keeps such a vector that a loop carries (a reduction's
 accumulator) in memory, not registers: a row sum over 512 floats ran 8 times slower with 16 lanes
@@ -21,7 +25,7 @@ import sympy
 
 from inductor_ir import FloorDiv, ModularIndexing
 
-__all__ = ["VECTOR_FLAGS", "VECTOR_LANES", "lane_stride", "vector_lanes_for"]
+__all__ = ["VECTOR_FLAGS", "VECTOR_LANES", "lane_stride", "lane_uniform_sign", "vector_lanes_for"]
 
 
 def vector_lanes_for(cpu_flags: str) -> int:
@@ -101,3 +105,63 @@ def lane_stride(expr: sympy.Expr, var: sympy.Symbol, lanes: int = VECTOR_LANES) 
             return sympy.Integer(0)
         return None
     return None
+
+
+def _always_multiple(expr: sympy.Expr, k: int) -> bool:
+    """Whether the integer ``expr`` is a multiple of ``k`` for every value of its (integer) symbols.
+
+    Structural, so a False means "not proven": integers divisible by ``k``; sums of multiples; a
+    product with a factor that is a multiple (the others integers); ``X % m`` with ``X`` and ``m``
+    multiples of ``k`` (``X - m*(X // m)``); ``(X // d) % m`` and ``X // d`` with ``X`` a multiple of
+    ``k*d`` (``X == k*d*j`` gives ``X // d == k*j``).
+    """
+    if expr.is_Integer:
+        return int(expr) % k == 0
+    if isinstance(expr, sympy.Add):
+        return all(_always_multiple(term, k) for term in expr.args)
+    if isinstance(expr, sympy.Mul):
+        return all(_is_integer(f) for f in expr.args) and any(_always_multiple(f, k) for f in expr.args)
+    if isinstance(expr, ModularIndexing):
+        base, divisor, modulus = expr.args
+        return (
+            divisor.is_Integer
+            and int(divisor) > 0
+            and modulus.is_Integer
+            and int(modulus) % k == 0
+            and _always_multiple(base, k * int(divisor))
+        )
+    if isinstance(expr, FloorDiv):
+        base, divisor = expr.args
+        return divisor.is_Integer and int(divisor) > 0 and _always_multiple(base, k * int(divisor))
+    return False
+
+
+def _is_integer(expr: sympy.Expr) -> bool:
+    return bool(expr.is_Integer or isinstance(expr, FloorDiv | ModularIndexing) or (expr.is_Symbol and expr.is_integer))
+
+
+def lane_uniform_sign(expr: sympy.Expr, var: sympy.Symbol, lanes: int = VECTOR_LANES) -> bool:
+    """Whether ``expr >= 0`` has the same truth value in every lane of a vector over ``var``.
+
+    Lane ``l`` sees ``t(v0 + l)`` with ``v0 = lanes*q``. Proven in two cases: ``t`` is the same in
+    every lane (stride 0), or it moves by +-1 per lane from a lane-0 value on the right side of a
+    multiple of ``lanes``. By +1 from ``t(v0) == lanes*j``: ``t(v0) + l`` is ``>= 0`` for all ``l``
+    when ``j >= 0`` and ``<= -1`` for all ``l < lanes`` when ``j < 0``. By -1, the same for
+    ``-t - 1`` (``t >= 0`` is ``-t - 1 < 0``).
+
+    Example (16 lanes):
+        >>> x1 = sympy.Symbol("x1", integer=True, nonnegative=True)
+        >>> lane_uniform_sign(ModularIndexing(x1, 1, 32) - 16, x1, 16)
+        True
+        >>> lane_uniform_sign(ModularIndexing(x1, 1, 24) - 12, x1, 16)
+        False
+    """
+    stride = lane_stride(expr, var, lanes)
+    if stride == 0:
+        return True
+    if stride == -1:
+        expr, stride = sympy.expand(-expr - 1), sympy.Integer(1)
+    if stride != 1:
+        return False
+    block = sympy.Symbol("kiln_block", integer=True, nonnegative=True)
+    return _always_multiple(sympy.expand(expr.xreplace({var: lanes * block})), lanes)
