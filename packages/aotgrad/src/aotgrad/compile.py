@@ -214,7 +214,11 @@ def _trace_region(
         # The trace ran the user's in-place ops under autograd: an input that requires grad now
         # (it did before, or it was written from values that do) has a differentiable new value,
         # written back with grad mode on, so autograd records the write as eager's in-place op does.
-        forward.differentiable_mutations = tuple(i for i in forward.mutated_inputs if traced[i].requires_grad)
+        # An input written only where autograd does not see it (under no_grad, through `.data`)
+        # keeps its history, as in eager: written back under no_grad.
+        forward.differentiable_mutations = tuple(
+            i for i in forward.mutated_inputs if traced[i].requires_grad and i not in forward.hidden_mutations
+        )
         # The forward's ATen ops carry autocast's casts already; traced again under the caller's
         # autocast they would be cast a second time (a matmul in a `torch.autocast(enabled=False)`
         # block would run in bfloat16).

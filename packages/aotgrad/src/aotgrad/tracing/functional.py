@@ -39,6 +39,7 @@ from aotgrad.tracing.graph_passes import (
     truncate_integral_addcmul_values,
     views_as_reshapes,
 )
+from aotgrad.tracing.hidden_writes import BarrierSwitch, HiddenWrites
 from aotgrad.tracing.overlap import OverlapChecks, OverlapWatch, provably_distinct
 from aotgrad.tracing.runtime_asserts import fresh_unbacked_symbols, materialize_runtime_asserts
 from aotgrad.tracing.single_pass import (
@@ -122,6 +123,9 @@ class FunctionalGraph:
             double backward replays a graph traced again with it whole (`replay_decompositions`).
         writes_into_views: the function writes in place into a view (`tracing/view_writes.py`): a
             double backward replays a graph that keeps its in-place ops (`trace_with_writes`).
+        hidden_mutations: mutated inputs written only by writes eager's autograd does not record
+            (under no_grad, through `.data` or `.detach()`: `tracing/hidden_writes.py`): written back
+            under no_grad, they keep their history (a leaf stays a leaf).
     """
 
     gm: torch.fx.GraphModule
@@ -132,6 +136,7 @@ class FunctionalGraph:
     differentiable_mutations: tuple[int, ...] = ()
     decomposed_batch_norm: bool = False
     writes_into_views: bool = False
+    hidden_mutations: tuple[int, ...] = ()
 
 
 def _check_no_metadata_mutation(gm: torch.fx.GraphModule) -> None:
@@ -244,12 +249,17 @@ class _GradientBarriers(TorchDispatchMode):
     """Detaches the results of ops the user runs with grad mode off (`torch.no_grad()` blocks).
 
     The forward is traced below autograd, so grad mode is not in the graph; an explicit
-    `aten.detach` keeps the backward from flowing where eager's would not.
+    `aten.detach` keeps the backward from flowing where eager's would not. `barrier.passing` lifts
+    them (for the straight-through writes of `tracing/hidden_writes.py`).
     """
+
+    def __init__(self, barrier: BarrierSwitch) -> None:
+        super().__init__()
+        self._barrier = barrier
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         out = func(*args, **(kwargs or {}))
-        if torch.is_grad_enabled() or func in _DETACH:
+        if torch.is_grad_enabled() or func in _DETACH or self._barrier.passing:
             return out
         return pytree.tree_map_only(torch.Tensor, aten.detach.default, out)
 
@@ -340,6 +350,7 @@ def trace_functional(
     early = mutation_decompositions(differentiated=training) if early is None else early
     early = _recording(early, BATCH_NORMS, batch_norms)
     writes = WritesIntoViews()
+    hidden_box: list[frozenset[int]] = []
     table = early if training else {op: fn for op, fn in decompositions.items() if op not in _DETACH}
     # One functionalized trace where that is faithful (static sizes, nothing in place left over:
     # tracing/single_pass.py), else decompose first and functionalize in a second trace. Nodes
@@ -353,16 +364,19 @@ def trace_functional(
                 # CUDA autocast the one-pass graph of BERT-base's inference (its padding-mask ops)
                 # gave a wrong result there, not yet reproduced on CPU (docs/aotgrad.md).
                 raise SinglePassUnsupported("inference graph")
-            functional, spec = _trace_in_one_pass(fn, fake_inputs, early, {**table, **early}, training, writes)
+            functional, spec = _trace_in_one_pass(
+                fn, fake_inputs, early, {**table, **early}, training, writes, hidden_box
+            )
         except Exception as error:  # what one pass cannot do, two passes trace (or report)
             log.debug("aotgrad: tracing the forward in two passes (%s: %s)", type(error).__name__, error)
-            functional, spec = _trace_in_two_passes(fn, fake_inputs, early, table, training, writes)
+            functional, spec = _trace_in_two_passes(fn, fake_inputs, early, table, training, writes, hidden_box)
     if not training:
         _drop_detaches(functional)
     draw_random_in_memory_order(functional, recompile=False)
     graph = _rewrite_outputs(functional, spec)
     graph.decomposed_batch_norm = bool(batch_norms)
     graph.writes_into_views = writes.seen
+    graph.hidden_mutations = tuple(i for i in graph.mutated_inputs if hidden_box and i in hidden_box[-1])
     return graph
 
 
@@ -426,21 +440,28 @@ def _flat_traceable(
     training: bool,
     spec_box: list[pytree.TreeSpec],
     writes: WritesIntoViews | None = None,
+    hidden_box: list[frozenset[int]] | None = None,
 ) -> Callable[..., list[Any]]:
     """`fn` returning its flat output leaves (their structure goes to `spec_box`), with eager's
-    argument checks (`EagerChecks`), and the gradient barriers and the custom-backward check when
-    training; `writes` notes writes into views."""
+    argument checks (`EagerChecks`), and when training the gradient barriers, the straight-through
+    writes autograd does not record (`HiddenWrites`: the inputs written only so go to `hidden_box`)
+    and the custom-backward check; `writes` notes writes into views."""
 
     def flat_fn(*args: Any) -> list[Any]:
+        barrier = BarrierSwitch()
+        hidden = HiddenWrites(args, barrier) if training else None
         with (
             writes if writes is not None else contextlib.nullcontext(),
             EagerChecks(),
             RecurrentInFloat32(),
-            _GradientBarriers() if training else contextlib.nullcontext(),
+            _GradientBarriers(barrier) if training else contextlib.nullcontext(),
+            hidden if hidden is not None else contextlib.nullcontext(),
         ):
             leaves, spec = pytree.tree_flatten(fn(*args))
         if training:
             _check_no_custom_backward(leaves)
+        if hidden is not None and hidden_box is not None:
+            hidden_box.append(hidden.hidden_only)
         spec_box.append(spec)
         return leaves
 
@@ -454,12 +475,13 @@ def _trace_in_one_pass(
     table: DecompositionTable,
     training: bool,
     writes: WritesIntoViews | None = None,
+    hidden_box: list[frozenset[int]] | None = None,
 ) -> tuple[torch.fx.GraphModule, pytree.TreeSpec]:
     """`make_fx(functionalize(fn))`: one trace, with training-mode batch norm called as the op that
     declares its update of the running statistics (`tracing/single_pass.py`). Raises
     `SinglePassUnsupported` where only two passes are faithful."""
     spec_box: list[pytree.TreeSpec] = []
-    flat_fn = _flat_traceable(fn, training, spec_box, writes)
+    flat_fn = _flat_traceable(fn, training, spec_box, writes, hidden_box)
 
     def watched(*args: Any) -> list[Any]:
         before = input_metadata(args)
@@ -484,11 +506,12 @@ def _trace_in_two_passes(
     table: DecompositionTable,
     training: bool,
     writes: WritesIntoViews | None = None,
+    hidden_box: list[frozenset[int]] | None = None,
 ) -> tuple[torch.fx.GraphModule, pytree.TreeSpec]:
     """Decompose first with mutations still visible (`make_fx` with `early`), then functionalize
     that graph (with its tensor constants passed in as inputs) in a second trace."""
     spec_box: list[pytree.TreeSpec] = []
-    flat_fn = _flat_traceable(fn, training, spec_box, writes)
+    flat_fn = _flat_traceable(fn, training, spec_box, writes, hidden_box)
 
     def checked(*args: Any) -> list[Any]:
         with OverlapChecks(args):  # in-place writes into tensors whose elements share memory

@@ -24,6 +24,12 @@ from aotgrad.tracing.derivative_fixes import rrelu_from_drawn_slopes
 from aotgrad.tracing.evenly_distributed import select_evenly_distributed_gradients
 from aotgrad.tracing.functional import FunctionalGraph
 from aotgrad.tracing.graph_passes import clean, output_values, placeholders
+from aotgrad.tracing.hidden_writes import (
+    STRAIGHT_THROUGH,
+    bump_version_of_overwritten,
+    fold_straight_through_copies,
+    straight_through_in_joint,
+)
 from aotgrad.tracing.replay_ops import REPLAY_OVERRIDES
 from aotgrad.tracing.runtime_asserts import fresh_unbacked_symbols
 
@@ -85,6 +91,18 @@ class ReplayInterpreter(torch.fx.Interpreter):
     autograd they may differ, so each view re-decides view-or-copy (where a view is possible,
     `reshape` is one). The forward graph itself is not copied or changed.
     """
+
+    def run_node(self, n: torch.fx.Node) -> Any:
+        """Run node `n`; a straight-through write with the value it overwrites (`hidden_writes.py`)."""
+        if n.target is STRAIGHT_THROUGH:
+            args: Any = self.map_nodes_to_values(n.args, n)
+            return straight_through_in_joint(*args)
+        result = super().run_node(n)
+        if any(user.target is STRAIGHT_THROUGH and user.args[0] is n for user in n.users):
+            # `n` is the copy of the value a write overwrites: the write bumps that value's version.
+            overwritten: Any = self.map_nodes_to_values(n.args, n)
+            bump_version_of_overwritten(overwritten[0])
+        return result
 
     def call_function(self, target: Any, args: Any, kwargs: Any) -> Any:
         """Call `target`, a `reshape` where the graph says `view`."""
@@ -231,6 +249,7 @@ def trace_joint(
         if _mutates(gm):
             gm = _functionalized(gm, list(fake_inputs), tangents, table)
     select_evenly_distributed_gradients(gm)
+    fold_straight_through_copies(gm)
     differentiable = differentiable_box[0]
     # Tangents of outputs that turned out not to need one were never read: drop their inputs.
     tangent_nodes = placeholders(gm.graph)[len(fake_inputs) :]
