@@ -105,7 +105,16 @@ def unary(b: Builder) -> bool:
     dtype = b.tensor(x).dtype
     table = FLOAT_UNARY if dtype.is_floating_point else BOOL_UNARY if dtype == torch.bool else INT_UNARY
     name, template = b.rng.choice(table)
+    if name == "signbit" and _holds_nan(b.tensor(x)):
+        return False
     return b.try_add(name, template, (x,))
+
+
+def _holds_nan(xt: torch.Tensor) -> bool:
+    """Whether `xt` holds a NaN, whose sign bit no implementation defines (eager's own vector and scalar
+    kernels disagree, docs/testing.md): `signbit` of it, or a `copysign` taking the sign from it, is
+    not generated (fuzz 225b89ef39: `signbit(sqrt(int8))`)."""
+    return xt.is_floating_point() and bool(xt.isnan().any())
 
 
 def binary(b: Builder) -> bool:
@@ -259,12 +268,16 @@ def special(b: Builder) -> bool:
     rng = b.rng
     if rng.random() < 0.6:
         name, template = rng.choice(SPECIAL_UNARY)
+        if name == "signbit" and _holds_nan(xt):
+            return False
         neg = rng.choice(["-1.5", "-2", "-3", "-0.5", "-7"]) if xt.is_floating_point() else rng.choice(["-2", "-3", "-7"])
         filled = (template.replace("{s}", b.scalar(xt.dtype)).replace("{s2}", b.scalar(torch.float32))
                   .replace("{neg}", f"({neg})").replace("{k}", rng.choice(["2", "3", "0", "5"])))
         return b.try_add(name, filled, (x,))
     name, template = rng.choice(SPECIAL_BINARY)
     other, literal = _operand(b, x)
+    if name == "copysign" and literal is None and _holds_nan(b.tensor(other)):
+        return False
     if literal is not None:
         return b.try_add(name, template.replace("{1}", f"({literal})"), (x,))
     if name in ("remainder_t", "fmod_t") and not b.tensor(other).is_floating_point():
