@@ -149,14 +149,22 @@ def _finish(ctx: LoweringContext, red: IRNode, out: torch.dtype, fn: Any) -> Poi
 
 @lowering(aten.fmax.default, aten.fmin.default)
 def fmax(ctx: LoweringContext, a: Any, b: Any) -> Pointwise:
-    """max/min ignoring NaN (NaN only when both are NaN)."""
+    """max/min ignoring NaN (NaN only when both are NaN).
+
+    Ties keep the operand eager keeps, which matters for -0.0 against +0.0: ATen's CPU kernel returns
+    the first operand for float16/float32/float64 and the second for bfloat16, whatever the layout,
+    size or position (measured; see docs/testing.md). `ops.minimum`/`ops.maximum` promise no side.
+    """
     dtype = ctx.out_dtype(promote_dtypes(a, b))
-    pick = ops.maximum if ctx.origin == "fmax" else ops.minimum
+    is_max = ctx.origin == "fmax"
+    pick = ops.maximum if is_max else ops.minimum
 
     def fn(x: Any, y: Any) -> Any:
         if not dtype.is_floating_point:
             return pick(x, y)
-        return ops.where(ops.isnan(x), y, ops.where(ops.isnan(y), x, pick(x, y)))
+        kept, other = (y, x) if dtype == torch.bfloat16 else (x, y)
+        beats = ops.gt(other, kept) if is_max else ops.lt(other, kept)
+        return ops.where(ops.isnan(x), y, ops.where(ops.isnan(y), x, ops.where(beats, other, kept)))
 
     return make_pointwise(ctx, fn, [a, b], compute_dtype=compute_dtype_for(dtype), out_dtype=dtype)
 
