@@ -610,3 +610,14 @@ def test_the_sign_of_a_nan_is_not_asked_for() -> None:
     assert _holds_nan(torch.tensor([1.0, float("nan")]))
     assert not _holds_nan(torch.tensor([1.0, float("inf"), -0.0]))
     assert not _holds_nan(torch.tensor([1, 2]))
+
+
+def test_a_signed_zero_tie_of_minimum_is_not_generated() -> None:
+    """minimum/maximum/clamp with a tensor bound on -0.0 against 0.0: eager's vector loop and scalar tail
+    keep different operands, so such a tie is not generated (fmin/fmax are, eager keeps one operand)."""
+    from tools.fuzz.rules_pointwise import _signed_zero_tie
+
+    assert _signed_zero_tie(torch.tensor([1.0, -0.0]), torch.tensor([0.0, 2.0]))
+    assert not _signed_zero_tie(torch.tensor([1.0, 0.0]), torch.tensor([0.0, 2.0]))
+    assert not _signed_zero_tie(torch.tensor([1.0, -0.0]), torch.tensor([3.0, 2.0]))
+    assert not _signed_zero_tie(torch.tensor([1, 0]), torch.tensor([0, 2]))

@@ -117,6 +117,19 @@ def _holds_nan(xt: torch.Tensor) -> bool:
     return xt.is_floating_point() and bool(xt.isnan().any())
 
 
+ORDERED_ON_TIES = frozenset({"minimum", "maximum", "maximum_nan", "clamp_min_t", "clamp_max_t"})
+"""Ops whose answer on a -0.0/+0.0 tie eager's own kernels give by position (its vector loop keeps the
+second operand, its scalar tail the first: docs/testing.md)."""
+
+
+def _signed_zero_tie(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Whether both operands hold zeros and one of them a -0.0 (a tie `ORDERED_ON_TIES` may break either way)."""
+    if not (a.is_floating_point() or b.is_floating_point()):
+        return False
+    zeros = [t[t == 0] for t in (a, b)]
+    return all(z.numel() for z in zeros) and any(bool(torch.signbit(z.float()).any()) for z in zeros)
+
+
 def binary(b: Builder) -> bool:
     """A binary op with a tensor or scalar right side; integer division by zero only on purpose."""
     x = b.pick()
@@ -137,6 +150,8 @@ def binary(b: Builder) -> bool:
         left, right = ("{0}", rhs) if not swap or divides else (rhs, "{0}")
         return b.try_add(name, template.format(left, right), (x,))
     args = (other, x) if swap else (x, other)
+    if name in ORDERED_ON_TIES and _signed_zero_tie(b.tensor(x), b.tensor(other)):
+        return False
     if name == "div_trunc":
         template = trapless_trunc_division(template, b.tensor(args[0]), b.tensor(args[1]))
     if divides and not b.tensor(args[1]).is_floating_point():
@@ -277,6 +292,8 @@ def special(b: Builder) -> bool:
     name, template = rng.choice(SPECIAL_BINARY)
     other, literal = _operand(b, x)
     if name == "copysign" and literal is None and _holds_nan(b.tensor(other)):
+        return False
+    if name in ORDERED_ON_TIES and literal is None and _signed_zero_tie(xt, b.tensor(other)):
         return False
     if literal is not None:
         return b.try_add(name, template.replace("{1}", f"({literal})"), (x,))
