@@ -478,3 +478,77 @@ def test_writes_into_views_keep_eagers_gradient_history(name: str) -> None:
         assert got_flags == want_flags, f"seed {seed}: gradients requiring grad {got_flags}, eager {want_flags}"
         for got, want in zip((*got_first, *got_second), (*want_first, *want_second), strict=True):
             _assert_same_or_both_zero(got, want)
+
+
+def _instance_norm_beside_a_write_into_a_view(
+    mask: torch.Tensor, x: torch.Tensor, stats: tuple[torch.Tensor, torch.Tensor], w: torch.Tensor, b: torch.Tensor
+) -> torch.Tensor:
+    # fuzz 3577c8a563: a write into a view makes the replay keep its in-place ops, and the running
+    # statistics' update then overwrote what batch norm's autograd node had saved.
+    mask.expand(2, *mask.shape).masked_fill_(mask.expand(2, *mask.shape) > 0, False)
+    return nn.functional.instance_norm(x * w.view(1, -1, 1), *stats, w, b, use_input_stats=True, momentum=0.3)
+
+
+def _batch_norm_beside_a_write_into_a_view(
+    mask: torch.Tensor, x: torch.Tensor, stats: tuple[torch.Tensor, torch.Tensor], w: torch.Tensor, b: torch.Tensor
+) -> torch.Tensor:
+    t = x.sin()
+    t.view(-1).floor_()
+    mask.view(-1).zero_()
+    return nn.functional.batch_norm(t + x, *stats, w, b, training=True, momentum=0.2)
+
+
+def _batch_norm_and_a_buffer_updated_in_place(
+    mask: torch.Tensor, x: torch.Tensor, stats: tuple[torch.Tensor, torch.Tensor], w: torch.Tensor, b: torch.Tensor
+) -> torch.Tensor:
+    # The user's own update of the buffers before batch norm reads them (eager's batch norm saves its
+    # running statistics: updating them after it raises in eager too), one through a view.
+    stats[0].mul_(0.5).add_(1.0)
+    stats[1].view(-1).add_(0.25)
+    y = nn.functional.batch_norm(x, *stats, w, b, training=True, momentum=0.1)
+    return y * y.tanh() * stats[1].view(1, -1, 1)
+
+
+RUNNING_STATISTICS: dict[str, Callable[..., torch.Tensor]] = {
+    "instance_norm_beside_a_write_into_a_view": _instance_norm_beside_a_write_into_a_view,
+    "batch_norm_beside_a_write_into_a_view": _batch_norm_beside_a_write_into_a_view,
+    "batch_norm_and_a_buffer_updated_in_place": _batch_norm_and_a_buffer_updated_in_place,
+}
+
+
+def _running_statistics_case(fn: Callable[..., torch.Tensor], seed: int, retain: bool) -> list[Any]:
+    """Values, running statistics, gradients and gradients of gradients of `fn` (one or, with
+    `retain`, two create_graph backwards, the first with retain_graph=True)."""
+    g = torch.Generator().manual_seed(seed)
+    mask = torch.randint(0, 2, (1, 3, 4), generator=g).bool()
+    x = torch.randn(2, 3, 4, generator=g, dtype=torch.float64, requires_grad=True)
+    stats = (torch.rand(3, generator=g, dtype=torch.float64), torch.rand(3, generator=g, dtype=torch.float64) + 0.5)
+    w = torch.randn(3, generator=g, dtype=torch.float64, requires_grad=True)
+    b = torch.randn(3, generator=g, dtype=torch.float64, requires_grad=True)
+    cotangent = torch.randn(2, 3, 4, generator=g, dtype=torch.float64)
+    out = fn(mask, x, stats, w, b)
+    results: list[Any] = [out.detach(), mask.clone(), *(s.clone() for s in stats)]
+    for _ in range(2 if retain else 1):
+        first = torch.autograd.grad(out, (x, w, b), cotangent, create_graph=True, retain_graph=True)
+        terms = [(f * torch.randn(f.shape, generator=g, dtype=torch.float64)).sum() for f in first if f.requires_grad]
+        second = torch.autograd.grad(sum(terms), (x, w, b), allow_unused=True, retain_graph=retain)
+        results += [[f.requires_grad for f in first], *(f.detach() for f in first), *second]
+    return results
+
+
+@pytest.mark.parametrize("retain", [False, True])
+@pytest.mark.parametrize("name", sorted(RUNNING_STATISTICS))
+def test_running_statistics_updated_beside_a_double_backward_match_eager(name: str, retain: bool) -> None:
+    # The replay's batch norm is given copies of the running statistics: its autograd node saves
+    # them, and a replay that keeps its in-place ops writes the new statistics into them.
+    fn = RUNNING_STATISTICS[name]
+    compiled = aotgrad.aot_function(fn, fw_compiler=aotgrad.eager_compiler, config=strict())
+    for seed in range(2):
+        want = _running_statistics_case(fn, seed, retain)
+        got = _running_statistics_case(compiled, seed, retain)
+        assert len(got) == len(want)
+        for i, (g, w) in enumerate(zip(got, want, strict=True)):
+            if isinstance(w, list):
+                assert g == w, f"seed {seed}, result {i}: requires_grad {g}, eager {w}"
+            else:
+                _assert_same_or_both_zero(g, w)

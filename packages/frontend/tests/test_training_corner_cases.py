@@ -193,3 +193,54 @@ def test_embedding_bag_trains_like_eager(mode: str, dtype: torch.dtype) -> None:
         weight.grad = None
     for got, want in zip(results[1], results[0], strict=True):
         torch.testing.assert_close(got, want)
+
+
+class NormsBesideAWriteIntoAView(nn.Module):
+    """Instance and batch norm updating their running statistics, beside a write into a view of an
+    input (fuzz 3577c8a563: the double backward's replay then keeps its in-place ops)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.instance = nn.InstanceNorm1d(3, affine=True, track_running_stats=True, momentum=0.3)
+        self.batch = nn.BatchNorm1d(3, momentum=0.2)
+
+    def forward(self, mask: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        mask.expand(2, *mask.shape).masked_fill_(mask.expand(2, *mask.shape) > 0, False)
+        return self.batch(self.instance(x).tanh()) * x
+
+
+def _norms_double_backward(model: nn.Module, run: Callable[..., torch.Tensor], seed: int) -> list[object]:
+    """Outputs, running statistics, gradients (twice, retain_graph=True) and gradients of gradients."""
+    g = torch.Generator().manual_seed(seed)
+    mask = torch.randint(0, 2, (1, 3, 5), generator=g).bool()
+    x = torch.randn(4, 3, 5, generator=g, requires_grad=True)
+    leaves = [x, *model.parameters()]
+    out = run(mask, x)
+    results: list[object] = [out.detach(), mask.clone(), *(b.clone() for b in model.buffers())]
+    for _ in range(2):
+        first = torch.autograd.grad(out, leaves, torch.randn(out.shape, generator=g), create_graph=True, retain_graph=True)
+        penalty = sum((f * torch.randn(f.shape, generator=g)).sum() for f in first)
+        second = torch.autograd.grad(penalty, leaves, allow_unused=True, retain_graph=True)
+        results += [[f.requires_grad for f in first], *(f.detach() for f in first), *second]
+    return results
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_norms_updating_running_statistics_beside_a_write_into_a_view_double_backward(backend: str) -> None:
+    torch.manual_seed(0)
+    eager_model = NormsBesideAWriteIntoAView()
+    model = NormsBesideAWriteIntoAView()
+    model.load_state_dict(eager_model.state_dict())
+    compiled = frontend.compile(model, backend=backend, options=STRICT)
+    for seed in range(2):
+        want = _norms_double_backward(eager_model, eager_model, seed)
+        got = _norms_double_backward(model, compiled, seed)
+        assert len(got) == len(want)
+        for i, (a, w) in enumerate(zip(got, want, strict=True)):
+            if isinstance(w, list):
+                assert a == w, f"seed {seed}, result {i}"
+            elif w is None or a is None:
+                present = a if w is None else w
+                assert present is None or not present.count_nonzero(), f"seed {seed}, result {i}"
+            else:
+                torch.testing.assert_close(a, w, rtol=1e-4, atol=1e-5, msg=lambda m, i=i: f"seed {seed}, result {i}: {m}")

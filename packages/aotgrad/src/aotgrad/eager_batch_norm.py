@@ -179,12 +179,17 @@ def native_batch_norm_for_replay(
     backward's replay graph (`runtime/higher_order.py`): its update of the running statistics, which
     its schema does not declare, becomes explicit copies that functionalization sees, and the op
     itself stays whole, so the replay differentiates it with eager's own derivative formula. Without
-    running statistics to update: the op as it is."""
+    running statistics to update: the op as it is.
+
+    The op is given copies of the running statistics: its autograd node saves them (its backward
+    takes them, unused in training), and a replay graph that keeps its in-place ops
+    (`trace_with_writes`) runs the copies into them for real, after which that node's backward would
+    raise "modified by an inplace operation" (instance norm's repeated statistics, fuzz 3577c8a563)."""
     if not training or running_mean is None or running_var is None:
         return NotImplemented
     aten = torch.ops.aten
     out, mean, invstd, new_mean, new_var = aten._native_batch_norm_legit_functional.default(
-        x, weight, bias, running_mean, running_var, True, momentum, eps
+        x, weight, bias, running_mean.clone(), running_var.clone(), True, momentum, eps
     )
     running_mean.copy_(new_mean)
     running_var.copy_(new_var)
